@@ -1,0 +1,50 @@
+# Helpers shared by every folder: one static library per concern, one test executable per test file.
+
+set(DAYZERO_MPIEXEC ${MPIEXEC_EXECUTABLE})
+# Oversubscribed CPU ranks on one machine; root needs Open MPI's explicit consent.
+set(DAYZERO_MPI_TEST_ENV
+  "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+  "OMPI_MCA_rmaps_base_oversubscribe=1" "OPENBLAS_NUM_THREADS=1" "DAYZERO_THREADS=1")
+
+# dayzero_library(NAME dir-relative sources globbed; DEPS ...)
+function(dayzero_library name)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/*/*.cpp)
+  add_library(${name} STATIC ${srcs})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  if(DAYZERO_HAS_MARCH_NATIVE)
+    target_compile_options(${name} PRIVATE -march=native)
+  endif()
+endfunction()
+
+# dayzero_test(FILE path.cpp DEPS libs... [MPI n] [TIMEOUT s] [FIXTURES f])
+# A unit test runs alone; an MPI test runs under mpiexec -n N --oversubscribe.
+function(dayzero_test)
+  cmake_parse_arguments(ARG "" "FILE;MPI;TIMEOUT;NAME" "DEPS;FIXTURES;LABELS" ${ARGN})
+  if(NOT ARG_NAME)
+    get_filename_component(ARG_NAME ${ARG_FILE} NAME_WE)
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  add_executable(${ARG_NAME} ${ARG_FILE})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${ARG_NAME} PRIVATE
+    DAYZERO_SOURCE_DIR="${PROJECT_SOURCE_DIR}" DAYZERO_BINARY_DIR="${PROJECT_BINARY_DIR}"
+    DAYZERO_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
+  if(ARG_MPI)
+    add_test(NAME ${ARG_NAME} COMMAND ${DAYZERO_MPIEXEC} -n ${ARG_MPI} --oversubscribe
+             $<TARGET_FILE:${ARG_NAME}>)
+  else()
+    add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
+  endif()
+  set_tests_properties(${ARG_NAME} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
+    ENVIRONMENT "${DAYZERO_MPI_TEST_ENV};DAYZERO_BIN=$<TARGET_FILE:dayzero>")
+  if(ARG_FIXTURES)
+    set_tests_properties(${ARG_NAME} PROPERTIES FIXTURES_REQUIRED "${ARG_FIXTURES}")
+  endif()
+  if(ARG_LABELS)
+    set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
+endfunction()

@@ -1,0 +1,2 @@
+// Placeholder until the CPU kernels land.
+namespace dayzero::kernels::cpu {}

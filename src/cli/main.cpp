@@ -1,0 +1,2 @@
+// dayzero: entry point; subcommands live in one file each.
+int main() { return 0; }

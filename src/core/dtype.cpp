@@ -1,0 +1,183 @@
+// dtype tables and scalar conversions (bit-exact, portable; no hardware f16 assumed).
+#include "core/dtype.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace dayzero {
+namespace {
+struct DTypeInfo {
+  DType t;
+  const char* name;
+  size_t size;
+  bool numeric;
+  bool is_float;
+};
+constexpr DTypeInfo kInfo[] = {
+    {DType::kF32, "F32", 4, true, true},       {DType::kF16, "F16", 2, true, true},
+    {DType::kBF16, "BF16", 2, true, true},     {DType::kF8_E4M3, "F8_E4M3", 1, true, true},
+    {DType::kF8_E5M2, "F8_E5M2", 1, true, true}, {DType::kI8, "I8", 1, true, false},
+    {DType::kI16, "I16", 2, true, false},      {DType::kI32, "I32", 4, true, false},
+    {DType::kI64, "I64", 8, true, false},      {DType::kU8, "U8", 1, true, false},
+    {DType::kBool, "BOOL", 1, false, false},
+};
+const DTypeInfo& info(DType t) { return kInfo[static_cast<int>(t)]; }
+
+float bits_to_f32(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+uint32_t f32_to_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+}  // namespace
+
+std::optional<DType> parse_dtype(std::string_view s) {
+  for (const auto& i : kInfo)
+    if (s == i.name) return i.t;
+  return std::nullopt;
+}
+const char* dtype_name(DType t) { return info(t).name; }
+size_t dtype_size(DType t) { return info(t).size; }
+bool dtype_is_numeric(DType t) { return info(t).numeric; }
+bool dtype_is_float(DType t) { return info(t).is_float; }
+
+float bf16_to_f32(uint16_t v) { return bits_to_f32(static_cast<uint32_t>(v) << 16); }
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  float mag;
+  if (exp == 0) {
+    mag = std::ldexp(static_cast<float>(mant), -24);  // subnormal
+  } else if (exp == 31) {
+    mag = mant ? NAN : INFINITY;
+  } else {
+    mag = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+  }
+  return sign ? -mag : mag;
+}
+
+float f8_e4m3_to_f32(uint8_t v) {
+  const uint32_t sign = v >> 7, exp = (v >> 3) & 0xf, mant = v & 0x7;
+  float mag;
+  if (exp == 0xf && mant == 0x7) {
+    mag = NAN;
+  } else if (exp == 0) {
+    mag = std::ldexp(static_cast<float>(mant), -9);  // 2^(1-7) * m/8
+  } else {
+    mag = std::ldexp(static_cast<float>(mant | 0x8), static_cast<int>(exp) - 10);
+  }
+  return sign ? -mag : mag;
+}
+
+float f8_e5m2_to_f32(uint8_t v) { return f16_to_f32(static_cast<uint16_t>(v) << 8); }
+
+uint16_t f32_to_bf16(float f) {
+  uint32_t b = f32_to_bits(f);
+  if ((b & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((b >> 16) | 0x40);  // quiet NaN
+  b += 0x7fff + ((b >> 16) & 1);
+  return static_cast<uint16_t>(b >> 16);
+}
+
+uint16_t f32_to_f16(float f) {
+  const uint32_t b = f32_to_bits(f);
+  const uint16_t sign = static_cast<uint16_t>((b >> 16) & 0x8000);
+  const uint32_t abs = b & 0x7fffffff;
+  if (abs > 0x7f800000) return sign | 0x7e00;
+  if (abs >= 0x477ff000) return sign | 0x7c00;  // rounds to >= 65520 -> inf
+  if (abs < 0x38800000) {                       // subnormal or zero in f16
+    const float a = bits_to_f32(abs);
+    const float scaled = a * 16777216.0f;  // 2^24: exact, then round to nearest even
+    return sign | static_cast<uint16_t>(std::nearbyint(scaled));
+  }
+  uint32_t mant = abs & 0x7fffff;
+  uint32_t exp = (abs >> 23) - 112;
+  uint32_t h = (exp << 10) | (mant >> 13);
+  const uint32_t rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
+  return sign | static_cast<uint16_t>(h);
+}
+
+void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(src);
+  switch (t) {
+    case DType::kF32: std::memcpy(dst, src, n * 4); return;
+    case DType::kBF16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, p + 2 * i, 2);
+        dst[i] = bf16_to_f32(v);
+      }
+      return;
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, p + 2 * i, 2);
+        dst[i] = f16_to_f32(v);
+      }
+      return;
+    case DType::kF8_E4M3:
+      for (size_t i = 0; i < n; ++i) dst[i] = f8_e4m3_to_f32(p[i]);
+      return;
+    case DType::kF8_E5M2:
+      for (size_t i = 0; i < n; ++i) dst[i] = f8_e5m2_to_f32(p[i]);
+      return;
+    case DType::kI8:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(static_cast<int8_t>(p[i]));
+      return;
+    case DType::kU8:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(p[i]);
+      return;
+    case DType::kI16:
+      for (size_t i = 0; i < n; ++i) {
+        int16_t v;
+        std::memcpy(&v, p + 2 * i, 2);
+        dst[i] = static_cast<float>(v);
+      }
+      return;
+    case DType::kI32:
+      for (size_t i = 0; i < n; ++i) {
+        int32_t v;
+        std::memcpy(&v, p + 4 * i, 4);
+        dst[i] = static_cast<float>(v);
+      }
+      return;
+    case DType::kI64:
+      for (size_t i = 0; i < n; ++i) {
+        int64_t v;
+        std::memcpy(&v, p + 8 * i, 8);
+        dst[i] = static_cast<float>(v);
+      }
+      return;
+    case DType::kBool: break;
+  }
+  DZ_CHECK(false, "convert_to_f32: dtype " << dtype_name(t) << " is not numeric");
+}
+
+void convert_from_f32(DType t, const float* src, void* dst, size_t n) {
+  auto* p = static_cast<uint8_t*>(dst);
+  switch (t) {
+    case DType::kF32: std::memcpy(dst, src, n * 4); return;
+    case DType::kBF16:
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t v = f32_to_bf16(src[i]);
+        std::memcpy(p + 2 * i, &v, 2);
+      }
+      return;
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t v = f32_to_f16(src[i]);
+        std::memcpy(p + 2 * i, &v, 2);
+      }
+      return;
+    default: break;
+  }
+  DZ_CHECK(false, "convert_from_f32: cannot write dtype " << dtype_name(t));
+}
+
+}  // namespace dayzero

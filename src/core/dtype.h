@@ -1,0 +1,36 @@
+// Element types as stored in checkpoints (safetensors names) and their conversion to the
+// f32 compute type. Conversions are exact widenings except f32 -> bf16/f16 (round to nearest even).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dayzero {
+
+enum class DType : uint8_t { kF32, kF16, kBF16, kF8_E4M3, kF8_E5M2, kI8, kI16, kI32, kI64, kU8, kBool };
+
+// Parses a safetensors dtype string ("F32", "BF16", "F8_E4M3", ...); nullopt when unknown.
+std::optional<DType> parse_dtype(std::string_view s);
+// The safetensors spelling.
+const char* dtype_name(DType t);
+size_t dtype_size(DType t);
+// Float types and integer types can be converted to f32; BOOL cannot.
+bool dtype_is_numeric(DType t);
+bool dtype_is_float(DType t);
+
+float bf16_to_f32(uint16_t v);
+float f16_to_f32(uint16_t v);
+float f8_e4m3_to_f32(uint8_t v);  // OCP E4M3FN: no infinities, S.1111.111 is NaN
+float f8_e5m2_to_f32(uint8_t v);
+uint16_t f32_to_bf16(float v);  // round to nearest even, NaN stays NaN
+uint16_t f32_to_f16(float v);   // round to nearest even, overflow -> inf
+
+// dst[i] = (float)src[i] for n elements of type t (little-endian storage). REQUIRES: numeric t.
+void convert_to_f32(DType t, const void* src, float* dst, size_t n);
+// Writes n floats as type t (F32, F16 or BF16). REQUIRES: one of those.
+void convert_from_f32(DType t, const float* src, void* dst, size_t n);
+
+}  // namespace dayzero

@@ -1,0 +1,61 @@
+// Tensor views and host storage.
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+namespace dayzero {
+
+std::string Device::to_string() const {
+  return kind == DeviceKind::kCpu ? "cpu" : "cuda:" + std::to_string(index);
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << ']';
+  return os.str();
+}
+
+HostStorage::HostStorage(size_t bytes) : bytes_(bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  ptr_ = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!ptr_) throw std::bad_alloc();
+  std::memset(ptr_, 0, rounded ? rounded : 64);
+}
+HostStorage::~HostStorage() { std::free(ptr_); }
+
+Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<Storage> storage, size_t offset_bytes)
+    : dtype_(dtype), shape_(std::move(shape)), storage_(std::move(storage)), offset_(offset_bytes) {
+  DZ_CHECK(!storage_ || offset_ + bytes() <= storage_->bytes(),
+           "tensor " << shape_str(shape_) << " exceeds its storage");
+}
+
+Tensor Tensor::host(DType dtype, Shape shape) {
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  return Tensor(dtype, std::move(shape), std::make_shared<HostStorage>(bytes));
+}
+
+Tensor Tensor::rows(int64_t begin, int64_t end) const {
+  DZ_CHECK(rank() >= 1 && begin >= 0 && begin <= end && end <= shape_[0]);
+  Shape s = shape_;
+  s[0] = end - begin;
+  const size_t row_bytes = shape_[0] ? bytes() / static_cast<size_t>(shape_[0]) : 0;
+  return Tensor(dtype_, std::move(s), storage_, offset_ + static_cast<size_t>(begin) * row_bytes);
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  DZ_CHECK(shape_numel(shape) == numel(), "reshape " << shape_str(shape_) << " -> " << shape_str(shape));
+  return Tensor(dtype_, std::move(shape), storage_, offset_);
+}
+
+}  // namespace dayzero

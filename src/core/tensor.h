@@ -1,0 +1,94 @@
+// Tensor: a dtype, a shape and a view into device-owned storage (contiguous, row-major,
+// PyTorch dimension order). Storage is allocated by a backend (runtime/backend.h); a CPU
+// tensor's data() is a host pointer, a CUDA tensor's is a device pointer and must only be
+// handed to that backend's ops.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/dtype.h"
+
+namespace dayzero {
+
+enum class DeviceKind : uint8_t { kCpu, kCuda };
+
+struct Device {
+  DeviceKind kind = DeviceKind::kCpu;
+  int index = 0;
+  bool is_cpu() const { return kind == DeviceKind::kCpu; }
+  std::string to_string() const;
+};
+
+using Shape = std::vector<int64_t>;
+int64_t shape_numel(const Shape& s);
+std::string shape_str(const Shape& s);  // "[4, 128]"
+
+// Owning allocation on one device; freed by its destructor.
+class Storage {
+ public:
+  virtual ~Storage() = default;
+  virtual void* data() = 0;
+  virtual size_t bytes() const = 0;
+  virtual Device device() const = 0;
+};
+
+// Host memory, 64-byte aligned (AVX-512 loads).
+class HostStorage final : public Storage {
+ public:
+  explicit HostStorage(size_t bytes);
+  ~HostStorage() override;
+  void* data() override { return ptr_; }
+  size_t bytes() const override { return bytes_; }
+  Device device() const override { return {}; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(DType dtype, Shape shape, std::shared_ptr<Storage> storage, size_t offset_bytes = 0);
+
+  // A zero-filled host tensor.
+  static Tensor host(DType dtype, Shape shape);
+
+  bool defined() const { return storage_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_.at(i < 0 ? shape_.size() + i : i); }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const { return shape_numel(shape_); }
+  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  Device device() const { return storage_ ? storage_->device() : Device{}; }
+
+  void* data() { return static_cast<char*>(storage_->data()) + offset_; }
+  const void* data() const { return static_cast<const char*>(storage_->data()) + offset_; }
+  // Host f32 access. REQUIRES: CPU tensor of dtype F32.
+  float* f32() {
+    DZ_CHECK(dtype_ == DType::kF32 && device().is_cpu());
+    return static_cast<float*>(data());
+  }
+  const float* f32() const {
+    DZ_CHECK(dtype_ == DType::kF32 && device().is_cpu());
+    return static_cast<const float*>(data());
+  }
+
+  // Rows [begin, end) of the first dimension, sharing storage.
+  Tensor rows(int64_t begin, int64_t end) const;
+  // Same storage viewed with another shape of equal numel.
+  Tensor reshape(Shape shape) const;
+
+ private:
+  DType dtype_ = DType::kF32;
+  Shape shape_;
+  std::shared_ptr<Storage> storage_;
+  size_t offset_ = 0;
+};
+
+}  // namespace dayzero
