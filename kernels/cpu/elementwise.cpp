@@ -1,0 +1,43 @@
+// Element-wise ops of ops.h: swiglu, add_inplace, add_bias, embedding. Plain loops the
+// compiler vectorises (no reductions, so no reordering question). Not fused with a GEMM.
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/ops.h"
+
+namespace dayzero::kernels::cpu {
+
+void swiglu(int64_t n, const float* gate, const float* up, float* out) {
+  // silu(g) = g * sigmoid(g) = g / (1 + exp(-g)); exp(-g) = inf for very negative g gives -0.
+  parallel_for(n, int64_t{1} << 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float g = gate[i];
+      out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  });
+}
+
+void add_inplace(int64_t n, const float* x, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void add_bias(int64_t rows, int64_t width, const float* b, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* yr = y + r * width;  // [width]
+    for (int64_t i = 0; i < width; ++i) yr[i] += b[i];
+  }
+}
+
+void embedding(int64_t n_tokens, const int32_t* ids, int64_t n_rows, int64_t width, const float* table,
+               float* out) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t id = ids[t];
+    DZ_CHECK(id >= 0 && id < n_rows, "embedding: token " << t << " has id " << id << ", table has " << n_rows
+                                                         << " rows");
+    std::memcpy(out + t * width, table + id * width, sizeof(float) * width);
+  }
+}
+
+}  // namespace dayzero::kernels::cpu

@@ -1,0 +1,87 @@
+// Internal to kernels/cpu, the bench and the kernel tests: the GEMM paths matmul_nt() can
+// take (OpenBLAS, BLIS, the built-in kernel), how the OpenBLAS core is checked and forced,
+// and the rule that picks one path per process. Not for model code: that calls ops.h.
+// The BLAS libraries are dlopen()ed (RTLD_LOCAL), never linked, so both can sit in one
+// process without their BLAS/CBLAS symbols clashing, and a node without one still runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace dayzero::kernels::cpu::gemm {
+
+// What this CPU and OS can run (cpuid + xgetbv: the OS must save the wider registers).
+enum class IsaClass : int { kSse = 0, kAvx = 1, kAvx2 = 2, kAvx512 = 3 };
+struct CpuIsa {
+  IsaClass best = IsaClass::kSse;
+  bool amd = false;  // vendor, for the AVX2 core name (Zen rather than Haswell)
+  std::string describe() const;  // "avx2 (AuthenticAMD)"
+};
+CpuIsa detect_isa();
+const char* isa_name(IsaClass c);
+
+// The ISA class an OpenBLAS core name implies ("Prescott" -> kSse, "SkylakeX" -> kAvx512),
+// case-insensitive; false for a name this table does not know (a newer OpenBLAS).
+bool openblas_core_class(std::string_view core, IsaClass* out);
+// The OpenBLAS core that runs the widest kernels `isa` allows.
+std::string openblas_core_for(const CpuIsa& isa);
+
+// What to do with the core OpenBLAS picked for itself. Force only when the user did not
+// choose (OPENBLAS_CORETYPE unset) and the detected core is a known, narrower class than
+// the CPU supports: that is the library's "unknown model -> Prescott" fallback.
+struct CoreDecision {
+  std::string core;     // the core to run ("" = leave the library's choice)
+  bool force = false;   // core differs from the detected one and must be forced
+  std::string reason;   // for GemmInfo::path, e.g. "library detected Prescott; forced"
+};
+CoreDecision decide_openblas_core(const CpuIsa& isa, std::string_view detected_core,
+                                  const char* user_coretype);
+
+// One GEMM implementation. matmul_nt: y[m, n] = x[m, k] · w[n, k]^T + beta * y, beta 0 or 1;
+// m == 1 takes the library's matrix-vector routine. Not safe to call concurrently.
+class GemmPath {
+ public:
+  virtual ~GemmPath() = default;
+  virtual std::string name() const = 0;  // "openblas 0.3.21 Zen", "blis 0.9.0 zen3", "builtin avx2"
+  virtual void set_threads(int n) = 0;
+  virtual void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
+                         float beta) = 0;
+};
+
+// The process's OpenBLAS, loaded on first call; nullptr (with *why) when it cannot be
+// loaded. The object lives for the process. Its core is process-wide state: force_core()
+// switches every caller, so only the selection below and the bench call it.
+class OpenBlas : public GemmPath {
+ public:
+  static OpenBlas* get(std::string* why);
+  virtual std::string version() const = 0;        // "0.3.21"
+  virtual std::string core() const = 0;           // the core running now
+  virtual std::string detected_core() const = 0;  // the core when this process first looked
+  // Re-runs the library's own core setup with OPENBLAS_CORETYPE=core (what it does at load
+  // time, through its exported gotoblas_dynamic_quit/init); false with *why when the library
+  // lacks that mechanism or ends up on another core.
+  virtual bool force_core(const std::string& core, std::string* why) = 0;
+};
+
+// libblis (0.9 typed API bli_sgemm/bli_sgemv), nullptr with *why when absent.
+GemmPath* blis(std::string* why);
+
+// The built-in kernel (register-tiled dot products on simd::Vec, split over n across
+// kernel_threads()). Always available; each y element is summed in the same order whatever
+// the thread count.
+GemmPath* builtin();
+
+// y[m, n] = x · w^T + beta * y with double accumulation: the twin every path is checked against.
+void matmul_nt_reference(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
+                         float beta);
+
+// Runs `path` on small odd shapes (m = 1 and m > 1, beta 0 and 1) against the reference.
+// False with the first bad element in *detail.
+bool verify_path(GemmPath& path, std::string* detail);
+
+// The path matmul_nt() uses, chosen on first call (thread-safe) and logged in gemm_info().
+GemmPath& selected_path();
+
+}  // namespace dayzero::kernels::cpu::gemm

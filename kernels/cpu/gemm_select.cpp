@@ -1,0 +1,292 @@
+// Picks the GEMM path once per process and implements the ops.h GEMM entry points
+// (gemm_info, gemm_set_threads, matmul_nt). The rule is fixed, not timed at start-up, so
+// every rank and every run takes the same path: OpenBLAS on the widest core this CPU runs
+// (forcing it when the library's own detection fell back), else BLIS, else the built-in
+// kernel; each only after it matches the double-precision reference on small shapes.
+// DAYZERO_GEMM=openblas|blis|builtin puts one path first. docs/gemm.md has the measurements.
+#include <cpuid.h>
+#include <strings.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/ops.h"
+
+namespace dayzero::kernels::cpu {
+namespace gemm {
+namespace {
+
+uint64_t xgetbv0() {
+  uint32_t lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (uint64_t{hi} << 32) | lo;
+}
+
+struct CoreName {
+  const char* name;
+  IsaClass isa;
+};
+// OpenBLAS's x86-64 core names (driver/others/dynamic.c) by the widest kernels they run.
+// "Unknown" is what the library reports when it recognised nothing.
+constexpr CoreName kCores[] = {
+    {"Unknown", IsaClass::kSse},        {"Katmai", IsaClass::kSse},        {"Coppermine", IsaClass::kSse},
+    {"Northwood", IsaClass::kSse},      {"Prescott", IsaClass::kSse},      {"Banias", IsaClass::kSse},
+    {"Atom", IsaClass::kSse},           {"Core2", IsaClass::kSse},         {"Penryn", IsaClass::kSse},
+    {"Dunnington", IsaClass::kSse},     {"Nehalem", IsaClass::kSse},       {"Athlon", IsaClass::kSse},
+    {"Opteron", IsaClass::kSse},        {"Opteron_SSE3", IsaClass::kSse},  {"Barcelona", IsaClass::kSse},
+    {"Nano", IsaClass::kSse},           {"Bobcat", IsaClass::kSse},        {"Sandybridge", IsaClass::kAvx},
+    {"Bulldozer", IsaClass::kAvx},      {"Piledriver", IsaClass::kAvx},    {"Steamroller", IsaClass::kAvx},
+    {"Excavator", IsaClass::kAvx},      {"Haswell", IsaClass::kAvx2},      {"Zen", IsaClass::kAvx2},
+    {"SkylakeX", IsaClass::kAvx512},    {"Cooperlake", IsaClass::kAvx512}, {"SapphireRapids", IsaClass::kAvx512},
+};
+
+uint32_t next_random(uint32_t* state) {
+  *state = *state * 1664525u + 1013904223u;
+  return *state;
+}
+
+void fill_random(std::vector<float>& v, uint32_t seed) {
+  for (float& f : v) f = static_cast<float>(next_random(&seed) >> 8) / 8388608.0f - 1.0f;  // [-1, 1)
+}
+
+}  // namespace
+
+const char* isa_name(IsaClass c) {
+  switch (c) {
+    case IsaClass::kSse: return "sse";
+    case IsaClass::kAvx: return "avx";
+    case IsaClass::kAvx2: return "avx2";
+    case IsaClass::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+std::string CpuIsa::describe() const {
+  return std::string(isa_name(best)) + (amd ? " (AMD)" : " (Intel or other)");
+}
+
+CpuIsa detect_isa() {
+  CpuIsa isa;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return isa;
+  const unsigned max_leaf = a;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  isa.amd = std::strcmp(vendor, "AuthenticAMD") == 0 || std::strcmp(vendor, "HygonGenuine") == 0;
+  __get_cpuid(1, &a, &b, &c, &d);
+  const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28);
+  // The CPU having a register file is not enough: the OS must save it (XCR0), or the first
+  // context switch corrupts it. Hypervisors do hide AVX-512 this way.
+  const uint64_t xcr0 = osxsave ? xgetbv0() : 0;
+  const bool os_ymm = (xcr0 & 0x6) == 0x6, os_zmm = (xcr0 & 0xe6) == 0xe6;
+  unsigned b7 = 0;
+  if (max_leaf >= 7) __get_cpuid_count(7, 0, &a, &b7, &c, &d);
+  const bool avx2 = b7 & (1u << 5);
+  // OpenBLAS's SkylakeX kernels use F, DQ, BW and VL.
+  const bool avx512 = (b7 & (1u << 16)) && (b7 & (1u << 17)) && (b7 & (1u << 30)) && (b7 & (1u << 31));
+  if (avx && os_ymm) isa.best = IsaClass::kAvx;
+  if (isa.best == IsaClass::kAvx && avx2 && fma) isa.best = IsaClass::kAvx2;
+  if (isa.best == IsaClass::kAvx2 && avx512 && os_zmm) isa.best = IsaClass::kAvx512;
+  return isa;
+}
+
+bool openblas_core_class(std::string_view core, IsaClass* out) {
+  for (const CoreName& c : kCores) {
+    if (core.size() == std::strlen(c.name) && strncasecmp(core.data(), c.name, core.size()) == 0) {
+      *out = c.isa;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string openblas_core_for(const CpuIsa& isa) {
+  switch (isa.best) {
+    case IsaClass::kAvx512: return "SkylakeX";
+    case IsaClass::kAvx2: return isa.amd ? "Zen" : "Haswell";
+    case IsaClass::kAvx: return "Sandybridge";
+    case IsaClass::kSse: return "Prescott";
+  }
+  return "Prescott";
+}
+
+CoreDecision decide_openblas_core(const CpuIsa& isa, std::string_view detected_core, const char* user_coretype) {
+  const std::string detected(detected_core);
+  if (user_coretype != nullptr && *user_coretype != '\0') {
+    return {"", false, std::string("OPENBLAS_CORETYPE=") + user_coretype + " from the environment; honoured"};
+  }
+  IsaClass detected_isa;
+  if (!openblas_core_class(detected, &detected_isa)) {
+    return {"", false, "library chose " + detected + ", a core dayzero does not know; left alone"};
+  }
+  if (detected_isa == isa.best) return {"", false, "as detected by the library"};
+  const std::string want = openblas_core_for(isa);
+  const char* direction = detected_isa < isa.best ? "" : " (wider than this CPU and OS run)";
+  return {want, true,
+          "library detected " + detected + direction + " on an " + isa_name(isa.best) + " CPU; forced " + want};
+}
+
+void matmul_nt_reference(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
+                         float beta) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) s += double(x[i * k + p]) * double(w[j * k + p]);
+      y[i * n + j] = static_cast<float>(s + (beta != 0.0f ? double(beta) * y[i * n + j] : 0.0));
+    }
+  }
+}
+
+bool verify_path(GemmPath& path, std::string* detail) {
+  struct Case {
+    int64_t m, n, k;
+    float beta;
+  };
+  // Odd sizes reach every edge tile; m = 1 takes the GEMV routine; 64x96x256 is big enough
+  // for the libraries to split it across threads.
+  const Case cases[] = {{1, 37, 133, 0}, {1, 45, 70, 1}, {5, 33, 70, 0}, {19, 67, 131, 1}, {64, 96, 256, 0}};
+  uint32_t seed = 1;
+  for (const Case& c : cases) {
+    std::vector<float> x(c.m * c.k), w(c.n * c.k), y(c.m * c.n), ref(c.m * c.n);
+    fill_random(x, seed++);
+    fill_random(w, seed++);
+    fill_random(y, seed++);
+    ref = y;
+    path.matmul_nt(c.m, c.n, c.k, x.data(), w.data(), y.data(), c.beta);
+    matmul_nt_reference(c.m, c.n, c.k, x.data(), w.data(), ref.data(), c.beta);
+    for (int64_t i = 0; i < c.m; ++i) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        // f32 summation of k products: error grows like k * eps * sum |x w| at worst.
+        double bound = 0;
+        for (int64_t p = 0; p < c.k; ++p) bound += std::fabs(double(x[i * c.k + p]) * w[j * c.k + p]);
+        bound = 1e-6 + 2.0 * c.k * 6e-8 * bound;
+        const double got = y[i * c.n + j], want = ref[i * c.n + j];
+        if (!(std::fabs(got - want) <= bound)) {
+          *detail = path.name() + ": m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+                    " k=" + std::to_string(c.k) + " beta=" + std::to_string(c.beta) + ": y[" + std::to_string(i) +
+                    "," + std::to_string(j) + "] = " + std::to_string(got) + ", reference " + std::to_string(want);
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+namespace {
+
+struct Selection {
+  GemmPath* path = nullptr;
+  GemmInfo info;
+};
+
+// OpenBLAS on the core the rule wants; nullptr (with notes) when it cannot be used.
+GemmPath* try_openblas(const CpuIsa& isa, std::string* reason, std::vector<std::string>* notes) {
+  std::string why;
+  OpenBlas* lib = OpenBlas::get(&why);
+  if (!lib) {
+    notes->push_back(why);
+    return nullptr;
+  }
+  CoreDecision decision = decide_openblas_core(isa, lib->detected_core(), std::getenv("OPENBLAS_CORETYPE"));
+  *reason = decision.reason;
+  if (decision.force) {
+    std::string detail;
+    if (!lib->force_core(decision.core, &why)) {
+      notes->push_back("could not force OpenBLAS core " + decision.core + ": " + why);
+      lib->force_core(lib->detected_core(), &why);
+      *reason = "library detected " + lib->detected_core() + "; forcing " + decision.core + " failed";
+    } else if (!verify_path(*lib, &detail)) {
+      notes->push_back("forced core gave wrong results (" + detail + "); reverted");
+      lib->force_core(lib->detected_core(), &why);
+      *reason = "library detected " + lib->detected_core() + "; forced " + decision.core + " was wrong";
+    }
+  }
+  *reason += "; m = 1 via sgemv";
+  return lib;
+}
+
+Selection choose_path() {
+  Selection s;
+  const CpuIsa isa = detect_isa();
+  const int threads = kernel_threads();
+  std::vector<std::string> order = {"openblas", "blis", "builtin"};
+  std::vector<std::string> notes;
+  if (const char* want = std::getenv("DAYZERO_GEMM"); want && *want) {
+    auto it = std::find(order.begin(), order.end(), std::string(want));
+    if (it == order.end()) {
+      notes.push_back(std::string("DAYZERO_GEMM=") + want + " is not openblas, blis or builtin; ignored");
+    } else {
+      std::rotate(order.begin(), it, it + 1);
+    }
+  }
+  for (const std::string& candidate : order) {
+    std::string reason, why;
+    GemmPath* path = nullptr;
+    if (candidate == "openblas") {
+      path = try_openblas(isa, &reason, &notes);
+    } else if (candidate == "blis") {
+      path = blis(&why);
+      if (!path) notes.push_back(why);
+      reason = "library's own CPU detection; m = 1 via bli_sgemv";
+    } else {
+      path = builtin();
+      reason = "compiled for this CPU";
+    }
+    if (!path) continue;
+    path->set_threads(threads);
+    std::string detail;
+    if (!verify_path(*path, &detail)) {
+      notes.push_back("rejected, wrong results: " + detail);
+      continue;
+    }
+    s.path = path;
+    s.info.path = path->name() + " (" + reason + ")";
+    break;
+  }
+  DZ_CHECK(s.path != nullptr, "no GEMM path passed verification: " << (notes.empty() ? "" : notes.back()));
+  for (const std::string& note : notes) s.info.path += "; " + note;
+  s.info.threads = threads;
+  return s;
+}
+
+Selection& selection() {
+  static Selection s = choose_path();
+  return s;
+}
+
+}  // namespace
+
+GemmPath& selected_path() { return *selection().path; }
+
+}  // namespace gemm
+
+const GemmInfo& gemm_info() { return gemm::selection().info; }
+
+void gemm_set_threads(int n) {
+  n = std::max(1, n);
+  gemm::Selection& s = gemm::selection();
+  set_kernel_threads(n);
+  s.path->set_threads(n);
+  s.info.threads = n;
+}
+
+void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, bool accumulate) {
+  DZ_CHECK(m >= 0 && n >= 0 && k >= 0, "matmul_nt " << m << "x" << n << "x" << k);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!accumulate) std::fill(y, y + m * n, 0.0f);
+    return;
+  }
+  gemm::selected_path().matmul_nt(m, n, k, x, w, y, accumulate ? 1.0f : 0.0f);
+}
+
+}  // namespace dayzero::kernels::cpu

@@ -1,2 +1,0 @@
-// Placeholder until the CPU kernels land.
-namespace dayzero::kernels::cpu {}

@@ -1,0 +1,152 @@
+// Internal to kernels/cpu: one SIMD vector type for the CPU this file is compiled for
+// (AVX-512, AVX2+FMA, or a portable 4-lane fallback) and the reductions built on it.
+// Not a general SIMD library: only what the kernels here need. Every reduction sums in a
+// fixed order, so a result depends on the inputs alone, never on threads or alignment.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+namespace dayzero::kernels::cpu::simd {
+
+#if defined(__AVX512F__)
+inline constexpr int kLanes = 16;
+inline constexpr const char* kIsaName = "avx512";
+using Vec = __m512;
+inline Vec zero() { return _mm512_setzero_ps(); }
+inline Vec load(const float* p) { return _mm512_loadu_ps(p); }
+inline Vec load_scalar(float a) { return _mm512_set1_ps(a); }
+inline void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }  // a*b + c
+inline Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+inline float hsum(Vec v) { return _mm512_reduce_add_ps(v); }
+#elif defined(__AVX2__) && defined(__FMA__)
+inline constexpr int kLanes = 8;
+inline constexpr const char* kIsaName = "avx2";
+using Vec = __m256;
+inline Vec zero() { return _mm256_setzero_ps(); }
+inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec load_scalar(float a) { return _mm256_set1_ps(a); }
+inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+inline float hsum(Vec v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+#else
+inline constexpr int kLanes = 4;
+inline constexpr const char* kIsaName = "generic";
+struct Vec {
+  float v[4];
+};
+inline Vec zero() { return Vec{{0.f, 0.f, 0.f, 0.f}}; }
+inline Vec load(const float* p) {
+  Vec r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+}
+inline Vec load_scalar(float a) { return Vec{{a, a, a, a}}; }
+inline void store(float* p, Vec a) { std::memcpy(p, a.v, sizeof a.v); }
+inline Vec fma(Vec a, Vec b, Vec c) {
+  for (int i = 0; i < 4; ++i) c.v[i] += a.v[i] * b.v[i];
+  return c;
+}
+inline Vec add(Vec a, Vec b) {
+  for (int i = 0; i < 4; ++i) a.v[i] += b.v[i];
+  return a;
+}
+inline float hsum(Vec a) { return (a.v[0] + a.v[2]) + (a.v[1] + a.v[3]); }
+#endif
+
+// sum_i a[i] * b[i] in f32: two vector accumulators, then the scalar tail.
+inline float dot(const float* a, const float* b, int64_t n) {
+  Vec s0 = zero(), s1 = zero();
+  int64_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    s0 = fma(load(a + i), load(b + i), s0);
+    s1 = fma(load(a + i + kLanes), load(b + i + kLanes), s1);
+  }
+  for (; i + kLanes <= n; i += kLanes) s0 = fma(load(a + i), load(b + i), s0);
+  float s = hsum(add(s0, s1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// y[i] += a * x[i]: a fused multiply-add in the vector body, the scalar expression in the
+// last n % kLanes elements. Which elements those are depends on n alone, never on alignment.
+inline void axpy(int64_t n, float a, const float* x, float* y) {
+  const Vec av = load_scalar(a);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store(y + i, fma(av, load(x + i), load(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+// dot(a, b_r, n) for the four rows b_r = b + r * stride, sharing the loads of a. Each
+// result has exactly the arithmetic of dot(): same accumulators, same order.
+inline void dot4(const float* a, const float* b, int64_t stride, int64_t n, float out[4]) {
+  Vec s0[4], s1[4];
+  for (int r = 0; r < 4; ++r) s0[r] = s1[r] = zero();
+  int64_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    const Vec a0 = load(a + i), a1 = load(a + i + kLanes);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      s0[r] = fma(a0, load(b + r * stride + i), s0[r]);
+      s1[r] = fma(a1, load(b + r * stride + i + kLanes), s1[r]);
+    }
+  }
+  for (; i + kLanes <= n; i += kLanes) {
+    const Vec a0 = load(a + i);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) s0[r] = fma(a0, load(b + r * stride + i), s0[r]);
+  }
+  for (int r = 0; r < 4; ++r) {
+    float s = hsum(add(s0[r], s1[r]));
+    for (int64_t j = i; j < n; ++j) s += a[j] * b[r * stride + j];
+    out[r] = s;
+  }
+}
+
+// y[i] += a[r] * x[r * stride + i] for r = 0 .. rows-1 in that order: the same bits as
+// `rows` calls of axpy(), with y held in a register across the rows instead of stored and
+// reloaded after each one.
+inline void axpy_rows(int64_t n, int64_t rows, const float* a, const float* x, int64_t stride, float* y) {
+  // Eight vectors at a time: eight independent FMA chains hide the FMA latency.
+  constexpr int kChains = 8;
+  int64_t i = 0;
+  for (; i + kChains * kLanes <= n; i += kChains * kLanes) {
+    Vec acc[kChains];
+#pragma GCC unroll 8
+    for (int c = 0; c < kChains; ++c) acc[c] = load(y + i + c * kLanes);
+    for (int64_t r = 0; r < rows; ++r) {
+      const Vec ar = load_scalar(a[r]);
+      const float* xr = x + r * stride + i;
+#pragma GCC unroll 8
+      for (int c = 0; c < kChains; ++c) acc[c] = fma(ar, load(xr + c * kLanes), acc[c]);
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < kChains; ++c) store(y + i + c * kLanes, acc[c]);
+  }
+  for (; i + kLanes <= n; i += kLanes) {
+    Vec acc = load(y + i);
+    for (int64_t r = 0; r < rows; ++r) acc = fma(load_scalar(a[r]), load(x + r * stride + i), acc);
+    store(y + i, acc);
+  }
+  for (; i < n; ++i) {
+    float acc = y[i];
+    for (int64_t r = 0; r < rows; ++r) acc += a[r] * x[r * stride + i];
+    y[i] = acc;
+  }
+}
+
+// sum_i a[i]^2 in f32, same order rules as dot().
+inline float sum_squares(const float* a, int64_t n) { return dot(a, a, n); }
+
+}  // namespace dayzero::kernels::cpu::simd

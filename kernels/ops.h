@@ -1,0 +1,62 @@
+// One signature per op: the CPU kernels (kernels/cpu/*.cpp) implement them on host f32
+// buffers; the CUDA kernels (kernels/cuda/*.cu) mirror them on device buffers. Layouts are
+// row-major and follow PyTorch: a Linear weight is [out, in]. Shapes are in the comments.
+// Every op has a plain-loop twin in tests/unit/kernels that it is checked against.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dayzero::kernels::cpu {
+
+// Which GEMM implementation runs and why, e.g. "openblas 0.3.21 SkylakeX (library detected
+// Prescott; forced)". Chosen once per process on first use; threads = BLAS threads.
+struct GemmInfo {
+  std::string path;
+  int threads = 1;
+};
+const GemmInfo& gemm_info();
+// Sets the number of GEMM threads (one per rank when ranks share a node's cores).
+void gemm_set_threads(int n);
+
+// y[m, n] = x[m, k] · w[n, k]^T (+ y when accumulate). w is a Linear weight [out=n, in=k].
+void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
+               bool accumulate = false);
+
+// y[rows, width] = x / sqrt(mean(x^2) + eps) * w   (w [width]; HF LlamaRMSNorm, f32 math)
+void rmsnorm(int64_t rows, int64_t width, const float* x, const float* w, float eps, float* y);
+
+// Rotates x[n_tokens, n_head, head_dim] in place, HF rotate-half convention: pairs (i, i + d/2)
+// for i < d/2 with angle positions[t] * inv_freq[i]; inv_freq [head_dim / 2].
+void rope_rotate_half(int64_t n_tokens, int64_t n_head, int64_t head_dim, const int32_t* positions,
+                      const float* inv_freq, float* x);
+
+// Causal grouped-query attention over a KV cache.
+//   q   [n_tokens, n_head, head_dim]       queries of tokens at positions pos0 .. pos0+n_tokens-1
+//   k,v [n_ctx_max, n_head_kv, head_dim]  cache rows 0 .. pos0+n_tokens-1 are valid
+//   out [n_tokens, n_head, head_dim]
+// Head h reads kv head h / (n_head / n_head_kv). Token t attends to cache rows 0..pos0+t.
+// scale multiplies q·k (usually 1/sqrt(head_dim)). Softmax in f32 with max subtraction.
+void attention_causal(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                      int64_t pos0, const float* q, const float* k, const float* v, float scale,
+                      float* out);
+
+// out[n] = silu(gate[n]) * up[n]
+void swiglu(int64_t n, const float* gate, const float* up, float* out);
+
+// out[n_tokens, width] = table[ids[t], :]  (table [n_rows, width]; ids checked < n_rows)
+void embedding(int64_t n_tokens, const int32_t* ids, int64_t n_rows, int64_t width, const float* table,
+               float* out);
+
+// y[n] += x[n]
+void add_inplace(int64_t n, const float* x, float* y);
+// y[rows, width] += b[width]
+void add_bias(int64_t rows, int64_t width, const float* b, float* y);
+
+// Index of the largest value; the lowest index wins ties (deterministic greedy decoding).
+int64_t argmax(int64_t n, const float* x);
+
+// log-softmax of x[n] evaluated at index i: x[i] - logsumexp(x)  (f64 accumulation)
+double log_softmax_at(int64_t n, const float* x, int64_t i);
+
+}  // namespace dayzero::kernels::cpu

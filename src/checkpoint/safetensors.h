@@ -1,0 +1,51 @@
+// SafetensorsFile: the validated header of one .safetensors file (tensor names, dtypes,
+// shapes, absolute byte ranges, __metadata__). The header is untrusted input and is read
+// with pread; tensor bytes are not read here (reader.h, load.h) and the file is never mapped.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace dayzero::checkpoint {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;          // PyTorch order, as stored
+  std::string file;     // path of the .safetensors file holding the bytes
+  uint64_t offset = 0;  // absolute byte offset in file (8 + header length + data_offsets[0])
+  uint64_t nbytes = 0;  // == numel * dtype_size
+};
+
+// Largest header accepted: real headers are well under 10 MiB even for 100k tensors.
+inline constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+class SafetensorsFile {
+ public:
+  // Reads and validates the header of path. Errors (each names the path, and the tensor
+  // where one is involved): NotFound (no file), Corrupt (short file, header length out of
+  // bounds, malformed JSON, bad shape/offsets, truncated data, byte count != numel*size,
+  // overlapping tensors), Unsupported (unknown dtype), IoError (read failure).
+  static Result<SafetensorsFile> open(const std::string& path);
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }  // sorted by name
+  const TensorInfo* find(std::string_view name) const;                 // nullptr when absent
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  uint64_t file_size() const { return file_size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  uint64_t file_size_ = 0;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace dayzero::checkpoint

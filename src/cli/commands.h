@@ -1,0 +1,20 @@
+// The subcommands: each add_* registers its options on the app and sets the action to run
+// after parsing. Actions return the process exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace dayzero::cli {
+
+struct Commands {
+  std::function<int()> action;
+  int run() const { return action ? action() : 2; }
+};
+
+void add_run_command(CLI::App& app, Commands& commands);
+void add_make_model_command(CLI::App& app, Commands& commands);
+void add_inspect_command(CLI::App& app, Commands& commands);
+
+}  // namespace dayzero::cli

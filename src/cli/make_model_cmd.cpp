@@ -1,0 +1,82 @@
+// dayzero make-model: a seeded random checkpoint in the Hugging Face layout.
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "model/make_model.h"
+
+namespace dayzero::cli {
+
+void add_make_model_command(CLI::App& app, Commands& commands) {
+  struct Args {
+    model::MakeModelOptions o;
+    std::string yaml, dtype = "bfloat16";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("make-model", "Write a seeded random checkpoint of a supported family");
+  cmd->add_option("--out", a->o.out_dir, "Output folder")->required();
+  cmd->add_option("--config", a->yaml, "YAML with sizes (flags given on the command line win)");
+  cmd->add_option("--family,--arch", a->o.family, "Model family (llama, qwen2, qwen3)");
+  cmd->add_option("--n-vocab", a->o.shape.n_vocab, "Vocabulary size (grown to cover the tokenizer)");
+  cmd->add_option("--n-embd", a->o.shape.n_embd, "Hidden size");
+  cmd->add_option("--n-layer", a->o.shape.n_layer, "Decoder layers");
+  cmd->add_option("--n-head", a->o.shape.n_head, "Attention heads");
+  cmd->add_option("--n-head-kv", a->o.shape.n_head_kv, "Key/value heads");
+  cmd->add_option("--head-dim", a->o.shape.head_dim, "Head size (default n_embd / n_head)");
+  cmd->add_option("--n-ff", a->o.shape.n_ff, "MLP intermediate size");
+  cmd->add_flag("--tie-embeddings", a->o.shape.tie_embeddings, "Share embedding and lm_head");
+  cmd->add_option("--dtype", a->dtype, "bfloat16 (default), float16 or float32");
+  cmd->add_option("--shards", a->o.shards, "Number of safetensors shards (> 1 writes an index)");
+  cmd->add_option("--seed", a->o.seed, "Seed of the weights");
+  cmd->add_option("--tokenizer", a->o.tokenizer_dir, "Copy tokenizer.json from this folder (default: a small trained one)");
+  cmd->callback([&commands, a, cmd] {
+    commands.action = [a, cmd] {
+      model::MakeModelOptions o = a->o;
+      if (!a->yaml.empty()) {
+        // YAML first, then the flags that were given explicitly.
+        model::MakeModelOptions from_yaml;
+        from_yaml.out_dir = o.out_dir;
+        Status s = model::read_make_model_yaml(a->yaml, from_yaml);
+        if (!s.ok()) {
+          std::cerr << "dayzero make-model: " << s.message() << std::endl;
+          return s.exit_code();
+        }
+        const auto given = [&](const char* name) { return cmd->count(name) > 0; };
+        if (!given("--family")) o.family = from_yaml.family;
+        if (!given("--n-vocab")) o.shape.n_vocab = from_yaml.shape.n_vocab;
+        if (!given("--n-embd")) o.shape.n_embd = from_yaml.shape.n_embd;
+        if (!given("--n-layer")) o.shape.n_layer = from_yaml.shape.n_layer;
+        if (!given("--n-head")) o.shape.n_head = from_yaml.shape.n_head;
+        if (!given("--n-head-kv")) o.shape.n_head_kv = from_yaml.shape.n_head_kv;
+        if (!given("--head-dim")) o.shape.head_dim = from_yaml.shape.head_dim;
+        if (!given("--n-ff")) o.shape.n_ff = from_yaml.shape.n_ff;
+        if (!given("--tie-embeddings")) o.shape.tie_embeddings = from_yaml.shape.tie_embeddings;
+        if (!given("--shards")) o.shards = from_yaml.shards;
+        if (!given("--seed")) o.seed = from_yaml.seed;
+        if (!given("--tokenizer")) o.tokenizer_dir = from_yaml.tokenizer_dir;
+        if (!given("--dtype")) o.dtype = from_yaml.dtype;
+        o.shape.max_position = from_yaml.shape.max_position;
+        o.shape.rope_theta = from_yaml.shape.rope_theta;
+      }
+      if (cmd->count("--dtype") || a->yaml.empty()) {
+        const std::string& d = a->dtype;
+        if (d == "bfloat16" || d == "bf16") o.dtype = DType::kBF16;
+        else if (d == "float32" || d == "f32") o.dtype = DType::kF32;
+        else if (d == "float16" || d == "f16") o.dtype = DType::kF16;
+        else {
+          std::cerr << "dayzero make-model: --dtype " << d << " is not bfloat16, float16 or float32" << std::endl;
+          return 2;
+        }
+      }
+      Status s = model::make_model(o);
+      if (!s.ok()) {
+        std::cerr << "dayzero make-model: " << s.message() << std::endl;
+        return s.exit_code();
+      }
+      std::cout << "wrote " << o.family << " model to " << o.out_dir << std::endl;
+      return 0;
+    };
+  });
+}
+
+}  // namespace dayzero::cli

@@ -1,0 +1,28 @@
+// dayzero run CONFIG.yaml: alone or under mpirun/srun.
+#include <memory>
+
+#include "cli/commands.h"
+#include "comm/mpi_env.h"
+#include "core/log.h"
+#include "runtime/runner.h"
+
+namespace dayzero::cli {
+
+void add_run_command(CLI::App& app, Commands& commands) {
+  auto args = std::make_shared<runtime::RunArgs>();
+  CLI::App* cmd = app.add_subcommand("run", "Run the prompts of a run config and write the dump");
+  cmd->add_option("config", args->config_path, "Run config (YAML)")->required();
+  cmd->add_option("--dump-dir", args->dump_dir_override, "Run folder, replacing dump.dir of the config");
+  cmd->add_option("--threads", args->threads, "CPU threads per rank (default: cores / ranks on the node)");
+  cmd->callback([&commands, args] {
+    commands.action = [args] {
+      int argc = 0;
+      char** argv = nullptr;
+      comm::MpiEnv env(&argc, &argv);
+      init_logging(env.rank(), env.world_size());
+      return runtime::run(env, *args);
+    };
+  });
+}
+
+}  // namespace dayzero::cli

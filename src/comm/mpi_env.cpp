@@ -1,0 +1,106 @@
+// MPI set-up and the fail-together helpers.
+#include "comm/mpi_env.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <climits>
+#include <vector>
+
+#include "core/clock.h"
+
+namespace dayzero::comm {
+
+MpiEnv::MpiEnv(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    owns_ = true;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local_rank_);
+  MPI_Comm_size(node, &local_size_);
+  MPI_Comm_free(&node);
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  hostname_ = host;
+}
+
+MpiEnv::~MpiEnv() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owns_ && !finalized) MPI_Finalize();
+}
+
+std::string broadcast_string(const std::string& s) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int64_t n = static_cast<int64_t>(s.size());
+  MPI_Bcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  std::string out = rank == 0 ? s : std::string(static_cast<size_t>(n), '\0');
+  if (n > 0) MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
+  return out;
+}
+
+Status agree(const Status& local) {
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int code = static_cast<int>(local.code());
+  std::vector<int> codes(world);
+  MPI_Allgather(&code, 1, MPI_INT, codes.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  int first = -1, failing = 0;
+  for (int r = 0; r < world; ++r)
+    if (codes[r] != 0) {
+      ++failing;
+      if (first < 0) first = r;
+    }
+  if (first < 0) return Status::Ok();
+  // The first failing rank's message travels to everyone.
+  int64_t n = rank == first ? static_cast<int64_t>(local.message().size()) : 0;
+  MPI_Bcast(&n, 1, MPI_INT64_T, first, MPI_COMM_WORLD);
+  std::string msg = rank == first ? local.message() : std::string(static_cast<size_t>(n), '\0');
+  if (n > 0) MPI_Bcast(msg.data(), static_cast<int>(n), MPI_CHAR, first, MPI_COMM_WORLD);
+  std::string prefix = "rank " + std::to_string(first);
+  if (failing > 1) prefix += " (and " + std::to_string(failing - 1) + " other rank(s))";
+  return Status(static_cast<StatusCode>(codes[first]), world > 1 ? prefix + ": " + msg : msg);
+}
+
+int64_t measure_clock_offset_ns() {
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int64_t offset = 0;
+  constexpr int kRounds = 5;
+  for (int r = 1; r < world; ++r) {
+    if (rank == 0) {
+      for (int i = 0; i < kRounds; ++i) {
+        int64_t dummy = 0;
+        MPI_Recv(&dummy, 1, MPI_INT64_T, r, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        const int64_t t0 = realtime_ns();
+        MPI_Send(&t0, 1, MPI_INT64_T, r, 78, MPI_COMM_WORLD);
+      }
+    } else if (rank == r) {
+      int64_t best_rtt = INT64_MAX;
+      for (int i = 0; i < kRounds; ++i) {
+        const int64_t a = realtime_ns();
+        MPI_Send(&a, 1, MPI_INT64_T, 0, 77, MPI_COMM_WORLD);
+        int64_t t0 = 0;
+        MPI_Recv(&t0, 1, MPI_INT64_T, 0, 78, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        const int64_t b = realtime_ns();
+        if (b - a < best_rtt) {
+          best_rtt = b - a;
+          offset = (a + b) / 2 - t0;
+        }
+      }
+    }
+  }
+  return offset;
+}
+
+}  // namespace dayzero::comm

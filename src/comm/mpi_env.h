@@ -1,0 +1,45 @@
+// The MPI environment of one dayzero process: init/finalize, world rank and size, the node
+// this rank shares memory with, and the fail-together agreement every phase ends with.
+// Not the Comm interface for tensor traffic (that carries host/device buffers per group).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace dayzero::comm {
+
+class MpiEnv {
+ public:
+  // Initialises MPI (MPI_THREAD_FUNNELED) unless already initialised.
+  MpiEnv(int* argc, char*** argv);
+  ~MpiEnv();  // finalises if this object initialised MPI
+  MpiEnv(const MpiEnv&) = delete;
+  MpiEnv& operator=(const MpiEnv&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_; }
+  int local_rank() const { return local_rank_; }    // rank among the ranks of this node
+  int local_size() const { return local_size_; }    // ranks on this node
+  const std::string& hostname() const { return hostname_; }
+
+ private:
+  bool owns_ = false;
+  int rank_ = 0, world_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::string hostname_;
+};
+
+// Collective over MPI_COMM_WORLD: every rank passes its own status and gets back the same
+// verdict: Ok when all are ok, else the failure of the lowest failing rank (its code and
+// message, prefixed "rank N" and, when several failed, the count of failing ranks).
+Status agree(const Status& local);
+
+// Collective over MPI_COMM_WORLD: this rank's CLOCK_REALTIME minus rank 0's, in ns,
+// estimated from the fastest of a few ping-pongs with rank 0 (0 on rank 0).
+int64_t measure_clock_offset_ns();
+
+// Collective: rank 0's string on every rank.
+std::string broadcast_string(const std::string& s);
+
+}  // namespace dayzero::comm

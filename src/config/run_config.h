@@ -1,0 +1,178 @@
+// The run config: the YAML file of DESIGN.md "Run config" read into plain structs, checked by
+// validate(), plus the dump folder placeholders ({config}, {time}, {jobid}) and the dump point
+// selection. It is not the plan (plan/ chooses omitted parallel sizes) and it does not touch
+// the checkpoint, the tokenizer or MPI: every rank can parse the same text and get the same value.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace dayzero::config {
+
+enum class Backend { kAuto, kCpu, kCuda };
+enum class CommKind { kAuto, kMpi, kNccl };
+// What the planner counts for weights resident on the device.
+enum class WeightsOnDevice { kAsStored, kBF16, kF32 };
+enum class DumpPhase { kPrefill, kDecode, kBoth };
+enum class DumpMode { kFull, kStats };  // stats: (min, max, mean, std, abs-max, l2, nan, inf)
+
+// The YAML spellings ("auto", "cuda", "as_stored", "both", "stats", ...).
+const char* backend_name(Backend b);
+const char* comm_name(CommKind c);
+const char* weights_on_device_name(WeightsOnDevice w);
+const char* dump_phase_name(DumpPhase p);
+const char* dump_mode_name(DumpMode m);
+
+struct ModelConfig {
+  std::string path;             // resolved against the config's folder unless absolute
+  std::string path_as_written;  // exactly as in the YAML
+  // Compute dtype: kF32, kBF16 or kF16 ("float32", "bfloat16", "float16"); nullopt: the
+  // backend's default (CPU float32, GPU bfloat16).
+  std::optional<DType> dtype;
+  WeightsOnDevice weights_on_device = WeightsOnDevice::kAsStored;
+};
+
+// Sizes the user fixed; nullopt (omitted, null or "auto") is chosen by the planner.
+// When given: each >= 1, ep and etp divide tp, ep * etp == tp.
+struct ParallelConfig {
+  std::optional<int> dp, pp, tp, ep, etp;
+};
+
+// Overrides of topology discovery. On CPU device_memory_gib is the per-rank budget.
+struct TopologyConfig {
+  std::optional<double> device_memory_gib;  // > 0
+  std::optional<double> memory_fraction;    // in (0, 1]
+  std::optional<int> nodes;                 // >= 1
+  std::optional<int> gpus_per_node;         // >= 1
+};
+
+struct LimitsConfig {
+  int64_t max_prompt_tokens = 4096;
+  int64_t max_image_pixels = 50000000;
+};
+
+// Checks on a prompt's generated output; failing one makes the run exit 1.
+struct Expect {
+  std::vector<std::string> contains;      // YAML: a string or a list of strings
+  std::vector<std::string> not_contains;  // YAML: a string or a list of strings
+  std::vector<int32_t> first_tokens;      // the first generated ids, in order
+  bool empty() const { return contains.empty() && not_contains.empty() && first_tokens.empty(); }
+};
+
+// Exactly one of text and tokens is set.
+struct Prompt {
+  std::string id;  // unique; [A-Za-z0-9_.-]+, it names HDF5 groups
+  std::optional<std::string> text;
+  std::optional<std::vector<int32_t>> tokens;  // [n_tokens] ids, used as given (no BOS added)
+  std::vector<std::string> images;             // resolved like model.path
+  std::vector<std::string> images_as_written;
+  Expect expect;
+  // Free text kept for reports, e.g. the continuation a reference implementation produced.
+  std::optional<std::string> reference;
+};
+
+struct GenerateConfig {
+  int max_new_tokens = 16;     // 0: prefill only
+  std::optional<uint64_t> seed;
+  bool stop_at_eos = true;
+  int top_k_record = 5;        // k of step_topk_ids / step_topk_logits; 0: not recorded
+};
+
+// Which activations are dumped. A point name is one of dump_point_names(); layer indices are
+// HF-style (unpadded) and apply to text and vision layers alike.
+struct DumpSelection {
+  bool enabled = false;  // true when dump.activations is given (unless it says enabled: false)
+  bool all_layers = true;
+  std::vector<int> layers;  // sorted, unique; used when !all_layers
+  bool all_points = true;
+  std::vector<std::string> points;  // used when !all_points
+  DumpPhase phase = DumpPhase::kPrefill;
+  DumpMode mode = DumpMode::kFull;
+
+  // False whenever !enabled, so an unwanted dump costs one call.
+  bool wants_layer(int layer) const;
+  bool wants_point(std::string_view point) const;  // "layer_out", "logits", ...
+  bool wants_prefill() const;
+  bool wants_decode() const;
+  // A full dump key: "embed", "layers.7.attn_out", "vision.layers.3.layer_out", "logits", ...
+  // Unknown shapes of key are not wanted.
+  bool wants_key(std::string_view key) const;
+};
+
+struct DumpConfig {
+  bool enabled = true;  // false: no per-rank HDF5 dumps (and activations.enabled is false too)
+  std::string dir = "runs/{config}-{time}";  // as written, placeholders unexpanded; relative to cwd
+  DumpSelection activations;
+};
+
+// Seconds; 0 disables that watchdog.
+struct WatchdogConfig {
+  double collective_timeout_s = 300;
+  double phase_timeout_s = 3600;
+};
+
+struct RuntimeConfig {
+  std::optional<int> threads;  // CPU threads per rank, >= 1; nullopt: runtime's choice
+};
+
+struct RunConfig {
+  ModelConfig model;
+  Backend backend = Backend::kAuto;
+  CommKind comm = CommKind::kAuto;
+  ParallelConfig parallel;
+  TopologyConfig topology;
+  LimitsConfig limits;
+  std::vector<Prompt> prompts;  // at least one
+  GenerateConfig generate;
+  DumpConfig dump;
+  WatchdogConfig watchdog;
+  RuntimeConfig runtime;
+
+  std::string source_text;  // the YAML exactly as read: echoed into the run folder and dumps
+  std::string source_name;  // file name used in messages
+  std::string base_dir;     // relative paths resolve against it
+  std::string config_stem;  // {config}: the file name without folder and extension
+  // Key path ("generate.seed", "prompts[1].images[0]") -> (line, column), 1-based, for messages.
+  std::map<std::string, std::pair<int, int>> key_positions;
+};
+
+// Reads and parses a run config file; base_dir is the file's folder (made absolute).
+// Errors: NotFound when the file cannot be read; InvalidArgument for everything in it, one
+// sentence "<file>[:line:col]: <key path>: <what is wrong>". Exit code 2 either way.
+Result<RunConfig> load_run_config(const std::string& path);
+
+// Parses YAML text as if read from source_name, resolves relative paths against base_dir
+// (left relative when base_dir is empty), then validate()s. Errors as load_run_config.
+Result<RunConfig> parse_run_config(const std::string& yaml_text, const std::string& source_name,
+                                   const std::string& base_dir);
+
+// Value checks that need no YAML: ranges, prompt ids, text xor tokens, ep/etp against tp,
+// dump placeholders, limits. InvalidArgument naming source_name and the key path.
+Status validate(const RunConfig& cfg);
+
+// The dump point vocabulary (STYLE.md): embed, attn_norm, attn_out, ffn_norm, router_logits,
+// topk_ids, ffn_out, layer_out, final_norm, logits, vision_layer_out, projector_out, merged_embed.
+const std::vector<std::string>& dump_point_names();
+bool is_dump_point(std::string_view point);
+
+// Expands {config} (config_stem), {time} (UTC "20261129-150405"), {jobid} (job_id_from_env());
+// "{{" and "}}" are literal braces. InvalidArgument for an unknown placeholder or a lone brace.
+// Called once, by rank 0; the result is broadcast.
+Result<std::string> expand_dump_dir(const std::string& pattern, const std::string& config_stem,
+                                    int64_t time_ns);
+
+// The environment variables read for {jobid}, in order of preference: SLURM_JOB_ID, PBS_JOBID,
+// LSB_JOBID, OMPI_MCA_ess_base_jobid (Open MPI 4), PMIX_NAMESPACE (Open MPI 5).
+const std::vector<std::string>& job_id_env_vars();
+// The first non-empty one, with characters outside [A-Za-z0-9._-] replaced by '_'; else "local".
+std::string job_id_from_env();
+
+}  // namespace dayzero::config

@@ -1,0 +1,137 @@
+// validate(): the rules of a run config that hold whatever YAML spelled it (ranges, prompt ids,
+// text xor tokens, ep/etp against tp, dump placeholders). It does not look at the checkpoint or
+// the machine; whether a plan fits is plan/'s question.
+#include <set>
+
+#include "config/run_config.h"
+
+namespace dayzero::config {
+namespace {
+
+class Checker {
+ public:
+  explicit Checker(const RunConfig& cfg) : cfg_(cfg) {}
+
+  Status error(const std::string& path, const std::string& what) const {
+    std::string where = cfg_.source_name;
+    auto it = cfg_.key_positions.find(path);
+    if (it != cfg_.key_positions.end())
+      where += ":" + std::to_string(it->second.first) + ":" + std::to_string(it->second.second);
+    return Status::InvalidArgument(where + ": " + path + ": " + what);
+  }
+  template <class T>
+  Status at_least(const std::string& path, T v, T lo) const {
+    if (v < lo) return error(path, "must be >= " + std::to_string(lo) + ", got " + std::to_string(v));
+    return Status::Ok();
+  }
+  Status at_least(const std::string& path, const std::optional<int>& v, int lo) const {
+    return v ? at_least(path, *v, lo) : Status::Ok();
+  }
+
+ private:
+  const RunConfig& cfg_;
+};
+
+bool valid_prompt_id(const std::string& id) {
+  if (id.empty() || id == "." || id == "..") return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '-' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string num(double v) {
+  std::string s = std::to_string(v);
+  while (s.size() > 1 && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+Status validate(const RunConfig& cfg) {
+  const Checker c(cfg);
+
+  if (cfg.model.path.empty()) return c.error("model.path", "missing required key (the checkpoint folder)");
+
+  const ParallelConfig& p = cfg.parallel;
+  DZ_RETURN_IF_ERROR(c.at_least("parallel.dp", p.dp, 1));
+  DZ_RETURN_IF_ERROR(c.at_least("parallel.pp", p.pp, 1));
+  DZ_RETURN_IF_ERROR(c.at_least("parallel.tp", p.tp, 1));
+  DZ_RETURN_IF_ERROR(c.at_least("parallel.ep", p.ep, 1));
+  DZ_RETURN_IF_ERROR(c.at_least("parallel.etp", p.etp, 1));
+  if (p.tp && p.ep && *p.tp % *p.ep != 0)
+    return c.error("parallel.ep", "ep " + std::to_string(*p.ep) + " does not divide tp " + std::to_string(*p.tp) +
+                                      " (MoE layers split the tp ranks as ep x etp)");
+  if (p.tp && p.etp && *p.tp % *p.etp != 0)
+    return c.error("parallel.etp", "etp " + std::to_string(*p.etp) + " does not divide tp " +
+                                       std::to_string(*p.tp) + " (MoE layers split the tp ranks as ep x etp)");
+  if (p.tp && p.ep && p.etp && *p.ep * *p.etp != *p.tp)
+    return c.error("parallel.etp", "ep x etp must equal tp, got " + std::to_string(*p.ep) + " x " +
+                                       std::to_string(*p.etp) + " != " + std::to_string(*p.tp));
+
+  const TopologyConfig& t = cfg.topology;
+  if (t.device_memory_gib && *t.device_memory_gib <= 0)
+    return c.error("topology.device_memory_gib", "must be > 0, got " + num(*t.device_memory_gib));
+  if (t.memory_fraction && (*t.memory_fraction <= 0 || *t.memory_fraction > 1))
+    return c.error("topology.memory_fraction", "must be in (0, 1], got " + num(*t.memory_fraction));
+  DZ_RETURN_IF_ERROR(c.at_least("topology.nodes", t.nodes, 1));
+  DZ_RETURN_IF_ERROR(c.at_least("topology.gpus_per_node", t.gpus_per_node, 1));
+
+  DZ_RETURN_IF_ERROR(c.at_least<int64_t>("limits.max_prompt_tokens", cfg.limits.max_prompt_tokens, 1));
+  DZ_RETURN_IF_ERROR(c.at_least<int64_t>("limits.max_image_pixels", cfg.limits.max_image_pixels, 1));
+
+  const GenerateConfig& g = cfg.generate;
+  DZ_RETURN_IF_ERROR(c.at_least("generate.max_new_tokens", g.max_new_tokens, 0));
+  DZ_RETURN_IF_ERROR(c.at_least("generate.top_k_record", g.top_k_record, 0));
+
+  if (cfg.prompts.empty()) return c.error("prompts", "at least one prompt is required");
+  std::set<std::string> ids;
+  for (size_t i = 0; i < cfg.prompts.size(); ++i) {
+    const Prompt& pr = cfg.prompts[i];
+    const std::string path = "prompts[" + std::to_string(i) + "]";
+    if (!valid_prompt_id(pr.id))
+      return c.error(path + ".id", "\"" + pr.id + "\" is not a valid id (use letters, digits, '_', '-', '.')");
+    if (!ids.insert(pr.id).second) return c.error(path + ".id", "duplicate prompt id \"" + pr.id + "\"");
+    if (pr.text && pr.tokens)
+      return c.error(path, "prompt \"" + pr.id + "\" gives both text and tokens; give exactly one");
+    if (!pr.text && !pr.tokens) return c.error(path, "prompt \"" + pr.id + "\" needs text or tokens");
+    if (pr.text && pr.text->empty()) return c.error(path + ".text", "must not be empty");
+    if (pr.tokens && pr.tokens->empty()) return c.error(path + ".tokens", "must not be empty");
+    if (pr.tokens && static_cast<int64_t>(pr.tokens->size()) > cfg.limits.max_prompt_tokens)
+      return c.error(path + ".tokens", std::to_string(pr.tokens->size()) + " tokens exceed limits.max_prompt_tokens " +
+                                           std::to_string(cfg.limits.max_prompt_tokens));
+    for (size_t j = 0; j < pr.images.size(); ++j)
+      if (pr.images[j].empty()) return c.error(path + ".images[" + std::to_string(j) + "]", "must not be empty");
+    if (static_cast<int64_t>(pr.expect.first_tokens.size()) > g.max_new_tokens)
+      return c.error(path + ".expect.first_tokens",
+                     std::to_string(pr.expect.first_tokens.size()) + " expected tokens but generate.max_new_tokens is " +
+                         std::to_string(g.max_new_tokens));
+    for (size_t j = 0; j < pr.expect.contains.size(); ++j)
+      if (pr.expect.contains[j].empty())
+        return c.error(path + ".expect.contains", "an empty string matches anything; remove it");
+  }
+
+  if (cfg.dump.dir.empty()) return c.error("dump.dir", "must not be empty");
+  {
+    auto expanded = expand_dump_dir(cfg.dump.dir, cfg.config_stem.empty() ? "config" : cfg.config_stem, 0);
+    if (!expanded.ok()) return c.error("dump.dir", expanded.status().message());
+  }
+  for (const std::string& pt : cfg.dump.activations.points)
+    if (!is_dump_point(pt)) return c.error("dump.activations.points", "unknown point \"" + pt + "\"");
+  for (int l : cfg.dump.activations.layers)
+    if (l < 0) return c.error("dump.activations.layers", "layer indices must be >= 0, got " + std::to_string(l));
+
+  const WatchdogConfig& w = cfg.watchdog;
+  if (w.collective_timeout_s < 0)
+    return c.error("watchdog.collective_timeout_s", "must be >= 0 (0 disables it), got " + num(w.collective_timeout_s));
+  if (w.phase_timeout_s < 0)
+    return c.error("watchdog.phase_timeout_s", "must be >= 0 (0 disables it), got " + num(w.phase_timeout_s));
+
+  DZ_RETURN_IF_ERROR(c.at_least("runtime.threads", cfg.runtime.threads, 1));
+  return Status::Ok();
+}
+
+}  // namespace dayzero::config

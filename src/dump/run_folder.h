@@ -1,0 +1,33 @@
+// Names and layout of a run folder: rank-00003.h5, plan.json, config.yaml,
+// events/rank-00003.jsonl, live/rank-00003.json (DESIGN.md "Run folder and HDF5 schema").
+// Only paths and directory creation; what goes in each file is dump_writer.h, event_log.h
+// and heartbeat.h.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace dayzero::dump {
+
+inline constexpr const char* kPlanFileName = "plan.json";
+inline constexpr const char* kConfigFileName = "config.yaml";
+inline constexpr const char* kEventsDirName = "events";
+inline constexpr const char* kLiveDirName = "live";
+
+// "rank-00003" (five digits, more when the rank needs them). REQUIRES: rank >= 0.
+std::string rank_stem(int rank);
+// "rank-00003.h5"
+std::string rank_file_name(int rank);
+// "<dir>/rank-00003.h5"
+std::string dump_path(const std::string& dir, int rank);
+// "<dir>/events/rank-00003.jsonl"
+std::string event_log_path(const std::string& dir, int rank);
+// "<dir>/live/rank-00003.json"
+std::string heartbeat_path(const std::string& dir, int rank);
+
+// mkdir -p of dir, dir/events and dir/live. Ok when they already exist; IoError naming the
+// directory otherwise. Safe to call from every rank at once.
+Status make_run_folder(const std::string& dir);
+
+}  // namespace dayzero::dump

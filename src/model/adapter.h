@@ -1,0 +1,70 @@
+// Adapter: everything one model family knows, in one file per family (adapters/<family>.cpp):
+// how to read its config.json, which tensors it expects with which shapes and shard rules,
+// how one decoder layer is composed from model/blocks, and what config.json a generated
+// model of the family carries. Adapters are stateless; the registry hands out one per family.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/activation_sink.h"
+#include "model/hparams.h"
+#include "model/tensor_spec.h"
+#include "model/weights.h"
+
+namespace dayzero::runtime {
+class Backend;
+}
+
+namespace dayzero::model {
+
+// What one decoder layer needs from the forward pass.
+struct LayerContext {
+  runtime::Backend& be;
+  const HParams& hp;
+  const Weights& w;
+  Tensor& k_cache;           // [n_ctx, n_head_kv, head_dim] of this layer
+  Tensor& v_cache;           // [n_ctx, n_head_kv, head_dim]
+  int64_t pos0;              // position of the first token of this call
+  const Tensor& positions;   // int32 [n_tokens]
+  const Tensor& inv_freq;    // f32 [head_dim / 2]
+  ActivationSink* sink;      // may be null
+};
+
+// Sizes for a generated model (make-model).
+struct ModelShape {
+  int64_t n_vocab = 512, n_embd = 64, n_layer = 2, n_head = 4, n_head_kv = 2, head_dim = 0, n_ff = 128;
+  int64_t max_position = 2048;
+  double rope_theta = 10000.0;
+  bool tie_embeddings = false;
+  int32_t bos_id = -1, eos_id = -1;
+  std::string torch_dtype = "bfloat16";
+};
+
+class Adapter {
+ public:
+  virtual ~Adapter() = default;
+  virtual const char* family() const = 0;
+  // HF architecture names this adapter serves (architectures[0] in config.json).
+  virtual std::vector<std::string> architectures() const = 0;
+
+  virtual Result<HParams> parse_hparams(const nlohmann::json& config) const = 0;
+  virtual std::vector<TensorSpec> tensor_specs(const HParams& hp) const = 0;
+
+  virtual std::string embed_name() const { return "model.embed_tokens.weight"; }
+  virtual std::string final_norm_name() const { return "model.norm.weight"; }
+  virtual std::string lm_head_name(const HParams& hp) const {
+    return hp.tie_embeddings ? embed_name() : "lm_head.weight";
+  }
+
+  // hidden [n_tokens, n_embd] is updated in place to the layer's output.
+  virtual void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const = 0;
+
+  // config.json of a generated model with these sizes.
+  virtual nlohmann::json make_config(const ModelShape& shape) const = 0;
+};
+
+}  // namespace dayzero::model

@@ -1,0 +1,10 @@
+// The adapters the registry knows; one family per file in this folder.
+#pragma once
+
+#include "model/adapter.h"
+
+namespace dayzero::model {
+const Adapter& llama_adapter();
+const Adapter& qwen2_adapter();
+const Adapter& qwen3_adapter();
+}  // namespace dayzero::model

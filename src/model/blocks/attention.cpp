@@ -1,0 +1,49 @@
+// Attention block: projections, optional q/k norm, RoPE, cache append, causal GQA, output.
+#include "model/blocks/attention.h"
+
+#include <cmath>
+
+#include "runtime/backend.h"
+
+namespace dayzero::model::blocks {
+
+namespace {
+Tensor linear(runtime::Backend& be, const Weights& w, const std::string& weight, const std::string& bias,
+              const Tensor& x, int64_t n_tokens) {
+  const Tensor& wt = w.get(weight);
+  Tensor y = be.empty(DType::kF32, {n_tokens, wt.dim(0)});
+  be.matmul(x, wt, y);
+  if (!bias.empty()) be.add_bias(w.get(bias), y);
+  return y;
+}
+}  // namespace
+
+Tensor attention(LayerContext& ctx, const AttentionNames& n, const Tensor& x) {
+  auto& be = ctx.be;
+  const HParams& hp = ctx.hp;
+  const int64_t n_tokens = x.dim(0), hd = hp.head_dim;
+  const int64_t n_head = ctx.w.get(n.q).dim(0) / hd;     // local heads (tp-split weights)
+  const int64_t n_head_kv = ctx.w.get(n.k).dim(0) / hd;
+
+  Tensor q = linear(be, ctx.w, n.q, n.q_bias, x, n_tokens).reshape({n_tokens, n_head, hd});
+  Tensor k = linear(be, ctx.w, n.k, n.k_bias, x, n_tokens).reshape({n_tokens, n_head_kv, hd});
+  Tensor v = linear(be, ctx.w, n.v, n.v_bias, x, n_tokens).reshape({n_tokens, n_head_kv, hd});
+  if (!n.q_norm.empty()) {
+    be.rmsnorm(q, ctx.w.get(n.q_norm), static_cast<float>(hp.rms_eps), q);
+    be.rmsnorm(k, ctx.w.get(n.k_norm), static_cast<float>(hp.rms_eps), k);
+  }
+  be.rope(q, ctx.positions, ctx.inv_freq);
+  be.rope(k, ctx.positions, ctx.inv_freq);
+
+  Tensor k_rows = ctx.k_cache.rows(ctx.pos0, ctx.pos0 + n_tokens);
+  Tensor v_rows = ctx.v_cache.rows(ctx.pos0, ctx.pos0 + n_tokens);
+  be.copy(k, k_rows);
+  be.copy(v, v_rows);
+
+  Tensor attn = be.empty(DType::kF32, {n_tokens, n_head, hd});
+  be.attention(q, ctx.k_cache, ctx.v_cache, ctx.pos0, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
+               attn);
+  return linear(be, ctx.w, n.o, n.o_bias, attn.reshape({n_tokens, n_head * hd}), n_tokens);
+}
+
+}  // namespace dayzero::model::blocks

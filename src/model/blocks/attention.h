@@ -1,0 +1,22 @@
+// Multi-head attention with grouped KV heads, RoPE (rotate-half) and a KV cache: the block of
+// Llama-like families. Optional q/k/v/o biases and per-head q/k RMSNorm (qwen3) come from
+// the names given; absent names mean "not in this family". Backend-agnostic.
+#pragma once
+
+#include <string>
+
+#include "model/adapter.h"
+
+namespace dayzero::model::blocks {
+
+struct AttentionNames {
+  std::string q, k, v, o;                  // Linear weights: [n_head*hd, n_embd], [n_kv*hd, n_embd] x2, [n_embd, n_head*hd]
+  std::string q_bias, k_bias, v_bias, o_bias;  // empty when absent
+  std::string q_norm, k_norm;              // [head_dim] each, empty when absent
+};
+
+// Returns the attention output [n_tokens, n_embd] (after o_proj) for x [n_tokens, n_embd]
+// (already normalised); appends this call's keys and values to the layer's cache.
+Tensor attention(LayerContext& ctx, const AttentionNames& names, const Tensor& x);
+
+}  // namespace dayzero::model::blocks

@@ -1,0 +1,18 @@
+// SwiGLU feed-forward: down(silu(gate(x)) * up(x)), optional biases. Backend-agnostic.
+#pragma once
+
+#include <string>
+
+#include "model/adapter.h"
+
+namespace dayzero::model::blocks {
+
+struct MlpNames {
+  std::string gate, up, down;                   // [n_ff, n_embd], [n_ff, n_embd], [n_embd, n_ff]
+  std::string gate_bias, up_bias, down_bias;    // empty when absent
+};
+
+// Returns [n_tokens, n_embd] for x [n_tokens, n_embd].
+Tensor swiglu_mlp(runtime::Backend& be, const Weights& w, const MlpNames& names, const Tensor& x);
+
+}  // namespace dayzero::model::blocks

@@ -1,0 +1,99 @@
+// Shared config.json parsing for Llama-like decoders and RoPE frequency tables.
+#include "model/hparams.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace dayzero::model {
+
+Result<int64_t> json_int(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number_integer())
+    return Status::InvalidArgument(std::string("config.json: missing or non-integer key '") + key + "'");
+  const int64_t v = j[key].get<int64_t>();
+  if (v <= 0) return Status::InvalidArgument(std::string("config.json: key '") + key + "' must be positive");
+  return v;
+}
+int64_t json_int_or(const nlohmann::json& j, const char* key, int64_t fallback) {
+  return j.contains(key) && j[key].is_number_integer() ? j[key].get<int64_t>() : fallback;
+}
+double json_double_or(const nlohmann::json& j, const char* key, double fallback) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+}
+bool json_bool_or(const nlohmann::json& j, const char* key, bool fallback) {
+  return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
+}
+
+Result<HParams> parse_llama_like(const nlohmann::json& c) {
+  HParams hp;
+  hp.raw = c;
+  hp.model_type = c.value("model_type", "");
+  DZ_ASSIGN_OR_RETURN(hp.n_vocab, json_int(c, "vocab_size"));
+  DZ_ASSIGN_OR_RETURN(hp.n_embd, json_int(c, "hidden_size"));
+  DZ_ASSIGN_OR_RETURN(hp.n_layer, json_int(c, "num_hidden_layers"));
+  DZ_ASSIGN_OR_RETURN(hp.n_head, json_int(c, "num_attention_heads"));
+  DZ_ASSIGN_OR_RETURN(hp.n_ff, json_int(c, "intermediate_size"));
+  hp.n_head_kv = json_int_or(c, "num_key_value_heads", hp.n_head);
+  if (c.contains("head_dim") && c["head_dim"].is_number_integer()) {
+    hp.head_dim = c["head_dim"].get<int64_t>();
+  } else {
+    if (hp.n_embd % hp.n_head != 0)
+      return Status::InvalidArgument("config.json: hidden_size is not a multiple of num_attention_heads");
+    hp.head_dim = hp.n_embd / hp.n_head;
+  }
+  if (hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0)
+    return Status::InvalidArgument("config.json: num_attention_heads (" + std::to_string(hp.n_head) +
+                                   ") is not a multiple of num_key_value_heads (" + std::to_string(hp.n_head_kv) + ")");
+  if (hp.head_dim % 2 != 0) return Status::InvalidArgument("config.json: head_dim must be even for RoPE");
+  hp.max_position = json_int_or(c, "max_position_embeddings", 4096);
+  hp.rms_eps = json_double_or(c, "rms_norm_eps", 1e-6);
+  hp.rope_theta = json_double_or(c, "rope_theta", 10000.0);
+  hp.tie_embeddings = json_bool_or(c, "tie_word_embeddings", false);
+  // Older configs carry rope_theta + rope_scaling; transformers 5 writes rope_parameters.
+  const nlohmann::json* rs = nullptr;
+  if (c.contains("rope_scaling") && c["rope_scaling"].is_object()) rs = &c["rope_scaling"];
+  if (c.contains("rope_parameters") && c["rope_parameters"].is_object()) {
+    rs = &c["rope_parameters"];
+    hp.rope_theta = json_double_or(*rs, "rope_theta", hp.rope_theta);
+  }
+  if (rs) {
+    RopeScaling s;
+    s.type = rs->value("rope_type", rs->value("type", std::string("default")));
+    s.factor = json_double_or(*rs, "factor", 1.0);
+    s.low_freq_factor = json_double_or(*rs, "low_freq_factor", 1.0);
+    s.high_freq_factor = json_double_or(*rs, "high_freq_factor", 4.0);
+    s.original_max_position_embeddings = json_int_or(*rs, "original_max_position_embeddings", 8192);
+    if (s.type != "default" && s.type != "llama3" && s.type != "linear")
+      return Status::Unsupported("config.json: rope_scaling type '" + s.type +
+                                 "' is not supported (supported: default, linear, llama3)");
+    hp.rope_scaling = s;
+  }
+  return hp;
+}
+
+std::vector<float> rope_inv_freq(const HParams& hp) {
+  const int64_t half = hp.head_dim / 2;
+  std::vector<float> inv(half);
+  const RopeScaling& s = hp.rope_scaling;
+  for (int64_t i = 0; i < half; ++i) {
+    // HF computes base ** (2i / dim) in f32; the f32 result is what the checkpoint was trained with.
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(hp.head_dim);
+    double f = 1.0 / std::pow(static_cast<double>(static_cast<float>(hp.rope_theta)), static_cast<double>(exponent));
+    if (s.type == "linear") {
+      f /= s.factor;
+    } else if (s.type == "llama3") {
+      const double old_len = static_cast<double>(s.original_max_position_embeddings);
+      const double low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;
+      const double wavelen = 2.0 * std::numbers::pi / f;
+      if (wavelen > low_wavelen) {
+        f = f / s.factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1.0 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+    inv[i] = static_cast<float>(f);
+  }
+  return inv;
+}
+
+}  // namespace dayzero::model

@@ -1,0 +1,274 @@
+// make-model: random weights per tensor spec, scaled so activations stay near unit RMS and
+// the top-1 logit margins are clear (generated-token comparisons must not hinge on near-ties).
+#include "model/make_model.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "checkpoint/writer.h"
+#include "model/registry.h"
+#include "tokenizer/trainer.h"
+
+namespace dayzero::model {
+namespace fs = std::filesystem;
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+// Training text for the self-contained tokenizer: plain English so generated text decodes
+// into word-like pieces.
+constexpr const char* kTokenizerText =
+    "The capital of France is Paris. The capital of Italy is Rome. The capital of Japan is Tokyo. "
+    "A large language model reads text as tokens and predicts the next token. "
+    "Day zero is the day a new model is released and every cluster team tries to run it. "
+    "The cat sat on the mat. The dog ran in the park. One, two, three, four, five, six, seven. "
+    "What is in this picture? It is a photo of a cat sitting on a red chair near the window. "
+    "def main():\n    return 0\n\nfor i in range(10):\n    print(i)\n"
+    "Numbers: 0 1 2 3 4 5 6 7 8 9 10 100 1000 2026. Questions, answers, and more questions. "
+    "Tensor parallel ranks share a node; pipeline stages span nodes; experts spread over ranks.";
+
+// The English text above plus made-up words from syllables, each written twice so that BPE
+// finds enough pairs to fill a vocabulary of a few thousand tokens.
+std::string tokenizer_training_text(int vocab) {
+  static const char* kOnsets[] = {"b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "ch", "sh", "th", "st", "tr", "pl"};
+  static const char* kVowels[] = {"a", "e", "i", "o", "u", "ai", "ou", "ee"};
+  std::string text = kTokenizerText;
+  const int n_words = vocab * 2;
+  for (int w = 0; w < n_words; ++w) {
+    std::string word;
+    for (int x = w + 1; x > 0; x /= 160) word += std::string(kOnsets[x % 20]) + kVowels[(x / 20) % 8];
+    text += " " + word + " " + word;
+  }
+  return text;
+}
+
+// Scale of the uniform draw for a tensor: Linear weights keep the RMS of their input
+// (U(-a, a) with a = sqrt(3 / fan_in)); lm_head is sharper for clear top-1 margins.
+struct Init {
+  float scale;
+  float offset;
+};
+Init init_for(const TensorSpec& s) {
+  const std::string& n = s.name;
+  const auto ends_with = [&](const char* suffix) {
+    const std::string x(suffix);
+    return n.size() >= x.size() && n.compare(n.size() - x.size(), x.size(), x) == 0;
+  };
+  if (ends_with("norm.weight")) return {0.1f, 1.0f};
+  if (ends_with(".bias")) return {0.1f, 0.0f};
+  if (n == "model.embed_tokens.weight") return {std::sqrt(3.0f), 0.0f};
+  const float fan_in = static_cast<float>(s.shape.back());
+  if (n == "lm_head.weight") return {2.5f * std::sqrt(3.0f / fan_in), 0.0f};
+  return {std::sqrt(3.0f / fan_in), 0.0f};
+}
+
+std::vector<uint8_t> make_tensor_bytes(const TensorSpec& s, uint64_t seed, DType dtype) {
+  const auto n = static_cast<uint64_t>(shape_numel(s.shape));
+  const Init init = init_for(s);
+  std::vector<float> v(n);
+  for (uint64_t i = 0; i < n; ++i) v[i] = init.offset + init.scale * synthetic_uniform(seed, s.name, i);
+  std::vector<uint8_t> bytes(n * dtype_size(dtype));
+  convert_from_f32(dtype, v.data(), bytes.data(), n);
+  return bytes;
+}
+
+Status write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+  f.close();
+  if (!f) return Status::IoError("cannot write " + p.string());
+  return Status::Ok();
+}
+
+Result<std::string> read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) return Status::NotFound("cannot read " + p.string());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Tokenizer files into out_dir; returns (vocab size, bos id, eos id).
+struct TokenizerIds {
+  int64_t vocab = 0;
+  int32_t bos = -1, eos = -1;
+};
+Result<TokenizerIds> write_tokenizer(const MakeModelOptions& o, const fs::path& out) {
+  nlohmann::json tok;
+  nlohmann::json tok_config = nlohmann::json::object();
+  if (o.tokenizer_dir.empty()) {
+    const int vocab = static_cast<int>(std::min<int64_t>(o.shape.n_vocab, 4096));
+    DZ_ASSIGN_OR_RETURN(std::string text, tokenizer::train_byte_level_tokenizer_json(
+                                              tokenizer_training_text(vocab), vocab, {"<|begin_of_text|>", "<|end_of_text|>"}));
+    tok = nlohmann::json::parse(text);
+    tok_config = {{"bos_token", "<|begin_of_text|>"},
+                  {"eos_token", "<|end_of_text|>"},
+                  {"add_bos_token", true},
+                  {"tokenizer_class", "PreTrainedTokenizerFast"},
+                  {"model_max_length", o.shape.max_position}};
+  } else {
+    DZ_ASSIGN_OR_RETURN(std::string text, read_text(fs::path(o.tokenizer_dir) / "tokenizer.json"));
+    try {
+      tok = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      return Status::Corrupt(o.tokenizer_dir + "/tokenizer.json: " + e.what());
+    }
+    auto cfg = read_text(fs::path(o.tokenizer_dir) / "tokenizer_config.json");
+    if (cfg.ok()) {
+      try {
+        tok_config = nlohmann::json::parse(*cfg);
+      } catch (const nlohmann::json::exception& e) {
+        return Status::Corrupt(o.tokenizer_dir + "/tokenizer_config.json: " + e.what());
+      }
+    }
+  }
+  TokenizerIds ids;
+  std::map<std::string, int64_t> by_content;
+  if (tok.contains("model") && tok["model"].contains("vocab") && tok["model"]["vocab"].is_object())
+    for (auto& [k, v] : tok["model"]["vocab"].items()) {
+      ids.vocab = std::max<int64_t>(ids.vocab, v.get<int64_t>() + 1);
+      by_content[k] = v.get<int64_t>();
+    }
+  if (tok.contains("added_tokens"))
+    for (const auto& t : tok["added_tokens"]) {
+      ids.vocab = std::max<int64_t>(ids.vocab, t["id"].get<int64_t>() + 1);
+      by_content[t["content"].get<std::string>()] = t["id"].get<int64_t>();
+    }
+  const auto token_id = [&](const char* key) -> int32_t {
+    if (!tok_config.contains(key)) return -1;
+    const auto& v = tok_config[key];
+    const std::string s = v.is_string() ? v.get<std::string>() : v.is_object() ? v.value("content", "") : "";
+    auto it = by_content.find(s);
+    return it == by_content.end() ? -1 : static_cast<int32_t>(it->second);
+  };
+  ids.bos = token_id("bos_token");
+  ids.eos = token_id("eos_token");
+  DZ_RETURN_IF_ERROR(write_text(out / "tokenizer.json", tok.dump()));
+  DZ_RETURN_IF_ERROR(write_text(out / "tokenizer_config.json", tok_config.dump(2)));
+  return ids;
+}
+
+}  // namespace
+
+float synthetic_uniform(uint64_t seed, const std::string& name, uint64_t i) {
+  const uint64_t r = splitmix64(splitmix64(seed ^ fnv1a(name)) + i);
+  return static_cast<float>(r >> 40) * (1.0f / 8388608.0f) - 1.0f;  // 24 bits -> [-1, 1), exact
+}
+
+Status make_model(const MakeModelOptions& o) {
+  DZ_ASSIGN_OR_RETURN(const Adapter* adapter, find_adapter_by_family(o.family));
+  if (o.out_dir.empty()) return Status::InvalidArgument("make-model: --out is required");
+  if (o.dtype != DType::kBF16 && o.dtype != DType::kF16 && o.dtype != DType::kF32)
+    return Status::InvalidArgument(std::string("make-model: dtype ") + dtype_name(o.dtype) + " is not one of BF16, F16, F32");
+  if (o.shards < 1) return Status::InvalidArgument("make-model: --shards must be at least 1");
+  const fs::path out(o.out_dir);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) return Status::IoError("cannot create " + out.string() + ": " + ec.message());
+
+  DZ_ASSIGN_OR_RETURN(TokenizerIds tids, write_tokenizer(o, out));
+  ModelShape shape = o.shape;
+  shape.n_vocab = std::max(shape.n_vocab, tids.vocab);
+  shape.bos_id = tids.bos;
+  shape.eos_id = tids.eos;
+  shape.torch_dtype = o.dtype == DType::kF32 ? "float32" : o.dtype == DType::kF16 ? "float16" : "bfloat16";
+  const nlohmann::json config = adapter->make_config(shape);
+  DZ_RETURN_IF_ERROR(write_text(out / "config.json", config.dump(2)));
+  nlohmann::json gen = {{"do_sample", false}};
+  if (tids.bos >= 0) gen["bos_token_id"] = tids.bos;
+  if (tids.eos >= 0) gen["eos_token_id"] = tids.eos;
+  DZ_RETURN_IF_ERROR(write_text(out / "generation_config.json", gen.dump(2)));
+
+  // The specs come from parsing the config we just wrote: what the loader will expect.
+  DZ_ASSIGN_OR_RETURN(HParams hp, adapter->parse_hparams(config));
+  const std::vector<TensorSpec> specs = adapter->tensor_specs(hp);
+
+  // Tensors are assigned to shards in spec order, balanced by bytes.
+  uint64_t total = 0;
+  for (const auto& s : specs) total += static_cast<uint64_t>(shape_numel(s.shape)) * dtype_size(o.dtype);
+  const uint64_t per_shard = (total + o.shards - 1) / o.shards;
+  std::map<std::string, std::string> weight_map;
+  checkpoint::SafetensorsWriter writer;
+  uint64_t in_shard = 0;
+  int shard = 0;
+  const auto shard_name = [&](int i) {
+    if (o.shards == 1) return std::string("model.safetensors");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", i + 1, o.shards);
+    return std::string(buf);
+  };
+  const auto flush = [&]() -> Status {
+    writer.set_metadata({{"format", "pt"}});
+    DZ_RETURN_IF_ERROR(writer.write((out / shard_name(shard)).string()));
+    writer = checkpoint::SafetensorsWriter();
+    in_shard = 0;
+    ++shard;
+    return Status::Ok();
+  };
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const TensorSpec& s = specs[i];
+    std::vector<uint8_t> bytes = make_tensor_bytes(s, o.seed, o.dtype);
+    in_shard += bytes.size();
+    weight_map[s.name] = shard_name(shard);
+    writer.add(s.name, o.dtype, s.shape, std::move(bytes));
+    const bool last = i + 1 == specs.size();
+    if (last || (in_shard >= per_shard && shard + 1 < o.shards)) DZ_RETURN_IF_ERROR(flush());
+  }
+  while (shard < o.shards) DZ_RETURN_IF_ERROR(flush());  // empty trailing shards keep the N-of-N names valid
+  if (o.shards > 1) DZ_RETURN_IF_ERROR(checkpoint::write_index(out.string(), weight_map, total));
+  return Status::Ok();
+}
+
+Status read_make_model_yaml(const std::string& path, MakeModelOptions& o) {
+  try {
+    const YAML::Node y = YAML::LoadFile(path);
+    for (const auto& kv : y) {
+      const std::string key = kv.first.as<std::string>();
+      const YAML::Node& v = kv.second;
+      if (key == "family") o.family = v.as<std::string>();
+      else if (key == "n_vocab") o.shape.n_vocab = v.as<int64_t>();
+      else if (key == "n_embd") o.shape.n_embd = v.as<int64_t>();
+      else if (key == "n_layer") o.shape.n_layer = v.as<int64_t>();
+      else if (key == "n_head") o.shape.n_head = v.as<int64_t>();
+      else if (key == "n_head_kv") o.shape.n_head_kv = v.as<int64_t>();
+      else if (key == "head_dim") o.shape.head_dim = v.as<int64_t>();
+      else if (key == "n_ff") o.shape.n_ff = v.as<int64_t>();
+      else if (key == "max_position") o.shape.max_position = v.as<int64_t>();
+      else if (key == "rope_theta") o.shape.rope_theta = v.as<double>();
+      else if (key == "tie_embeddings") o.shape.tie_embeddings = v.as<bool>();
+      else if (key == "shards") o.shards = v.as<int>();
+      else if (key == "seed") o.seed = v.as<uint64_t>();
+      else if (key == "tokenizer") o.tokenizer_dir = v.as<std::string>();
+      else if (key == "dtype") {
+        const std::string d = v.as<std::string>();
+        if (d == "bfloat16" || d == "bf16") o.dtype = DType::kBF16;
+        else if (d == "float32" || d == "f32") o.dtype = DType::kF32;
+        else if (d == "float16" || d == "f16") o.dtype = DType::kF16;
+        else return Status::InvalidArgument(path + ": dtype '" + d + "' is not bfloat16, float16 or float32");
+      } else {
+        return Status::InvalidArgument(path + ": unknown key '" + key + "'");
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(path + ": " + e.what());
+  }
+  return Status::Ok();
+}
+
+}  // namespace dayzero::model

@@ -1,0 +1,37 @@
+// Seeded random checkpoints in the real Hugging Face layout (config.json, safetensors with an
+// optional index, tokenizer files, generation_config.json) for any registered family: what
+// the quickstart and the tests run on. Values are drawn from a counter-based generator keyed
+// by (seed, tensor name) with no transcendental functions, so the same seed gives the same
+// bytes on every machine and in any tensor order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "model/adapter.h"
+
+namespace dayzero::model {
+
+struct MakeModelOptions {
+  std::string family = "llama";
+  std::string out_dir;
+  ModelShape shape;
+  uint64_t seed = 1234;
+  DType dtype = DType::kBF16;  // BF16 (default), F16 or F32
+  int shards = 1;              // > 1 writes model-0000i-of-0000N.safetensors + index
+  std::string tokenizer_dir;   // copy tokenizer.json (+ tokenizer_config.json) from here; empty = train a small one
+};
+
+// Writes the checkpoint; the model's n_vocab grows to cover the tokenizer when needed.
+Status make_model(const MakeModelOptions& options);
+
+// Reads sizes from a small YAML file ({family, n_vocab, n_embd, n_layer, n_head, n_head_kv,
+// head_dim, n_ff, tie_embeddings, rope_theta, dtype, shards, seed}) into options.
+Status read_make_model_yaml(const std::string& path, MakeModelOptions& options);
+
+// The uniform value in [-1, 1) that the generator gives element i of tensor `name`.
+float synthetic_uniform(uint64_t seed, const std::string& name, uint64_t i);
+
+}  // namespace dayzero::model

@@ -1,0 +1,53 @@
+// The explicit table of adapters (static self-registration gets dropped by the linker).
+#include "model/registry.h"
+
+#include "model/adapters/adapters.h"
+
+namespace dayzero::model {
+namespace {
+
+const std::vector<const Adapter*>& table() {
+  static const std::vector<const Adapter*> kAdapters = {
+      &llama_adapter(),
+      &qwen2_adapter(),
+      &qwen3_adapter(),
+  };
+  return kAdapters;
+}
+
+std::string supported_list() {
+  std::string s;
+  for (const auto* a : table()) s += (s.empty() ? "" : ", ") + std::string(a->family());
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> supported_families() {
+  std::vector<std::string> out;
+  for (const auto* a : table()) out.push_back(a->family());
+  return out;
+}
+
+Result<const Adapter*> find_adapter_by_family(const std::string& family) {
+  for (const auto* a : table())
+    if (family == a->family()) return a;
+  return Status::Unsupported("unknown architecture '" + family + "' (supported: " + supported_list() + ")");
+}
+
+Result<const Adapter*> find_adapter(const nlohmann::json& config) {
+  const std::string model_type = config.value("model_type", "");
+  for (const auto* a : table())
+    if (model_type == a->family()) return a;
+  std::string arch;
+  if (config.contains("architectures") && config["architectures"].is_array() && !config["architectures"].empty() &&
+      config["architectures"][0].is_string())
+    arch = config["architectures"][0].get<std::string>();
+  for (const auto* a : table())
+    for (const auto& name : a->architectures())
+      if (name == arch) return a;
+  return Status::Unsupported("config.json: unknown architecture (model_type '" + model_type + "', architectures[0] '" +
+                             arch + "'); supported model types: " + supported_list());
+}
+
+}  // namespace dayzero::model

@@ -1,0 +1,32 @@
+// What an adapter expects of a checkpoint: every tensor by HF name, its shape in PyTorch
+// order and how it is sharded over tensor-parallel ranks. The loader checks presence, shape,
+// dtype and that nothing in the checkpoint is left unclaimed against this list.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace dayzero::model {
+
+enum class ShardRule {
+  kReplicated,   // every rank of the tp group holds all of it (norms, biases of row-parallel outputs)
+  kSplitDim0,    // column-parallel Linear: output rows split (q/k/v, gate/up)
+  kSplitDim1,    // row-parallel Linear: input columns split (o, down), followed by an all-reduce
+  kExpertOwned,  // whole tensor belongs to the rank owning that expert
+  kVocabSplit,   // embedding / lm_head rows split by vocabulary range
+};
+const char* shard_rule_name(ShardRule r);
+
+struct TensorSpec {
+  std::string name;  // full HF name, e.g. "model.layers.3.self_attn.q_proj.weight"
+  Shape shape;
+  ShardRule rule = ShardRule::kReplicated;
+  int layer = -1;    // decoder layer index, -1 for embedding / final norm / lm_head
+};
+
+// Expands "model.layers.{L}.mlp.up_proj.weight" with L (one template helper for every adapter).
+std::string layer_tensor_name(const std::string& tmpl, int layer);
+
+}  // namespace dayzero::model

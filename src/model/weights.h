@@ -1,0 +1,36 @@
+// Weights: the tensors this rank holds, by HF name, on the backend's device (f32).
+// Filled by the loader after it has checked every spec; lookups of a missing name are a bug.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace dayzero::model {
+
+class Weights {
+ public:
+  void put(const std::string& name, Tensor t) { by_name_[name] = std::move(t); }
+  bool has(const std::string& name) const { return by_name_.count(name) != 0; }
+  const Tensor& get(const std::string& name) const {
+    auto it = by_name_.find(name);
+    DZ_CHECK(it != by_name_.end(), "weight " << name << " was not loaded");
+    return it->second;
+  }
+  const Tensor* find(const std::string& name) const {
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : &it->second;
+  }
+  size_t size() const { return by_name_.size(); }
+  int64_t bytes() const {
+    int64_t b = 0;
+    for (const auto& [n, t] : by_name_) b += static_cast<int64_t>(t.bytes());
+    return b;
+  }
+
+ private:
+  std::map<std::string, Tensor> by_name_;
+};
+
+}  // namespace dayzero::model

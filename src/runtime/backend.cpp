@@ -1,0 +1,23 @@
+// Backend factory: the one place that knows which backends are built.
+#include "runtime/backend.h"
+
+namespace dayzero::runtime {
+
+Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options);
+#ifdef DAYZERO_WITH_CUDA
+Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options);
+#endif
+
+Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options) {
+  if (options.kind == "cpu") return make_cpu_backend(options);
+  if (options.kind == "cuda") {
+#ifdef DAYZERO_WITH_CUDA
+    return make_cuda_backend(options);
+#else
+    return Status::Unsupported("backend 'cuda' was not built into this dayzero (configure with DAYZERO_CUDA=ON)");
+#endif
+  }
+  return Status::InvalidArgument("unknown backend '" + options.kind + "' (expected cpu or cuda)");
+}
+
+}  // namespace dayzero::runtime

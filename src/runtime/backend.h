@@ -1,0 +1,74 @@
+// Backend: where tensors live and how ops run on them. The CPU backend (cpu_backend.cpp) is
+// the reference; a CUDA backend implements the same interface with device pointers and one
+// stream per backend, so callers (model blocks, forward, runner) never change. Ops are
+// enqueued in call order; synchronize() waits for all of them (a no-op on CPU); to_host()
+// returns data that is complete.
+// Not a tensor library: only the ops the model blocks need, all f32, all contiguous.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace dayzero::runtime {
+
+struct MemoryInfo {
+  int64_t total_bytes = 0;  // what this rank may use (CUDA: device memory; CPU: configured budget)
+  int64_t free_bytes = 0;
+  int64_t peak_bytes = 0;   // peak of this process so far (CPU: peak RSS)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;      // "cpu" | "cuda"
+  virtual std::string describe() const = 0;  // e.g. "cpu: openblas 0.3.21 SkylakeX, 2 threads"
+  virtual Device device() const = 0;
+
+  // A zero-filled tensor on this backend's device.
+  virtual Tensor empty(DType dtype, Shape shape) = 0;
+  // A device copy of a host tensor (the CPU backend may return the same storage).
+  virtual Tensor to_device(const Tensor& host) = 0;
+  // Copies a device tensor into a host tensor of the same dtype and numel; complete on return.
+  virtual void to_host(const Tensor& src, Tensor& host_dst) = 0;
+  // dst = src, same device, same numel.
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  virtual void synchronize() = 0;
+  virtual MemoryInfo memory_info() const = 0;
+
+  // y[m, n] = x[m, k] · w[n, k]^T (+ y when accumulate)
+  virtual void matmul(const Tensor& x, const Tensor& w, Tensor& y, bool accumulate = false) = 0;
+  // y[rows, width] += b[width]
+  virtual void add_bias(const Tensor& b, Tensor& y) = 0;
+  // y = x + y, elementwise, same numel
+  virtual void add(const Tensor& x, Tensor& y) = 0;
+  // y[rows, width] = rmsnorm(x[rows, width]) * w[width]; rows = numel / width
+  virtual void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& y) = 0;
+  // x[n_tokens, n_head, head_dim] rotated in place (rotate-half); positions int32 [n_tokens];
+  // inv_freq f32 [head_dim / 2]
+  virtual void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq) = 0;
+  // out[n_tokens, n_head, head_dim] = causal GQA attention of q over cache rows [0, pos0 + n_tokens)
+  // of k/v [n_ctx, n_head_kv, head_dim]
+  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
+                         float scale, Tensor& out) = 0;
+  // out = silu(gate) * up, elementwise
+  virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // out[n_tokens, width] = table[ids[t], :]; ids int32 [n_tokens]
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+};
+
+struct BackendOptions {
+  std::string kind = "cpu";       // cpu | cuda
+  int threads = 0;                // CPU GEMM threads; 0 = cores of this node / ranks on this node
+  int64_t memory_budget_bytes = 0;  // CPU: per-rank budget reported as total; 0 = physical memory
+  int device_index = 0;           // CUDA: which visible device
+};
+
+// Creates a backend; Unsupported when the kind is not built or no device is visible.
+Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options);
+
+}  // namespace dayzero::runtime

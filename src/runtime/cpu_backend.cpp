@@ -1,0 +1,101 @@
+// The CPU backend: host tensors, ops from kernels/cpu. It is the reference that every other
+// backend and every partitioned run is compared against.
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "core/clock.h"
+#include "kernels/ops.h"
+#include "runtime/backend.h"
+
+namespace dayzero::runtime {
+namespace kc = kernels::cpu;
+
+namespace {
+
+float* f(Tensor& t) { return t.f32(); }
+const float* f(const Tensor& t) { return t.f32(); }
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const BackendOptions& o) : budget_(o.memory_budget_bytes) {
+    int threads = o.threads;
+    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    kc::gemm_set_threads(threads);
+    if (budget_ <= 0) budget_ = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  }
+
+  std::string name() const override { return "cpu"; }
+  std::string describe() const override {
+    const auto& g = kc::gemm_info();
+    return "cpu: " + g.path + ", " + std::to_string(g.threads) + " GEMM thread(s)";
+  }
+  Device device() const override { return {}; }
+
+  Tensor empty(DType dtype, Shape shape) override { return Tensor::host(dtype, std::move(shape)); }
+  Tensor to_device(const Tensor& host) override { return host; }
+  void to_host(const Tensor& src, Tensor& dst) override { copy(src, dst); }
+  void copy(const Tensor& src, Tensor& dst) override {
+    DZ_CHECK(src.bytes() == dst.bytes(), "copy " << shape_str(src.shape()) << " -> " << shape_str(dst.shape()));
+    if (src.data() != dst.data()) std::memcpy(dst.data(), src.data(), src.bytes());
+  }
+  void synchronize() override {}
+  MemoryInfo memory_info() const override {
+    const int64_t peak = peak_rss_bytes();
+    return {budget_, budget_ - peak, peak};
+  }
+
+  void matmul(const Tensor& x, const Tensor& w, Tensor& y, bool accumulate) override {
+    const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
+    DZ_CHECK(x.numel() == m * k && y.numel() == m * n,
+             "matmul x" << shape_str(x.shape()) << " w" << shape_str(w.shape()) << " y" << shape_str(y.shape()));
+    kc::matmul_nt(m, n, k, f(x), f(w), f(y), accumulate);
+  }
+  void add_bias(const Tensor& b, Tensor& y) override {
+    const int64_t width = b.numel();
+    DZ_CHECK(y.numel() % width == 0);
+    kc::add_bias(y.numel() / width, width, f(b), f(y));
+  }
+  void add(const Tensor& x, Tensor& y) override {
+    DZ_CHECK(x.numel() == y.numel());
+    kc::add_inplace(x.numel(), f(x), f(y));
+  }
+  void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
+    const int64_t width = w.numel();
+    DZ_CHECK(x.numel() % width == 0 && x.numel() == y.numel());
+    kc::rmsnorm(x.numel() / width, width, f(x), f(w), eps, f(y));
+  }
+  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq) override {
+    DZ_CHECK(x.rank() == 3 && positions.dtype() == DType::kI32 && positions.numel() == x.dim(0));
+    DZ_CHECK(inv_freq.numel() * 2 == x.dim(2));
+    kc::rope_rotate_half(x.dim(0), x.dim(1), x.dim(2), static_cast<const int32_t*>(positions.data()),
+                         f(inv_freq), f(x));
+  }
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos0, float scale,
+                 Tensor& out) override {
+    DZ_CHECK(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() && out.shape() == q.shape());
+    DZ_CHECK(pos0 + q.dim(0) <= k.dim(0), "attention past the cache end");
+    kc::attention_causal(q.dim(0), q.dim(1), k.dim(1), q.dim(2), pos0, f(q), f(k), f(v), scale, f(out));
+  }
+  void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    DZ_CHECK(gate.numel() == up.numel() && up.numel() == out.numel());
+    kc::swiglu(gate.numel(), f(gate), f(up), f(out));
+  }
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override {
+    DZ_CHECK(ids.dtype() == DType::kI32 && out.numel() == ids.numel() * table.dim(1));
+    kc::embedding(ids.numel(), static_cast<const int32_t*>(ids.data()), table.dim(0), table.dim(1), f(table),
+                  f(out));
+  }
+
+ private:
+  int64_t budget_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options) {
+  return std::unique_ptr<Backend>(new CpuBackend(options));
+}
+
+}  // namespace dayzero::runtime

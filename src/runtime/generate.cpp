@@ -1,0 +1,76 @@
+// Prefill + greedy decode, and reference NLL.
+#include "runtime/generate.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/clock.h"
+#include "kernels/ops.h"
+
+namespace dayzero::runtime {
+
+void top_k(const float* x, int64_t n, int k, int32_t* ids, float* values) {
+  std::vector<int32_t> idx(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  k = static_cast<int>(std::min<int64_t>(k, n));
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
+  for (int i = 0; i < k; ++i) {
+    ids[i] = idx[i];
+    values[i] = x[idx[i]];
+  }
+}
+
+Generation generate(Forward& fwd, Backend& be, const model::HParams& hp, std::span<const int32_t> prompt,
+                    const GenerateOptions& opts, const GenerateSinks& sinks) {
+  Generation g;
+  const auto n_prompt = static_cast<int64_t>(prompt.size());
+  KvCache cache(be, hp, n_prompt + std::max(opts.max_new_tokens, 1));
+  const int k = static_cast<int>(std::min<int64_t>(opts.top_k, hp.n_vocab));
+
+  int64_t t0 = monotonic_ns();
+  Tensor logits = fwd.run(prompt, 0, cache, sinks.prefill, false);
+  g.prefill_seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
+  g.logits_last.assign(logits.f32(), logits.f32() + hp.n_vocab);
+
+  t0 = monotonic_ns();
+  int64_t pos = n_prompt;
+  for (int step = 0; step < opts.max_new_tokens; ++step) {
+    const float* row = logits.f32();
+    const auto token = static_cast<int32_t>(kernels::cpu::argmax(hp.n_vocab, row));
+    g.generated_ids.push_back(token);
+    if (k > 0) {
+      g.step_topk_ids.resize(g.step_topk_ids.size() + k);
+      g.step_topk_logits.resize(g.step_topk_logits.size() + k);
+      top_k(row, hp.n_vocab, k, g.step_topk_ids.data() + step * k, g.step_topk_logits.data() + step * k);
+    }
+    const bool eos = std::find(opts.eos_ids.begin(), opts.eos_ids.end(), token) != opts.eos_ids.end();
+    if (eos && opts.stop_at_eos) {
+      g.stopped_at_eos = true;
+      break;
+    }
+    if (step + 1 == opts.max_new_tokens) break;  // the last token needs no forward pass
+    const int32_t next[1] = {token};
+    logits = fwd.run(next, pos, cache, sinks.decode, false);
+    ++pos;
+    ++g.decode_tokens;
+  }
+  g.decode_seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
+  return g;
+}
+
+double reference_nll(Forward& fwd, Backend& be, const model::HParams& hp, std::span<const int32_t> prompt,
+                     std::span<const int32_t> continuation) {
+  std::vector<int32_t> all(prompt.begin(), prompt.end());
+  all.insert(all.end(), continuation.begin(), continuation.end());
+  KvCache cache(be, hp, static_cast<int64_t>(all.size()));
+  const Tensor logits = fwd.run(all, 0, cache, nullptr, true);  // [n, n_vocab]
+  double nll = 0;
+  for (size_t j = 0; j < continuation.size(); ++j) {
+    const float* row = logits.f32() + (prompt.size() - 1 + j) * hp.n_vocab;
+    nll -= kernels::cpu::log_softmax_at(hp.n_vocab, row, continuation[j]);
+  }
+  return nll / static_cast<double>(continuation.size());
+}
+
+}  // namespace dayzero::runtime

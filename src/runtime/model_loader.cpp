@@ -1,0 +1,87 @@
+// Model folder checks and the weight loading loop.
+#include "runtime/model_loader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/clock.h"
+#include "model/registry.h"
+
+namespace dayzero::runtime {
+namespace fs = std::filesystem;
+
+Result<ModelInfo> open_model(const std::string& dir) {
+  ModelInfo m;
+  m.dir = dir;
+  const fs::path config_path = fs::path(dir) / "config.json";
+  std::ifstream f(config_path);
+  if (!f) return Status::NotFound(config_path.string() + ": cannot open (is '" + dir + "' a model folder?)");
+  try {
+    m.config = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corrupt(config_path.string() + ": malformed JSON: " + e.what());
+  }
+  auto adapter = model::find_adapter(m.config);
+  if (!adapter.ok()) return adapter.status().with_context(config_path.string());
+  m.adapter = *adapter;
+  auto hp = m.adapter->parse_hparams(m.config);
+  if (!hp.ok()) return hp.status().with_context(dir);
+  m.hp = std::move(hp).value();
+  m.specs = m.adapter->tensor_specs(m.hp);
+  DZ_ASSIGN_OR_RETURN(m.catalog, checkpoint::Catalog::open(dir));
+  return m;
+}
+
+Status check_tensors(const ModelInfo& m) {
+  std::set<std::string> claimed;
+  for (const auto& spec : m.specs) {
+    claimed.insert(spec.name);
+    const checkpoint::TensorInfo* t = m.catalog.find(spec.name);
+    if (!t)
+      return Status::NotFound(m.dir + ": tensor " + spec.name + " " + shape_str(spec.shape) +
+                              " expected by the " + m.adapter->family() + " adapter is missing from the checkpoint");
+    if (t->shape != spec.shape)
+      return Status::InvalidArgument(t->file + ": tensor " + spec.name + " has shape " + shape_str(t->shape) +
+                                     ", expected " + shape_str(spec.shape));
+    if (!dtype_is_float(t->dtype))
+      return Status::Unsupported(t->file + ": tensor " + spec.name + " has dtype " + dtype_name(t->dtype) +
+                                 ", expected a float type");
+  }
+  std::vector<const checkpoint::TensorInfo*> unclaimed;
+  for (const auto& t : m.catalog.tensors())
+    if (!claimed.count(t.name)) unclaimed.push_back(&t);
+  if (!unclaimed.empty()) {
+    std::ostringstream os;
+    os << unclaimed[0]->file << ": tensor " << unclaimed[0]->name << " is not claimed by the " << m.adapter->family()
+       << " adapter";
+    if (unclaimed.size() > 1) os << " (and " << unclaimed.size() - 1 << " more unclaimed tensors)";
+    return Status::Corrupt(os.str());
+  }
+  return Status::Ok();
+}
+
+Result<LoadStats> load_weights(const ModelInfo& m, Backend& be, model::Weights& weights,
+                               std::vector<checkpoint::WeightRecord>& records,
+                               const std::function<void(const checkpoint::WeightRecord&)>& on_tensor) {
+  LoadStats stats;
+  const int64_t t0 = monotonic_ns();
+  checkpoint::ByteReader reader;
+  for (const auto& spec : m.specs) {
+    checkpoint::WeightRecord rec;
+    DZ_ASSIGN_OR_RETURN(Tensor host, checkpoint::load_f32(m.catalog, spec.name, reader, &rec));
+    if (rec.nan_count || rec.inf_count)
+      return Status::Corrupt(rec.file + ": tensor " + spec.name + " holds " + std::to_string(rec.nan_count) +
+                             " NaN and " + std::to_string(rec.inf_count) + " infinite values");
+    weights.put(spec.name, be.to_device(host));
+    stats.bytes_read += rec.bytes_read;
+    ++stats.tensors;
+    if (on_tensor) on_tensor(rec);
+    records.push_back(std::move(rec));
+  }
+  stats.seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
+  return stats;
+}
+
+}  // namespace dayzero::runtime

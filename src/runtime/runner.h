@@ -1,0 +1,23 @@
+// `dayzero run`: one Day-0 run of a run config on this MPI job, from config to dump.
+// Phases: config -> model check -> run folder -> load -> prompts -> dump; each ends with an
+// agreement over all ranks, so every rank goes on or every rank stops with the same exit code.
+// Data parallel over the world: rank r runs prompts r, r + world, ... (each rank holds the
+// whole model); tensor and pipeline partitions are rejected with the reason.
+#pragma once
+
+#include <string>
+
+#include "comm/mpi_env.h"
+
+namespace dayzero::runtime {
+
+struct RunArgs {
+  std::string config_path;
+  std::string dump_dir_override;  // --dump-dir: replaces dump.dir
+  int threads = 0;                // --threads: overrides runtime.threads
+};
+
+// Collective over MPI_COMM_WORLD. Returns the process exit code (DESIGN.md "Errors").
+int run(const comm::MpiEnv& env, const RunArgs& args);
+
+}  // namespace dayzero::runtime

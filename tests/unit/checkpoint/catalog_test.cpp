@@ -1,0 +1,126 @@
+// Catalog: single-file and sharded checkpoints, and one test per inconsistent index/shard set.
+#include "checkpoint/catalog.h"
+
+#include <gtest/gtest.h>
+
+#include "checkpoint/writer.h"
+#include "test_util.h"
+
+namespace dayzero::checkpoint {
+namespace {
+
+using test_util::expect_bad;
+using test_util::TempDir;
+
+// Writes a shard holding the named F32 tensors of shape [2].
+void write_shard(const TempDir& dir, const std::string& file, const std::vector<std::string>& names) {
+  SafetensorsWriter w;
+  for (const auto& n : names) w.add(n, DType::kF32, {2}, std::vector<uint8_t>(8, 0));
+  ASSERT_TRUE(w.write(dir.file(file)).ok());
+}
+
+TEST(Catalog, SingleFile) {
+  TempDir dir;
+  write_shard(dir, "model.safetensors", {"b", "a"});
+  auto c = Catalog::open(dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->tensors().size(), 2u);
+  EXPECT_EQ(c->tensors()[0].name, "a");
+  EXPECT_EQ(c->files(), std::vector<std::string>{dir.file("model.safetensors")});
+  EXPECT_EQ(c->total_bytes(), 16u);
+  EXPECT_EQ(c->dir(), dir.path());
+}
+
+TEST(Catalog, ShardedWithIndex) {
+  TempDir dir;
+  write_shard(dir, "model-00001-of-00002.safetensors", {"layers.0.w", "embed"});
+  write_shard(dir, "model-00002-of-00002.safetensors", {"layers.1.w"});
+  ASSERT_TRUE(write_index(dir.path(),
+                          {{"embed", "model-00001-of-00002.safetensors"},
+                           {"layers.0.w", "model-00001-of-00002.safetensors"},
+                           {"layers.1.w", "model-00002-of-00002.safetensors"}},
+                          24)
+                  .ok());
+  auto c = Catalog::open(dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->tensors().size(), 3u);
+  EXPECT_EQ(c->tensors()[0].name, "embed");
+  EXPECT_EQ(c->tensors()[2].name, "layers.1.w");
+  EXPECT_EQ(c->files().size(), 2u);
+  EXPECT_EQ(c->total_bytes(), 24u);
+  ASSERT_NE(c->find("layers.1.w"), nullptr);
+  EXPECT_EQ(c->find("layers.1.w")->file, dir.file("model-00002-of-00002.safetensors"));
+  EXPECT_EQ(c->find("layers.2.w"), nullptr);
+}
+
+TEST(Catalog, NeitherFilePresent) {
+  TempDir dir;
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kNotFound, {dir.path(), kSingleFileName});
+}
+
+TEST(Catalog, MalformedIndexJson) {
+  TempDir dir;
+  test_util::write_bytes(dir.file(kIndexFileName), R"({"weight_map": {"a": )");
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kCorrupt, {kIndexFileName, "malformed JSON"});
+}
+
+TEST(Catalog, IndexNamesMissingFile) {
+  TempDir dir;
+  write_shard(dir, "s1.safetensors", {"a"});
+  ASSERT_TRUE(write_index(dir.path(), {{"a", "s1.safetensors"}, {"b", "s2.safetensors"}}, 16).ok());
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kNotFound,
+             {kIndexFileName, "s2.safetensors", "'b'"});
+}
+
+TEST(Catalog, IndexPathLeavesFolder) {
+  TempDir dir;
+  write_shard(dir, "s1.safetensors", {"a"});
+  ASSERT_TRUE(write_index(dir.path(), {{"a", "s1.safetensors"}, {"evil", "../x.safetensors"}}, 8).ok());
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kInvalidArgument,
+             {kIndexFileName, "'evil'", "../x.safetensors"});
+}
+
+TEST(Catalog, IndexPathAbsolute) {
+  TempDir dir;
+  write_shard(dir, "s1.safetensors", {"a"});
+  ASSERT_TRUE(write_index(dir.path(), {{"a", "s1.safetensors"}, {"evil", "/etc/passwd"}}, 8).ok());
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kInvalidArgument,
+             {kIndexFileName, "'evil'", "/etc/passwd"});
+}
+
+TEST(Catalog, TensorInIndexMissingFromShard) {
+  TempDir dir;
+  write_shard(dir, "s1.safetensors", {"a"});
+  ASSERT_TRUE(write_index(dir.path(), {{"a", "s1.safetensors"}, {"ghost", "s1.safetensors"}}, 16).ok());
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kNotFound, {"'ghost'", "s1.safetensors"});
+}
+
+TEST(Catalog, TensorInShardNotInIndex) {
+  TempDir dir;
+  write_shard(dir, "s1.safetensors", {"a", "stray"});
+  ASSERT_TRUE(write_index(dir.path(), {{"a", "s1.safetensors"}}, 8).ok());
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kCorrupt,
+             {"'stray'", "s1.safetensors", kIndexFileName});
+}
+
+TEST(Catalog, DuplicateTensorAcrossShards) {
+  TempDir dir;
+  write_shard(dir, "s1.safetensors", {"a", "dup"});
+  write_shard(dir, "s2.safetensors", {"b", "dup"});
+  ASSERT_TRUE(write_index(dir.path(),
+                          {{"a", "s1.safetensors"}, {"b", "s2.safetensors"}, {"dup", "s1.safetensors"}}, 24)
+                  .ok());
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kCorrupt,
+             {"'dup'", "s1.safetensors", "s2.safetensors"});
+}
+
+TEST(Catalog, CorruptShardGetsShardContext) {
+  TempDir dir;
+  write_shard(dir, "s1.safetensors", {"a"});
+  test_util::write_raw(dir.file("s2.safetensors"), "{not json", 0);
+  ASSERT_TRUE(write_index(dir.path(), {{"a", "s1.safetensors"}, {"b", "s2.safetensors"}}, 16).ok());
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kCorrupt, {"shard 2 of 2", "s2.safetensors"});
+}
+
+}  // namespace
+}  // namespace dayzero::checkpoint

@@ -1,0 +1,217 @@
+// load_f32 / load_slice_f32: conversions from every float format, NaN/Inf counts, slices equal
+// to the matching part of the full tensor, and records that show exactly which bytes were read.
+#include "checkpoint/load.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "checkpoint/writer.h"
+#include "checkpoint/xxhash.h"
+#include "test_util.h"
+
+namespace dayzero::checkpoint {
+namespace {
+
+using test_util::bytes_of;
+using test_util::expect_bad;
+using test_util::TempDir;
+
+constexpr int64_t kRows = 5, kCols = 7;
+
+// A checkpoint with converted-value tensors and a [kRows, kCols] matrix m[r][c] = 100 r + c
+// in F32 and BF16 (exact in both), plus a [3, 4, 2] tensor and a BOOL one.
+class LoadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SafetensorsWriter w;
+    w.add("bf16", DType::kBF16, {5}, bytes_of(std::vector<uint16_t>{0x3f80, 0xc000, 0x3f00, 0x7f80, 0x7fc0}));
+    w.add("f16", DType::kF16, {5}, bytes_of(std::vector<uint16_t>{0x3c00, 0xc000, 0x7bff, 0x7c00, 0x7e00}));
+    w.add("f8_e4m3", DType::kF8_E4M3, {5}, {0x38, 0x7e, 0x7f, 0xb8, 0x01});
+    w.add("f8_e5m2", DType::kF8_E5M2, {4}, {0x3c, 0x7b, 0x7c, 0xbc});
+    w.add("i8", DType::kI8, {2}, {0xfd, 0x05});
+    w.add("flag", DType::kBool, {2}, {0, 1});
+    std::vector<float> m;
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t c = 0; c < kCols; ++c) m.push_back(static_cast<float>(100 * r + c));
+    m_bf16_.resize(m.size() * 2);
+    convert_from_f32(DType::kBF16, m.data(), m_bf16_.data(), m.size());
+    w.add("m_f32", DType::kF32, {kRows, kCols}, bytes_of(m));
+    w.add("m_bf16", DType::kBF16, {kRows, kCols}, m_bf16_);
+    std::vector<float> cube(24);
+    for (int i = 0; i < 24; ++i) cube[i] = static_cast<float>(i);
+    w.add("cube", DType::kF32, {3, 4, 2}, bytes_of(cube));
+    ASSERT_TRUE(w.write(dir_.file("model.safetensors")).ok());
+    auto c = Catalog::open(dir_.path());
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    catalog_ = std::move(c).value();
+  }
+
+  std::vector<float> load(const std::string& name, WeightRecord* rec = nullptr,
+                          size_t staging = kMaxStagingBytes) {
+    auto t = load_f32(catalog_, name, reader_, rec, staging);
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    if (!t.ok()) return {};
+    return std::vector<float>(t->f32(), t->f32() + t->numel());
+  }
+
+  TempDir dir_;
+  Catalog catalog_;
+  ByteReader reader_;
+  std::vector<uint8_t> m_bf16_;
+};
+
+TEST_F(LoadTest, ConvertsBf16) {
+  WeightRecord rec;
+  const auto v = load("bf16", &rec);
+  ASSERT_EQ(v.size(), 5u);
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_EQ(v[1], -2.0f);
+  EXPECT_EQ(v[2], 0.5f);
+  EXPECT_TRUE(std::isinf(v[3]) && v[3] > 0);
+  EXPECT_TRUE(std::isnan(v[4]));
+  EXPECT_EQ(rec.nan_count, 1);
+  EXPECT_EQ(rec.inf_count, 1);
+  EXPECT_EQ(rec.dtype, DType::kBF16);
+  EXPECT_EQ(rec.shape, Shape{5});
+  EXPECT_EQ(rec.bytes_read, 10u);
+  ASSERT_EQ(rec.ranges.size(), 1u);
+  EXPECT_EQ(rec.ranges[0], std::make_pair(catalog_.find("bf16")->offset, uint64_t{10}));
+  const uint16_t raw[] = {0x3f80, 0xc000, 0x3f00, 0x7f80, 0x7fc0};
+  EXPECT_EQ(rec.checksum, xxh64(raw, sizeof raw));
+}
+
+TEST_F(LoadTest, ConvertsF16) {
+  const auto v = load("f16");
+  ASSERT_EQ(v.size(), 5u);
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_EQ(v[1], -2.0f);
+  EXPECT_EQ(v[2], 65504.0f);
+  EXPECT_TRUE(std::isinf(v[3]));
+  EXPECT_TRUE(std::isnan(v[4]));
+}
+
+TEST_F(LoadTest, ConvertsF8) {
+  WeightRecord rec;
+  const auto a = load("f8_e4m3", &rec);
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(a[0], 1.0f);
+  EXPECT_EQ(a[1], 448.0f);
+  EXPECT_TRUE(std::isnan(a[2]));
+  EXPECT_EQ(a[3], -1.0f);
+  EXPECT_EQ(a[4], std::ldexp(1.0f, -9));
+  EXPECT_EQ(rec.nan_count, 1);
+  EXPECT_EQ(rec.inf_count, 0);
+  const auto b = load("f8_e5m2");
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(b[0], 1.0f);
+  EXPECT_EQ(b[1], 57344.0f);
+  EXPECT_TRUE(std::isinf(b[2]));
+  EXPECT_EQ(b[3], -1.0f);
+  EXPECT_EQ(load("i8"), (std::vector<float>{-3.0f, 5.0f}));
+}
+
+TEST_F(LoadTest, SmallStagingBufferGivesSameResult) {
+  WeightRecord whole, chunked;
+  const auto a = load("m_bf16", &whole);
+  const uint64_t reads_before = reader_.reads();
+  const auto b = load("m_bf16", &chunked, 6);  // 3 elements per read
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(whole.checksum, chunked.checksum);
+  EXPECT_EQ(chunked.reads, (kRows * kCols + 2) / 3u);
+  EXPECT_EQ(reader_.reads() - reads_before, chunked.reads);
+  EXPECT_EQ(whole.reads, 1u);
+  EXPECT_EQ(whole.checksum, xxh64(m_bf16_.data(), m_bf16_.size()));
+}
+
+TEST_F(LoadTest, SliceDim0MatchesFullAndReadsOnlyOwnedBytes) {
+  for (const std::string name : {"m_f32", "m_bf16"}) {
+    const auto full = load(name);
+    const TensorInfo* info = catalog_.find(name);
+    const uint64_t row_bytes = info->nbytes / kRows;
+    WeightRecord rec;
+    auto s = load_slice_f32(catalog_, name, 0, 1, 4, reader_, &rec);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_EQ(s->shape(), (Shape{3, kCols}));
+    for (int64_t i = 0; i < 3 * kCols; ++i) ASSERT_EQ(s->f32()[i], full[kCols + i]) << name << " " << i;
+    EXPECT_EQ(rec.shape, (Shape{3, kCols}));
+    EXPECT_EQ(rec.bytes_read, 3 * row_bytes);
+    ASSERT_EQ(rec.ranges.size(), 1u);
+    EXPECT_EQ(rec.ranges[0], std::make_pair(info->offset + row_bytes, 3 * row_bytes));
+    EXPECT_EQ(rec.reads, 1u);
+    if (name == "m_bf16") {
+      EXPECT_EQ(rec.checksum, xxh64(m_bf16_.data() + row_bytes, 3 * row_bytes));
+    }
+  }
+}
+
+TEST_F(LoadTest, SliceDim1MatchesFullOneReadPerRow) {
+  for (const std::string name : {"m_f32", "m_bf16"}) {
+    const auto full = load(name);
+    const uint64_t esize = dtype_size(catalog_.find(name)->dtype);
+    WeightRecord rec;
+    auto s = load_slice_f32(catalog_, name, 1, 2, 5, reader_, &rec);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_EQ(s->shape(), (Shape{kRows, 3}));
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t c = 0; c < 3; ++c) ASSERT_EQ(s->f32()[r * 3 + c], full[r * kCols + 2 + c]) << name;
+    EXPECT_EQ(rec.ranges.size(), static_cast<size_t>(kRows));
+    EXPECT_EQ(rec.reads, static_cast<uint64_t>(kRows));
+    EXPECT_EQ(rec.bytes_read, kRows * 3 * esize);
+  }
+  std::vector<uint8_t> expect;  // the bytes read, in order
+  for (int64_t r = 0; r < kRows; ++r)
+    expect.insert(expect.end(), m_bf16_.begin() + (r * kCols + 2) * 2, m_bf16_.begin() + (r * kCols + 5) * 2);
+  WeightRecord rec;
+  ASSERT_TRUE(load_slice_f32(catalog_, "m_bf16", 1, 2, 5, reader_, &rec).ok());
+  EXPECT_EQ(rec.checksum, xxh64(expect.data(), expect.size()));
+}
+
+TEST_F(LoadTest, FullWidthColumnSliceCoalescesToOneRange) {
+  WeightRecord rec;
+  auto s = load_slice_f32(catalog_, "m_f32", 1, 0, kCols, reader_, &rec);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(rec.ranges.size(), 1u);
+  EXPECT_EQ(rec.bytes_read, catalog_.find("m_f32")->nbytes);
+  EXPECT_EQ(std::vector<float>(s->f32(), s->f32() + s->numel()), load("m_f32"));
+}
+
+TEST_F(LoadTest, SliceDim0Of3d) {
+  auto s = load_slice_f32(catalog_, "cube", 0, 2, 3, reader_, nullptr);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->shape(), (Shape{1, 4, 2}));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(s->f32()[i], 16.0f + i);
+  auto empty = load_slice_f32(catalog_, "cube", 0, 1, 1, reader_, nullptr);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->numel(), 0);
+}
+
+TEST_F(LoadTest, NonNumericDtypeRejected) {
+  expect_bad(load_f32(catalog_, "flag", reader_, nullptr).status(), StatusCode::kUnsupported,
+             {"'flag'", "BOOL"});
+}
+
+TEST_F(LoadTest, MissingTensor) {
+  expect_bad(load_f32(catalog_, "nope", reader_, nullptr).status(), StatusCode::kNotFound,
+             {"'nope'", dir_.path()});
+}
+
+TEST_F(LoadTest, BadSliceRanges) {
+  const StatusCode bad = StatusCode::kInvalidArgument;
+  expect_bad(load_slice_f32(catalog_, "m_f32", 0, 3, 6, reader_, nullptr).status(), bad,
+             {"'m_f32'", "[3, 6)"});
+  expect_bad(load_slice_f32(catalog_, "m_f32", 1, 4, 2, reader_, nullptr).status(), bad, {"'m_f32'"});
+  expect_bad(load_slice_f32(catalog_, "m_f32", 1, -1, 2, reader_, nullptr).status(), bad, {"'m_f32'"});
+  expect_bad(load_slice_f32(catalog_, "m_f32", 2, 0, 1, reader_, nullptr).status(), bad, {"'m_f32'"});
+  expect_bad(load_slice_f32(catalog_, "cube", 1, 0, 1, reader_, nullptr).status(), bad, {"'cube'", "2-D"});
+}
+
+TEST_F(LoadTest, FileShrunkAfterCatalogIsCorrupt) {
+  std::filesystem::resize_file(dir_.file("model.safetensors"), catalog_.find("m_f32")->offset + 8);
+  ByteReader fresh;
+  expect_bad(load_f32(catalog_, "m_f32", fresh, nullptr).status(), StatusCode::kCorrupt,
+             {"'m_f32'", "model.safetensors"});
+}
+
+}  // namespace
+}  // namespace dayzero::checkpoint

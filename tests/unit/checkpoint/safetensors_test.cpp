@@ -1,0 +1,173 @@
+// SafetensorsFile: writer -> reader round trips for every dtype, and one test per malformed
+// header, each checking the status code, exit code 2 and that the file and tensor are named.
+#include "checkpoint/safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "checkpoint/reader.h"
+#include "checkpoint/writer.h"
+#include "test_util.h"
+
+namespace dayzero::checkpoint {
+namespace {
+
+using test_util::expect_bad;
+using test_util::TempDir;
+using test_util::write_raw;
+
+constexpr DType kAllDtypes[] = {DType::kF32,     DType::kF16, DType::kBF16, DType::kF8_E4M3,
+                                DType::kF8_E5M2, DType::kI8,  DType::kI16,  DType::kI32,
+                                DType::kI64,     DType::kU8,  DType::kBool};
+
+std::vector<uint8_t> patterned(size_t n, int seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 31 + seed);
+  return v;
+}
+
+TEST(Safetensors, RoundTripEveryDtype) {
+  TempDir dir;
+  const std::string path = dir.file("all.safetensors");
+  SafetensorsWriter w;
+  std::map<std::string, std::vector<uint8_t>> want;
+  for (DType t : kAllDtypes) {
+    const std::string name = std::string("w.") + dtype_name(t);
+    want[name] = patterned(2 * 3 * dtype_size(t), static_cast<int>(t));
+    w.add(name, t, {2, 3}, want[name]);
+  }
+  w.add("scalar", DType::kF32, {}, test_util::bytes_of(std::vector<float>{1.5f}));
+  w.add("empty", DType::kBF16, {0, 4}, {});
+  w.set_metadata({{"format", "pt"}});
+  ASSERT_TRUE(w.write(path).ok());
+
+  auto f = SafetensorsFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(f->path(), path);
+  EXPECT_EQ(f->file_size(), std::filesystem::file_size(path));
+  EXPECT_EQ(f->metadata().at("format"), "pt");
+  ASSERT_EQ(f->tensors().size(), std::size(kAllDtypes) + 2);
+  for (size_t i = 1; i < f->tensors().size(); ++i) EXPECT_LT(f->tensors()[i - 1].name, f->tensors()[i].name);
+
+  ByteReader r;
+  for (DType t : kAllDtypes) {
+    const std::string name = std::string("w.") + dtype_name(t);
+    const TensorInfo* info = f->find(name);
+    ASSERT_NE(info, nullptr) << name;
+    EXPECT_EQ(info->dtype, t);
+    EXPECT_EQ(info->shape, (Shape{2, 3}));
+    EXPECT_EQ(info->file, path);
+    EXPECT_EQ(info->nbytes, want[name].size());
+    std::vector<uint8_t> got(info->nbytes);
+    ASSERT_TRUE(r.read(path, info->offset, info->nbytes, got.data()).ok());
+    EXPECT_EQ(got, want[name]) << name;
+  }
+  EXPECT_EQ(f->find("scalar")->shape, Shape{});
+  EXPECT_EQ(f->find("scalar")->nbytes, 4u);
+  EXPECT_EQ(f->find("empty")->nbytes, 0u);
+  EXPECT_EQ(f->find("missing"), nullptr);
+  // Header padded to a multiple of 8, so the data section starts 8-byte aligned.
+  const uint64_t first = f->find("empty")->offset;
+  EXPECT_EQ(first % 8, 0u);
+}
+
+TEST(Safetensors, FileShorterThanLengthPrefix) {
+  TempDir dir;
+  const std::string path = dir.file("tiny.safetensors");
+  test_util::write_bytes(path, "abc");
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "too short"});
+}
+
+TEST(Safetensors, HeaderLengthLargerThanFile) {
+  TempDir dir;
+  const std::string path = dir.file("h.safetensors");
+  write_raw(path, "{}", 0, 4096);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "header length 4096"});
+}
+
+TEST(Safetensors, HeaderLengthOverLimit) {
+  TempDir dir;
+  const std::string path = dir.file("h.safetensors");
+  write_raw(path, "{}", 0, kMaxHeaderBytes + 1);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "exceeds the limit"});
+}
+
+TEST(Safetensors, MalformedHeaderJson) {
+  TempDir dir;
+  const std::string path = dir.file("m.safetensors");
+  write_raw(path, R"({"w": {"dtype": "F32", "shape": [1], )", 4);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "malformed header JSON"});
+}
+
+TEST(Safetensors, HeaderNotAnObject) {
+  TempDir dir;
+  const std::string path = dir.file("m.safetensors");
+  write_raw(path, "[1, 2]", 0);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "not a JSON object"});
+}
+
+TEST(Safetensors, UnknownDtype) {
+  TempDir dir;
+  const std::string path = dir.file("d.safetensors");
+  write_raw(path, R"({"w.q": {"dtype": "F4", "shape": [2], "data_offsets": [0, 1]}})", 1);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kUnsupported, {path, "w.q", "'F4'"});
+}
+
+TEST(Safetensors, NegativeShape) {
+  TempDir dir;
+  const std::string path = dir.file("s.safetensors");
+  write_raw(path, R"({"w": {"dtype": "U8", "shape": [-1], "data_offsets": [0, 1]}})", 1);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "'w'", "non-negative"});
+}
+
+TEST(Safetensors, OffsetsBeginAfterEnd) {
+  TempDir dir;
+  const std::string path = dir.file("o.safetensors");
+  write_raw(path, R"({"w": {"dtype": "U8", "shape": [0], "data_offsets": [2, 1]}})", 4);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "'w'", "begin > end"});
+}
+
+TEST(Safetensors, TruncatedShard) {
+  TempDir dir;
+  const std::string path = dir.file("t.safetensors");
+  SafetensorsWriter w;
+  w.add("a", DType::kF32, {4}, std::vector<uint8_t>(16, 1));
+  w.add("b", DType::kF32, {4}, std::vector<uint8_t>(16, 2));
+  ASSERT_TRUE(w.write(path).ok());
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 5);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "'b'", "truncated"});
+}
+
+TEST(Safetensors, ByteCountNotNumelTimesSize) {
+  TempDir dir;
+  const std::string path = dir.file("n.safetensors");
+  write_raw(path, R"({"w.bad": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 10]}})", 16);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "w.bad", "needs 12"});
+}
+
+TEST(Safetensors, OverlappingTensors) {
+  TempDir dir;
+  const std::string path = dir.file("ov.safetensors");
+  write_raw(path,
+            R"({"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},)"
+            R"( "y": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})",
+            16);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "'x'", "'y'", "overlap"});
+}
+
+TEST(Safetensors, MetadataNotStringMap) {
+  TempDir dir;
+  const std::string path = dir.file("md.safetensors");
+  write_raw(path, R"({"__metadata__": {"format": 1}})", 0);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "__metadata__", "format"});
+}
+
+TEST(Safetensors, MissingFileIsNotFound) {
+  TempDir dir;
+  expect_bad(SafetensorsFile::open(dir.file("no.safetensors")).status(), StatusCode::kNotFound,
+             {"no.safetensors"});
+}
+
+}  // namespace
+}  // namespace dayzero::checkpoint

@@ -1,0 +1,191 @@
+// GEMM tests: the OpenBLAS core rule as a pure function (the AVX-512 "Prescott" fallback is
+// not reproducible on every CPU), each available path against the double-precision twin on
+// odd shapes, matmul_nt's edge cases and accumulate, thread control, and determinism.
+// Not a benchmark: bench/gemm_bench.cpp measures speed.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/ops.h"
+#include "tests/unit/kernels/kernel_test_util.h"
+
+namespace dayzero::kernels {
+namespace {
+
+using cpu::gemm::CpuIsa;
+using cpu::gemm::decide_openblas_core;
+using cpu::gemm::IsaClass;
+using test::close;
+using test::identical;
+using test::random_vector;
+
+// Plain-loop twin: y[m, n] = x[m, k] · w[n, k]^T (+ y), double accumulation.
+std::vector<float> twin(int64_t m, int64_t n, int64_t k, const std::vector<float>& x, const std::vector<float>& w,
+                        std::vector<float> y, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = accumulate ? y[i * n + j] : 0.0;
+      for (int64_t p = 0; p < k; ++p) s += double(x[i * k + p]) * w[j * k + p];
+      y[i * n + j] = static_cast<float>(s);
+    }
+  return y;
+}
+
+TEST(GemmCoreRule, TableOfCases) {
+  const CpuIsa avx512_intel{IsaClass::kAvx512, false}, avx2_amd{IsaClass::kAvx2, true},
+      avx2_intel{IsaClass::kAvx2, false};
+  struct Case {
+    const char* label;
+    CpuIsa isa;
+    const char* detected;
+    const char* user;
+    bool force;
+    const char* core;
+  };
+  const Case cases[] = {
+      // The motivating case: an AVX-512 Xeon OpenBLAS 0.3.21 does not know -> Prescott.
+      {"avx512 xeon misdetected", avx512_intel, "Prescott", nullptr, true, "SkylakeX"},
+      {"avx512 detected as haswell", avx512_intel, "Haswell", nullptr, true, "SkylakeX"},
+      {"avx512 right", avx512_intel, "SkylakeX", nullptr, false, ""},
+      {"cooperlake is avx512", avx512_intel, "Cooperlake", nullptr, false, ""},
+      {"zen right", avx2_amd, "Zen", nullptr, false, ""},
+      {"zen misdetected", avx2_amd, "Prescott", nullptr, true, "Zen"},
+      {"intel avx2 as sandybridge", avx2_intel, "Sandybridge", nullptr, true, "Haswell"},
+      {"library wider than the os allows", avx2_intel, "SkylakeX", nullptr, true, "Haswell"},
+      {"case-insensitive", avx2_intel, "HASWELL", nullptr, false, ""},
+      {"user choice honoured", avx512_intel, "Prescott", "Prescott", false, ""},
+      {"empty user value ignored", avx512_intel, "Prescott", "", true, "SkylakeX"},
+      {"unknown core left alone", avx512_intel, "FutureLake", nullptr, false, ""},
+  };
+  for (const Case& c : cases) {
+    const auto d = decide_openblas_core(c.isa, c.detected, c.user);
+    EXPECT_EQ(d.force, c.force) << c.label << ": " << d.reason;
+    EXPECT_EQ(d.core, c.core) << c.label << ": " << d.reason;
+    EXPECT_FALSE(d.reason.empty()) << c.label;
+  }
+  EXPECT_NE(decide_openblas_core(avx512_intel, "Prescott", "Prescott").reason.find("honoured"), std::string::npos);
+}
+
+TEST(GemmSelection, ChosenPathIsNamedAndVerified) {
+  const cpu::GemmInfo& info = cpu::gemm_info();
+  std::printf("gemm path: %s; threads %d; cpu %s\n", info.path.c_str(), info.threads,
+              cpu::gemm::detect_isa().describe().c_str());
+  EXPECT_FALSE(info.path.empty());
+  EXPECT_GE(info.threads, 1);
+  std::string detail;
+  EXPECT_TRUE(cpu::gemm::verify_path(cpu::gemm::selected_path(), &detail)) << detail;
+}
+
+// Every path this machine has, against the twin. Tolerance 1e-5 relative L2: f32 sums of at
+// most 600 products of O(1) values (the twin sums in double).
+TEST(GemmPaths, MatchTwinOnOddShapes) {
+  std::vector<cpu::gemm::GemmPath*> paths = {cpu::gemm::builtin()};
+  if (auto* p = cpu::gemm::OpenBlas::get(nullptr)) paths.push_back(p);
+  if (auto* p = cpu::gemm::blis(nullptr)) paths.push_back(p);
+  (void)cpu::gemm_info();  // selection first: it may force the OpenBLAS core
+  const int64_t ms[] = {1, 2, 7, 33}, ns[] = {1, 17, 130}, ks[] = {1, 15, 600};
+  uint32_t seed = 100;
+  for (auto* path : paths) {
+    for (int64_t m : ms)
+      for (int64_t n : ns)
+        for (int64_t k : ks)
+          for (bool acc : {false, true}) {
+            ++seed;
+            const auto x = random_vector(m * k, seed), w = random_vector(n * k, seed + 7919);
+            auto y = random_vector(m * n, seed + 31337);
+            const auto want = twin(m, n, k, x, w, y, acc);
+            path->matmul_nt(m, n, k, x.data(), w.data(), y.data(), acc ? 1.0f : 0.0f);
+            const std::string what = path->name() + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                                      " k=" + std::to_string(k) + (acc ? " accumulate" : "");
+            ASSERT_TRUE(close(what, y, want, {m, n}, 1e-5, seed));
+          }
+  }
+}
+
+// A decode-sized product (m = 1, k = 4096) and a prefill-sized one through ops.h.
+// Tolerance 2e-5: f32 sums of 4096 products.
+TEST(GemmPaths, LlmShapesThroughOps) {
+  struct Case {
+    int64_t m, n, k;
+  };
+  for (const Case c : {Case{1, 1024, 4096}, Case{16, 256, 2816}}) {
+    const uint32_t seed = 7;
+    const auto x = random_vector(c.m * c.k, seed), w = random_vector(c.n * c.k, seed + 1);
+    std::vector<float> y(c.m * c.n);
+    cpu::matmul_nt(c.m, c.n, c.k, x.data(), w.data(), y.data());
+    EXPECT_TRUE(close("matmul_nt m=" + std::to_string(c.m), y, twin(c.m, c.n, c.k, x, w, y, false), {c.m, c.n},
+                      2e-5, seed));
+  }
+}
+
+TEST(GemmOps, EmptyAndZeroK) {
+  std::vector<float> y = {1, 2, 3, 4};
+  cpu::matmul_nt(2, 2, 0, nullptr, nullptr, y.data(), /*accumulate=*/true);
+  EXPECT_EQ(y, (std::vector<float>{1, 2, 3, 4}));
+  cpu::matmul_nt(2, 2, 0, nullptr, nullptr, y.data());
+  EXPECT_EQ(y, (std::vector<float>{0, 0, 0, 0}));
+  cpu::matmul_nt(0, 2, 3, nullptr, nullptr, nullptr);  // nothing to touch
+}
+
+TEST(GemmOps, AccumulateAddsToY) {
+  const int64_t m = 3, n = 5, k = 9;
+  const auto x = random_vector(m * k, 1), w = random_vector(n * k, 2);
+  std::vector<float> y(m * n, 0.5f);
+  const auto want = twin(m, n, k, x, w, y, true);
+  cpu::matmul_nt(m, n, k, x.data(), w.data(), y.data(), true);
+  EXPECT_TRUE(close("accumulate", y, want, {m, n}, 1e-6, 1));  // 9 terms: f32 rounding only
+}
+
+// Same inputs and thread count -> same bits, for 1 and 2 threads; the built-in path gives
+// the same bits whatever the thread count.
+TEST(GemmDeterminism, RepeatableAtEachThreadCount) {
+  const int64_t m = 64, n = 520, k = 700;
+  const auto x = random_vector(m * k, 3), w = random_vector(n * k, 4);
+  for (int threads : {1, 2}) {
+    cpu::gemm_set_threads(threads);
+    EXPECT_EQ(cpu::gemm_info().threads, threads);
+    EXPECT_EQ(cpu::kernel_threads(), threads);
+    std::vector<float> a(m * n), b(m * n);
+    cpu::matmul_nt(m, n, k, x.data(), w.data(), a.data());
+    cpu::matmul_nt(m, n, k, x.data(), w.data(), b.data());
+    EXPECT_TRUE(identical("threads " + std::to_string(threads), a, b, {m, n}));
+  }
+  std::vector<float> one(m * n), two(m * n);
+  for (int threads : {1, 2}) {
+    cpu::gemm_set_threads(threads);
+    cpu::gemm::builtin()->matmul_nt(m, n, k, x.data(), w.data(), (threads == 1 ? one : two).data(), 0.0f);
+  }
+  EXPECT_TRUE(identical("builtin 1 vs 2 threads", one, two, {m, n}));
+  cpu::gemm_set_threads(1);
+}
+
+// The mechanism that repairs a misdetected core, exercised with cores this CPU can run:
+// force each, check results, then put back the core the selection chose.
+TEST(GemmOpenBlas, ForcingACoreWorksAndIsReversible) {
+  auto* lib = cpu::gemm::OpenBlas::get(nullptr);
+  if (!lib) GTEST_SKIP() << "libopenblas not loadable here";
+  (void)cpu::gemm_info();
+  const std::string chosen = lib->core();
+  const char* user = std::getenv("OPENBLAS_CORETYPE");
+  const std::string user_before = user ? user : "(unset)";
+  std::vector<std::string> cores = {"Prescott"};
+  if (cpu::gemm::detect_isa().best >= IsaClass::kAvx2) cores.push_back("Haswell");
+  for (const std::string& core : cores) {
+    std::string why, detail;
+    ASSERT_TRUE(lib->force_core(core, &why)) << why;
+    EXPECT_EQ(lib->core(), core);
+    EXPECT_TRUE(cpu::gemm::verify_path(*lib, &detail)) << detail;
+  }
+  std::string why;
+  ASSERT_TRUE(lib->force_core(chosen, &why)) << why;
+  EXPECT_EQ(lib->core(), chosen);
+  user = std::getenv("OPENBLAS_CORETYPE");
+  EXPECT_EQ(user ? user : "(unset)", user_before) << "forcing must leave the user's variable as it was";
+}
+
+}  // namespace
+}  // namespace dayzero::kernels

@@ -1,0 +1,92 @@
+// Adapters and the registry on real configs: family resolution, tensor inventories and
+// parameter counts, RoPE frequency tables against values printed by transformers.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "model/registry.h"
+
+namespace dayzero::model {
+namespace {
+
+nlohmann::json read_config(const std::string& name) {
+  std::ifstream f(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/" + name + "/config.json");
+  EXPECT_TRUE(f.good()) << name;
+  return nlohmann::json::parse(f);
+}
+
+TEST(Registry, UnknownArchitectureListsSupported) {
+  auto a = find_adapter({{"model_type", "gpt_neox"}, {"architectures", {"GPTNeoXForCausalLM"}}});
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().exit_code(), 2);
+  EXPECT_NE(a.status().message().find("gpt_neox"), std::string::npos);
+  EXPECT_NE(a.status().message().find("llama, qwen2, qwen3"), std::string::npos) << a.status().message();
+}
+
+TEST(Registry, ResolvesByArchitectureName) {
+  auto a = find_adapter({{"model_type", "custom"}, {"architectures", {"Qwen2ForCausalLM"}}});
+  ASSERT_TRUE(a.ok());
+  EXPECT_STREQ((*a)->family(), "qwen2");
+}
+
+TEST(Llama, Llama31_405BInventory) {
+  const auto cfg = read_config("Meta-Llama-3.1-405B");
+  auto a = find_adapter(cfg);
+  ASSERT_TRUE(a.ok());
+  auto hp = (*a)->parse_hparams(cfg);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  EXPECT_EQ(hp->rope_scaling.type, "llama3");
+  const auto specs = (*a)->tensor_specs(*hp);
+  EXPECT_EQ(specs.size(), 3u + 9u * 126u);
+  int64_t params = 0;
+  for (const auto& s : specs) params += shape_numel(s.shape);
+  // By hand: embed + lm_head 2*128256*16384; per layer q,o 2*16384^2, k,v 2*1024*16384,
+  // gate,up,down 3*53248*16384, two norms 2*16384; final norm 16384.
+  const int64_t per_layer = 2LL * 16384 * 16384 + 2LL * 1024 * 16384 + 3LL * 53248 * 16384 + 2LL * 16384;
+  EXPECT_EQ(params, 2LL * 128256 * 16384 + 126 * per_layer + 16384);
+  EXPECT_EQ(params, 405853388800LL);  // the published 405B
+}
+
+TEST(Llama, Llama3RopeMatchesTransformers) {
+  const auto cfg = read_config("Meta-Llama-3.1-405B");
+  auto hp = (*find_adapter(cfg))->parse_hparams(cfg);
+  ASSERT_TRUE(hp.ok());
+  const auto inv = rope_inv_freq(*hp);
+  ASSERT_EQ(inv.size(), 64u);
+  // transformers 5.24 ROPE_INIT_FUNCTIONS["llama3"] on this config (f32 values).
+  const std::pair<int, double> expected[] = {{0, 1.0},
+                                             {1, 0.8146172165870667},
+                                             {10, 0.12868738174438477},
+                                             {20, 0.016560440883040428},
+                                             {30, 0.0013718936825171113},
+                                             {40, 3.428102354519069e-05},
+                                             {45, 1.2297638932068367e-05},
+                                             {50, 4.411534519022098e-06},
+                                             {63, 3.068925877869333e-07}};
+  for (const auto& [i, v] : expected) EXPECT_NEAR(inv[i], v, 1e-6 * v) << "inv_freq[" << i << "]";
+}
+
+TEST(Qwen3, QkNormAndHeadDim) {
+  const auto cfg = read_config("Qwen3-0.6B");
+  auto a = find_adapter(cfg);
+  ASSERT_TRUE(a.ok());
+  auto hp = (*a)->parse_hparams(cfg);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  EXPECT_TRUE(hp->qk_norm);
+  EXPECT_EQ(hp->head_dim, 128);
+  EXPECT_TRUE(hp->tie_embeddings);
+  int64_t params = 0;
+  for (const auto& s : (*a)->tensor_specs(*hp)) params += shape_numel(s.shape);
+  EXPECT_EQ(params, 596049920LL);  // Qwen3-0.6B: 0.6B with tied embeddings
+}
+
+TEST(HParams, RejectsBadHeadCounts) {
+  nlohmann::json c = {{"model_type", "llama"}, {"vocab_size", 10}, {"hidden_size", 64}, {"num_hidden_layers", 1},
+                      {"num_attention_heads", 6}, {"num_key_value_heads", 4}, {"intermediate_size", 8}};
+  auto hp = (*find_adapter(c))->parse_hparams(c);
+  ASSERT_FALSE(hp.ok());
+  EXPECT_NE(hp.status().message().find("num_key_value_heads"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dayzero::model

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Golden outputs from Hugging Face transformers for the tiny models of tests/data/golden.
+
+For each <family>.yaml there: `dayzero make-model` writes the checkpoint, transformers (CPU,
+float32) runs it, and tests/data/golden/<family>.safetensors receives the per-layer hidden
+states of a fixed prompt, the last-position logits and 8 greedy tokens, with the seed and the
+library versions in its metadata. The C++ test regenerates the same checkpoint (make-model is
+deterministic) and compares. Rerun this only when make-model or the prompt changes:
+
+    python3 tools/make_hf_goldens.py --dayzero build/src/cli/dayzero
+"""
+import argparse
+import json
+import pathlib
+import subprocess
+import tempfile
+
+import numpy as np
+import safetensors.numpy
+import tokenizers
+import torch
+import transformers
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "data" / "golden"
+PROMPT = "The capital of France is Paris, and the capital of Italy is"
+N_GREEDY = 8
+
+
+def greedy(model, ids, n):
+    """Greedy tokens by full recomputation: no cache, nothing for the comparison to share."""
+    seq = list(ids)
+    out = []
+    for _ in range(n):
+        with torch.no_grad():
+            logits = model(torch.tensor([seq])).logits[0, -1]
+        tok = int(torch.argmax(logits))
+        out.append(tok)
+        seq.append(tok)
+    return out
+
+
+def make_golden(dayzero, yaml_path):
+    family = yaml_path.stem
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = pathlib.Path(tmp) / family
+        subprocess.run([dayzero, "make-model", "--config", str(yaml_path), "--out", str(model_dir)], check=True)
+        tok = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        ids = tok.encode(PROMPT, add_special_tokens=False).ids
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+        model.eval()
+        with torch.no_grad():
+            out = model(torch.tensor([ids]), output_hidden_states=True)
+        hs = out.hidden_states  # (embeddings, layer 0 .. n-2 outputs, final norm of layer n-1)
+        n_layer = model.config.num_hidden_layers
+        assert len(hs) == n_layer + 1
+        tensors = {
+            "prompt_ids": np.array(ids, dtype=np.int32),
+            "embed": hs[0][0].numpy().astype(np.float32),
+            "final_norm": hs[n_layer][0].numpy().astype(np.float32),
+            "logits_last": out.logits[0, -1].numpy().astype(np.float32),
+            "greedy_ids": np.array(greedy(model, ids, N_GREEDY), dtype=np.int32),
+        }
+        for layer in range(n_layer - 1):
+            tensors[f"layers.{layer}.layer_out"] = hs[layer + 1][0].numpy().astype(np.float32)
+        meta = {
+            "magic": "dayzero-golden",
+            "version": "1",
+            "family": family,
+            "make_model_config": yaml_path.name,
+            "prompt": PROMPT,
+            "transformers": transformers.__version__,
+            "torch": torch.__version__,
+            "tokenizers": tokenizers.__version__,
+            "dtype": "float32",
+        }
+        safetensors.numpy.save_file(tensors, str(GOLDEN / f"{family}.safetensors"), metadata=meta)
+        print(f"{family}: {len(ids)} prompt tokens, greedy {tensors['greedy_ids'].tolist()}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dayzero", default=str(ROOT / "build" / "src" / "cli" / "dayzero"))
+    args = ap.parse_args()
+    for yaml_path in sorted(GOLDEN.glob("*.yaml")):
+        make_golden(args.dayzero, yaml_path)
+
+
+if __name__ == "__main__":
+    main()

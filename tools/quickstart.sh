@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The quickstart: install, build, generate a small llama model, run it under mpirun and
+# print the generated text, the timings and where the dump is.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/build.sh
+NP="${NP:-1}"
+build/src/cli/dayzero make-model --config configs/quickstart-model.yaml --out models/quickstart-llama
+if [[ $(id -u) -eq 0 ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+mpirun -np "$NP" --oversubscribe build/src/cli/dayzero run configs/quickstart.yaml
