@@ -1,7 +1,7 @@
 // The BPE model of tokenizer.json ("model" with type "BPE"): vocabulary, ranked merges and the
 // merge loop that turns one pre-tokenized word into ids. Handles byte_fallback (<0xXX> tokens),
 // unk_token with fuse_unk, ignore_merges, continuing_subword_prefix and end_of_word_suffix.
-// Not handled: dropout (a training-time option; a non-null dropout fails the load).
+// Not handled: dropout (a training-time option; a non-zero dropout fails the load).
 #pragma once
 
 #include <cstdint>

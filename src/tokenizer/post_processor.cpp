@@ -1,4 +1,5 @@
-// tokenizer.json post-processors for single sequences (see post_processor.h).
+// tokenizer.json post-processors for single sequences (see post_processor.h): every kind is
+// reduced to a template of special-id runs around the sequence.
 #include "tokenizer/post_processor.h"
 
 #include <nlohmann/json.hpp>

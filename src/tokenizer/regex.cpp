@@ -47,15 +47,12 @@ constexpr RecentRange kRecentRanges[] = {
 };
 
 bool is_category_name(std::string_view name) {
-  static constexpr std::string_view kMajor = "LMNPSZC";
-  if (name.size() == 1) return kMajor.find(name[0]) != std::string_view::npos;
-  if (name.size() != 2) return false;
-  for (const auto& r : kRecentRanges) {
-    if (name == r.category) return true;
-  }
-  static constexpr std::string_view kOthers[] = {"Cc", "Cf", "Co", "Cs", "Cn", "Lt", "Zl", "Zp"};
-  for (auto other : kOthers) {
-    if (name == other) return true;
+  static constexpr std::string_view kNames[] = {
+      "L",  "M",  "N",  "P",  "S",  "Z",  "C",  "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl",
+      "No", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf",
+      "Co", "Cs", "Cn"};
+  for (auto known : kNames) {
+    if (name == known) return true;
   }
   return false;
 }

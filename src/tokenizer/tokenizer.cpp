@@ -92,10 +92,6 @@ std::optional<AddedToken> named_special_token(const json& value) {
   return token;
 }
 
-// Adds the tokens transformers adds on load from tokenizer_config.json: added_tokens_decoder
-// entries, then named special tokens, skipping those tokenizer.json already has.
-Status add_config_tokens(const json& config, TokenizerParts* impl);
-
 Status build_from_json(const json& root, TokenizerParts* impl) {
   if (!root.is_object()) return Status::Corrupt("tokenizer.json: top level is not an object");
   auto model = root.find("model");
@@ -133,6 +129,8 @@ Status build_from_json(const json& root, TokenizerParts* impl) {
   return Status::Ok();
 }
 
+// Adds the tokens transformers adds on load from tokenizer_config.json: added_tokens_decoder
+// entries, then named special tokens, skipping those tokenizer.json already has.
 Status add_config_tokens(const json& config, TokenizerParts* impl) {
   auto decoder = config.find("added_tokens_decoder");
   if (decoder != config.end() && decoder->is_object()) {

@@ -1,7 +1,8 @@
 // UTF-8 helpers for the tokenizer: code point decoding, lossy repair of invalid input, the
 // GPT-2 byte-to-character table of byte-level BPE, and the few Unicode classes the
 // tokenizer.json components need (whitespace, word characters, Unicode normal forms).
-// Not a general Unicode library: classes come from utf8proc and follow Rust's definitions.
+// Not a general Unicode library: classes come from utf8proc and follow Rust's definitions;
+// normal forms leave alone the marks that `tokenizers`' older tables do not know.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +39,9 @@ bool is_white_space(char32_t cp);
 bool is_word_char(char32_t cp);
 
 enum class NormalForm { kNfc, kNfd, kNfkc, kNfkd };
-// REQUIRES: text is valid UTF-8.
+// The normal form as `tokenizers` computes it: code points listed in
+// unicode_normalization_gaps.inc (too new for its tables) stay where they are and block
+// reordering and composition across them. REQUIRES: text is valid UTF-8.
 std::string normalize_unicode(std::string_view text, NormalForm form);
 std::string to_lower_unicode(std::string_view text);
 // Drops non-spacing marks (category Mn), as the StripAccents normalizer does.

@@ -81,7 +81,7 @@ TEST(Qwen3, QkNormAndHeadDim) {
 }
 
 TEST(HParams, RejectsBadHeadCounts) {
-  nlohmann::json c = {{"model_type", "llama"}, {"vocab_size", 10}, {"hidden_size", 64}, {"num_hidden_layers", 1},
+  nlohmann::json c = {{"model_type", "llama"}, {"vocab_size", 10}, {"hidden_size", 48}, {"num_hidden_layers", 1},
                       {"num_attention_heads", 6}, {"num_key_value_heads", 4}, {"intermediate_size", 8}};
   auto hp = (*find_adapter(c))->parse_hparams(c);
   ASSERT_FALSE(hp.ok());

@@ -1,0 +1,69 @@
+// Helpers for end-to-end tests: run the dayzero binary (DAYZERO_BIN, set by ctest) in a
+// scratch folder, capture its exit code and output, and make tiny models from YAML sizes.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace dayzero::e2e {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr interleaved
+};
+
+inline std::string dayzero_bin() {
+  const char* b = std::getenv("DAYZERO_BIN");
+  return b ? b : DAYZERO_BINARY_DIR "/src/cli/dayzero";
+}
+
+// Runs `dayzero <args>` through the shell; args are passed as written.
+inline Outcome run_dayzero(const std::string& args) {
+  Outcome o;
+  const std::string cmd = dayzero_bin() + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.output.append(buf.data(), n);
+  const int status = pclose(p);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return o;
+}
+
+// A fresh scratch folder under the build tree, unique per test.
+inline fs::path scratch_dir(const std::string& name) {
+  const fs::path d = fs::path(DAYZERO_BINARY_DIR) / "e2e-scratch" / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+inline void write_file(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+}
+
+inline std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// make-model from one of tests/data/golden/<family>.yaml (or any sizes file) into dir.
+inline void make_model_from_yaml(const fs::path& yaml, const fs::path& dir, const std::string& extra = "") {
+  const Outcome o = run_dayzero("make-model --config " + yaml.string() + " --out " + dir.string() + " " + extra);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+}
+
+// The single rank file of a run folder.
+inline fs::path rank0_dump(const fs::path& run_dir) { return run_dir / "rank-00000.h5"; }
+
+}  // namespace dayzero::e2e
