@@ -16,6 +16,10 @@ function(dayzero_library name)
   if(DAYZERO_HAS_MARCH_NATIVE)
     target_compile_options(${name} PRIVATE -march=native)
   endif()
+  # GCC's -O2 cost model leaves simple element-wise loops scalar; the dynamic one vectorises them.
+  if(DAYZERO_HAS_VECT_COST_MODEL)
+    target_compile_options(${name} PRIVATE -fvect-cost-model=dynamic)
+  endif()
 endfunction()
 
 # dayzero_test(FILE path.cpp DEPS libs... [MPI n] [TIMEOUT s] [FIXTURES f])

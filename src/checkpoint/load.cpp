@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <memory>
 #include <new>
 
@@ -32,6 +33,17 @@ void add_range(Ranges& ranges, uint64_t offset, uint64_t len) {
   }
 }
 
+// The two staging buffers of this thread, grown on demand and kept: faulting in fresh pages
+// for every tensor costs more than the copy itself.
+uint8_t* staging_buffer(int which, size_t bytes) {
+  thread_local std::vector<uint8_t> buffers[2];
+  if (buffers[which].size() < bytes) {
+    buffers[which] = std::vector<uint8_t>();
+    buffers[which].resize(bytes);
+  }
+  return buffers[which].data();
+}
+
 // Reads ranges of t's file in order, converting each staged chunk into the next elements of a
 // host F32 tensor of shape (whose numel matches the ranges' total). The staging buffer holds at
 // most staging_bytes, rounded down to whole elements.
@@ -43,11 +55,12 @@ Result<Tensor> stream(const TensorInfo& t, Shape shape, const Ranges& ranges, By
   for (const auto& r : ranges) total += r.second;
 
   Tensor out;
-  std::unique_ptr<uint8_t[]> staging;
+  uint8_t* bufs[2] = {nullptr, nullptr};
   try {
-    out = Tensor::host(DType::kF32, shape);
-    staging =
-        std::make_unique_for_overwrite<uint8_t[]>(std::min<uint64_t>(chunk, std::max<uint64_t>(total, 1)));
+    out = Tensor::host_uninitialized(DType::kF32, shape);
+    const size_t need = std::min<uint64_t>(chunk, std::max<uint64_t>(total, 1));
+    bufs[0] = staging_buffer(0, need);
+    if (total > chunk) bufs[1] = staging_buffer(1, need);
   } catch (const std::bad_alloc&) {
     return Status::OutOfMemory(t.file + ": tensor '" + t.name + "': cannot allocate " +
                                std::to_string(shape_numel(shape) * 4) + " bytes of F32");
@@ -56,19 +69,38 @@ Result<Tensor> stream(const TensorInfo& t, Shape shape, const Ranges& ranges, By
   Xxh64 hash;
   int64_t nan_count = 0, inf_count = 0;
   const uint64_t reads_before = reader.reads();
-  for (const auto& [offset, len] : ranges) {
-    for (uint64_t pos = 0; pos < len; pos += chunk) {
-      const uint64_t n = std::min<uint64_t>(chunk, len - pos);
-      DZ_RETURN_IF_ERROR_CTX(reader.read(t.file, offset + pos, n, staging.get()), "tensor '" + t.name + "'");
-      hash.update(staging.get(), n);
-      const size_t count = n / esize;
-      convert_to_f32(t.dtype, staging.get(), dst, count);
-      for (size_t i = 0; i < count; ++i) {
-        nan_count += std::isnan(dst[i]);
-        inf_count += std::isinf(dst[i]);
-      }
-      dst += count;
+  // Chunks in read order; while one is hashed and converted, the next is read on a helper
+  // thread (double buffering), so page-cache copies overlap conversion.
+  struct Chunk {
+    uint64_t offset, len;
+  };
+  std::vector<Chunk> chunks;
+  for (const auto& [offset, len] : ranges)
+    for (uint64_t pos = 0; pos < len; pos += chunk) chunks.push_back({offset + pos, std::min<uint64_t>(chunk, len - pos)});
+  const auto read_chunk = [&](size_t i) {
+    return reader.read(t.file, chunks[i].offset, chunks[i].len, bufs[i % 2]);
+  };
+  std::future<Status> pending;
+  Status first = chunks.empty() ? Status::Ok() : read_chunk(0);
+  DZ_RETURN_IF_ERROR_CTX(first, "tensor '" + t.name + "'");
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (i + 1 < chunks.size()) pending = std::async(std::launch::async, read_chunk, i + 1);
+    const uint8_t* buf = bufs[i % 2];
+    const uint64_t n = chunks[i].len;
+    hash.update(buf, n);
+    const size_t count = n / esize;
+    convert_to_f32(t.dtype, buf, dst, count);
+    // NaN and Inf by their exponent bits: integer compares the compiler vectorises.
+    const auto* bits = reinterpret_cast<const uint32_t*>(dst);
+    int64_t non_finite = 0, infinite = 0;
+    for (size_t j = 0; j < count; ++j) {
+      non_finite += (bits[j] & 0x7f800000u) == 0x7f800000u;
+      infinite += (bits[j] & 0x7fffffffu) == 0x7f800000u;
     }
+    nan_count += non_finite - infinite;
+    inf_count += infinite;
+    dst += count;
+    if (i + 1 < chunks.size()) DZ_RETURN_IF_ERROR_CTX(pending.get(), "tensor '" + t.name + "'");
   }
   if (rec) {
     *rec = WeightRecord{};

@@ -1,6 +1,9 @@
 // Tensor views and host storage.
 #include "core/tensor.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -26,11 +29,14 @@ std::string shape_str(const Shape& s) {
   return os.str();
 }
 
-HostStorage::HostStorage(size_t bytes) : bytes_(bytes) {
-  const size_t rounded = (bytes + 63) / 64 * 64;
-  ptr_ = std::aligned_alloc(64, rounded ? rounded : 64);
+HostStorage::HostStorage(size_t bytes, bool zero) : bytes_(bytes) {
+  constexpr size_t kHuge = 2u << 20;
+  const size_t align = bytes >= 2 * kHuge ? kHuge : 64;
+  const size_t rounded = std::max<size_t>((bytes + align - 1) / align * align, align);
+  ptr_ = std::aligned_alloc(align, rounded);
   if (!ptr_) throw std::bad_alloc();
-  std::memset(ptr_, 0, rounded ? rounded : 64);
+  if (align == kHuge) madvise(ptr_, rounded, MADV_HUGEPAGE);
+  if (zero) std::memset(ptr_, 0, rounded);
 }
 HostStorage::~HostStorage() { std::free(ptr_); }
 
@@ -43,6 +49,11 @@ Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<Storage> storage, size_
 Tensor Tensor::host(DType dtype, Shape shape) {
   const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
   return Tensor(dtype, std::move(shape), std::make_shared<HostStorage>(bytes));
+}
+
+Tensor Tensor::host_uninitialized(DType dtype, Shape shape) {
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  return Tensor(dtype, std::move(shape), std::make_shared<HostStorage>(bytes, false));
 }
 
 Tensor Tensor::rows(int64_t begin, int64_t end) const {

@@ -36,10 +36,11 @@ class Storage {
   virtual Device device() const = 0;
 };
 
-// Host memory, 64-byte aligned (AVX-512 loads).
+// Host memory, 64-byte aligned (AVX-512 loads); buffers of 4 MiB and more are 2 MiB aligned
+// and advised for transparent huge pages, which cuts page faults when weights are loaded.
 class HostStorage final : public Storage {
  public:
-  explicit HostStorage(size_t bytes);
+  explicit HostStorage(size_t bytes, bool zero = true);
   ~HostStorage() override;
   void* data() override { return ptr_; }
   size_t bytes() const override { return bytes_; }
@@ -57,6 +58,8 @@ class Tensor {
 
   // A zero-filled host tensor.
   static Tensor host(DType dtype, Shape shape);
+  // A host tensor whose contents are undefined until written (for buffers filled at once).
+  static Tensor host_uninitialized(DType dtype, Shape shape);
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }

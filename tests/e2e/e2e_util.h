@@ -25,10 +25,10 @@ inline std::string dayzero_bin() {
   return b ? b : DAYZERO_BINARY_DIR "/src/cli/dayzero";
 }
 
-// Runs `dayzero <args>` through the shell; args are passed as written.
-inline Outcome run_dayzero(const std::string& args) {
+// Runs a shell command line, capturing stdout and stderr together.
+inline Outcome run_shell(const std::string& command) {
   Outcome o;
-  const std::string cmd = dayzero_bin() + " " + args + " 2>&1";
+  const std::string cmd = command + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return o;
   std::array<char, 4096> buf;
@@ -37,6 +37,15 @@ inline Outcome run_dayzero(const std::string& args) {
   const int status = pclose(p);
   o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return o;
+}
+
+// Runs `dayzero <args>` through the shell; args are passed as written.
+inline Outcome run_dayzero(const std::string& args) { return run_shell(dayzero_bin() + " " + args); }
+
+// Runs `mpiexec -n <ranks> --oversubscribe dayzero <args>` with the mpiexec found on PATH (ctest
+// sets the Open MPI variables that allow running as root).
+inline Outcome run_dayzero_mpi(int ranks, const std::string& args) {
+  return run_shell("mpiexec -n " + std::to_string(ranks) + " --oversubscribe " + dayzero_bin() + " " + args);
 }
 
 // A fresh scratch folder under the build tree, unique per test.
@@ -63,7 +72,19 @@ inline void make_model_from_yaml(const fs::path& yaml, const fs::path& dir, cons
   ASSERT_EQ(o.exit_code, 0) << o.output;
 }
 
+// tests/data/golden/<family>.yaml: the tiny (n_embd 64, 2 layers) sizes of one family.
+inline fs::path golden_sizes(const std::string& family) {
+  return fs::path(DAYZERO_SOURCE_DIR) / "tests" / "data" / "golden" / (family + ".yaml");
+}
+
 // The single rank file of a run folder.
 inline fs::path rank0_dump(const fs::path& run_dir) { return run_dir / "rank-00000.h5"; }
+
+// rank-0000<r>.h5 of a run folder.
+inline fs::path rank_dump(const fs::path& run_dir, int rank) {
+  char name[32];
+  std::snprintf(name, sizeof name, "rank-%05d.h5", rank);
+  return run_dir / name;
+}
 
 }  // namespace dayzero::e2e

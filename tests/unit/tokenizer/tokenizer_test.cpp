@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tokenizer/tokenizer.h"
@@ -157,12 +158,48 @@ TEST(Tokenizer, FixtureAccessors) {
   const std::vector<int32_t> with_unknown = {9707, 10'000'000, 1879};
   EXPECT_EQ((*qwen)->decode(with_unknown), "Hello world");
 
+  // Byte-level output that is not UTF-8 decodes as Rust's from_utf8_lossy does: one U+FFFD per
+  // maximal invalid subsequence ("æ" is byte 0xE6, "Ĥ" byte 0x82). Python: "\ufffdHello\ufffd".
+  const std::vector<int32_t> partial = {162, 9707, 162, 224};
+  EXPECT_EQ((*qwen)->decode(partial), "\xEF\xBF\xBDHello\xEF\xBF\xBD");
+
   auto sp = Tokenizer::load(fixture_dir("sentencepiece_bpe_32k"));
   ASSERT_TRUE(sp.ok()) << sp.status().message();
   EXPECT_EQ((*sp)->token_to_id("<0x0A>"), 13);
   EXPECT_EQ((*sp)->token_to_id("\xE2\x96\x81The"), 415);
   // Invalid UTF-8 in the input is encoded as U+FFFD, as Python would receive it.
   EXPECT_EQ((*sp)->decode((*sp)->encode("a\xFFz", false)), "a\xEF\xBF\xBDz");
+  // Byte-fallback tokens that do not form UTF-8 give one U+FFFD each. Python: "\ufffd\ufffd Hello".
+  const std::vector<int32_t> bytes = {233, 154, 22557};
+  EXPECT_EQ((*sp)->decode(bytes), "\xEF\xBF\xBD\xEF\xBF\xBD Hello");
+}
+
+TEST(Tokenizer, ConcurrentEncodeMatchesSerial) {
+  auto loaded = Tokenizer::load(fixture_dir("sentencepiece_bpe_32k"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const Tokenizer& tok = **loaded;
+  const json golden = json::parse(read_text(std::string(DAYZERO_SOURCE_DIR) + "/tests/data/tokenizer/sentencepiece_bpe_32k.json"));
+  std::vector<std::string> texts;
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& c : golden.at("cases")) {
+    texts.push_back(c.at("text").get<std::string>());
+    want.push_back(as_ids(c.at("ids_with_special")));
+  }
+  // Several threads share one tokenizer (and its word cache); every result must be exact.
+  std::vector<int> failures(4, 0);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < failures.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        for (size_t i = 0; i < texts.size(); ++i) {
+          size_t k = (i + t * 7 + static_cast<size_t>(round)) % texts.size();
+          if (tok.encode(texts[k]) != want[k]) ++failures[t];
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (size_t t = 0; t < failures.size(); ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
 }
 
 // ---------------------------------------------------------------------------------------------
