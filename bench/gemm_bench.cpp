@@ -4,7 +4,7 @@
 // tables (docs/gemm.md quotes them). Not a test: it checks sampled elements against a double
 // loop and reports the worst error, but does not fail on it.
 //
-//   gemm_bench [--threads=1,2] [--m=1,16,128,512] [--nk=1024,2816,4096] [--seconds=0.1]
+//   gemm_bench [--threads=1,2] [--m=1,16,128,512] [--nk=1024,2816,4096] [--seconds=0.05] [--rounds=3]
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -16,14 +16,12 @@
 #include <cstring>
 #include <functional>
 #include <map>
-#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/parallel.h"
 #include "kernels/ops.h"
 
 namespace {
@@ -40,13 +38,15 @@ std::vector<int64_t> parse_list(const char* s) {
 
 struct Options {
   std::vector<int64_t> threads = {1, 2}, ms = {1, 16, 128, 512}, nks = {1024, 2816, 4096};
-  double seconds = 0.1;  // per timed batch; the best of three batches is reported
+  double seconds = 0.05;  // per timed batch
+  int rounds = 3;         // interleaved batches per candidate and shape; the best is reported
 };
 
-// A GEMM under test: how to run it and how to prepare the process for it.
+// A GEMM under test.
 struct Candidate {
   std::string label;
-  std::function<void()> prepare;  // e.g. force an OpenBLAS core
+  const void* library = nullptr;  // candidates of one library follow each other without a pause
+  std::function<void()> prepare;  // e.g. force an OpenBLAS core; cheap, runs before every batch
   std::function<void(int)> set_threads;
   std::function<void(int64_t, int64_t, int64_t, const float*, const float*, float*)> run;
   bool m1_only = false;
@@ -62,7 +62,7 @@ void fill(std::vector<float>& v, uint32_t seed) {
   }
 }
 
-// Worst relative error of 64 sampled elements of y against a double loop.
+// Worst relative error (to sum |x w|) of 64 sampled elements of y against a double loop.
 double sampled_error(int64_t m, int64_t n, int64_t k, const float* x, const float* w, const float* y) {
   double worst = 0;
   uint32_t s = 12345;
@@ -81,13 +81,9 @@ double sampled_error(int64_t m, int64_t n, int64_t k, const float* x, const floa
   return worst;
 }
 
-struct Measure {
-  double gflops = 0, error = 0;
-};
-
-// Weight copies per (n, k), made once and shared by every candidate. Enough copies to
-// exceed the last-level cache several times over: a model's layers never find their
-// weights cached, and m = 1 is bound by that stream.
+// Weight copies per (n, k), made once and shared by every candidate: enough to exceed the
+// last-level cache several times over, as a model's layers never find their weights
+// cached (and m = 1 is bound by that stream).
 const std::vector<std::vector<float>>& weight_pool(int64_t n, int64_t k) {
   static std::map<std::pair<int64_t, int64_t>, std::vector<std::vector<float>>> pools;
   auto& pool = pools[{n, k}];
@@ -102,27 +98,20 @@ const std::vector<std::vector<float>>& weight_pool(int64_t n, int64_t k) {
   return pool;
 }
 
-Measure measure(const Candidate& c, int64_t m, int64_t n, int64_t k, double seconds) {
-  const auto& ws = weight_pool(n, k);
+// GFLOP/s of one timed batch (at least `seconds`, at least one call) after one untimed call.
+double time_batch(const Candidate& c, int64_t m, int64_t n, int64_t k, const float* x, float* y,
+                  const std::vector<std::vector<float>>& ws, double seconds) {
   const int64_t copies = static_cast<int64_t>(ws.size());
-  std::vector<float> x(m * k), y(m * n);
-  fill(x, 3);
-  c.run(m, n, k, x.data(), ws[0].data(), y.data());
-  Measure r;
-  r.error = sampled_error(m, n, k, x.data(), ws[0].data(), y.data());
-  int64_t next = 0;
-  for (int batch = 0; batch < 3; ++batch) {
-    int64_t calls = 0;
-    const auto t0 = Clock::now();
-    double elapsed = 0;
-    do {
-      c.run(m, n, k, x.data(), ws[next++ % copies].data(), y.data());
-      ++calls;
-      elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-    } while (elapsed < seconds);
-    r.gflops = std::max(r.gflops, 2.0 * m * n * k * calls / elapsed / 1e9);
-  }
-  return r;
+  c.run(m, n, k, x, ws[0].data(), y);
+  int64_t calls = 0, next = 1;
+  const auto t0 = Clock::now();
+  double elapsed = 0;
+  do {
+    c.run(m, n, k, x, ws[next++ % copies].data(), y);
+    ++calls;
+    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  } while (elapsed < seconds);
+  return 2.0 * m * n * k * calls / elapsed / 1e9;
 }
 
 }  // namespace
@@ -135,8 +124,11 @@ int main(int argc, char** argv) {
     else if (!std::strncmp(a, "--m=", 4)) opt.ms = parse_list(a + 4);
     else if (!std::strncmp(a, "--nk=", 5)) opt.nks = parse_list(a + 5);
     else if (!std::strncmp(a, "--seconds=", 10)) opt.seconds = std::atof(a + 10);
+    else if (!std::strncmp(a, "--rounds=", 9)) opt.rounds = std::max(1, std::atoi(a + 9));
     else {
-      std::fprintf(stderr, "usage: %s [--threads=1,2] [--m=1,16,128,512] [--nk=1024,2816,4096] [--seconds=0.1]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--threads=1,2] [--m=1,16,128,512] [--nk=1024,2816,4096] [--seconds=0.05] "
+                   "[--rounds=3]\n",
                    argv[0]);
       return 2;
     }
@@ -147,8 +139,8 @@ int main(int argc, char** argv) {
   const gemm::CpuIsa isa = gemm::detect_isa();
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
-  // Other processes on the same cores make every figure below too low; say so up front.
-  std::printf("cpu: %s, %ld CPUs online, load average %.2f\n", isa.describe().c_str(),
+  // Other processes on the same cores pull every figure down; say how busy the machine was.
+  std::printf("cpu: %s, %ld CPUs online, load average %.2f at start\n", isa.describe().c_str(),
               sysconf(_SC_NPROCESSORS_ONLN), load[0]);
   std::printf("auto-selected: %s\n", info.path.c_str());
   const std::string selected_name = gemm::selected_path().name();
@@ -157,30 +149,23 @@ int main(int argc, char** argv) {
   std::string why;
   gemm::OpenBlas* ob = gemm::OpenBlas::get(&why);
   gemm::GemmPath* blis = gemm::blis(nullptr);
-  auto quiet_others = [&](const void* keep) {
-    // Idle BLAS thread pools spin for a while after each call; keep them at one thread and
-    // let them fall asleep, so they do not steal the cores from the path being timed.
-    if (ob && keep != ob) ob->set_threads(1);
-    if (blis && keep != blis) blis->set_threads(1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  };
+  std::string chosen_core;
   if (ob) {
-    const std::string chosen = ob->core();
+    chosen_core = ob->core();
     std::vector<std::string> cores = {ob->detected_core()};
+    if (chosen_core != ob->detected_core()) cores.push_back(chosen_core);
     for (const char* core : {"Prescott", "Sandybridge", "Haswell", "Zen", "SkylakeX"}) {
       gemm::IsaClass cls;
       gemm::openblas_core_class(core, &cls);
       if (cls <= isa.best && std::find(cores.begin(), cores.end(), core) == cores.end()) cores.push_back(core);
     }
-    if (std::find(cores.begin(), cores.end(), chosen) == cores.end()) cores.push_back(chosen);
     for (const std::string& core : cores) {
       std::string label = "openblas " + core;
       if (core == ob->detected_core()) label += " (detected)";
-      candidates.push_back({label,
-                            [ob, core, &quiet_others] {
+      candidates.push_back({label, ob,
+                            [ob, core] {
                               std::string err;
                               if (!ob->force_core(core, &err)) std::fprintf(stderr, "%s\n", err.c_str());
-                              quiet_others(ob);
                             },
                             [ob](int t) { ob->set_threads(t); },
                             [ob](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
@@ -191,11 +176,10 @@ int main(int argc, char** argv) {
     void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     auto sgemm = h ? reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm")) : nullptr;
     if (sgemm) {
-      candidates.push_back({"openblas " + chosen + " sgemm at m=1",
-                            [ob, chosen, &quiet_others] {
+      candidates.push_back({"openblas " + chosen_core + " sgemm at m=1", ob,
+                            [ob, chosen_core] {
                               std::string err;
-                              ob->force_core(chosen, &err);
-                              quiet_others(ob);
+                              ob->force_core(chosen_core, &err);
                             },
                             [ob](int t) { ob->set_threads(t); },
                             [sgemm](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
@@ -208,15 +192,13 @@ int main(int argc, char** argv) {
     std::printf("openblas: %s\n", why.c_str());
   }
   if (blis) {
-    candidates.push_back({blis->name(), [&quiet_others, blis] { quiet_others(blis); },
-                          [blis](int t) { blis->set_threads(t); },
+    candidates.push_back({blis->name(), blis, [] {}, [blis](int t) { blis->set_threads(t); },
                           [blis](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
                             blis->matmul_nt(m, n, k, x, w, y, 0.0f);
                           }});
   }
   gemm::GemmPath* own = gemm::builtin();
-  candidates.push_back({own->name(), [&quiet_others, own] { quiet_others(own); },
-                        [own](int t) { own->set_threads(t); },
+  candidates.push_back({own->name(), own, [] {}, [own](int t) { own->set_threads(t); },
                         [own](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
                           own->matmul_nt(m, n, k, x, w, y, 0.0f);
                         }});
@@ -230,52 +212,74 @@ int main(int argc, char** argv) {
       for (int64_t k : opt.nks) shapes.push_back({m, n, k});
 
   for (int64_t threads : opt.threads) {
-    // results[c][s]
-    std::vector<std::vector<Measure>> results(candidates.size(), std::vector<Measure>(shapes.size()));
-    for (size_t c = 0; c < candidates.size(); ++c) {
-      candidates[c].prepare();
-      candidates[c].set_threads(static_cast<int>(threads));
-      for (size_t s = 0; s < shapes.size(); ++s) {
-        if (candidates[c].m1_only && shapes[s].m != 1) continue;
-        results[c][s] = measure(candidates[c], shapes[s].m, shapes[s].n, shapes[s].k, opt.seconds);
+    // gflops[c][s], error[c][s]. Candidates take turns within each round, so a burst of load
+    // from elsewhere lands on one round of every candidate rather than on one candidate.
+    std::vector<std::vector<double>> gflops(candidates.size(), std::vector<double>(shapes.size()));
+    std::vector<std::vector<double>> error = gflops;
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      const auto [m, n, k] = shapes[s];
+      const auto& ws = weight_pool(n, k);
+      std::vector<float> x(m * k), y(m * n);
+      fill(x, 3);
+      const void* running = nullptr;
+      for (int round = 0; round < opt.rounds; ++round) {
+        for (size_t c = 0; c < candidates.size(); ++c) {
+          const Candidate& cand = candidates[c];
+          if (cand.m1_only && m != 1) continue;
+          if (cand.library != running) {
+            // Idle BLAS pools spin for up to ~0.1 s after a call; shrink the previous one and
+            // let it fall asleep before timing another library on the same cores.
+            for (const Candidate& other : candidates) {
+              if (other.library == running && running != nullptr) {
+                other.set_threads(1);
+                break;
+              }
+            }
+            if (running != nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(150));
+            running = cand.library;
+          }
+          cand.prepare();
+          cand.set_threads(static_cast<int>(threads));
+          gflops[c][s] = std::max(gflops[c][s], time_batch(cand, m, n, k, x.data(), y.data(), ws, opt.seconds));
+          if (round == 0) {
+            cand.run(m, n, k, x.data(), ws[0].data(), y.data());
+            error[c][s] = sampled_error(m, n, k, x.data(), ws[0].data(), y.data());
+          }
+        }
       }
     }
-    std::printf("\n### %lld thread%s (GFLOP/s; * = best in row)\n\n| m | n | k |", static_cast<long long>(threads),
-                threads == 1 ? "" : "s");
+    std::printf("\n### %lld thread%s (GFLOP/s, best of %d interleaved rounds; * = best in row)\n\n| m | n | k |",
+                static_cast<long long>(threads), threads == 1 ? "" : "s", opt.rounds);
     for (const Candidate& c : candidates) std::printf(" %s |", c.label.c_str());
     std::printf("\n|---|---|---|");
     for (size_t c = 0; c < candidates.size(); ++c) std::printf("---|");
     std::printf("\n");
     for (size_t s = 0; s < shapes.size(); ++s) {
       double best = 0;
-      for (size_t c = 0; c < candidates.size(); ++c) best = std::max(best, results[c][s].gflops);
+      for (size_t c = 0; c < candidates.size(); ++c) best = std::max(best, gflops[c][s]);
       std::printf("| %lld | %lld | %lld |", static_cast<long long>(shapes[s].m), static_cast<long long>(shapes[s].n),
                   static_cast<long long>(shapes[s].k));
       for (size_t c = 0; c < candidates.size(); ++c) {
-        if (results[c][s].gflops == 0) {
+        if (gflops[c][s] == 0) {
           std::printf(" - |");
         } else {
-          std::printf(" %.1f%s |", results[c][s].gflops, results[c][s].gflops == best ? "*" : "");
+          std::printf(" %.1f%s |", gflops[c][s], gflops[c][s] == best ? "*" : "");
         }
       }
       std::printf("\n");
     }
-    std::printf("| | | worst sampled rel. error |");
+    std::printf("| | | worst sampled error |");
     for (size_t c = 0; c < candidates.size(); ++c) {
-      double worst = 0;
-      for (const Measure& r : results[c]) worst = std::max(worst, r.error);
-      std::printf(" %.1e |", worst);
+      std::printf(" %.1e |", *std::max_element(error[c].begin(), error[c].end()));
     }
     std::printf("\n");
   }
   // Leave the process as the selection set it.
-  if (ob) {
+  if (ob && selected_name.rfind("openblas", 0) == 0) {
     std::string err;
-    const std::string selected_core = selected_name.rfind("openblas", 0) == 0
-                                          ? selected_name.substr(selected_name.rfind(' ') + 1)
-                                          : ob->detected_core();
-    ob->force_core(selected_core, &err);
+    ob->force_core(chosen_core, &err);
   }
-  std::printf("\nauto-selected: %s\n", info.path.c_str());
+  getloadavg(load, 3);
+  std::printf("\nload average %.2f at end\nauto-selected: %s\n", load[0], info.path.c_str());
   return 0;
 }

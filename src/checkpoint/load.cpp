@@ -13,6 +13,7 @@ namespace dayzero::checkpoint {
 namespace {
 
 using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+constexpr uint64_t kOverlapMinBytes = 1u << 20;  // below this a chunk is read on the calling thread
 
 Result<const TensorInfo*> find_numeric(const Catalog& catalog, const std::string& name) {
   const TensorInfo* t = catalog.find(name);
@@ -54,21 +55,6 @@ Result<Tensor> stream(const TensorInfo& t, Shape shape, const Ranges& ranges, By
   uint64_t total = 0;
   for (const auto& r : ranges) total += r.second;
 
-  Tensor out;
-  uint8_t* bufs[2] = {nullptr, nullptr};
-  try {
-    out = Tensor::host_uninitialized(DType::kF32, shape);
-    const size_t need = std::min<uint64_t>(chunk, std::max<uint64_t>(total, 1));
-    bufs[0] = staging_buffer(0, need);
-    if (total > chunk) bufs[1] = staging_buffer(1, need);
-  } catch (const std::bad_alloc&) {
-    return Status::OutOfMemory(t.file + ": tensor '" + t.name + "': cannot allocate " +
-                               std::to_string(shape_numel(shape) * 4) + " bytes of F32");
-  }
-  float* dst = out.f32();
-  Xxh64 hash;
-  int64_t nan_count = 0, inf_count = 0;
-  const uint64_t reads_before = reader.reads();
   // Chunks in read order; while one is hashed and converted, the next is read on a helper
   // thread (double buffering), so page-cache copies overlap conversion.
   struct Chunk {
@@ -77,6 +63,21 @@ Result<Tensor> stream(const TensorInfo& t, Shape shape, const Ranges& ranges, By
   std::vector<Chunk> chunks;
   for (const auto& [offset, len] : ranges)
     for (uint64_t pos = 0; pos < len; pos += chunk) chunks.push_back({offset + pos, std::min<uint64_t>(chunk, len - pos)});
+  Tensor out;
+  uint8_t* bufs[2] = {nullptr, nullptr};
+  try {
+    out = Tensor::host_uninitialized(DType::kF32, shape);
+    const size_t need = std::min<uint64_t>(chunk, std::max<uint64_t>(total, 1));
+    bufs[0] = staging_buffer(0, need);
+    if (chunks.size() > 1) bufs[1] = staging_buffer(1, need);
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory(t.file + ": tensor '" + t.name + "': cannot allocate " +
+                               std::to_string(shape_numel(shape) * 4) + " bytes of F32");
+  }
+  float* dst = out.f32();
+  Xxh64 hash;
+  int64_t nan_count = 0, inf_count = 0;
+  const uint64_t reads_before = reader.reads();
   const auto read_chunk = [&](size_t i) {
     return reader.read(t.file, chunks[i].offset, chunks[i].len, bufs[i % 2]);
   };
@@ -84,7 +85,10 @@ Result<Tensor> stream(const TensorInfo& t, Shape shape, const Ranges& ranges, By
   Status first = chunks.empty() ? Status::Ok() : read_chunk(0);
   DZ_RETURN_IF_ERROR_CTX(first, "tensor '" + t.name + "'");
   for (size_t i = 0; i < chunks.size(); ++i) {
-    if (i + 1 < chunks.size()) pending = std::async(std::launch::async, read_chunk, i + 1);
+    // Small chunks (rows of a column slice) are read inline: a thread per row costs more.
+    const bool next = i + 1 < chunks.size();
+    const bool overlap = next && chunks[i + 1].len >= kOverlapMinBytes;
+    if (overlap) pending = std::async(std::launch::async, read_chunk, i + 1);
     const uint8_t* buf = bufs[i % 2];
     const uint64_t n = chunks[i].len;
     hash.update(buf, n);
@@ -100,7 +104,8 @@ Result<Tensor> stream(const TensorInfo& t, Shape shape, const Ranges& ranges, By
     nan_count += non_finite - infinite;
     inf_count += infinite;
     dst += count;
-    if (i + 1 < chunks.size()) DZ_RETURN_IF_ERROR_CTX(pending.get(), "tensor '" + t.name + "'");
+    if (overlap) DZ_RETURN_IF_ERROR_CTX(pending.get(), "tensor '" + t.name + "'");
+    else if (next) DZ_RETURN_IF_ERROR_CTX(read_chunk(i + 1), "tensor '" + t.name + "'");
   }
   if (rec) {
     *rec = WeightRecord{};

@@ -115,8 +115,8 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
                            num(kMaxHeaderBytes) + " bytes");
   }
   if (header_len > file_size - 8) {
-    return Status::Corrupt(path + ": header length " + num(header_len) + " exceeds the file size " +
-                           num(file_size) + " (truncated?)");
+    return Status::Corrupt(path + ": header length " + num(header_len) + " exceeds the " + num(file_size - 8) +
+                           " bytes after the 8-byte length prefix (file size " + num(file_size) + "; truncated?)");
   }
   std::string text(header_len, '\0');
   DZ_RETURN_IF_ERROR(reader.read(path, 8, header_len, text.data()));

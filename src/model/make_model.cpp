@@ -117,9 +117,22 @@ Result<TokenizerIds> write_tokenizer(const MakeModelOptions& o, const fs::path& 
     DZ_ASSIGN_OR_RETURN(std::string text, tokenizer::train_byte_level_tokenizer_json(
                                               tokenizer_training_text(vocab), vocab, {"<|begin_of_text|>", "<|end_of_text|>"}));
     tok = nlohmann::json::parse(text);
+    // BOS comes from the post-processor, as in Llama 3's tokenizer.json: transformers 5
+    // applies tokenizer.json's post-processor and ignores add_bos_token when one exists.
+    int64_t bos = -1;
+    for (const auto& t : tok["added_tokens"])
+      if (t["content"] == "<|begin_of_text|>") bos = t["id"].get<int64_t>();
+    const nlohmann::json bos_piece = {{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}};
+    tok["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", {bos_piece, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"pair",
+         {bos_piece, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, bos_piece,
+          {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+        {"special_tokens",
+         {{"<|begin_of_text|>", {{"id", "<|begin_of_text|>"}, {"ids", {bos}}, {"tokens", {"<|begin_of_text|>"}}}}}}};
     tok_config = {{"bos_token", "<|begin_of_text|>"},
                   {"eos_token", "<|end_of_text|>"},
-                  {"add_bos_token", true},
                   {"tokenizer_class", "PreTrainedTokenizerFast"},
                   {"model_max_length", o.shape.max_position}};
   } else {

@@ -24,7 +24,8 @@ Result<ModelInfo> open_model(const std::string& dir) {
     return Status::Corrupt(config_path.string() + ": malformed JSON: " + e.what());
   }
   auto adapter = model::find_adapter(m.config);
-  if (!adapter.ok()) return adapter.status().with_context(config_path.string());
+  // find_adapter names config.json itself; the folder completes the path.
+  if (!adapter.ok()) return adapter.status().with_context(dir);
   m.adapter = *adapter;
   auto hp = m.adapter->parse_hparams(m.config);
   if (!hp.ok()) return hp.status().with_context(dir);

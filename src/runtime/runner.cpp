@@ -3,7 +3,6 @@
 
 #include <mpi.h>
 
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +23,7 @@
 #include "runtime/dump_sink.h"
 #include "runtime/generate.h"
 #include "runtime/model_loader.h"
+#include "runtime/watchdog.h"
 #include "tokenizer/tokenizer.h"
 
 #ifndef DAYZERO_VERSION
@@ -33,9 +33,6 @@
 namespace dayzero::runtime {
 namespace fs = std::filesystem;
 namespace {
-
-volatile std::sig_atomic_t g_terminate = 0;
-void on_sigterm(int) { g_terminate = 1; }
 
 struct PromptRun {
   const config::Prompt* prompt = nullptr;
@@ -102,7 +99,8 @@ std::string check_expect(const config::Expect& e, const std::string& text, const
 
 class Run {
  public:
-  Run(const comm::MpiEnv& env, const RunArgs& args) : env_(env), args_(args) {}
+  Run(const comm::MpiEnv& env, const RunArgs& args)
+      : env_(env), args_(args), watchdog_(env.rank(), [this](const std::string& why) { on_abort(why); }) {}
   int execute();
 
  private:
@@ -114,6 +112,10 @@ class Run {
   Status finish();
   void print_summary() const;
   int fail(const Status& s);
+  // Called by the watchdog thread just before the job ends: leaves the reason in the event log.
+  void on_abort(const std::string& why);
+  double phase_timeout() const { return config_loaded_ ? cfg_.watchdog.phase_timeout_s : 3600; }
+  double collective_timeout() const { return config_loaded_ ? cfg_.watchdog.collective_timeout_s : 300; }
 
   const comm::MpiEnv& env_;
   RunArgs args_;
@@ -131,10 +133,13 @@ class Run {
   std::unique_ptr<dump::Heartbeat> heartbeat_;
   std::unique_ptr<dump::DumpWriter> writer_;
   int64_t started_ns_ = realtime_ns();
+  bool config_loaded_ = false;
+  Watchdog watchdog_;
 };
 
 Status Run::setup_config() {
   DZ_ASSIGN_OR_RETURN(cfg_, config::load_run_config(args_.config_path));
+  config_loaded_ = true;
   DZ_RETURN_IF_ERROR(check_parallel(cfg_.parallel, env_.world_size()));
   if (cfg_.backend == config::Backend::kCuda)
     return Status::Unsupported(cfg_.source_name + ": backend: cuda is not available in this build; use cpu or auto");
@@ -252,7 +257,6 @@ Status Run::load() {
 Status Run::run_prompts() {
   Forward fwd(*be_, *model_.adapter, model_.hp, weights_);
   for (PromptRun& pr : prompts_) {
-    if (g_terminate) return Status::Internal("terminated by SIGTERM");
     const config::Prompt& p = *pr.prompt;
     heartbeat_->set_phase("prompt " + p.id);
     dump::ScopedEvent ev(timeline_, "prompt", p.id);
@@ -344,20 +348,31 @@ int Run::fail(const Status& s) {
   return s.exit_code();
 }
 
+void Run::on_abort(const std::string& why) {
+  if (events_) (void)events_->append(realtime_ns(), "begin", "abort", why, "", -1, 0);
+}
+
 int Run::execute() {
-  std::signal(SIGTERM, on_sigterm);
-  Status s = comm::agree(setup_config());
-  if (!s.ok()) return fail(s);
-  s = comm::agree(open_model_and_tokenizer());
-  if (!s.ok()) return fail(s);
-  s = comm::agree(make_folder());
-  if (!s.ok()) return fail(s);
-  s = comm::agree(load());
-  if (!s.ok()) return fail(s);
-  s = comm::agree(run_prompts());
-  if (!s.ok()) return fail(s);
-  s = comm::agree(finish());
-  if (!s.ok()) return fail(s);
+  Watchdog::install_sigterm_handler();
+  using Phase = Status (Run::*)();
+  const std::pair<const char*, Phase> phases[] = {
+      {"config", &Run::setup_config},    {"model check", &Run::open_model_and_tokenizer},
+      {"run folder", &Run::make_folder}, {"load", &Run::load},
+      {"prompts", &Run::run_prompts},    {"dump", &Run::finish},
+  };
+  for (const auto& [name, phase] : phases) {
+    Status local;
+    {
+      WatchdogScope w(watchdog_, std::string("phase '") + name + "'", phase_timeout());
+      local = (this->*phase)();
+    }
+    Status agreed;
+    {
+      WatchdogScope w(watchdog_, std::string("the agreement after phase '") + name + "'", collective_timeout());
+      agreed = comm::agree(local);
+    }
+    if (!agreed.ok()) return fail(agreed);
+  }
   heartbeat_->stop();
   // Prompt outputs in rank order so a multi-rank job prints deterministically.
   for (int r = 0; r < env_.world_size(); ++r) {
@@ -367,7 +382,7 @@ int Run::execute() {
   std::string failed;
   for (const PromptRun& pr : prompts_)
     if (!pr.failed_expect.empty()) failed += (failed.empty() ? "" : "; ") + ("prompt '" + pr.prompt->id + "': " + pr.failed_expect);
-  s = comm::agree(failed.empty() ? Status::Ok() : Status::CheckFailed(failed));
+  const Status s = comm::agree(failed.empty() ? Status::Ok() : Status::CheckFailed(failed));
   if (!s.ok()) return fail(s);
   return 0;
 }

@@ -44,7 +44,9 @@ Status BpeModel::add_merge(std::string_view a, std::string_view b, int32_t rank)
   return Status::Ok();
 }
 
-Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model) {
+Result<std::unique_ptr<BpeModel>> BpeModel::create(const json& model,
+                                                   std::vector<std::pair<std::string, int64_t>> vocab,
+                                                   const std::vector<std::pair<std::string, std::string>>& merges) {
   std::unique_ptr<BpeModel> bpe(new BpeModel());
   auto dropout = model.find("dropout");
   if (dropout != model.end() && !dropout->is_null()) {
@@ -61,42 +63,19 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model) {
   DZ_ASSIGN_OR_RETURN(bpe->byte_fallback_, json_bool(model, "byte_fallback", false, "BPE model"));
   DZ_ASSIGN_OR_RETURN(bpe->ignore_merges_, json_bool(model, "ignore_merges", false, "BPE model"));
 
-  auto vocab = model.find("vocab");
-  if (vocab == model.end() || !vocab->is_object()) return Status::Corrupt("BPE model: missing object 'vocab'");
-  bpe->vocab_.reserve(vocab->size());
+  bpe->vocab_.reserve(vocab.size());
   int32_t max_id = -1;
-  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-    if (!it.value().is_number_integer()) return Status::Corrupt("BPE model: vocab entry '" + it.key() + "' has no integer id");
-    int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id > INT32_MAX - 1) return Status::Corrupt("BPE model: vocab entry '" + it.key() + "' has id " + std::to_string(id));
-    bpe->vocab_.emplace(it.key(), static_cast<int32_t>(id));
+  for (auto& [token, id] : vocab) {
+    if (id < 0 || id > INT32_MAX - 1) return Status::Corrupt("BPE model: vocab entry '" + token + "' has id " + std::to_string(id));
     max_id = std::max(max_id, static_cast<int32_t>(id));
+    bpe->vocab_.insert_or_assign(std::move(token), static_cast<int32_t>(id));  // a repeated key keeps its last id
   }
   bpe->vocab_r_.assign(static_cast<size_t>(max_id + 1), nullptr);
   for (const auto& [token, id] : bpe->vocab_) bpe->vocab_r_[static_cast<size_t>(id)] = &token;
 
-  auto merges = model.find("merges");
-  if (merges != model.end() && !merges->is_null()) {
-    if (!merges->is_array()) return Status::Corrupt("BPE model: 'merges' is not an array");
-    bpe->merges_.reserve(merges->size());
-    int32_t rank = 0;
-    for (const auto& merge : *merges) {
-      if (merge.is_string()) {
-        const std::string& line = merge.get_ref<const std::string&>();
-        size_t space = line.find(' ');
-        if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
-          return Status::Corrupt("BPE merge " + std::to_string(rank) + ": '" + line + "' is not two tokens");
-        }
-        DZ_RETURN_IF_ERROR(bpe->add_merge(std::string_view(line).substr(0, space),
-                                          std::string_view(line).substr(space + 1), rank));
-      } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
-        DZ_RETURN_IF_ERROR(bpe->add_merge(merge[0].get_ref<const std::string&>(),
-                                          merge[1].get_ref<const std::string&>(), rank));
-      } else {
-        return Status::Corrupt("BPE merge " + std::to_string(rank) + ": " + merge.dump() + " is not a pair");
-      }
-      ++rank;
-    }
+  bpe->merges_.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    DZ_RETURN_IF_ERROR(bpe->add_merge(merges[rank].first, merges[rank].second, static_cast<int32_t>(rank)));
   }
 
   // An unk_token missing from the vocabulary only fails in `tokenizers` when it is needed;

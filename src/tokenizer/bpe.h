@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -29,10 +30,13 @@ using TokenMap = std::unordered_map<std::string, int32_t, StringHash, std::equal
 
 class BpeModel {
  public:
-  // Builds the model from the "model" object of tokenizer.json. Merges may be "a b" strings or
-  // ["a", "b"] pairs. Errors: Corrupt when a merge names a token missing from the vocabulary
-  // (as `tokenizers` refuses such a file), Unsupported for dropout.
-  static Result<std::unique_ptr<BpeModel>> from_json(const nlohmann::json& model);
+  // Builds the model from the "model" object of tokenizer.json (its options) and its vocabulary
+  // and merges, already parsed (see tokenizer_json.h). Errors: Corrupt when a merge names a
+  // token missing from the vocabulary (as `tokenizers` refuses such a file) or an id is out of
+  // range, Unsupported for a non-zero dropout.
+  static Result<std::unique_ptr<BpeModel>> create(const nlohmann::json& model,
+                                                  std::vector<std::pair<std::string, int64_t>> vocab,
+                                                  const std::vector<std::pair<std::string, std::string>>& merges);
 
   // Appends the ids of one pre-tokenized word. Thread-safe (the word cache is locked).
   void tokenize(std::string_view word, std::vector<int32_t>* out) const;

@@ -16,6 +16,7 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/tokenizer_json.h"
 #include "tokenizer/unicode.h"
 
 namespace dayzero::tokenizer {
@@ -92,7 +93,8 @@ std::optional<AddedToken> named_special_token(const json& value) {
   return token;
 }
 
-Status build_from_json(const json& root, TokenizerParts* impl) {
+Status build_from_json(TokenizerJson parsed, TokenizerParts* impl) {
+  const json& root = parsed.document;
   if (!root.is_object()) return Status::Corrupt("tokenizer.json: top level is not an object");
   auto model = root.find("model");
   if (model == root.end() || !model->is_object()) return Status::Corrupt("tokenizer.json: missing object 'model'");
@@ -106,7 +108,14 @@ Status build_from_json(const json& root, TokenizerParts* impl) {
     return Status::Unsupported("tokenizer.json: model type '" + (type.empty() ? std::string("unknown") : type) +
                                "' is not supported (only BPE)");
   }
-  DZ_ASSIGN_OR_RETURN(impl->model, BpeModel::from_json(*model));
+  if (!parsed.has_vocab) return Status::Corrupt("tokenizer.json: BPE model: missing object 'vocab'");
+  if (!parsed.has_merges && model->contains("merges") && !(*model)["merges"].is_null()) {
+    return Status::Corrupt("tokenizer.json: BPE model: 'merges' is not an array");
+  }
+  auto bpe = BpeModel::create(*model, std::move(parsed.vocab), parsed.merges);
+  if (!bpe.ok()) return bpe.status().with_context("tokenizer.json");
+  impl->model = std::move(bpe).value();
+  parsed.merges = {};
   auto section = [&](const char* key) -> const json& {
     static const json kNull;
     auto it = root.find(key);
@@ -220,7 +229,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(const std::string& token
                                                         const std::string& tokenizer_config_json_text,
                                                         const std::string& generation_config_json_text) {
   auto impl = std::make_unique<Impl>();
-  DZ_ASSIGN_OR_RETURN(json root, parse_json(tokenizer_json_text, "tokenizer.json"));
+  DZ_ASSIGN_OR_RETURN(TokenizerJson parsed, parse_tokenizer_json(tokenizer_json_text));
   json config = json::object(), generation = json::object();
   if (!tokenizer_config_json_text.empty()) {
     DZ_ASSIGN_OR_RETURN(config, parse_json(tokenizer_config_json_text, "tokenizer_config.json"));
@@ -231,8 +240,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(const std::string& token
     if (!generation.is_object()) return Status::Corrupt("generation_config.json: top level is not an object");
   }
   try {
-    DZ_RETURN_IF_ERROR(build_from_json(root, impl.get()));
-    root = json();  // the vocabulary now lives in the model; free the document early
+    DZ_RETURN_IF_ERROR(build_from_json(std::move(parsed), impl.get()));
     DZ_RETURN_IF_ERROR(add_config_tokens(config, impl.get()));
     impl->added.build(impl->normalizer.get());
 

@@ -5,7 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <optional>
+#include <queue>
 #include <set>
+#include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "tokenizer/pre_tokenizer.h"
@@ -51,29 +55,54 @@ Result<std::string> train_byte_level_tokenizer_json(std::string_view training_te
   std::vector<std::pair<std::string, std::string>> merges;
   const size_t target = static_cast<size_t>(vocab_size - n_special);
 
-  while (vocab.size() < target) {
-    std::map<std::pair<int32_t, int32_t>, int64_t> pair_counts;
-    for (const auto& [symbols, count] : words) {
-      for (size_t i = 0; i + 1 < symbols.size(); ++i) pair_counts[{symbols[i], symbols[i + 1]}] += count;
+  // Pair counts are kept up to date incrementally: a merge only touches the words that hold
+  // the merged pair. The best pair comes from a max-heap whose stale entries (a count that has
+  // changed since the push) are skipped.
+  auto key = [](int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  };
+  std::unordered_map<uint64_t, int64_t> pair_counts;
+  std::unordered_map<uint64_t, std::set<size_t>> pair_words;
+  auto count_word = [&](size_t w, int sign) {
+    const auto& [symbols, count] = words[w];
+    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+      uint64_t k = key(symbols[i], symbols[i + 1]);
+      pair_counts[k] += sign * count;
+      if (sign > 0) pair_words[k].insert(w);
     }
-    if (pair_counts.empty()) {
+  };
+  for (size_t w = 0; w < words.size(); ++w) count_word(w, +1);
+
+  struct Candidate {
+    int64_t count;
+    int32_t left, right;
+  };
+  // Orders the heap: higher count first, then the pair whose token strings sort first.
+  auto worse = [&vocab](const Candidate& a, const Candidate& b) {
+    if (a.count != b.count) return a.count < b.count;
+    return std::tie(vocab[a.left], vocab[a.right]) > std::tie(vocab[b.left], vocab[b.right]);
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> heap(worse);
+  for (const auto& [k, count] : pair_counts) {
+    heap.push({count, static_cast<int32_t>(k >> 32), static_cast<int32_t>(k & 0xFFFFFFFFu)});
+  }
+
+  while (vocab.size() < target) {
+    std::optional<Candidate> best;
+    while (!heap.empty()) {
+      Candidate top = heap.top();
+      heap.pop();
+      auto it = pair_counts.find(key(top.left, top.right));
+      if (it != pair_counts.end() && it->second == top.count && top.count > 0) {
+        best = top;
+        break;
+      }
+    }
+    if (!best) {
       return Status::InvalidArgument("tokenizer training: the text gives only " + std::to_string(vocab.size()) +
                                      " tokens, vocab_size " + std::to_string(vocab_size) + " needs more text");
     }
-    const std::pair<int32_t, int32_t>* best = nullptr;
-    int64_t best_count = 0;
-    for (const auto& [pair, count] : pair_counts) {
-      bool better = count > best_count;
-      if (!better && count == best_count && best != nullptr) {
-        better = std::tie(vocab[pair.first], vocab[pair.second]) <
-                 std::tie(vocab[best->first], vocab[best->second]);
-      }
-      if (better) {
-        best = &pair;
-        best_count = count;
-      }
-    }
-    const auto [left, right] = *best;
+    const int32_t left = best->left, right = best->right;
     std::string merged = vocab[left] + vocab[right];
     int32_t merged_id;
     auto existing = vocab_index.find(merged);
@@ -85,7 +114,13 @@ Result<std::string> train_byte_level_tokenizer_json(std::string_view training_te
       vocab_index.emplace(merged, merged_id);
     }
     merges.emplace_back(vocab[left], vocab[right]);
-    for (auto& [symbols, count] : words) {
+
+    const std::set<size_t> touched = pair_words[key(left, right)];
+    std::set<uint64_t> changed;
+    for (size_t w : touched) {
+      auto& symbols = words[w].first;
+      for (size_t i = 0; i + 1 < symbols.size(); ++i) changed.insert(key(symbols[i], symbols[i + 1]));
+      count_word(w, -1);
       std::vector<int32_t> next;
       next.reserve(symbols.size());
       for (size_t i = 0; i < symbols.size(); ++i) {
@@ -97,6 +132,12 @@ Result<std::string> train_byte_level_tokenizer_json(std::string_view training_te
         }
       }
       symbols = std::move(next);
+      count_word(w, +1);
+      for (size_t i = 0; i + 1 < symbols.size(); ++i) changed.insert(key(symbols[i], symbols[i + 1]));
+    }
+    for (uint64_t k : changed) {
+      int64_t count = pair_counts[k];
+      if (count > 0) heap.push({count, static_cast<int32_t>(k >> 32), static_cast<int32_t>(k & 0xFFFFFFFFu)});
     }
   }
 

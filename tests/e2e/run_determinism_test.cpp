@@ -75,44 +75,62 @@ void read_rank(const fs::path& h5, int rank, RunDump& into) {
   }
 }
 
-// Bitwise equality (so -0.0 vs 0.0 and differing NaN payloads count); reports the first
-// differing element with its index.
+// "" when want and got are equal bit for bit (so -0.0 vs 0.0 and NaN payloads count), else
+// how many elements differ and the first one, with its index.
 template <class T>
-void expect_bits_equal(const std::vector<T>& want, const std::vector<T>& got, const std::string& what) {
-  ASSERT_EQ(want.size(), got.size()) << what << ": element count";
-  if (want.empty() || std::memcmp(want.data(), got.data(), want.size() * sizeof(T)) == 0) return;
+std::string bit_difference(const std::vector<T>& want, const std::vector<T>& got) {
+  if (want.size() != got.size())
+    return std::to_string(want.size()) + " vs " + std::to_string(got.size()) + " elements";
+  if (want.empty() || std::memcmp(want.data(), got.data(), want.size() * sizeof(T)) == 0) return "";
   size_t n_diff = 0, first = 0;
   for (size_t i = 0; i < want.size(); ++i)
     if (std::memcmp(&want[i], &got[i], sizeof(T)) != 0 && n_diff++ == 0) first = i;
-  ADD_FAILURE() << what << ": " << n_diff << " of " << want.size() << " elements differ; first at [" << first
-                << "]: " << std::setprecision(9) << want[first] << " vs " << got[first];
+  std::ostringstream os;
+  os << n_diff << " of " << want.size() << " elements differ; first at [" << first << "]: " << std::setprecision(9)
+     << want[first] << " vs " << got[first];
+  return os.str();
 }
 
-void expect_same_prompt(const PromptDump& want, const PromptDump& got, const std::string& label) {
-  expect_bits_equal(want.out.prompt_ids, got.out.prompt_ids, label + " prompt_ids");
-  expect_bits_equal(want.out.generated_ids, got.out.generated_ids, label + " generated_ids");
-  EXPECT_EQ(want.out.text, got.out.text) << label << " text";
-  expect_bits_equal(want.out.logits_last, got.out.logits_last, label + " logits_last");
-  EXPECT_EQ(want.out.topk, got.out.topk) << label << " topk";
-  expect_bits_equal(want.out.step_topk_ids, got.out.step_topk_ids, label + " step_topk_ids");
-  expect_bits_equal(want.out.step_topk_logits, got.out.step_topk_logits, label + " step_topk_logits");
-  std::vector<std::string> want_keys, got_keys;
-  for (const auto& [k, v] : want.acts) want_keys.push_back(k);
-  for (const auto& [k, v] : got.acts) got_keys.push_back(k);
-  ASSERT_EQ(want_keys, got_keys) << label << " activation keys";
+// Every differing record of one prompt, "what: how".
+std::vector<std::string> prompt_differences(const PromptDump& want, const PromptDump& got) {
+  std::vector<std::string> diffs;
+  const auto add = [&](const std::string& what, const std::string& how) {
+    if (!how.empty()) diffs.push_back(what + ": " + how);
+  };
+  add("prompt_ids", bit_difference(want.out.prompt_ids, got.out.prompt_ids));
+  add("generated_ids", bit_difference(want.out.generated_ids, got.out.generated_ids));
+  add("text", want.out.text == got.out.text ? "" : "\"" + want.out.text + "\" vs \"" + got.out.text + "\"");
+  add("logits_last", bit_difference(want.out.logits_last, got.out.logits_last));
+  add("topk", want.out.topk == got.out.topk ? "" : std::to_string(want.out.topk) + " vs " + std::to_string(got.out.topk));
+  add("step_topk_ids", bit_difference(want.out.step_topk_ids, got.out.step_topk_ids));
+  add("step_topk_logits", bit_difference(want.out.step_topk_logits, got.out.step_topk_logits));
   for (const auto& [key, a] : want.acts) {
-    const dump::FloatArray& b = got.acts.at(key);
-    EXPECT_EQ(a.shape, b.shape) << label << " " << key << " shape";
-    expect_bits_equal(a.data, b.data, label + " " + key);
+    const auto it = got.acts.find(key);
+    if (it == got.acts.end()) {
+      add(key, "missing");
+      continue;
+    }
+    add(key, a.shape == it->second.shape ? bit_difference(a.data, it->second.data) : "shapes differ");
   }
+  for (const auto& [key, b] : got.acts)
+    if (!want.acts.count(key)) add(key, "not in the reference run");
+  return diffs;
 }
 
+// Fails with the count of differing records and the first few of them.
 void expect_same_run(const RunDump& want, const RunDump& got, const std::string& label) {
   std::vector<std::string> want_ids, got_ids;
   for (const auto& [p, d] : want) want_ids.push_back(p);
   for (const auto& [p, d] : got) got_ids.push_back(p);
   ASSERT_EQ(want_ids, got_ids) << label << " prompt ids";
-  for (const auto& [p, d] : want) expect_same_prompt(d, got.at(p), label + " [" + p + "]");
+  for (const auto& [p, d] : want) {
+    const std::vector<std::string> diffs = prompt_differences(d, got.at(p));
+    if (diffs.empty()) continue;
+    std::ostringstream os;
+    os << label << " [" << p << "]: " << diffs.size() << " records differ";
+    for (size_t i = 0; i < diffs.size() && i < 4; ++i) os << "\n  " << diffs[i];
+    ADD_FAILURE() << os.str();
+  }
 }
 
 // The reference run must hold something to compare: all prompts, every step, every key.

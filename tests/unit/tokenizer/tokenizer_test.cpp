@@ -423,6 +423,12 @@ TEST(TokenizerErrors, MalformedFilesAreCorrupt) {
   ASSERT_FALSE(regex.ok());
   EXPECT_EQ(regex.status().code(), StatusCode::kInvalidArgument);
 
+  for (const json& merges : {json::array({"a b c"}), json::array({json::array({"a", "b", "ab"})}), json::array({1})}) {
+    auto bad = Tokenizer::from_json(tiny_tokenizer(tiny_model({{"a", 0}, {"b", 1}, {"ab", 2}}, merges)).dump());
+    ASSERT_FALSE(bad.ok()) << merges.dump();
+    EXPECT_EQ(bad.status().code(), StatusCode::kCorrupt) << bad.status().message();
+  }
+
   json bad_type = tiny_tokenizer(tiny_model({{"a", "zero"}}, json::array()));
   auto type = Tokenizer::from_json(bad_type.dump());
   ASSERT_FALSE(type.ok());
