@@ -24,6 +24,10 @@ struct TensorSpec {
   Shape shape;
   ShardRule rule = ShardRule::kReplicated;
   int layer = -1;    // decoder layer index, -1 for embedding / final norm / lm_head
+  // Splits happen in whole blocks of this many rows (dim 0) or columns (dim 1): head_dim for
+  // attention projections, so a rank always holds whole heads. When tp exceeds the number of
+  // blocks (kv heads < tp) each rank holds one block, shared by tp / blocks ranks.
+  int64_t shard_block = 1;
 };
 
 // Expands "model.layers.{L}.mlp.up_proj.weight" with L (one template helper for every adapter).

@@ -373,6 +373,8 @@ int Run::execute() {
     }
     if (!agreed.ok()) return fail(agreed);
   }
+  heartbeat_->set_phase("done");
+  heartbeat_->set_current("");
   heartbeat_->stop();
   // Prompt outputs in rank order so a multi-rank job prints deterministically.
   for (int r = 0; r < env_.world_size(); ++r) {

@@ -51,19 +51,19 @@ std::vector<TensorSpec> dense_decoder_specs(const HParams& hp, int layer) {
   using R = ShardRule;
   std::vector<TensorSpec> s = {
       {L("model.layers.{L}.input_layernorm.weight", layer), {d}, R::kReplicated, layer},
-      {a.q, {q_out, d}, R::kSplitDim0, layer},
-      {a.k, {kv_out, d}, R::kSplitDim0, layer},
-      {a.v, {kv_out, d}, R::kSplitDim0, layer},
-      {a.o, {d, q_out}, R::kSplitDim1, layer},
+      {a.q, {q_out, d}, R::kSplitDim0, layer, hd},
+      {a.k, {kv_out, d}, R::kSplitDim0, layer, hd},
+      {a.v, {kv_out, d}, R::kSplitDim0, layer, hd},
+      {a.o, {d, q_out}, R::kSplitDim1, layer, hd},
       {L("model.layers.{L}.post_attention_layernorm.weight", layer), {d}, R::kReplicated, layer},
       {m.gate, {hp.n_ff, d}, R::kSplitDim0, layer},
       {m.up, {hp.n_ff, d}, R::kSplitDim0, layer},
       {m.down, {d, hp.n_ff}, R::kSplitDim1, layer},
   };
   if (hp.attn_qkv_bias) {
-    s.push_back({a.q_bias, {q_out}, R::kSplitDim0, layer});
-    s.push_back({a.k_bias, {kv_out}, R::kSplitDim0, layer});
-    s.push_back({a.v_bias, {kv_out}, R::kSplitDim0, layer});
+    s.push_back({a.q_bias, {q_out}, R::kSplitDim0, layer, hd});
+    s.push_back({a.k_bias, {kv_out}, R::kSplitDim0, layer, hd});
+    s.push_back({a.v_bias, {kv_out}, R::kSplitDim0, layer, hd});
   }
   if (hp.attn_out_bias) s.push_back({a.o_bias, {d}, R::kReplicated, layer});
   if (hp.qk_norm) {
