@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
 
   double prefill_s = 1e30;
   for (int r = 0; r < repeats; ++r) {
-    runtime::KvCache cache(**be, hp, tokens);
+    runtime::KvCache cache = fwd.new_cache(tokens);
     const int64_t t0 = monotonic_ns();
     fwd.run(ids, 0, cache, nullptr, false);
     prefill_s = std::min(prefill_s, seconds_since(t0));

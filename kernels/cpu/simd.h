@@ -8,7 +8,14 @@
 #include <cstring>
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+// GCC 12's AVX-512 intrinsics warn about their own _mm*_undefined_* temporaries wherever
+// they are inlined (fixed in later GCC); silence that for the header's lines only, so
+// -Werror builds on AVX-512 hosts still pass.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #endif
 
 namespace dayzero::kernels::cpu::simd {

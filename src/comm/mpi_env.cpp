@@ -47,6 +47,30 @@ std::string broadcast_string(const std::string& s) {
   return out;
 }
 
+std::vector<std::string> all_gather_strings(const std::string& s) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int n = static_cast<int>(s.size());
+  std::vector<int> sizes(world), offsets(world);
+  MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  int total = 0;
+  for (int r = 0; r < world; ++r) {
+    offsets[r] = total;
+    total += sizes[r];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  MPI_Allgatherv(s.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  for (int r = 0; r < world; ++r) out.push_back(all.substr(offsets[r], sizes[r]));
+  return out;
+}
+
+int64_t all_reduce_min(int64_t v) {
+  int64_t out = v;
+  MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  return out;
+}
+
 Status agree(const Status& local) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -41,5 +42,9 @@ int64_t measure_clock_offset_ns();
 
 // Collective: rank 0's string on every rank.
 std::string broadcast_string(const std::string& s);
+// Collective: every rank's string, in rank order.
+std::vector<std::string> all_gather_strings(const std::string& s);
+// Collective: the minimum over all ranks.
+int64_t all_reduce_min(int64_t v);
 
 }  // namespace dayzero::comm

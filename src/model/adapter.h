@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,13 @@ struct LayerContext {
   const Tensor& positions;   // int32 [n_tokens]
   const Tensor& inv_freq;    // f32 [head_dim / 2]
   ActivationSink* sink;      // may be null
+  // Sums a row-parallel partial result over the tensor-parallel group (absent: tp = 1).
+  // Collective over the tp group: every tp rank of the stage calls it in the same order.
+  const std::function<void(Tensor&)>* tp_all_reduce = nullptr;
+
+  void reduce_tp(Tensor& t) const {
+    if (tp_all_reduce) (*tp_all_reduce)(t);
+  }
 };
 
 // Sizes for a generated model (make-model).

@@ -57,8 +57,10 @@ class Backend {
                          float scale, Tensor& out) = 0;
   // out = silu(gate) * up, elementwise
   virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
-  // out[n_tokens, width] = table[ids[t], :]; ids int32 [n_tokens]
-  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  // out[n_tokens, width] = table[ids[t] - row_offset, :] for ids inside the table's rows
+  // [row_offset, row_offset + rows), zero rows for the others (a vocabulary-parallel shard).
+  // ids int32 [n_tokens].
+  virtual void embedding(const Tensor& ids, const Tensor& table, int64_t row_offset, Tensor& out) = 0;
 };
 
 struct BackendOptions {

@@ -82,10 +82,21 @@ class CpuBackend final : public Backend {
     DZ_CHECK(gate.numel() == up.numel() && up.numel() == out.numel());
     kc::swiglu(gate.numel(), f(gate), f(up), f(out));
   }
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override {
+  void embedding(const Tensor& ids, const Tensor& table, int64_t row_offset, Tensor& out) override {
     DZ_CHECK(ids.dtype() == DType::kI32 && out.numel() == ids.numel() * table.dim(1));
-    kc::embedding(ids.numel(), static_cast<const int32_t*>(ids.data()), table.dim(0), table.dim(1), f(table),
-                  f(out));
+    const auto* id = static_cast<const int32_t*>(ids.data());
+    const int64_t width = table.dim(1), rows = table.dim(0);
+    if (row_offset == 0) {
+      bool all_inside = true;
+      for (int64_t t = 0; t < ids.numel(); ++t) all_inside &= id[t] >= 0 && id[t] < rows;
+      if (all_inside) return kc::embedding(ids.numel(), id, rows, width, f(table), f(out));
+    }
+    for (int64_t t = 0; t < ids.numel(); ++t) {
+      const int64_t r = id[t] - row_offset;
+      float* dst = f(out) + t * width;
+      if (r >= 0 && r < rows) std::memcpy(dst, f(table) + r * width, static_cast<size_t>(width) * 4);
+      else std::memset(dst, 0, static_cast<size_t>(width) * 4);
+    }
   }
 
  private:

@@ -1,14 +1,22 @@
-// Forward pass: embed -> layers -> final norm -> lm_head.
+// Forward pass: [recv | embed] -> this stage's layers -> [send | final norm -> lm_head].
 #include "runtime/forward.h"
 
 #include <cstring>
 
-namespace dayzero::runtime {
+#include "comm/comm.h"
 
-KvCache::KvCache(Backend& be, const model::HParams& hp, int64_t n_ctx) : n_ctx_(n_ctx) {
-  for (int l = 0; l < hp.n_layer; ++l) {
-    k_.push_back(be.empty(DType::kF32, {n_ctx, hp.n_head_kv, hp.head_dim}));
-    v_.push_back(be.empty(DType::kF32, {n_ctx, hp.n_head_kv, hp.head_dim}));
+namespace dayzero::runtime {
+namespace {
+constexpr int kHiddenTag = 11;
+
+void check_comm(const Status& s, const char* what) { DZ_CHECK(s.ok(), what << ": " << s.message()); }
+}  // namespace
+
+KvCache::KvCache(Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx)
+    : layer_begin_(layer_begin), n_ctx_(n_ctx) {
+  for (int l = layer_begin; l < layer_end; ++l) {
+    k_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
+    v_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
   }
 }
 
@@ -18,47 +26,111 @@ int64_t KvCache::bytes() const {
   return b;
 }
 
-Forward::Forward(Backend& be, const model::Adapter& adapter, const model::HParams& hp, const model::Weights& w)
-    : be_(be), adapter_(adapter), hp_(hp), w_(w) {
+Forward::Forward(Backend& be, const model::Adapter& adapter, const model::HParams& hp, const model::Weights& w,
+                 Partition part)
+    : be_(be), adapter_(adapter), hp_(hp), w_(w), part_(part) {
+  if (part_.layer_end < 0) part_.layer_end = static_cast<int>(hp.n_layer);
+  if (part_.vocab_end < 0) part_.vocab_end = hp.n_vocab;
   const std::vector<float> inv = model::rope_inv_freq(hp);
   Tensor host = Tensor::host(DType::kF32, {static_cast<int64_t>(inv.size())});
   std::memcpy(host.f32(), inv.data(), inv.size() * sizeof(float));
   inv_freq_ = be.to_device(host);
+  if (part_.tp) {
+    comm::Comm* tp = part_.tp;
+    tp_all_reduce_ = [tp](Tensor& t) { check_comm(tp->all_reduce_sum(t), "tensor-parallel all-reduce"); };
+  }
+}
+
+KvCache Forward::new_cache(int64_t n_ctx) const {
+  // kv heads split over tp, or one head per rank when tp exceeds them (plan/slicing.h).
+  const int tp = part_.tp ? part_.tp->size() : 1;
+  const int64_t n_head_kv = hp_.n_head_kv % tp == 0 ? hp_.n_head_kv / tp : 1;
+  return KvCache(be_, part_.layer_begin, part_.layer_end, n_head_kv, hp_.head_dim, n_ctx);
 }
 
 Tensor Forward::run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cache, model::ActivationSink* sink,
                     bool all_logits) {
   const auto n = static_cast<int64_t>(tokens.size());
   DZ_CHECK(n > 0 && pos0 + n <= cache.n_ctx(), "forward of " << n << " tokens at " << pos0 << " exceeds the cache");
-  Tensor ids_host = Tensor::host(DType::kI32, {n});
   Tensor pos_host = Tensor::host(DType::kI32, {n});
-  for (int64_t i = 0; i < n; ++i) {
-    static_cast<int32_t*>(ids_host.data())[i] = tokens[i];
-    static_cast<int32_t*>(pos_host.data())[i] = static_cast<int32_t>(pos0 + i);
-  }
-  const Tensor ids = be_.to_device(ids_host);
+  for (int64_t i = 0; i < n; ++i) static_cast<int32_t*>(pos_host.data())[i] = static_cast<int32_t>(pos0 + i);
   const Tensor positions = be_.to_device(pos_host);
 
   Tensor hidden = be_.empty(DType::kF32, {n, hp_.n_embd});
-  be_.embedding(ids, w_.get(adapter_.embed_name()), hidden);
-  model::emit(sink, "embed", hidden);
+  if (part_.first_stage) {
+    Tensor ids_host = Tensor::host(DType::kI32, {n});
+    std::memcpy(ids_host.data(), tokens.data(), static_cast<size_t>(n) * sizeof(int32_t));
+    be_.embedding(be_.to_device(ids_host), w_.get(adapter_.embed_name()), part_.vocab_begin, hidden);
+    // Vocabulary-parallel: each tp rank filled the rows of its vocabulary range.
+    if (part_.vocab_end - part_.vocab_begin < hp_.n_vocab && tp_all_reduce_) tp_all_reduce_(hidden);
+    model::emit(sink, "embed", hidden);
+  } else {
+    const int prev = part_.pp->rank() - 1;
+    check_comm(part_.pp->recv(hidden, prev, kHiddenTag), "pipeline receive of hidden states");
+  }
 
-  for (int l = 0; l < hp_.n_layer; ++l) {
-    model::LayerContext ctx{be_, hp_, w_, cache.k(l), cache.v(l), pos0, positions, inv_freq_, sink};
+  for (int l = part_.layer_begin; l < part_.layer_end; ++l) {
+    model::LayerContext ctx{be_, hp_, w_, cache.k(l), cache.v(l), pos0, positions, inv_freq_, sink,
+                            tp_all_reduce_ ? &tp_all_reduce_ : nullptr};
     adapter_.forward_layer(ctx, l, hidden);
   }
 
+  if (!part_.last_stage) {
+    check_comm(part_.pp->send(hidden, part_.pp->rank() + 1, kHiddenTag), "pipeline send of hidden states");
+    return {};
+  }
   Tensor normed = be_.empty(DType::kF32, {n, hp_.n_embd});
   be_.rmsnorm(hidden, w_.get(adapter_.final_norm_name()), static_cast<float>(hp_.rms_eps), normed);
   model::emit(sink, "final_norm", normed);
-
-  const Tensor rows = all_logits ? normed : normed.rows(n - 1, n);
-  Tensor logits = be_.empty(DType::kF32, {rows.dim(0), hp_.n_vocab});
-  be_.matmul(rows, w_.get(adapter_.lm_head_name(hp_)), logits);
+  Tensor logits = lm_head(all_logits ? normed : normed.rows(n - 1, n));
   model::emit(sink, "logits", logits);
-  Tensor host = Tensor::host(DType::kF32, logits.shape());
-  be_.to_host(logits, host);
-  return host;
+  return logits;
+}
+
+Tensor Forward::lm_head(const Tensor& rows) {
+  const int64_t m = rows.dim(0);
+  const Tensor& w = w_.get(adapter_.lm_head_name(hp_));
+  const int64_t v_local = w.dim(0);
+  Tensor local = be_.empty(DType::kF32, {m, v_local});
+  be_.matmul(rows, w, local);
+  Tensor host_local = Tensor::host(DType::kF32, {m, v_local});
+  be_.to_host(local, host_local);
+  if (v_local == hp_.n_vocab) return host_local;
+  // Vocabulary-parallel lm_head: gather every rank's columns (padded to the largest share).
+  comm::Comm* tp = part_.tp;
+  DZ_CHECK(tp != nullptr, "lm_head holds " << v_local << " of " << hp_.n_vocab << " rows without a tp group");
+  const int64_t share = (hp_.n_vocab + tp->size() - 1) / tp->size();
+  Tensor padded = Tensor::host(DType::kF32, {m, share});
+  for (int64_t r = 0; r < m; ++r)
+    std::memcpy(padded.f32() + r * share, host_local.f32() + r * v_local, static_cast<size_t>(v_local) * 4);
+  Tensor gathered = Tensor::host(DType::kF32, {tp->size() * m, share});
+  check_comm(tp->all_gather(padded, gathered), "tensor-parallel gather of logits");
+  Tensor logits = Tensor::host(DType::kF32, {m, hp_.n_vocab});
+  for (int t = 0; t < tp->size(); ++t) {
+    const int64_t v0 = t * share, width = std::min(share, hp_.n_vocab - v0);
+    for (int64_t r = 0; r < m && width > 0; ++r)
+      std::memcpy(logits.f32() + r * hp_.n_vocab + v0, gathered.f32() + (t * m + r) * share,
+                  static_cast<size_t>(width) * 4);
+  }
+  return logits;
+}
+
+int32_t Forward::share_from_last_stage(int32_t value) const {
+  if (!part_.pp) return value;
+  Tensor t = Tensor::host(DType::kI32, {1});
+  static_cast<int32_t*>(t.data())[0] = value;
+  check_comm(part_.pp->broadcast(t, part_.pp->size() - 1), "pipeline broadcast of the next token");
+  return static_cast<int32_t*>(t.data())[0];
+}
+
+double Forward::share_from_last_stage(double value) const {
+  if (!part_.pp) return value;
+  Tensor t = Tensor::host(DType::kF32, {2});
+  // A double travels as two floats' worth of bytes.
+  std::memcpy(t.data(), &value, sizeof value);
+  check_comm(part_.pp->broadcast(t, part_.pp->size() - 1), "pipeline broadcast");
+  std::memcpy(&value, t.data(), sizeof value);
+  return value;
 }
 
 }  // namespace dayzero::runtime

@@ -1,46 +1,80 @@
-// The forward pass of a decoder-only model on one backend: embedding, the adapter's layers,
-// final norm and logits, with a KV cache so prefill and greedy decode share one code path.
-// Not a scheduler: prompts are run one at a time by the runner.
+// The forward pass of a decoder-only model on one backend, for this rank's part of the plan:
+// embedding (vocabulary-parallel over tp) on the first stage, the stage's decoder layers
+// (heads and FFN split over tp, partial sums all-reduced), final norm and lm_head
+// (vocabulary-parallel, logits gathered) on the last stage; hidden states travel between
+// stages with send/recv. A KV cache makes prefill and greedy decode one code path.
+// With one rank every group is absent and this is the plain single-device forward.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "model/adapter.h"
 #include "runtime/backend.h"
 
+namespace dayzero::comm {
+class Comm;
+}
+
 namespace dayzero::runtime {
 
-// Keys and values of every layer for one sequence, on the backend's device.
+// This rank's share of the model and the groups it talks to.
+struct Partition {
+  int layer_begin = 0, layer_end = -1;  // decoder layers [begin, end); end -1 = all
+  bool first_stage = true, last_stage = true;
+  int64_t vocab_begin = 0, vocab_end = -1;  // embedding / lm_head rows held; end -1 = all
+  comm::Comm* tp = nullptr;  // tensor-parallel group of the stage; null when tp = 1
+  comm::Comm* pp = nullptr;  // pipeline group (same dp, same tp index); null when pp = 1
+};
+
+// Keys and values of this rank's layers for one sequence, on the backend's device.
 class KvCache {
  public:
-  KvCache(Backend& be, const model::HParams& hp, int64_t n_ctx);
+  // n_head_kv: the kv heads this rank holds (after the tp split or replication).
+  KvCache(Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx);
   int64_t n_ctx() const { return n_ctx_; }
-  Tensor& k(int layer) { return k_[layer]; }  // [n_ctx, n_head_kv, head_dim]
-  Tensor& v(int layer) { return v_[layer]; }
+  Tensor& k(int layer) { return k_[layer - layer_begin_]; }  // [n_ctx, n_head_kv, head_dim]
+  Tensor& v(int layer) { return v_[layer - layer_begin_]; }
   int64_t bytes() const;
 
  private:
+  int layer_begin_;
   int64_t n_ctx_;
   std::vector<Tensor> k_, v_;
 };
 
 class Forward {
  public:
-  Forward(Backend& be, const model::Adapter& adapter, const model::HParams& hp, const model::Weights& w);
+  Forward(Backend& be, const model::Adapter& adapter, const model::HParams& hp, const model::Weights& w,
+          Partition part = {});
 
-  // Runs tokens at positions pos0 .. pos0 + n - 1 through the model, appending to the cache.
-  // Returns host logits: [n, n_vocab] when all_logits, else [1, n_vocab] for the last token.
+  const Partition& partition() const { return part_; }
+  KvCache new_cache(int64_t n_ctx) const;
+
+  // Runs tokens at positions pos0 .. pos0 + n - 1 through this rank's part, appending to the
+  // cache. On the last stage returns host logits: [n, n_vocab] when all_logits, else [1, n_vocab]
+  // for the last token; elsewhere an undefined tensor.
+  // Collective over tp and pp: every rank of the replica calls it with the same tokens.
   // REQUIRES: pos0 + tokens.size() <= cache.n_ctx().
   Tensor run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cache, model::ActivationSink* sink,
              bool all_logits);
 
+  // The last stage's value on every stage. Collective over pp.
+  int32_t share_from_last_stage(int32_t value) const;
+  double share_from_last_stage(double value) const;
+
  private:
+  Tensor lm_head(const Tensor& normed);
+
   Backend& be_;
   const model::Adapter& adapter_;
   const model::HParams& hp_;
   const model::Weights& w_;
+  Partition part_;
   Tensor inv_freq_;  // [head_dim / 2] on the device
+  std::function<void(Tensor&)> tp_all_reduce_;
 };
 
 }  // namespace dayzero::runtime

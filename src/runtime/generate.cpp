@@ -25,25 +25,30 @@ Generation generate(Forward& fwd, Backend& be, const model::HParams& hp, std::sp
                     const GenerateOptions& opts, const GenerateSinks& sinks) {
   Generation g;
   const auto n_prompt = static_cast<int64_t>(prompt.size());
-  KvCache cache(be, hp, n_prompt + std::max(opts.max_new_tokens, 1));
+  KvCache cache = fwd.new_cache(n_prompt + std::max(opts.max_new_tokens, 1));
   const int k = static_cast<int>(std::min<int64_t>(opts.top_k, hp.n_vocab));
+  const bool last = fwd.partition().last_stage;  // only the last stage has logits
 
   int64_t t0 = monotonic_ns();
   Tensor logits = fwd.run(prompt, 0, cache, sinks.prefill, false);
   g.prefill_seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
-  g.logits_last.assign(logits.f32(), logits.f32() + hp.n_vocab);
+  if (last) g.logits_last.assign(logits.f32(), logits.f32() + hp.n_vocab);
 
   t0 = monotonic_ns();
   int64_t pos = n_prompt;
   for (int step = 0; step < opts.max_new_tokens; ++step) {
-    const float* row = logits.f32();
-    const auto token = static_cast<int32_t>(kernels::cpu::argmax(hp.n_vocab, row));
-    g.generated_ids.push_back(token);
-    if (k > 0) {
-      g.step_topk_ids.resize(g.step_topk_ids.size() + k);
-      g.step_topk_logits.resize(g.step_topk_logits.size() + k);
-      top_k(row, hp.n_vocab, k, g.step_topk_ids.data() + step * k, g.step_topk_logits.data() + step * k);
+    int32_t token = -1;
+    if (last) {
+      const float* row = logits.f32();
+      token = static_cast<int32_t>(kernels::cpu::argmax(hp.n_vocab, row));
+      if (k > 0) {
+        g.step_topk_ids.resize(g.step_topk_ids.size() + k);
+        g.step_topk_logits.resize(g.step_topk_logits.size() + k);
+        top_k(row, hp.n_vocab, k, g.step_topk_ids.data() + step * k, g.step_topk_logits.data() + step * k);
+      }
     }
+    token = fwd.share_from_last_stage(token);
+    g.generated_ids.push_back(token);
     const bool eos = std::find(opts.eos_ids.begin(), opts.eos_ids.end(), token) != opts.eos_ids.end();
     if (eos && opts.stop_at_eos) {
       g.stopped_at_eos = true;
@@ -63,14 +68,17 @@ double reference_nll(Forward& fwd, Backend& be, const model::HParams& hp, std::s
                      std::span<const int32_t> continuation) {
   std::vector<int32_t> all(prompt.begin(), prompt.end());
   all.insert(all.end(), continuation.begin(), continuation.end());
-  KvCache cache(be, hp, static_cast<int64_t>(all.size()));
-  const Tensor logits = fwd.run(all, 0, cache, nullptr, true);  // [n, n_vocab]
+  KvCache cache = fwd.new_cache(static_cast<int64_t>(all.size()));
+  const Tensor logits = fwd.run(all, 0, cache, nullptr, true);  // [n, n_vocab] on the last stage
   double nll = 0;
-  for (size_t j = 0; j < continuation.size(); ++j) {
-    const float* row = logits.f32() + (prompt.size() - 1 + j) * hp.n_vocab;
-    nll -= kernels::cpu::log_softmax_at(hp.n_vocab, row, continuation[j]);
+  if (fwd.partition().last_stage) {
+    for (size_t j = 0; j < continuation.size(); ++j) {
+      const float* row = logits.f32() + (prompt.size() - 1 + j) * hp.n_vocab;
+      nll -= kernels::cpu::log_softmax_at(hp.n_vocab, row, continuation[j]);
+    }
+    nll /= static_cast<double>(continuation.size());
   }
-  return nll / static_cast<double>(continuation.size());
+  return fwd.share_from_last_stage(nll);
 }
 
 }  // namespace dayzero::runtime

@@ -39,10 +39,20 @@ struct LoadStats {
   double seconds = 0;
 };
 
-// Loads every spec to the backend. on_tensor (optional) is called after each tensor with its
-// record: the runner uses it for the timeline and progress.
+// The part of a tensor this rank holds: all of it, rows/columns [begin, end) of dim 0/1, or none.
+struct TensorSlice {
+  bool held = true;
+  int dim = -1;  // -1: the whole tensor
+  int64_t begin = 0, end = 0;
+};
+using SliceFn = std::function<TensorSlice(const model::TensorSpec&)>;
+
+// Loads this rank's slice of every spec (all of every spec when slice_of is empty) to the
+// backend, reading only the bytes of the slice. on_tensor (optional) is called after each
+// tensor with its record: the runner uses it for the timeline and progress.
 Result<LoadStats> load_weights(const ModelInfo& m, Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,
-                               const std::function<void(const checkpoint::WeightRecord&)>& on_tensor = {});
+                               const std::function<void(const checkpoint::WeightRecord&)>& on_tensor = {},
+                               const SliceFn& slice_of = {});
 
 }  // namespace dayzero::runtime

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <unistd.h>
+#include <algorithm>
 #include <cmath>
 #include <thread>
 
@@ -24,6 +26,9 @@
 #include "runtime/generate.h"
 #include "runtime/model_loader.h"
 #include "runtime/watchdog.h"
+#include "comm/groups.h"
+#include "plan/planner.h"
+#include "plan/slicing.h"
 #include "tokenizer/tokenizer.h"
 
 #ifndef DAYZERO_VERSION
@@ -51,27 +56,25 @@ Status write_file(const fs::path& p, const std::string& text) {
   return f ? Status::Ok() : Status::IoError("cannot write " + p.string());
 }
 
-// The plan of this build: data parallel over the world, one stage, no tensor split.
-nlohmann::json make_plan(const model::HParams& hp, const comm::MpiEnv& env, int64_t weight_bytes) {
-  nlohmann::json ranks = nlohmann::json::array();
-  for (int r = 0; r < env.world_size(); ++r)
-    ranks.push_back({{"rank", r}, {"dp", r}, {"pp", 0}, {"tp", 0}, {"ep", 0}, {"etp", 0}});
-  return {{"world_size", env.world_size()},
-          {"dp", env.world_size()}, {"pp", 1}, {"tp", 1}, {"ep", 1}, {"etp", 1},
-          {"stages", {{{"pp", 0}, {"layers", {0, hp.n_layer}}, {"embedding", true}, {"lm_head", true}}}},
-          {"ranks", ranks},
-          {"per_rank_weight_bytes", weight_bytes}};
-}
-
-Status check_parallel(const config::ParallelConfig& p, int world) {
-  const auto fixed_one = [](const std::optional<int>& v) { return !v || *v == 1; };
-  if (!fixed_one(p.pp) || !fixed_one(p.tp) || !fixed_one(p.ep) || !fixed_one(p.etp))
-    return Status::Unsupported("parallel: pipeline, tensor and expert partitions are not supported by this "
-                               "build; use pp=tp=ep=1 (ranks run prompts data-parallel)");
-  if (p.dp && *p.dp != world)
-    return Status::InvalidArgument("parallel.dp=" + std::to_string(*p.dp) + " does not match the " +
-                                   std::to_string(world) + " ranks of this job");
-  return Status::Ok();
+// The topology of this job: nodes from the ranks' host names, ranks per node as GPUs per node,
+// and the per-rank memory budget (run config, else this node's memory shared by its ranks).
+// Collective over MPI_COMM_WORLD; every rank gets the same value.
+plan::Topology discover_topology(const comm::MpiEnv& env, const config::TopologyConfig& tc) {
+  std::vector<std::string> hosts = comm::all_gather_strings(env.hostname());
+  plan::Topology t;
+  std::vector<std::string> names;
+  for (const auto& h : hosts)
+    if (std::find(names.begin(), names.end(), h) == names.end()) names.push_back(h);
+  t.nodes = static_cast<int>(names.size());
+  t.node_names = names;
+  t.gpus_per_node = (env.world_size() + t.nodes - 1) / t.nodes;
+  int64_t budget = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / std::max(1, env.local_size());
+  budget = comm::all_reduce_min(budget);
+  t.device_memory_bytes = tc.device_memory_gib ? static_cast<int64_t>(*tc.device_memory_gib * (1LL << 30)) : budget;
+  if (tc.memory_fraction) t.memory_fraction = *tc.memory_fraction;
+  if (tc.nodes) t.nodes = *tc.nodes;
+  if (tc.gpus_per_node) t.gpus_per_node = *tc.gpus_per_node;
+  return t;
 }
 
 int default_threads(const comm::MpiEnv& env) {
@@ -106,8 +109,10 @@ class Run {
  private:
   Status setup_config();
   Status open_model_and_tokenizer();
+  Status make_plan();
   Status make_folder();
   Status load();
+  Status check_coverage();
   Status run_prompts();
   Status finish();
   void print_summary() const;
@@ -128,6 +133,11 @@ class Run {
   std::vector<checkpoint::WeightRecord> records_;
   LoadStats load_stats_;
   std::vector<PromptRun> prompts_;  // this rank's share, tokenized
+  plan::Plan plan_;
+  std::optional<comm::ProcessGroups> groups_;
+  Partition part_;
+  bool writes_outputs_ = true;  // last stage, tp rank 0: owns logits and outputs
+  bool writes_activations_ = true;  // tp rank 0 of its stage
   std::unique_ptr<dump::EventLog> events_;
   dump::Timeline timeline_;
   std::unique_ptr<dump::Heartbeat> heartbeat_;
@@ -140,7 +150,6 @@ class Run {
 Status Run::setup_config() {
   DZ_ASSIGN_OR_RETURN(cfg_, config::load_run_config(args_.config_path));
   config_loaded_ = true;
-  DZ_RETURN_IF_ERROR(check_parallel(cfg_.parallel, env_.world_size()));
   if (cfg_.backend == config::Backend::kCuda)
     return Status::Unsupported(cfg_.source_name + ": backend: cuda is not available in this build; use cpu or auto");
   return Status::Ok();
@@ -175,8 +184,68 @@ Status Run::open_model_and_tokenizer() {
       return Status::InvalidArgument(cfg_.source_name + ": prompt '" + p.id + "' needs " + std::to_string(total) +
                                      " positions, more than max_position_embeddings (" +
                                      std::to_string(model_.hp.max_position) + ")");
-    if (static_cast<int>(i) % env_.world_size() == env_.rank()) prompts_.push_back(std::move(run));
+    prompts_.push_back(std::move(run));
   }
+  return Status::Ok();
+}
+
+Status Run::make_plan() {
+  plan::PlanRequest req;
+  req.hp = model_.hp;
+  req.specs = model_.specs;
+  req.names = plan::edge_names(*model_.adapter, model_.hp);
+  req.topo = discover_topology(env_, cfg_.topology);
+  req.world_size = env_.world_size();
+  req.dp = cfg_.parallel.dp;
+  req.pp = cfg_.parallel.pp;
+  req.tp = cfg_.parallel.tp;
+  req.ep = cfg_.parallel.ep;
+  req.etp = cfg_.parallel.etp;
+  switch (cfg_.model.weights_on_device) {
+    case config::WeightsOnDevice::kAsStored:
+      req.bytes_per_weight = static_cast<int64_t>(dtype_size(model_.catalog.find(model_.specs[0].name)->dtype));
+      break;
+    case config::WeightsOnDevice::kBF16: req.bytes_per_weight = 2; break;
+    case config::WeightsOnDevice::kF32: req.bytes_per_weight = 4; break;
+  }
+  req.bytes_per_activation = 4;  // the CPU computes in f32
+  int64_t longest = 1;
+  for (const auto& pr : prompts_)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(pr.ids.size() + pr.reference_ids.size()) +
+                                             cfg_.generate.max_new_tokens);
+  req.max_context_tokens = longest;
+  auto chosen = plan::choose_plan(req);
+  if (!chosen.ok()) return chosen.status().with_context(cfg_.source_name);
+  plan_ = std::move(chosen).value();
+  DZ_ASSIGN_OR_RETURN(auto groups, comm::ProcessGroups::create(plan_, env_.rank(), &timeline_));
+  groups_.emplace(std::move(groups));
+
+  const plan::RankCoord& me = plan_.coord(env_.rank());
+  const plan::Stage& stage = plan_.stage_of(env_.rank());
+  part_.layer_begin = stage.layer_begin;
+  part_.layer_end = stage.layer_end;
+  part_.first_stage = stage.has_embedding;
+  part_.last_stage = stage.has_lm_head;
+  part_.tp = plan_.tp > 1 ? &groups_->tp() : nullptr;
+  part_.pp = plan_.pp > 1 ? &groups_->pp() : nullptr;
+  const plan::EdgeNames names = plan::edge_names(*model_.adapter, model_.hp);
+  for (const auto& spec : model_.specs)
+    if (spec.name == names.embed) {
+      const plan::Slice s = plan::tp_slice(spec, plan_.tp, me.tp);
+      if (s.dim == 0) {
+        part_.vocab_begin = s.begin;
+        part_.vocab_end = s.end;
+      }
+    }
+  writes_activations_ = me.tp == 0;
+  writes_outputs_ = me.tp == 0 && stage.has_lm_head;
+  // Data parallel: replica d runs prompts d, d + dp, ...
+  std::vector<PromptRun> mine;
+  for (size_t i = 0; i < prompts_.size(); ++i)
+    if (static_cast<int>(i) % plan_.dp == me.dp) mine.push_back(std::move(prompts_[i]));
+  prompts_ = std::move(mine);
+  if (env_.rank() == 0)
+    DZ_LOG_INFO("plan: dp={} pp={} tp={} over {} rank(s)", plan_.dp, plan_.pp, plan_.tp, plan_.world_size);
   return Status::Ok();
 }
 
@@ -192,8 +261,7 @@ Status Run::make_folder() {
     if (s.ok()) s = dump::make_run_folder(dir);
     if (s.ok()) s = write_file(fs::path(dir) / dump::kConfigFileName, cfg_.source_text);
     if (s.ok())
-      s = write_file(fs::path(dir) / dump::kPlanFileName,
-                     make_plan(model_.hp, env_, static_cast<int64_t>(model_.catalog.total_bytes())).dump(2));
+      s = write_file(fs::path(dir) / dump::kPlanFileName, plan::to_json(plan_).dump(2));
   }
   DZ_RETURN_IF_ERROR(comm::agree(s));
   run_dir_ = comm::broadcast_string(dir);
@@ -214,12 +282,18 @@ Status Run::make_folder() {
   a.dayzero_version = DAYZERO_VERSION;
   a.rank = env_.rank();
   a.world_size = env_.world_size();
-  a.dp = env_.world_size();
+  const plan::RankCoord& me = plan_.coord(env_.rank());
+  a.dp = plan_.dp;
+  a.pp = plan_.pp;
+  a.tp = plan_.tp;
+  a.ep = plan_.ep;
+  a.etp = plan_.etp;
   a.hostname = env_.hostname();
   a.device = be_->device().to_string();
   a.backend = be_->name();
   a.model_config = model_.config.dump();
-  a.plan = make_plan(model_.hp, env_, static_cast<int64_t>(model_.catalog.total_bytes())).dump();
+  a.plan = plan::to_json(plan_).dump();
+  (void)me;
   a.run_config = cfg_.source_text;
   a.started_at = utc_iso8601(started_ns_);
   a.clock_offset_ns = offset;
@@ -231,10 +305,26 @@ Status Run::load() {
   heartbeat_->set_phase("load");
   dump::ScopedEvent ev(timeline_, "phase", "load");
   if (env_.rank() == 0) DZ_LOG_INFO("backend {}", be_->describe());
-  DZ_ASSIGN_OR_RETURN(load_stats_, load_weights(model_, *be_, weights_, records_,
-                                                [&](const checkpoint::WeightRecord& r) {
-                                                  heartbeat_->set_current("load " + r.name);
-                                                }));
+  const plan::EdgeNames names = plan::edge_names(*model_.adapter, model_.hp);
+  const SliceFn slice_of = [&](const model::TensorSpec& spec) {
+    const plan::Slice s = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
+    return TensorSlice{s.held, s.dim, s.begin, s.end};
+  };
+  DZ_ASSIGN_OR_RETURN(load_stats_, load_weights(
+                                       model_, *be_, weights_, records_,
+                                       [&](const checkpoint::WeightRecord& r) { heartbeat_->set_current("load " + r.name); },
+                                       slice_of));
+  // The loader's own counters against the plan: exactly the bytes of this rank's slices.
+  uint64_t expected = 0;
+  for (const auto& spec : model_.specs) {
+    const plan::Slice s = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
+    if (s.held)
+      expected += static_cast<uint64_t>(
+          plan::slice_bytes(spec, s, static_cast<int64_t>(dtype_size(model_.catalog.find(spec.name)->dtype))));
+  }
+  if (expected != load_stats_.bytes_read)
+    return Status::Internal("loaded " + std::to_string(load_stats_.bytes_read) + " bytes, the plan's slices hold " +
+                            std::to_string(expected));
   if (!writer_) return Status::Ok();
   std::vector<dump::WeightRow> rows;
   for (const auto& r : records_) {
@@ -254,8 +344,20 @@ Status Run::load() {
   return writer_->write_weights(rows);
 }
 
+Status Run::check_coverage() {
+  // Collective over the world: every checkpoint tensor (every spec; check_tensors matched
+  // them one to one) must be held by at least one rank.
+  std::vector<int64_t> held(model_.specs.size(), 0);
+  for (size_t i = 0; i < model_.specs.size(); ++i) held[i] = weights_.has(model_.specs[i].name) ? 1 : 0;
+  DZ_RETURN_IF_ERROR(groups_->world().all_reduce_max_int(held.data(), static_cast<int>(held.size())));
+  for (size_t i = 0; i < held.size(); ++i)
+    if (!held[i])
+      return Status::Internal("coverage: tensor " + model_.specs[i].name + " is held by no rank under the plan");
+  return Status::Ok();
+}
+
 Status Run::run_prompts() {
-  Forward fwd(*be_, *model_.adapter, model_.hp, weights_);
+  Forward fwd(*be_, *model_.adapter, model_.hp, weights_, part_);
   for (PromptRun& pr : prompts_) {
     const config::Prompt& p = *pr.prompt;
     heartbeat_->set_phase("prompt " + p.id);
@@ -267,9 +369,9 @@ Status Run::run_prompts() {
     go.top_k = cfg_.generate.top_k_record;
     const auto& sel = cfg_.dump.activations;
     std::unique_ptr<DumpSink> prefill_sink, decode_sink;
-    if (writer_ && sel.wants_prefill())
+    if (writer_ && writes_activations_ && sel.wants_prefill())
       prefill_sink = std::make_unique<DumpSink>(*writer_, *be_, sel, p.id, dump::kPhasePrefill);
-    if (writer_ && sel.wants_decode())
+    if (writer_ && writes_activations_ && sel.wants_decode())
       decode_sink = std::make_unique<DumpSink>(*writer_, *be_, sel, p.id, dump::kPhaseDecode);
     pr.gen = generate(fwd, *be_, model_.hp, pr.ids, go, {prefill_sink.get(), decode_sink.get()});
     if (prefill_sink) DZ_RETURN_IF_ERROR(prefill_sink->status());
@@ -277,7 +379,7 @@ Status Run::run_prompts() {
     pr.text = tok_->decode(pr.gen.generated_ids, true);
     if (!pr.reference_ids.empty()) pr.nll = reference_nll(fwd, *be_, model_.hp, pr.ids, pr.reference_ids);
     pr.failed_expect = check_expect(p.expect, pr.text, pr.gen.generated_ids);
-    if (!writer_) continue;
+    if (!writer_ || !writes_outputs_) continue;
     dump::OutputRecord out;
     out.prompt_id = p.id;
     out.prompt_ids = pr.ids;
@@ -316,15 +418,16 @@ void Run::print_summary() const {
   double prefill_s = 0, decode_s = 0;
   int64_t prefill_tok = 0, decode_tok = 0;
   for (const PromptRun& pr : prompts_) {
+    prefill_s += pr.gen.prefill_seconds;
+    decode_s += pr.gen.decode_seconds;
+    prefill_tok += static_cast<int64_t>(pr.ids.size());
+    decode_tok += pr.gen.decode_tokens;
+    if (!writes_outputs_) continue;  // the same prompt is printed once, by its output owner
     const std::string shown = pr.prompt->text ? *pr.prompt->text : "[" + join_ids(pr.ids) + "]";
     os << "\n[" << pr.prompt->id << "] " << shown << "\n  -> " << pr.text << "\n  ids: " << join_ids(pr.gen.generated_ids)
        << (pr.gen.stopped_at_eos ? " (eos)" : "") << "\n";
     if (pr.nll) os << "  reference NLL " << *pr.nll << " nats/token, perplexity " << std::exp(*pr.nll) << "\n";
     if (!pr.failed_expect.empty()) os << "  EXPECT FAILED: " << pr.failed_expect << "\n";
-    prefill_s += pr.gen.prefill_seconds;
-    decode_s += pr.gen.decode_seconds;
-    prefill_tok += static_cast<int64_t>(pr.ids.size());
-    decode_tok += pr.gen.decode_tokens;
   }
   const auto mem = be_->memory_info();
   char buf[512];
@@ -357,7 +460,8 @@ int Run::execute() {
   using Phase = Status (Run::*)();
   const std::pair<const char*, Phase> phases[] = {
       {"config", &Run::setup_config},    {"model check", &Run::open_model_and_tokenizer},
-      {"run folder", &Run::make_folder}, {"load", &Run::load},
+      {"plan", &Run::make_plan},         {"run folder", &Run::make_folder},
+      {"load", &Run::load},              {"coverage", &Run::check_coverage},
       {"prompts", &Run::run_prompts},    {"dump", &Run::finish},
   };
   for (const auto& [name, phase] : phases) {
@@ -383,7 +487,7 @@ int Run::execute() {
   }
   std::string failed;
   for (const PromptRun& pr : prompts_)
-    if (!pr.failed_expect.empty()) failed += (failed.empty() ? "" : "; ") + ("prompt '" + pr.prompt->id + "': " + pr.failed_expect);
+    if (writes_outputs_ && !pr.failed_expect.empty()) failed += (failed.empty() ? "" : "; ") + ("prompt '" + pr.prompt->id + "': " + pr.failed_expect);
   const Status s = comm::agree(failed.empty() ? Status::Ok() : Status::CheckFailed(failed));
   if (!s.ok()) return fail(s);
   return 0;

@@ -43,7 +43,11 @@ Tensor attention(LayerContext& ctx, const AttentionNames& n, const Tensor& x) {
   Tensor attn = be.empty(DType::kF32, {n_tokens, n_head, hd});
   be.attention(q, ctx.k_cache, ctx.v_cache, ctx.pos0, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                attn);
-  return linear(be, ctx.w, n.o, n.o_bias, attn.reshape({n_tokens, n_head * hd}), n_tokens);
+  // Row-parallel output: partial sums over this rank's heads, reduced, then the bias once.
+  Tensor out = linear(be, ctx.w, n.o, "", attn.reshape({n_tokens, n_head * hd}), n_tokens);
+  ctx.reduce_tp(out);
+  if (!n.o_bias.empty()) be.add_bias(ctx.w.get(n.o_bias), out);
+  return out;
 }
 
 }  // namespace dayzero::model::blocks

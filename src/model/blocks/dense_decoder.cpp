@@ -99,7 +99,7 @@ void dense_decoder_layer(LayerContext& ctx, int layer, Tensor& hidden) {
   be.add(attn, hidden);
   be.rmsnorm(hidden, ctx.w.get(L("model.layers.{L}.post_attention_layernorm.weight", layer)), eps, x);
   emit(ctx.sink, prefix + "ffn_norm", x);
-  Tensor ffn = swiglu_mlp(be, ctx.w, mlp_names(ctx.hp, layer), x);
+  Tensor ffn = swiglu_mlp(ctx, mlp_names(ctx.hp, layer), x);
   emit(ctx.sink, prefix + "ffn_out", ffn);
   be.add(ffn, hidden);
   emit(ctx.sink, prefix + "layer_out", hidden);

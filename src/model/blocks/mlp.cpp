@@ -5,7 +5,9 @@
 
 namespace dayzero::model::blocks {
 
-Tensor swiglu_mlp(runtime::Backend& be, const Weights& w, const MlpNames& n, const Tensor& x) {
+Tensor swiglu_mlp(const LayerContext& ctx, const MlpNames& n, const Tensor& x) {
+  runtime::Backend& be = ctx.be;
+  const Weights& w = ctx.w;
   const int64_t n_tokens = x.dim(0);
   const Tensor& gate_w = w.get(n.gate);
   const Tensor& down_w = w.get(n.down);
@@ -18,6 +20,7 @@ Tensor swiglu_mlp(runtime::Backend& be, const Weights& w, const MlpNames& n, con
   be.swiglu(gate, up, gate);
   Tensor out = be.empty(DType::kF32, {n_tokens, down_w.dim(0)});
   be.matmul(gate, down_w, out);
+  ctx.reduce_tp(out);
   if (!n.down_bias.empty()) be.add_bias(w.get(n.down_bias), out);
   return out;
 }

@@ -12,7 +12,8 @@ struct MlpNames {
   std::string gate_bias, up_bias, down_bias;    // empty when absent
 };
 
-// Returns [n_tokens, n_embd] for x [n_tokens, n_embd].
-Tensor swiglu_mlp(runtime::Backend& be, const Weights& w, const MlpNames& names, const Tensor& x);
+// Returns [n_tokens, n_embd] for x [n_tokens, n_embd]. gate/up are column-parallel and down
+// row-parallel over the tp group: the partial output is reduced before the down bias.
+Tensor swiglu_mlp(const LayerContext& ctx, const MlpNames& names, const Tensor& x);
 
 }  // namespace dayzero::model::blocks

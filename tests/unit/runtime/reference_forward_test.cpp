@@ -199,7 +199,7 @@ TEST_P(ReferenceForward, LogitsMatchNaiveLoops) {
 
   const std::vector<int32_t> ids = {5, 17, 255, 3, 42, 42, 7, 100, 299, 0, 11};
   // Prefill of the first 7 tokens, then one token at a time: exercises the cache path too.
-  runtime::KvCache cache(**be, info->hp, static_cast<int64_t>(ids.size()));
+  runtime::KvCache cache = fwd.new_cache(static_cast<int64_t>(ids.size()));
   Tensor first = fwd.run(std::span(ids).first(7), 0, cache, nullptr, true);
   std::vector<float> ours(first.f32(), first.f32() + first.numel());
   for (size_t t = 7; t < ids.size(); ++t) {

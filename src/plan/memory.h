@@ -1,0 +1,62 @@
+// The memory model: bytes one rank will hold on its device under a plan: the exact slices of
+// the weights it owns (slicing.h), its share of the KV cache, activations and workspace of one
+// forward, and a fixed headroom. It is an estimate for choosing and checking plans, not an
+// allocator; the runtime's allocations are what they are, and this model is kept close to them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/hparams.h"
+#include "model/tensor_spec.h"
+#include "plan/plan.h"
+#include "plan/slicing.h"
+
+namespace dayzero::plan {
+
+struct MemoryParams {
+  int64_t bytes_per_weight = 2;       // element size of weights on the device
+  int64_t bytes_per_activation = 2;   // compute dtype: KV cache and activations (CPU f32: 4)
+  int64_t max_context_tokens = 4096;  // per sequence: KV cache length, longest prefill
+  int batch = 1;                      // sequences resident at once
+  int64_t headroom_bytes = int64_t{1} << 30;  // runtime, library workspaces, fragmentation
+};
+
+// KV heads one rank of a tp group holds: n_head_kv / tp, or 1 when tp is a multiple of
+// n_head_kv (each kv head is then replicated on tp / n_head_kv ranks).
+int64_t local_kv_heads(const model::HParams& hp, int tp);
+
+// 2 (k, v) x n_layers x local_kv_heads x head_dim x max_context_tokens x batch x bytes_per_activation.
+int64_t kv_cache_bytes(const model::HParams& hp, int64_t n_layers, int tp, const MemoryParams& p);
+
+// Buffers of one forward over T = max_context_tokens x batch tokens, reused from layer to layer:
+//   bytes_per_activation x T x (4 n_embd                         hidden, normed, o and down outputs
+//                               + 2 (n_head / tp) head_dim       q, attention output
+//                               + 2 local_kv_heads head_dim      k, v of this chunk
+//                               + 2 n_ff / tp)                   gate, up (silu(gate) * up in place)
+//   + on the last stage: 4 x T x ceil(n_vocab / tp)              f32 logits of the local vocabulary
+int64_t activation_bytes(const model::HParams& hp, int tp, bool last_stage, const MemoryParams& p);
+
+// One rank's estimate: weights from slice_for over every spec, KV cache of its stage's layers,
+// activations, headroom. REQUIRES: as slice_for.
+RankMemory rank_memory(const std::vector<model::TensorSpec>& specs, const model::HParams& hp, const Plan& plan,
+                       int rank, const MemoryParams& p, const EdgeNames& names = {});
+// Every rank's estimate, [world_size]; dp replicas are identical, so replica 0 is computed and copied.
+std::vector<RankMemory> estimate_memory(const std::vector<model::TensorSpec>& specs, const model::HParams& hp,
+                                        const Plan& plan, const MemoryParams& p, const EdgeNames& names = {});
+
+// The worst rank against a cap (the lowest rank among equal totals).
+struct Fit {
+  int worst_rank = -1;
+  int64_t worst_bytes = 0;
+  int64_t cap = 0;
+  bool fits() const { return worst_bytes <= cap; }
+  int64_t shortfall() const { return worst_bytes > cap ? worst_bytes - cap : 0; }
+};
+Fit check_fit(const std::vector<RankMemory>& memory, int64_t cap);
+// "needs 83.1 GiB on rank 7, cap 72.0 GiB (short by 11.1 GiB)"; when it fits, the same
+// without the shortfall.
+std::string describe_fit(const Fit& f);
+
+}  // namespace dayzero::plan

@@ -1,0 +1,200 @@
+// The plan value (plan.h): JSON and YAML forms, rank order, the trivial data-parallel plan.
+#include "plan/plan.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+
+#include "core/check.h"
+
+namespace dayzero::plan {
+
+int rank_of(const Plan& p, int dp_rank, int pp_rank, int tp_rank) { return ((dp_rank * p.pp) + pp_rank) * p.tp + tp_rank; }
+
+nlohmann::json to_json(const Plan& p) {
+  nlohmann::json j;
+  j["world_size"] = p.world_size;
+  j["dp"] = p.dp;
+  j["pp"] = p.pp;
+  j["tp"] = p.tp;
+  j["ep"] = p.ep;
+  j["etp"] = p.etp;
+  j["stages"] = nlohmann::json::array();
+  for (const auto& s : p.stages)
+    j["stages"].push_back({{"pp", s.pp},
+                           {"layer_begin", s.layer_begin},
+                           {"layer_end", s.layer_end},
+                           {"has_embedding", s.has_embedding},
+                           {"has_lm_head", s.has_lm_head}});
+  j["nodes"] = p.nodes;
+  j["ranks"] = nlohmann::json::array();
+  for (const auto& r : p.ranks)
+    j["ranks"].push_back({{"rank", r.rank},
+                          {"dp", r.dp},
+                          {"pp", r.pp},
+                          {"tp", r.tp},
+                          {"ep", r.ep},
+                          {"etp", r.etp},
+                          {"node", r.node},
+                          {"local_rank", r.local_rank}});
+  j["memory"] = nlohmann::json::array();
+  for (const auto& m : p.memory)
+    j["memory"].push_back({{"weights", m.weights},
+                           {"kv_cache", m.kv_cache},
+                           {"activations", m.activations},
+                           {"headroom", m.headroom},
+                           {"total", m.total()}});
+  j["memory_cap_bytes"] = p.memory_cap_bytes;
+  j["cost_per_token_s"] = p.cost_per_token_s;
+  return j;
+}
+
+namespace {
+
+Status consistent(const Plan& p) {
+  auto bad = [](const std::string& m) { return Status::InvalidArgument("plan: " + m); };
+  if (p.dp < 1 || p.pp < 1 || p.tp < 1 || p.ep < 1 || p.etp < 1) return bad("every size must be >= 1");
+  if (p.dp * p.pp * p.tp != p.world_size) return bad("dp x pp x tp is not world_size");
+  if (p.ep * p.etp != p.tp) return bad("ep x etp is not tp");
+  if (static_cast<int>(p.stages.size()) != p.pp) return bad("stages has not pp entries");
+  if (static_cast<int>(p.ranks.size()) != p.world_size) return bad("ranks has not world_size entries");
+  if (!p.memory.empty() && static_cast<int>(p.memory.size()) != p.world_size)
+    return bad("memory has not world_size entries");
+  for (int i = 0; i < p.pp; ++i) {
+    const Stage& s = p.stages[i];
+    if (s.pp != i) return bad("stages[" + std::to_string(i) + "].pp is " + std::to_string(s.pp));
+    if (s.layer_begin > s.layer_end || (i > 0 && s.layer_begin != p.stages[i - 1].layer_end))
+      return bad("stages[" + std::to_string(i) + "]: layer ranges are not consecutive");
+  }
+  for (int r = 0; r < p.world_size; ++r) {
+    const RankCoord& c = p.ranks[r];
+    if (c.rank != r || rank_of(p, c.dp, c.pp, c.tp) != r || c.ep * p.etp + c.etp != c.tp || c.node < 0 ||
+        c.node >= static_cast<int>(p.nodes.size()))
+      return bad("ranks[" + std::to_string(r) + "]: coordinates do not match the rank order");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Plan> plan_from_json(const nlohmann::json& j) {
+  Plan p;
+  std::string key;
+  try {
+    auto get = [&](const nlohmann::json& o, const char* k, auto& out) {
+      key = k;
+      o.at(k).get_to(out);
+    };
+    get(j, "world_size", p.world_size);
+    get(j, "dp", p.dp);
+    get(j, "pp", p.pp);
+    get(j, "tp", p.tp);
+    get(j, "ep", p.ep);
+    get(j, "etp", p.etp);
+    key = "stages";
+    for (const auto& s : j.at("stages")) {
+      Stage st;
+      get(s, "pp", st.pp);
+      get(s, "layer_begin", st.layer_begin);
+      get(s, "layer_end", st.layer_end);
+      get(s, "has_embedding", st.has_embedding);
+      get(s, "has_lm_head", st.has_lm_head);
+      p.stages.push_back(st);
+    }
+    get(j, "nodes", p.nodes);
+    key = "ranks";
+    for (const auto& r : j.at("ranks")) {
+      RankCoord c;
+      get(r, "rank", c.rank);
+      get(r, "dp", c.dp);
+      get(r, "pp", c.pp);
+      get(r, "tp", c.tp);
+      get(r, "ep", c.ep);
+      get(r, "etp", c.etp);
+      get(r, "node", c.node);
+      get(r, "local_rank", c.local_rank);
+      p.ranks.push_back(c);
+    }
+    key = "memory";
+    for (const auto& m : j.at("memory")) {
+      RankMemory rm;
+      get(m, "weights", rm.weights);
+      get(m, "kv_cache", rm.kv_cache);
+      get(m, "activations", rm.activations);
+      get(m, "headroom", rm.headroom);
+      p.memory.push_back(rm);
+    }
+    get(j, "memory_cap_bytes", p.memory_cap_bytes);
+    get(j, "cost_per_token_s", p.cost_per_token_s);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument("plan: " + key + ": " + e.what());
+  }
+  DZ_RETURN_IF_ERROR(consistent(p));
+  return p;
+}
+
+namespace {
+
+void emit(YAML::Emitter& out, const nlohmann::json& j, bool flow) {
+  if (j.is_object()) {
+    out << (flow ? YAML::Flow : YAML::Block) << YAML::BeginMap;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      out << YAML::Key << it.key() << YAML::Value;
+      emit(out, it.value(), flow);
+    }
+    out << YAML::EndMap;
+  } else if (j.is_array()) {
+    out << (flow ? YAML::Flow : YAML::Block) << YAML::BeginSeq;
+    // Stage, rank and memory rows are short records: one line each.
+    for (const auto& e : j) emit(out, e, flow || e.is_object());
+    out << YAML::EndSeq;
+  } else if (j.is_boolean()) {
+    out << j.get<bool>();
+  } else if (j.is_number_integer()) {
+    out << j.get<int64_t>();
+  } else if (j.is_number()) {
+    out << j.get<double>();
+  } else if (j.is_string()) {
+    out << j.get<std::string>();
+  } else {
+    out << YAML::Null;
+  }
+}
+
+}  // namespace
+
+std::string to_yaml(const Plan& p) {
+  YAML::Emitter out;
+  emit(out, to_json(p), false);
+  return std::string(out.c_str()) + "\n";
+}
+
+Plan data_parallel_plan(int world_size, int n_layer, const std::vector<std::string>& rank_nodes) {
+  DZ_CHECK(world_size >= 1 && n_layer >= 0, "world " << world_size << ", " << n_layer << " layers");
+  DZ_CHECK(rank_nodes.empty() || static_cast<int>(rank_nodes.size()) == world_size,
+           rank_nodes.size() << " node names for " << world_size << " ranks");
+  Plan p;
+  p.world_size = world_size;
+  p.dp = world_size;
+  p.stages.push_back({0, 0, n_layer, true, true});
+  std::map<std::string, int> node_index;
+  std::vector<int> per_node;
+  for (int r = 0; r < world_size; ++r) {
+    const std::string name = rank_nodes.empty() ? "node0" : rank_nodes[r];
+    auto [it, added] = node_index.emplace(name, static_cast<int>(p.nodes.size()));
+    if (added) {
+      p.nodes.push_back(name);
+      per_node.push_back(0);
+    }
+    RankCoord c;
+    c.rank = r;
+    c.dp = r;
+    c.node = it->second;
+    c.local_rank = per_node[it->second]++;
+    p.ranks.push_back(c);
+  }
+  p.memory.assign(world_size, RankMemory{});
+  return p;
+}
+
+}  // namespace dayzero::plan

@@ -1,0 +1,73 @@
+// The parallel plan: a value every rank computes identically from the model, the topology and
+// the run config. world = dp x pp x tp; inside a stage the tp ranks also split as ep x etp
+// (ep * etp = tp) for MoE layers. Rank order (the Cartesian decomposition of the world, tp
+// fastest): rank = ((dp_rank * pp) + pp_rank) * tp + tp_rank, so a tp group is consecutive
+// ranks (one node) and consecutive stages are neighbouring ranks/nodes.
+// Serialisable to JSON (plan.json in the run folder, the `plan` root attribute of dumps).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace dayzero::plan {
+
+struct RankCoord {
+  int rank = 0;
+  int dp = 0, pp = 0, tp = 0, ep = 0, etp = 0;  // this rank's index along each axis
+  int node = 0;                                 // index into Plan::nodes
+  int local_rank = 0;                           // rank within its node (the GPU index)
+};
+
+struct Stage {
+  int pp = 0;
+  int layer_begin = 0, layer_end = 0;  // decoder layers [begin, end)
+  bool has_embedding = false;          // first stage
+  bool has_lm_head = false;            // last stage (final norm + lm_head)
+};
+
+// Estimated bytes one rank holds on its device.
+struct RankMemory {
+  int64_t weights = 0;
+  int64_t kv_cache = 0;
+  int64_t activations = 0;   // activations and workspace
+  int64_t headroom = 0;      // fixed reserve: runtime, library workspaces, fragmentation
+  int64_t total() const { return weights + kv_cache + activations + headroom; }
+  bool operator==(const RankMemory&) const = default;
+};
+
+struct Plan {
+  int world_size = 1;
+  int dp = 1, pp = 1, tp = 1, ep = 1, etp = 1;
+  std::vector<Stage> stages;              // [pp]
+  std::vector<RankCoord> ranks;           // [world_size]
+  std::vector<std::string> nodes;         // node names, [n_nodes]
+  std::vector<RankMemory> memory;         // [world_size]
+  int64_t memory_cap_bytes = 0;           // memory_fraction x device memory
+  double cost_per_token_s = 0;            // the cost model's estimate
+
+  const RankCoord& coord(int rank) const { return ranks.at(rank); }
+  const Stage& stage_of(int rank) const { return stages.at(ranks.at(rank).pp); }
+};
+
+nlohmann::json to_json(const Plan& p);
+// The inverse of to_json. InvalidArgument naming the key when a field is missing or mistyped,
+// or when the sizes, stages and ranks are inconsistent (dp x pp x tp != world, ...).
+Result<Plan> plan_from_json(const nlohmann::json& j);
+// The same content as to_json, as a YAML document.
+std::string to_yaml(const Plan& p);
+// Rank order of the header comment: ((dp_rank * pp) + pp_rank) * tp + tp_rank, and inside tp
+// tp_rank = ep_rank * etp + etp_rank.
+int rank_of(const Plan& p, int dp_rank, int pp_rank, int tp_rank);
+
+// The trivial plan: every rank a data-parallel replica holding the whole model. rank_nodes is
+// the node name of every rank ([world_size]) or empty (all on one node "node0"); nodes are
+// numbered in order of first appearance and local_rank counts earlier ranks on the same node.
+// memory is [world_size] zeros (no estimate).
+Plan data_parallel_plan(int world_size, int n_layer, const std::vector<std::string>& rank_nodes);
+
+}  // namespace dayzero::plan

@@ -1,0 +1,68 @@
+// The planner: chooses dp x pp x tp (and ep x etp inside tp) for a model on a topology, the
+// layer range of every stage and the placement of ranks on nodes, then estimates every rank's
+// memory (memory.h) and a per-token cost. A pure function of its request: every rank that
+// calls it with the same request gets the same plan, with no communication. It does not
+// discover topology, read weights or validate the run config.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/hparams.h"
+#include "model/tensor_spec.h"
+#include "plan/memory.h"
+#include "plan/plan.h"
+#include "plan/slicing.h"
+#include "plan/topology.h"
+
+namespace dayzero::plan {
+
+struct PlanRequest {
+  model::HParams hp;
+  std::vector<model::TensorSpec> specs;
+  EdgeNames names;  // the adapter's (edge_names); the defaults fit the Llama-like families
+  Topology topo;
+  int world_size = 0;  // 0: topo.nodes x topo.gpus_per_node; ranks fill nodes in order
+  std::optional<int> dp, pp, tp, ep, etp;  // sizes the user fixed
+  int64_t bytes_per_weight = 2;            // weights on the device (as stored: the checkpoint's)
+  int64_t bytes_per_activation = 2;        // compute dtype of KV cache and activations
+  int64_t max_context_tokens = 4096;
+  int batch = 1;                           // sequences resident (and in flight) at once
+  int64_t headroom_bytes = int64_t{1} << 30;
+
+  MemoryParams memory_params() const;
+};
+
+// One (dp, pp, tp) the planner looked at. feasible: it passed every constraint and fits in
+// memory. reason: why not (empty when feasible). max_rank_bytes / worst_rank: the largest
+// per-rank estimate and its rank (0 / -1 when a layout constraint rejected it before memory
+// was counted). cost: estimated seconds per generated token over the whole world (the cost
+// model of docs/planner.md); +inf when rejected by a constraint.
+struct Candidate {
+  int dp = 1, pp = 1, tp = 1;
+  int ep = 1, etp = 1;
+  bool feasible = false;
+  std::string reason;
+  double cost = 0;
+  int64_t max_rank_bytes = 0;
+  int worst_rank = -1;
+};
+
+// The plan of the lowest cost; ties go to fewer stages, then smaller tp. `considered` (may be
+// null) receives every candidate in enumeration order (tp ascending, then pp ascending).
+// Errors (InvalidArgument, exit 2):
+//   a fixed size that cannot work: "parallel.tp=3: 64 attention heads are not divisible by 3";
+//   nothing fits: "no plan fits: best candidate dp=1 pp=16 tp=8 needs 83.1 GiB on rank 7,
+//   cap 72.0 GiB (short by 11.1 GiB)" (the best is the one short by the least);
+//   a bad topology or request (validate(Topology), world larger than the topology).
+Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* considered = nullptr);
+
+// The layout constraints of one (pp, tp) with their reason, before memory: tp divides the GPUs
+// of a node (a tp group never spans nodes), the model splits over tp (check_tp), ep/etp fit tp,
+// pp <= n_layer. Ok, or InvalidArgument with a reason sentence that has no "parallel." prefix.
+Status check_layout(const PlanRequest& req, int pp, int tp);
+
+}  // namespace dayzero::plan

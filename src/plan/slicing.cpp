@@ -1,0 +1,125 @@
+// The slicing rule (slicing.h): stage membership by layer and edge name, then the tp split.
+#include "plan/slicing.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "model/adapter.h"
+
+namespace dayzero::plan {
+
+EdgeNames edge_names(const model::Adapter& adapter, const model::HParams& hp) {
+  EdgeNames n;
+  n.embed = adapter.embed_name();
+  n.final_norm = adapter.final_norm_name();
+  n.lm_head = adapter.lm_head_name(hp);
+  return n;
+}
+
+bool stage_holds(const model::TensorSpec& spec, const model::HParams& hp, const Stage& stage,
+                 const EdgeNames& names) {
+  if (spec.layer >= 0) {
+    if (spec.layer >= hp.n_layer) return stage.has_lm_head;
+    return spec.layer >= stage.layer_begin && spec.layer < stage.layer_end;
+  }
+  const bool tied = hp.tie_embeddings || names.lm_head == names.embed;
+  if (spec.name == names.embed) return stage.has_embedding || (tied && stage.has_lm_head);
+  if (spec.name == names.final_norm || spec.name == names.lm_head) return stage.has_lm_head;
+  return stage.has_embedding;
+}
+
+namespace {
+
+int split_dim(model::ShardRule r) { return r == model::ShardRule::kSplitDim1 ? 1 : 0; }
+
+bool is_split(model::ShardRule r) {
+  return r == model::ShardRule::kSplitDim0 || r == model::ShardRule::kSplitDim1;
+}
+
+Slice make_slice(const model::TensorSpec& spec, int dim, int64_t begin, int64_t end) {
+  if (begin == 0 && end == spec.shape[dim]) return {true, -1, 0, 0};
+  return {true, dim, begin, end};
+}
+
+}  // namespace
+
+Status check_tp(const model::TensorSpec& spec, int tp) {
+  if (!is_split(spec.rule) || tp == 1) return Status::Ok();
+  const int dim = split_dim(spec.rule);
+  if (static_cast<int>(spec.shape.size()) <= dim)
+    return Status::InvalidArgument(spec.name + ": shape " + shape_str(spec.shape) + " has no dimension " +
+                                   std::to_string(dim) + " to split");
+  const int64_t block = spec.shard_block;
+  const int64_t extent = spec.shape[dim];
+  const std::string what = std::to_string(extent) + (dim == 0 ? " rows" : " columns") + " in blocks of " +
+                           std::to_string(block);
+  if (block < 1 || extent % block != 0) return Status::InvalidArgument(spec.name + ": " + what + " do not divide evenly");
+  const int64_t blocks = extent / block;
+  if (blocks % tp == 0 || tp % blocks == 0) return Status::Ok();
+  return Status::InvalidArgument(spec.name + ": " + std::to_string(blocks) + " blocks (" + what +
+                                 ") are not divisible by " + std::to_string(tp) + " and " + std::to_string(tp) +
+                                 " is not a multiple of " + std::to_string(blocks));
+}
+
+Status check_tp(const std::vector<model::TensorSpec>& specs, const model::HParams& hp, int tp) {
+  if (tp < 1) return Status::InvalidArgument("tp must be at least 1, not " + std::to_string(tp));
+  if (tp == 1) return Status::Ok();
+  const std::string t = std::to_string(tp);
+  if (hp.n_head % tp != 0)
+    return Status::InvalidArgument(std::to_string(hp.n_head) + " attention heads are not divisible by " + t);
+  if (hp.n_head_kv % tp != 0 && tp % hp.n_head_kv != 0)
+    return Status::InvalidArgument(std::to_string(hp.n_head_kv) + " kv heads are not divisible by " + t + " and " + t +
+                                   " is not a multiple of " + std::to_string(hp.n_head_kv));
+  if (hp.n_ff % tp != 0)
+    return Status::InvalidArgument("intermediate size " + std::to_string(hp.n_ff) + " is not divisible by " + t);
+  for (const auto& s : specs) DZ_RETURN_IF_ERROR(check_tp(s, tp));
+  return Status::Ok();
+}
+
+Slice tp_slice(const model::TensorSpec& spec, int tp_size, int tp_rank) {
+  DZ_CHECK(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size, "tp_rank " << tp_rank << " of " << tp_size);
+  switch (spec.rule) {
+    case model::ShardRule::kReplicated:
+    case model::ShardRule::kExpertOwned:
+      return {true, -1, 0, 0};
+    case model::ShardRule::kVocabSplit: {
+      DZ_CHECK(!spec.shape.empty(), spec.name << ": vocabulary split of a scalar");
+      const int64_t n = spec.shape[0], share = (n + tp_size - 1) / tp_size;
+      const int64_t begin = std::min(n, share * tp_rank), end = std::min(n, share * (tp_rank + 1));
+      return make_slice(spec, 0, begin, end);
+    }
+    case model::ShardRule::kSplitDim0:
+    case model::ShardRule::kSplitDim1: {
+      const Status ok = check_tp(spec, tp_size);
+      DZ_CHECK(ok.ok(), "tp=" << tp_size << ": " << ok.message());
+      const int dim = split_dim(spec.rule);
+      const int64_t block = spec.shard_block, blocks = spec.shape[dim] / block;
+      if (blocks % tp_size == 0) {
+        const int64_t per = blocks / tp_size;
+        return make_slice(spec, dim, tp_rank * per * block, (tp_rank + 1) * per * block);
+      }
+      const int64_t b = tp_rank / (tp_size / blocks);
+      return make_slice(spec, dim, b * block, (b + 1) * block);
+    }
+  }
+  DZ_CHECK(false, spec.name << ": unknown shard rule");
+  return {};
+}
+
+Slice slice_for(const model::TensorSpec& spec, const model::HParams& hp, const Plan& plan, int rank,
+                const EdgeNames& names) {
+  DZ_CHECK(rank >= 0 && rank < plan.world_size, "rank " << rank << " of a world of " << plan.world_size);
+  if (!stage_holds(spec, hp, plan.stage_of(rank), names)) return {};
+  return tp_slice(spec, plan.tp, plan.coord(rank).tp);
+}
+
+int64_t slice_bytes(const model::TensorSpec& spec, const Slice& slice, int64_t bytes_per_element) {
+  if (!slice.held) return 0;
+  const int64_t numel = shape_numel(spec.shape);
+  if (slice.dim < 0) return numel * bytes_per_element;
+  const int64_t extent = spec.shape[slice.dim];
+  if (extent == 0) return 0;
+  return numel / extent * (slice.end - slice.begin) * bytes_per_element;
+}
+
+}  // namespace dayzero::plan

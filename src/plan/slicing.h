@@ -1,0 +1,76 @@
+// The slicing rule: which part of each checkpoint tensor a rank holds under a plan. One rule
+// shared by the memory model (what a rank will hold) and the loader (what a rank reads), so
+// the planner's estimate and the bytes actually placed can never disagree. It does not read
+// checkpoints or choose plans; infeasible tp sizes are the planner's to reject (check_tp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/hparams.h"
+#include "model/tensor_spec.h"
+#include "plan/plan.h"
+
+namespace dayzero::model {
+class Adapter;
+}
+
+namespace dayzero::plan {
+
+// The part of one tensor a rank holds. dim == -1: the whole tensor (also used when a split
+// happens to cover the full extent, e.g. tp == 1 or a replicated kv head block); otherwise
+// rows (dim 0) or columns (dim 1) [begin, end) of the PyTorch-order shape.
+struct Slice {
+  bool held = false;
+  int dim = -1;
+  int64_t begin = 0, end = 0;
+  bool operator==(const Slice&) const = default;
+};
+
+// The tensors outside the decoder layers (layer == -1) that are placed by name: the embedding
+// goes with the first stage, the final norm and lm_head with the last. lm_head == embed when
+// the embeddings are tied (the last stage then holds the embedding too, as its lm_head).
+// Any other layer -1 tensor goes with the first stage (parts that run before layer 0).
+struct EdgeNames {
+  std::string embed = "model.embed_tokens.weight";
+  std::string final_norm = "model.norm.weight";
+  std::string lm_head = "lm_head.weight";
+};
+// The names an adapter uses for this model (lm_head_name(hp) is the embedding when tied).
+EdgeNames edge_names(const model::Adapter& adapter, const model::HParams& hp);
+
+// Whether a stage holds a tensor at all, before any tp split. Layers >= n_layer (stacked
+// after the decoder, e.g. multi-token prediction) go with the last stage.
+bool stage_holds(const model::TensorSpec& spec, const model::HParams& hp, const Stage& stage,
+                 const EdgeNames& names = {});
+
+// The tp part of the rule, for a rank at tp_rank of a group of tp_size:
+//   kReplicated, kExpertOwned: the whole tensor (experts are spread later, with ep).
+//   kSplitDim0/1: blocks = shape[dim] / shard_block. blocks % tp == 0: contiguous
+//     blocks [tp_rank*blocks/tp, (tp_rank+1)*blocks/tp); tp % blocks == 0: block
+//     tp_rank / (tp / blocks), shared by tp / blocks ranks (kv heads fewer than tp).
+//   kVocabSplit: rows in tp contiguous ranges of ceil(n / tp), the last one shorter (a range
+//     past the end is empty but held).
+// REQUIRES: check_tp(spec, tp) is ok (DZ_CHECK otherwise); 0 <= tp_rank < tp_size.
+Slice tp_slice(const model::TensorSpec& spec, int tp_size, int tp_rank);
+
+// The slice `rank` holds under `plan`: stage_holds for its stage, then tp_slice for its tp
+// coordinate. REQUIRES: 0 <= rank < plan.world_size and a tp size check_tp accepts.
+Slice slice_for(const model::TensorSpec& spec, const model::HParams& hp, const Plan& plan, int rank,
+                const EdgeNames& names = {});
+
+// Bytes of a slice with elements of bytes_per_element; 0 when not held.
+int64_t slice_bytes(const model::TensorSpec& spec, const Slice& slice, int64_t bytes_per_element);
+
+// Whether the spec's shard rule can split it over tp ranks. InvalidArgument with a reason that
+// names the tensor ("...k_proj.weight: 8 blocks (1024 rows in blocks of 128) are not divisible
+// by 3 and 3 is not a multiple of 8"). REQUIRES: tp >= 1.
+Status check_tp(const model::TensorSpec& spec, int tp);
+// Whether the whole model splits over tp ranks: attention heads divisible by tp, kv heads
+// divisible by tp or dividing it, then every split spec (check_tp). The reason is a sentence
+// without context, e.g. "64 attention heads are not divisible by 3".
+Status check_tp(const std::vector<model::TensorSpec>& specs, const model::HParams& hp, int tp);
+
+}  // namespace dayzero::plan

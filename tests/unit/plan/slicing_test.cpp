@@ -1,0 +1,160 @@
+// The slicing rule on a tiny Llama (8 heads of 8, 2 kv heads, ffn 192, vocab 1000): head
+// blocks of q/k/v/o, kv-head replication when tp exceeds the kv heads, uneven vocabulary
+// ranges, stage membership of layers and edge tensors, tied embeddings on the last stage.
+#include <gtest/gtest.h>
+
+#include "plan/slicing.h"
+#include "plan_test_util.h"
+
+namespace dayzero::plan {
+namespace {
+
+using testing::hand_plan;
+using testing::spec_named;
+using testing::specs_of;
+using testing::tiny_hp;
+
+TEST(Slicing, HeadBlocksOfQkvAndO) {
+  const auto hp = tiny_hp();
+  const auto specs = specs_of(hp);
+  const auto& q = spec_named(specs, "model.layers.0.self_attn.q_proj.weight");  // [64, 64]
+  const auto& k = spec_named(specs, "model.layers.0.self_attn.k_proj.weight");  // [16, 64]
+  const auto& o = spec_named(specs, "model.layers.0.self_attn.o_proj.weight");  // [64, 64]
+  const auto& up = spec_named(specs, "model.layers.0.mlp.up_proj.weight");      // [192, 64]
+  const auto& down = spec_named(specs, "model.layers.0.mlp.down_proj.weight");  // [64, 192]
+  // tp=2: 4 q heads (32 rows) and 1 kv head (8 rows) per rank.
+  EXPECT_EQ(tp_slice(q, 2, 1), (Slice{true, 0, 32, 64}));
+  EXPECT_EQ(tp_slice(k, 2, 0), (Slice{true, 0, 0, 8}));
+  EXPECT_EQ(tp_slice(k, 2, 1), (Slice{true, 0, 8, 16}));
+  EXPECT_EQ(tp_slice(o, 2, 1), (Slice{true, 1, 32, 64}));
+  EXPECT_EQ(tp_slice(up, 2, 1), (Slice{true, 0, 96, 192}));
+  EXPECT_EQ(tp_slice(down, 2, 0), (Slice{true, 1, 0, 96}));
+  // tp=4: 2 q heads (16 rows) per rank.
+  EXPECT_EQ(tp_slice(q, 4, 3), (Slice{true, 0, 48, 64}));
+  EXPECT_EQ(slice_bytes(q, tp_slice(q, 4, 3), 2), 16 * 64 * 2);
+  // tp=1: everything whole.
+  EXPECT_EQ(tp_slice(q, 1, 0), (Slice{true, -1, 0, 0}));
+  EXPECT_EQ(slice_bytes(q, tp_slice(q, 1, 0), 4), 64 * 64 * 4);
+  const auto& norm = spec_named(specs, "model.layers.0.input_layernorm.weight");
+  EXPECT_EQ(tp_slice(norm, 4, 2), (Slice{true, -1, 0, 0}));
+}
+
+TEST(Slicing, KvHeadsReplicatedWhenTpExceedsThem) {
+  const auto hp = tiny_hp();
+  const auto specs = specs_of(hp);
+  const auto& k = spec_named(specs, "model.layers.2.self_attn.k_proj.weight");  // 2 blocks of 8 rows
+  const auto& v = spec_named(specs, "model.layers.2.self_attn.v_proj.weight");
+  // tp=4: ranks 0,1 share kv head 0, ranks 2,3 kv head 1.
+  EXPECT_EQ(tp_slice(k, 4, 0), (Slice{true, 0, 0, 8}));
+  EXPECT_EQ(tp_slice(k, 4, 1), (Slice{true, 0, 0, 8}));
+  EXPECT_EQ(tp_slice(k, 4, 2), (Slice{true, 0, 8, 16}));
+  EXPECT_EQ(tp_slice(v, 4, 3), (Slice{true, 0, 8, 16}));
+  // tp=8: rank r holds kv head r / 4.
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(tp_slice(k, 8, r), (Slice{true, 0, r / 4 * 8, r / 4 * 8 + 8})) << r;
+  EXPECT_TRUE(check_tp(specs, hp, 8).ok());
+}
+
+TEST(Slicing, VocabularySplitLastRangeShorter) {
+  const auto hp = tiny_hp();
+  const auto specs = specs_of(hp);
+  const auto& embed = spec_named(specs, "model.embed_tokens.weight");  // [1000, 64]
+  // ceil(1000 / 3) = 334: [0, 334), [334, 668), [668, 1000).
+  EXPECT_EQ(tp_slice(embed, 3, 0), (Slice{true, 0, 0, 334}));
+  EXPECT_EQ(tp_slice(embed, 3, 1), (Slice{true, 0, 334, 668}));
+  EXPECT_EQ(tp_slice(embed, 3, 2), (Slice{true, 0, 668, 1000}));
+  EXPECT_EQ(slice_bytes(embed, tp_slice(embed, 3, 2), 2), 332 * 64 * 2);
+  int64_t sum = 0;
+  for (int r = 0; r < 3; ++r) sum += slice_bytes(embed, tp_slice(embed, 3, r), 2);
+  EXPECT_EQ(sum, 1000 * 64 * 2);
+  // ceil(1000 / 8) = 125 divides evenly.
+  EXPECT_EQ(tp_slice(embed, 8, 7), (Slice{true, 0, 875, 1000}));
+}
+
+TEST(Slicing, StageMembership) {
+  const auto hp = tiny_hp();
+  const auto specs = specs_of(hp);
+  // pp=2, tp=2: ranks 0,1 hold layers [0, 1) and the embedding; ranks 2,3 layers [1, 4), norm, lm_head.
+  const Plan p = hand_plan(1, 2, {0, 1, 4});
+  const auto& l0 = spec_named(specs, "model.layers.0.mlp.gate_proj.weight");
+  const auto& l1 = spec_named(specs, "model.layers.1.mlp.gate_proj.weight");
+  const auto& l3 = spec_named(specs, "model.layers.3.post_attention_layernorm.weight");
+  const auto& embed = spec_named(specs, "model.embed_tokens.weight");
+  const auto& norm = spec_named(specs, "model.norm.weight");
+  const auto& head = spec_named(specs, "lm_head.weight");
+  for (int r : {0, 1}) {
+    EXPECT_TRUE(slice_for(l0, hp, p, r).held);
+    EXPECT_FALSE(slice_for(l1, hp, p, r).held);
+    EXPECT_FALSE(slice_for(l3, hp, p, r).held);
+    EXPECT_TRUE(slice_for(embed, hp, p, r).held);
+    EXPECT_FALSE(slice_for(norm, hp, p, r).held);
+    EXPECT_FALSE(slice_for(head, hp, p, r).held);
+  }
+  for (int r : {2, 3}) {
+    EXPECT_FALSE(slice_for(l0, hp, p, r).held);
+    EXPECT_TRUE(slice_for(l1, hp, p, r).held);
+    EXPECT_TRUE(slice_for(l3, hp, p, r).held);
+    EXPECT_FALSE(slice_for(embed, hp, p, r).held);
+    EXPECT_TRUE(slice_for(norm, hp, p, r).held);
+    EXPECT_EQ(slice_for(head, hp, p, r), (Slice{true, 0, (r - 2) * 500, (r - 1) * 500}));
+  }
+  EXPECT_EQ(slice_for(l1, hp, p, 3), (Slice{true, 0, 96, 192}));
+  // A second dp replica holds exactly what the first does.
+  const Plan p2 = hand_plan(2, 2, {0, 1, 4});
+  for (const auto& s : specs)
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(slice_for(s, hp, p2, r), slice_for(s, hp, p2, r + 4)) << s.name;
+}
+
+TEST(Slicing, TiedEmbeddingsAlsoOnTheLastStage) {
+  const auto hp = tiny_hp(/*tied=*/true);
+  const auto specs = specs_of(hp);
+  EXPECT_EQ(specs.size(), 2u + 9u * 4u);  // no lm_head.weight
+  const auto& embed = spec_named(specs, "model.embed_tokens.weight");
+  const Plan p = hand_plan(1, 1, {0, 2, 3, 4});
+  auto a = model::find_adapter_by_family("llama");
+  ASSERT_TRUE(a.ok());
+  const EdgeNames names = edge_names(**a, hp);
+  EXPECT_EQ(names.lm_head, names.embed);
+  EXPECT_TRUE(slice_for(embed, hp, p, 0, names).held);   // first stage: the embedding
+  EXPECT_FALSE(slice_for(embed, hp, p, 1, names).held);  // middle stage: nothing
+  EXPECT_TRUE(slice_for(embed, hp, p, 2, names).held);   // last stage: the lm_head
+  // Untied: the embedding stays on the first stage only.
+  const auto untied = tiny_hp(false);
+  EXPECT_FALSE(slice_for(embed, untied, p, 2).held);
+}
+
+TEST(Slicing, NamesFromTheAdapter) {
+  // Edge tensors are placed by the names handed in, not by fixed strings.
+  auto hp = tiny_hp();
+  model::TensorSpec emb{"tok.weight", {1000, 64}, model::ShardRule::kVocabSplit, -1};
+  model::TensorSpec fin{"final.weight", {64}, model::ShardRule::kReplicated, -1};
+  EdgeNames names{"tok.weight", "final.weight", "out.weight"};
+  const Plan p = hand_plan(1, 1, {0, 2, 4});
+  EXPECT_TRUE(slice_for(emb, hp, p, 0, names).held);
+  EXPECT_FALSE(slice_for(emb, hp, p, 1, names).held);
+  EXPECT_FALSE(slice_for(fin, hp, p, 0, names).held);
+  EXPECT_TRUE(slice_for(fin, hp, p, 1, names).held);
+}
+
+TEST(Slicing, TpReasons) {
+  auto hp = tiny_hp();
+  auto specs = specs_of(hp);
+  Status s = check_tp(specs, hp, 3);
+  EXPECT_EQ(s.message(), "8 attention heads are not divisible by 3");
+  hp.n_head = 12;
+  hp.n_head_kv = 6;
+  s = check_tp(specs_of(hp), hp, 4);
+  EXPECT_EQ(s.message(), "6 kv heads are not divisible by 4 and 4 is not a multiple of 6");
+  hp = tiny_hp();
+  hp.n_ff = 100;
+  s = check_tp(specs_of(hp), hp, 8);
+  EXPECT_EQ(s.message(), "intermediate size 100 is not divisible by 8");
+  // A spec-level reason names the tensor.
+  model::TensorSpec odd{"x.weight", {24, 4}, model::ShardRule::kSplitDim0, 0, 8};
+  s = check_tp(odd, 2);
+  EXPECT_NE(s.message().find("x.weight: 3 blocks (24 rows in blocks of 8)"), std::string::npos) << s.message();
+  EXPECT_TRUE(check_tp(odd, 3).ok());
+  EXPECT_TRUE(check_tp(odd, 6).ok());  // one block shared by two ranks
+}
+
+}  // namespace
+}  // namespace dayzero::plan
