@@ -51,7 +51,7 @@ uint8_t* staging_buffer(int which, size_t bytes) {
 Result<Tensor> stream(const TensorInfo& t, Shape shape, const Ranges& ranges, ByteReader& reader,
                       WeightRecord* rec, size_t staging_bytes) {
   const size_t esize = dtype_size(t.dtype);
-  const size_t chunk = std::max(esize, std::min(staging_bytes, kMaxStagingBytes) / esize * esize);
+  const size_t chunk = std::max(esize, staging_bytes / 2 / esize * esize);
   uint64_t total = 0;
   for (const auto& r : ranges) total += r.second;
 

@@ -17,7 +17,8 @@
 namespace dayzero::checkpoint {
 
 // Upper bound on host memory used for raw on-disk bytes while loading one tensor.
-inline constexpr size_t kMaxStagingBytes = 64ull << 20;
+// Staging per rank: two buffers of half this size (one read while the other is converted).
+inline constexpr size_t kDefaultStagingBytes = 256ull << 20;
 
 struct WeightRecord {
   std::string name, file;
@@ -31,11 +32,11 @@ struct WeightRecord {
 };
 
 // The whole tensor `name` as a host F32 tensor of its shape. rec (may be null) is overwritten.
-// staging_bytes caps the staging buffer (clamped to [element size, kMaxStagingBytes]).
+// staging_bytes caps the staging buffer (both buffers together; each at least one element).
 // Errors: NotFound (no such tensor in the catalog), Unsupported (non-numeric dtype, e.g. BOOL),
 // and those of ByteReader::read; each names the tensor.
 Result<Tensor> load_f32(const Catalog& catalog, const std::string& name, ByteReader& reader,
-                        WeightRecord* rec, size_t staging_bytes = kMaxStagingBytes);
+                        WeightRecord* rec, size_t staging_bytes = kDefaultStagingBytes);
 
 // Indices [begin, end) of dimension dim of tensor `name`, as a host F32 tensor whose shape is
 // the tensor's with shape[dim] = end - begin.
@@ -45,6 +46,6 @@ Result<Tensor> load_f32(const Catalog& catalog, const std::string& name, ByteRea
 // or a range outside 0 <= begin <= end <= shape[dim]; each names the tensor.
 Result<Tensor> load_slice_f32(const Catalog& catalog, const std::string& name, int dim, int64_t begin,
                               int64_t end, ByteReader& reader, WeightRecord* rec,
-                              size_t staging_bytes = kMaxStagingBytes);
+                              size_t staging_bytes = kDefaultStagingBytes);
 
 }  // namespace dayzero::checkpoint

@@ -457,7 +457,8 @@ Status Parser::parse_watchdog(const YAML::Node& n) {
 }
 
 Status Parser::parse_runtime(const YAML::Node& n) {
-  DZ_RETURN_IF_ERROR(check_map(n, "runtime", {"threads"}));
+  DZ_RETURN_IF_ERROR(check_map(n, "runtime", {"threads", "staging_mib"}));
+  DZ_RETURN_IF_ERROR(get_opt_int(n["staging_mib"], "runtime.staging_mib", &cfg_->runtime.staging_mib));
   return get_opt_int(n["threads"], "runtime.threads", &cfg_->runtime.threads);
 }
 

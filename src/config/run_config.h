@@ -121,6 +121,7 @@ struct WatchdogConfig {
 
 struct RuntimeConfig {
   std::optional<int> threads;  // CPU threads per rank, >= 1; nullopt: runtime's choice
+  std::optional<int> staging_mib;  // host staging for weight reads per rank, MiB (default 256)
 };
 
 struct RunConfig {

@@ -131,6 +131,7 @@ Status validate(const RunConfig& cfg) {
     return c.error("watchdog.phase_timeout_s", "must be >= 0 (0 disables it), got " + num(w.phase_timeout_s));
 
   DZ_RETURN_IF_ERROR(c.at_least("runtime.threads", cfg.runtime.threads, 1));
+  DZ_RETURN_IF_ERROR(c.at_least("runtime.staging_mib", cfg.runtime.staging_mib, 1));
   return Status::Ok();
 }
 

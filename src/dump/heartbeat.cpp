@@ -80,6 +80,12 @@ void Heartbeat::set_current(std::string current) {
   current_ = std::move(current);
 }
 
+void Heartbeat::set_progress(int64_t done, int64_t total) {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_done_ = done;
+  progress_total_ = total;
+}
+
 Status Heartbeat::status() const {
   std::lock_guard<std::mutex> lock(mu_);
   return status_;
@@ -118,6 +124,7 @@ Status Heartbeat::write_beat(bool stopped) {
     std::lock_guard<std::mutex> lock(mu_);
     j["phase"] = phase_;
     j["current"] = current_;
+    if (progress_total_ >= 0) j["progress"] = {{"done", progress_done_}, {"total", progress_total_}};
   }
   j["pid"] = static_cast<int64_t>(pid_);
   j["host"] = host_;

@@ -33,6 +33,8 @@ class Heartbeat {
   // Thread-safe; shown from the next beat on.
   void set_phase(std::string phase);      // "load", "prompt p3 decode", ...
   void set_current(std::string current);  // the innermost open event, free text
+  // Work done of a known total in the current phase (bytes loaded, tokens...), as "progress".
+  void set_progress(int64_t done, int64_t total);
   // Joins the thread and writes a last beat with "stopped": true. Idempotent.
   void stop();
   // The first write failure of the thread, Ok when none.
@@ -58,6 +60,7 @@ class Heartbeat {
   bool stopped_ = false;
   std::string phase_;
   std::string current_;
+  int64_t progress_done_ = -1, progress_total_ = -1;
   Status status_;
   std::thread thread_;
 };

@@ -133,39 +133,42 @@ Result<Plan> plan_from_json(const nlohmann::json& j) {
   return p;
 }
 
-namespace {
-
-void emit(YAML::Emitter& out, const nlohmann::json& j, bool flow) {
-  if (j.is_object()) {
-    out << (flow ? YAML::Flow : YAML::Block) << YAML::BeginMap;
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      out << YAML::Key << it.key() << YAML::Value;
-      emit(out, it.value(), flow);
-    }
-    out << YAML::EndMap;
-  } else if (j.is_array()) {
-    out << (flow ? YAML::Flow : YAML::Block) << YAML::BeginSeq;
-    // Stage, rank and memory rows are short records: one line each.
-    for (const auto& e : j) emit(out, e, flow || e.is_object());
-    out << YAML::EndSeq;
-  } else if (j.is_boolean()) {
-    out << j.get<bool>();
-  } else if (j.is_number_integer()) {
-    out << j.get<int64_t>();
-  } else if (j.is_number()) {
-    out << j.get<double>();
-  } else if (j.is_string()) {
-    out << j.get<std::string>();
-  } else {
-    out << YAML::Null;
-  }
-}
-
-}  // namespace
-
 std::string to_yaml(const Plan& p) {
   YAML::Emitter out;
-  emit(out, to_json(p), false);
+  out << YAML::BeginMap;
+  out << YAML::Key << "world_size" << YAML::Value << p.world_size;
+  out << YAML::Key << "dp" << YAML::Value << p.dp;
+  out << YAML::Key << "pp" << YAML::Value << p.pp;
+  out << YAML::Key << "tp" << YAML::Value << p.tp;
+  out << YAML::Key << "ep" << YAML::Value << p.ep;
+  out << YAML::Key << "etp" << YAML::Value << p.etp;
+  out << YAML::Key << "memory_cap_bytes" << YAML::Value << p.memory_cap_bytes;
+  out << YAML::Key << "cost_per_token_s" << YAML::Value << p.cost_per_token_s;
+  out << YAML::Key << "nodes" << YAML::Value << YAML::Flow << p.nodes;
+  // Stage, rank and memory rows are short records: one line each.
+  out << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
+  for (const auto& s : p.stages)
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "pp" << YAML::Value << s.pp << YAML::Key << "layer_begin"
+        << YAML::Value << s.layer_begin << YAML::Key << "layer_end" << YAML::Value << s.layer_end << YAML::Key
+        << "has_embedding" << YAML::Value << s.has_embedding << YAML::Key << "has_lm_head" << YAML::Value
+        << s.has_lm_head << YAML::EndMap;
+  out << YAML::EndSeq;
+  out << YAML::Key << "ranks" << YAML::Value << YAML::BeginSeq;
+  for (const auto& r : p.ranks)
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "rank" << YAML::Value << r.rank << YAML::Key << "dp"
+        << YAML::Value << r.dp << YAML::Key << "pp" << YAML::Value << r.pp << YAML::Key << "tp" << YAML::Value
+        << r.tp << YAML::Key << "ep" << YAML::Value << r.ep << YAML::Key << "etp" << YAML::Value << r.etp
+        << YAML::Key << "node" << YAML::Value << r.node << YAML::Key << "local_rank" << YAML::Value << r.local_rank
+        << YAML::EndMap;
+  out << YAML::EndSeq;
+  out << YAML::Key << "memory" << YAML::Value << YAML::BeginSeq;
+  for (const auto& m : p.memory)
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "weights" << YAML::Value << m.weights << YAML::Key
+        << "kv_cache" << YAML::Value << m.kv_cache << YAML::Key << "activations" << YAML::Value << m.activations
+        << YAML::Key << "headroom" << YAML::Value << m.headroom << YAML::Key << "total" << YAML::Value << m.total()
+        << YAML::EndMap;
+  out << YAML::EndSeq;
+  out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
 

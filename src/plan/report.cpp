@@ -80,19 +80,27 @@ void memory_bars(std::ostringstream& o, const Plan& p) {
   const int n = std::min<int>(p.pp * p.tp, static_cast<int>(p.memory.size()));
   int64_t top_bytes = p.memory_cap_bytes;
   for (int r = 0; r < n; ++r) top_bytes = std::max(top_bytes, p.memory[r].total());
-  const double scale_max = gib(top_bytes) * 1.08;
+  // Round ticks: a step of 1, 2 or 5 x 10^k giving at most 6 intervals.
+  const double raw_max = std::max(gib(top_bytes) * 1.05, 1e-9);
+  double step = std::pow(10.0, std::floor(std::log10(raw_max / 6)));
+  for (double f : {1.0, 2.0, 5.0, 10.0})
+    if (raw_max / (step * f) <= 6) {
+      step *= f;
+      break;
+    }
+  const int ticks = static_cast<int>(std::ceil(raw_max / step));
+  const double scale_max = ticks * step;
   const int plot_h = 260, left = 60, top = 10;
   const double bw = std::clamp(900.0 / n, 1.0, 28.0);
   const int width = left + static_cast<int>(std::ceil(bw * n)) + 20, height = top + plot_h + 40;
   auto y_of = [&](double g) { return top + plot_h - g / scale_max * plot_h; };
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
     << "\" font-family=\"monospace\" font-size=\"11\">\n";
-  const int ticks = 5;
   for (int i = 0; i <= ticks; ++i) {
-    const double g = scale_max * i / ticks;
+    const double g = step * i;
     o << "<line x1=\"" << left << "\" x2=\"" << width - 10 << "\" y1=\"" << fmt(y_of(g)) << "\" y2=\"" << fmt(y_of(g))
       << "\" stroke=\"#ddd\"/><text x=\"" << left - 4 << "\" y=\"" << fmt(y_of(g) + 4)
-      << "\" text-anchor=\"end\">" << fmt(g, "%.0f") << "</text>\n";
+      << "\" text-anchor=\"end\">" << fmt(g, step < 1 ? "%.2g" : "%.0f") << "</text>\n";
   }
   const char* colours[] = {"#4e79a7", "#f28e2b", "#59a14f", "#bab0ac"};
   for (int r = 0; r < n; ++r) {
@@ -155,7 +163,7 @@ std::string render_html_report(const Plan& p, const Topology& topo, const Report
   }
   o << "</table>\n";
 
-  o << "<h2>Memory per rank</h2>\n<p>GiB" << (p.dp > 1 ? "; dp replica 0 shown, the other replicas are identical" : "")
+  o << "<h2>Memory per rank</h2>\n<p>GiB per rank, stacked: weights, KV cache, activations, headroom; dashed: the cap" << (p.dp > 1 ? "; dp replica 0 shown, the other replicas are identical" : "")
     << ".</p>\n";
   memory_bars(o, p);
 

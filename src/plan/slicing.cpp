@@ -44,11 +44,12 @@ Slice make_slice(const model::TensorSpec& spec, int dim, int64_t begin, int64_t 
 }  // namespace
 
 Status check_tp(const model::TensorSpec& spec, int tp) {
-  if (!is_split(spec.rule) || tp == 1) return Status::Ok();
+  if (!is_split(spec.rule)) return Status::Ok();
   const int dim = split_dim(spec.rule);
   if (static_cast<int>(spec.shape.size()) <= dim)
     return Status::InvalidArgument(spec.name + ": shape " + shape_str(spec.shape) + " has no dimension " +
                                    std::to_string(dim) + " to split");
+  if (tp == 1) return Status::Ok();
   const int64_t block = spec.shard_block;
   const int64_t extent = spec.shape[dim];
   const std::string what = std::to_string(extent) + (dim == 0 ? " rows" : " columns") + " in blocks of " +
@@ -78,6 +79,7 @@ Status check_tp(const std::vector<model::TensorSpec>& specs, const model::HParam
 
 Slice tp_slice(const model::TensorSpec& spec, int tp_size, int tp_rank) {
   DZ_CHECK(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size, "tp_rank " << tp_rank << " of " << tp_size);
+  if (tp_size == 1) return {true, -1, 0, 0};
   switch (spec.rule) {
     case model::ShardRule::kReplicated:
     case model::ShardRule::kExpertOwned:

@@ -21,21 +21,25 @@ void top_k(const float* x, int64_t n, int k, int32_t* ids, float* values) {
   }
 }
 
-Generation generate(Forward& fwd, Backend& be, const model::HParams& hp, std::span<const int32_t> prompt,
-                    const GenerateOptions& opts, const GenerateSinks& sinks) {
-  Generation g;
+Sequence prefill(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt, const GenerateOptions& opts,
+                 model::ActivationSink* sink) {
   const auto n_prompt = static_cast<int64_t>(prompt.size());
-  KvCache cache = fwd.new_cache(n_prompt + std::max(opts.max_new_tokens, 1));
+  Sequence seq{fwd.new_cache(n_prompt + std::max(opts.max_new_tokens, 1)), {}, n_prompt, {}};
+  const int64_t t0 = monotonic_ns();
+  seq.logits = fwd.run(prompt, 0, seq.cache, sink, false);
+  seq.gen.prefill_seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
+  if (fwd.partition().last_stage) seq.gen.logits_last.assign(seq.logits.f32(), seq.logits.f32() + hp.n_vocab);
+  return seq;
+}
+
+Generation decode(Forward& fwd, const model::HParams& hp, Sequence&& seq, const GenerateOptions& opts,
+                  model::ActivationSink* sink) {
+  Generation g = std::move(seq.gen);
   const int k = static_cast<int>(std::min<int64_t>(opts.top_k, hp.n_vocab));
   const bool last = fwd.partition().last_stage;  // only the last stage has logits
-
-  int64_t t0 = monotonic_ns();
-  Tensor logits = fwd.run(prompt, 0, cache, sinks.prefill, false);
-  g.prefill_seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
-  if (last) g.logits_last.assign(logits.f32(), logits.f32() + hp.n_vocab);
-
-  t0 = monotonic_ns();
-  int64_t pos = n_prompt;
+  const int64_t t0 = monotonic_ns();
+  Tensor logits = std::move(seq.logits);
+  int64_t pos = seq.pos;
   for (int step = 0; step < opts.max_new_tokens; ++step) {
     int32_t token = -1;
     if (last) {
@@ -56,7 +60,7 @@ Generation generate(Forward& fwd, Backend& be, const model::HParams& hp, std::sp
     }
     if (step + 1 == opts.max_new_tokens) break;  // the last token needs no forward pass
     const int32_t next[1] = {token};
-    logits = fwd.run(next, pos, cache, sinks.decode, false);
+    logits = fwd.run(next, pos, seq.cache, sink, false);
     ++pos;
     ++g.decode_tokens;
   }
@@ -64,7 +68,12 @@ Generation generate(Forward& fwd, Backend& be, const model::HParams& hp, std::sp
   return g;
 }
 
-double reference_nll(Forward& fwd, Backend& be, const model::HParams& hp, std::span<const int32_t> prompt,
+Generation generate(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt,
+                    const GenerateOptions& opts, const GenerateSinks& sinks) {
+  return decode(fwd, hp, prefill(fwd, hp, prompt, opts, sinks.prefill), opts, sinks.decode);
+}
+
+double reference_nll(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt,
                      std::span<const int32_t> continuation) {
   std::vector<int32_t> all(prompt.begin(), prompt.end());
   all.insert(all.end(), continuation.begin(), continuation.end());

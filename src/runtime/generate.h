@@ -34,12 +34,29 @@ struct Generation {
   bool stopped_at_eos = false;
 };
 
-Generation generate(Forward& fwd, Backend& be, const model::HParams& hp, std::span<const int32_t> prompt,
+// A prompt after prefill: its cache, the last-position logits (last stage) and the record so far.
+struct Sequence {
+  KvCache cache;
+  Tensor logits;     // [1, n_vocab] on the last stage
+  int64_t pos = 0;   // next position
+  Generation gen;
+};
+
+// Prefill of one prompt. Collective over the replica's tp and pp groups. Stages overlap when
+// several prompts are prefilled back to back: stage s starts prompt i + 1 while stage s + 1
+// still works on prompt i (hidden states travel with blocking send/recv).
+Sequence prefill(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt, const GenerateOptions& opts,
+                 model::ActivationSink* sink);
+// Greedy decode of a prefilled prompt. Collective over tp and pp (the token is shared by pp).
+Generation decode(Forward& fwd, const model::HParams& hp, Sequence&& seq, const GenerateOptions& opts,
+                  model::ActivationSink* sink);
+// prefill + decode.
+Generation generate(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt,
                     const GenerateOptions& opts, const GenerateSinks& sinks);
 
 // Mean negative log-likelihood (nats per token) of `continuation` after `prompt`, teacher-forced
 // in one forward pass. REQUIRES: both non-empty.
-double reference_nll(Forward& fwd, Backend& be, const model::HParams& hp, std::span<const int32_t> prompt,
+double reference_nll(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt,
                      std::span<const int32_t> continuation);
 
 // The k largest values of x[n] with their indices, largest first, lower index first on ties.

@@ -66,7 +66,7 @@ Status check_tensors(const ModelInfo& m) {
 Result<LoadStats> load_weights(const ModelInfo& m, Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,
                                const std::function<void(const checkpoint::WeightRecord&)>& on_tensor,
-                               const SliceFn& slice_of) {
+                               const SliceFn& slice_of, size_t staging_bytes) {
   LoadStats stats;
   const int64_t t0 = monotonic_ns();
   checkpoint::ByteReader reader;
@@ -74,9 +74,10 @@ Result<LoadStats> load_weights(const ModelInfo& m, Backend& be, model::Weights& 
     const TensorSlice slice = slice_of ? slice_of(spec) : TensorSlice{};
     if (!slice.held) continue;
     checkpoint::WeightRecord rec;
-    DZ_ASSIGN_OR_RETURN(Tensor host, slice.dim < 0 ? checkpoint::load_f32(m.catalog, spec.name, reader, &rec)
+    DZ_ASSIGN_OR_RETURN(Tensor host, slice.dim < 0 ? checkpoint::load_f32(m.catalog, spec.name, reader, &rec, staging_bytes)
                                                    : checkpoint::load_slice_f32(m.catalog, spec.name, slice.dim,
-                                                                                slice.begin, slice.end, reader, &rec));
+                                                                                slice.begin, slice.end, reader, &rec,
+                                                                                staging_bytes));
     if (rec.nan_count || rec.inf_count)
       return Status::Corrupt(rec.file + ": tensor " + spec.name + " holds " + std::to_string(rec.nan_count) +
                              " NaN and " + std::to_string(rec.inf_count) + " infinite values");

@@ -53,6 +53,7 @@ using SliceFn = std::function<TensorSlice(const model::TensorSpec&)>;
 Result<LoadStats> load_weights(const ModelInfo& m, Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,
                                const std::function<void(const checkpoint::WeightRecord&)>& on_tensor = {},
-                               const SliceFn& slice_of = {});
+                               const SliceFn& slice_of = {},
+                               size_t staging_bytes = checkpoint::kDefaultStagingBytes);
 
 }  // namespace dayzero::runtime

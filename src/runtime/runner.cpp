@@ -25,6 +25,7 @@
 #include "runtime/dump_sink.h"
 #include "runtime/generate.h"
 #include "runtime/model_loader.h"
+#include "runtime/progress.h"
 #include "runtime/watchdog.h"
 #include "comm/groups.h"
 #include "plan/planner.h"
@@ -306,15 +307,7 @@ Status Run::load() {
   dump::ScopedEvent ev(timeline_, "phase", "load");
   if (env_.rank() == 0) DZ_LOG_INFO("backend {}", be_->describe());
   const plan::EdgeNames names = plan::edge_names(*model_.adapter, model_.hp);
-  const SliceFn slice_of = [&](const model::TensorSpec& spec) {
-    const plan::Slice s = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
-    return TensorSlice{s.held, s.dim, s.begin, s.end};
-  };
-  DZ_ASSIGN_OR_RETURN(load_stats_, load_weights(
-                                       model_, *be_, weights_, records_,
-                                       [&](const checkpoint::WeightRecord& r) { heartbeat_->set_current("load " + r.name); },
-                                       slice_of));
-  // The loader's own counters against the plan: exactly the bytes of this rank's slices.
+  // The bytes this rank will read, from the plan's slices: the progress total and the check below.
   uint64_t expected = 0;
   for (const auto& spec : model_.specs) {
     const plan::Slice s = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
@@ -322,6 +315,24 @@ Status Run::load() {
       expected += static_cast<uint64_t>(
           plan::slice_bytes(spec, s, static_cast<int64_t>(dtype_size(model_.catalog.find(spec.name)->dtype))));
   }
+  uint64_t loaded = 0;
+  heartbeat_->set_progress(0, static_cast<int64_t>(expected));
+  std::optional<ProgressReporter> progress;
+  if (env_.rank() == 0) progress.emplace(run_dir_, env_.world_size(), "load");
+  const SliceFn slice_of = [&](const model::TensorSpec& spec) {
+    const plan::Slice s = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
+    return TensorSlice{s.held, s.dim, s.begin, s.end};
+  };
+  DZ_ASSIGN_OR_RETURN(load_stats_, load_weights(
+                                       model_, *be_, weights_, records_,
+                                       [&](const checkpoint::WeightRecord& r) {
+                                         loaded += r.bytes_read;
+                                         heartbeat_->set_current("load " + r.name);
+                                         heartbeat_->set_progress(static_cast<int64_t>(loaded),
+                                                                  static_cast<int64_t>(expected));
+                                       },
+                                       slice_of, static_cast<size_t>(cfg_.runtime.staging_mib.value_or(256)) << 20));
+  // The loader's own counters against the plan: exactly the bytes of this rank's slices.
   if (expected != load_stats_.bytes_read)
     return Status::Internal("loaded " + std::to_string(load_stats_.bytes_read) + " bytes, the plan's slices hold " +
                             std::to_string(expected));
@@ -353,31 +364,57 @@ Status Run::check_coverage() {
   for (size_t i = 0; i < held.size(); ++i)
     if (!held[i])
       return Status::Internal("coverage: tensor " + model_.specs[i].name + " is held by no rank under the plan");
+  // The job-wide load figures: bytes over all ranks, time of the slowest rank.
+  int64_t totals[2] = {static_cast<int64_t>(load_stats_.bytes_read), static_cast<int64_t>(load_stats_.seconds * 1e9)};
+  int64_t bytes_all = totals[0];
+  DZ_RETURN_IF_ERROR(groups_->world().all_reduce_max_int(&totals[1], 1));
+  MPI_Allreduce(&totals[0], &bytes_all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  const double secs = static_cast<double>(totals[1]) * 1e-9;
+  if (env_.rank() == 0)
+    DZ_LOG_INFO("[load] 100% {:.3f} GB of checkpoint {:.3f} GB read by {} rank(s) in {:.3f} s ({:.2f} GB/s)",
+                static_cast<double>(bytes_all) * 1e-9, static_cast<double>(model_.catalog.total_bytes()) * 1e-9,
+                env_.world_size(), secs, secs > 0 ? static_cast<double>(bytes_all) * 1e-9 / secs : 0.0);
   return Status::Ok();
 }
 
 Status Run::run_prompts() {
   Forward fwd(*be_, *model_.adapter, model_.hp, weights_, part_);
+  GenerateOptions go;
+  go.max_new_tokens = cfg_.generate.max_new_tokens;
+  go.stop_at_eos = cfg_.generate.stop_at_eos;
+  go.eos_ids = tok_->eos_ids();
+  go.top_k = cfg_.generate.top_k_record;
+  const auto& sel = cfg_.dump.activations;
+  const auto make_sink = [&](const std::string& id, const char* phase, bool wanted) -> std::unique_ptr<DumpSink> {
+    if (!writer_ || !writes_activations_ || !wanted) return nullptr;
+    return std::make_unique<DumpSink>(*writer_, *be_, sel, id, phase);
+  };
+  // A failed dump write is kept and reported after the loops: returning early would leave
+  // the other ranks of the replica waiting in a collective.
+  Status dump_status;
+  const auto keep = [&](const Status& s) {
+    if (dump_status.ok() && !s.ok()) dump_status = s;
+  };
+
+  // Prefill every prompt first, back to back, so pipeline stages overlap across prompts.
+  std::vector<Sequence> seqs;
   for (PromptRun& pr : prompts_) {
+    heartbeat_->set_phase("prefill " + pr.prompt->id);
+    dump::ScopedEvent ev(timeline_, "prefill", pr.prompt->id);
+    auto sink = make_sink(pr.prompt->id, dump::kPhasePrefill, sel.wants_prefill());
+    seqs.push_back(prefill(fwd, model_.hp, pr.ids, go, sink.get()));
+    if (sink) keep(sink->status());
+  }
+  for (size_t i = 0; i < prompts_.size(); ++i) {
+    PromptRun& pr = prompts_[i];
     const config::Prompt& p = *pr.prompt;
-    heartbeat_->set_phase("prompt " + p.id);
-    dump::ScopedEvent ev(timeline_, "prompt", p.id);
-    GenerateOptions go;
-    go.max_new_tokens = cfg_.generate.max_new_tokens;
-    go.stop_at_eos = cfg_.generate.stop_at_eos;
-    go.eos_ids = tok_->eos_ids();
-    go.top_k = cfg_.generate.top_k_record;
-    const auto& sel = cfg_.dump.activations;
-    std::unique_ptr<DumpSink> prefill_sink, decode_sink;
-    if (writer_ && writes_activations_ && sel.wants_prefill())
-      prefill_sink = std::make_unique<DumpSink>(*writer_, *be_, sel, p.id, dump::kPhasePrefill);
-    if (writer_ && writes_activations_ && sel.wants_decode())
-      decode_sink = std::make_unique<DumpSink>(*writer_, *be_, sel, p.id, dump::kPhaseDecode);
-    pr.gen = generate(fwd, *be_, model_.hp, pr.ids, go, {prefill_sink.get(), decode_sink.get()});
-    if (prefill_sink) DZ_RETURN_IF_ERROR(prefill_sink->status());
-    if (decode_sink) DZ_RETURN_IF_ERROR(decode_sink->status());
+    heartbeat_->set_phase("decode " + p.id);
+    dump::ScopedEvent ev(timeline_, "decode", p.id);
+    auto sink = make_sink(p.id, dump::kPhaseDecode, sel.wants_decode());
+    pr.gen = decode(fwd, model_.hp, std::move(seqs[i]), go, sink.get());
+    if (sink) keep(sink->status());
     pr.text = tok_->decode(pr.gen.generated_ids, true);
-    if (!pr.reference_ids.empty()) pr.nll = reference_nll(fwd, *be_, model_.hp, pr.ids, pr.reference_ids);
+    if (!pr.reference_ids.empty()) pr.nll = reference_nll(fwd, model_.hp, pr.ids, pr.reference_ids);
     pr.failed_expect = check_expect(p.expect, pr.text, pr.gen.generated_ids);
     if (!writer_ || !writes_outputs_) continue;
     dump::OutputRecord out;
@@ -393,10 +430,10 @@ Status Run::run_prompts() {
       out.reference_nll = *pr.nll;
       out.reference_tokens = static_cast<int64_t>(pr.reference_ids.size());
     }
-    DZ_RETURN_IF_ERROR(writer_->write_output(out));
-    DZ_RETURN_IF_ERROR(writer_->flush());
+    keep(writer_->write_output(out));
+    keep(writer_->flush());
   }
-  return Status::Ok();
+  return dump_status;
 }
 
 Status Run::finish() {

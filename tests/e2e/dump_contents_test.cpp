@@ -169,8 +169,8 @@ TEST(DumpContents, RunFolderFiles) {
   for (const auto& [key, times] : open) EXPECT_TRUE(times.empty()) << "begin without end: " << key;
   EXPECT_EQ(lines, 2 * begins);
   EXPECT_TRUE(seen.count("phase|load"));
-  EXPECT_TRUE(seen.count("prompt|capital"));
-  EXPECT_TRUE(seen.count("prompt|raw"));
+  EXPECT_TRUE(seen.count("prefill|capital") && seen.count("decode|capital"));
+  EXPECT_TRUE(seen.count("prefill|raw") && seen.count("decode|raw"));
 }
 
 TEST(DumpContents, ActivationKeysAndShapes) {
@@ -291,8 +291,8 @@ TEST(DumpContents, TimelineHasLoadAndEachPrompt) {
     seen.insert(e.kind + "|" + e.name);
   }
   EXPECT_TRUE(seen.count("phase|load"));
-  EXPECT_TRUE(seen.count("prompt|capital"));
-  EXPECT_TRUE(seen.count("prompt|raw"));
+  EXPECT_TRUE(seen.count("prefill|capital") && seen.count("decode|capital"));
+  EXPECT_TRUE(seen.count("prefill|raw") && seen.count("decode|raw"));
 }
 
 TEST(DumpContents, ReferenceNllOnlyWhereAReferenceIsGiven) {

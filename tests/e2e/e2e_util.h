@@ -1,15 +1,21 @@
 // Helpers for end-to-end tests: run the dayzero binary (DAYZERO_BIN, set by ctest) in a
-// scratch folder, capture its exit code and output, and make tiny models from YAML sizes.
+// scratch folder, capture its exit code and output (per rank under MPI), make tiny models from
+// YAML sizes, and merge the rank files of a multi-rank run into one map of datasets.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <vector>
+
+#include "dump/dump_reader.h"
 
 namespace dayzero::e2e {
 
@@ -85,6 +91,100 @@ inline fs::path rank_dump(const fs::path& run_dir, int rank) {
   char name[32];
   std::snprintf(name, sizeof name, "rank-%05d.h5", rank);
   return run_dir / name;
+}
+
+// One MPI job with every rank's own exit code. Each rank runs through `sh -c`, which records
+// dayzero's exit code in codes_dir/exit-<rank> and then exits 0, so the launcher never kills the
+// other ranks early and each rank's code is what that rank returned by itself. A rank that
+// never returned leaves -1. The job is killed after limit_s seconds (outcome.exit_code 124).
+struct MpiOutcome {
+  Outcome outcome;         // of the launcher: its exit code and every rank's output
+  std::vector<int> codes;  // [ranks] dayzero's exit code on each rank
+  double seconds = 0;      // wall time of the whole job
+};
+
+inline MpiOutcome run_dayzero_mpi_each(int ranks, const std::string& args, const fs::path& codes_dir,
+                                       int limit_s) {
+  fs::create_directories(codes_dir);
+  const std::string code_file = (codes_dir / "exit-").string() + "${OMPI_COMM_WORLD_RANK:-$PMI_RANK}";
+  const std::string rank_cmd = dayzero_bin() + " " + args + "; echo $? > " + code_file + "; exit 0";
+  MpiOutcome m;
+  const auto t0 = std::chrono::steady_clock::now();
+  m.outcome = run_shell("timeout -k 10 " + std::to_string(limit_s) + " mpiexec -n " + std::to_string(ranks) +
+                        " --oversubscribe sh -c '" + rank_cmd + "'");
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int r = 0; r < ranks; ++r) {
+    const fs::path f = codes_dir / ("exit-" + std::to_string(r));
+    m.codes.push_back(fs::exists(f) ? std::atoi(read_file(f).c_str()) : -1);
+  }
+  return m;
+}
+
+// One dataset of a rank file: float values or integer ids, with its shape and the rank that
+// wrote it.
+struct DumpArray {
+  std::vector<int64_t> shape;
+  bool integer = false;
+  std::vector<float> values;  // when !integer
+  std::vector<int32_t> ids;   // when integer
+  int rank = -1;
+};
+// Keyed "activations/<prompt>/<phase>/<name>" and "outputs/<prompt>/<dataset>".
+using MergedDump = std::map<std::string, DumpArray>;
+
+// Adds every /activations and /outputs dataset of rank-0000<r>.h5, r in [0, world), to into.
+// Fails when a rank file is missing or not marked complete, when a rank file past the world
+// exists, or when a key is written by two rank files (or is already in into).
+inline void merge_rank_files(const fs::path& run_dir, int world, MergedDump& into) {
+  ASSERT_FALSE(fs::exists(rank_dump(run_dir, world))) << "rank file " << world << " in a world of " << world;
+  for (int rank = 0; rank < world; ++rank) {
+    const fs::path h5 = rank_dump(run_dir, rank);
+    auto r = dump::DumpReader::open(h5.string());
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    auto complete = r->complete();
+    ASSERT_TRUE(complete.ok()) << complete.status().message();
+    ASSERT_TRUE(*complete) << h5 << " is not marked complete";
+    const auto add = [&](const std::string& key, const std::string& dataset) {
+      DumpArray a;
+      a.rank = rank;
+      auto f = r->read_float(dataset);
+      if (f.ok()) {
+        a.shape = f->shape;
+        a.values = std::move(f->data);
+      } else {
+        auto i = r->read_int32(dataset);
+        ASSERT_TRUE(i.ok()) << f.status().message() << "; " << i.status().message();
+        a.integer = true;
+        a.shape = i->shape;
+        a.ids = std::move(i->data);
+      }
+      const auto it = into.find(key);
+      ASSERT_TRUE(it == into.end()) << key << " is written by rank " << it->second.rank << " and rank " << rank;
+      into.emplace(key, std::move(a));
+    };
+    for (const std::string top : {"activations", "outputs"}) {
+      if (!r->exists("/" + top)) continue;
+      auto prompts = r->list("/" + top);
+      ASSERT_TRUE(prompts.ok()) << prompts.status().message();
+      for (const std::string& p : *prompts) {
+        if (top == "outputs") {
+          auto names = r->list("/outputs/" + p);
+          ASSERT_TRUE(names.ok()) << names.status().message();
+          for (const std::string& n : *names)
+            ASSERT_NO_FATAL_FAILURE(add("outputs/" + p + "/" + n, "/outputs/" + p + "/" + n));
+          continue;
+        }
+        auto phases = r->list("/activations/" + p);
+        ASSERT_TRUE(phases.ok()) << phases.status().message();
+        for (const std::string& phase : *phases) {
+          auto names = r->list_activations(p, phase);
+          ASSERT_TRUE(names.ok()) << names.status().message();
+          for (const std::string& n : *names)
+            ASSERT_NO_FATAL_FAILURE(add("activations/" + p + "/" + phase + "/" + n, dump::activation_path(p, phase, n)));
+        }
+      }
+    }
+  }
 }
 
 }  // namespace dayzero::e2e

@@ -48,7 +48,7 @@ class LoadTest : public ::testing::Test {
   }
 
   std::vector<float> load(const std::string& name, WeightRecord* rec = nullptr,
-                          size_t staging = kMaxStagingBytes) {
+                          size_t staging = kDefaultStagingBytes) {
     auto t = load_f32(catalog_, name, reader_, rec, staging);
     EXPECT_TRUE(t.ok()) << t.status().message();
     if (!t.ok()) return {};
@@ -115,7 +115,7 @@ TEST_F(LoadTest, SmallStagingBufferGivesSameResult) {
   WeightRecord whole, chunked;
   const auto a = load("m_bf16", &whole);
   const uint64_t reads_before = reader_.reads();
-  const auto b = load("m_bf16", &chunked, 6);  // 3 elements per read
+  const auto b = load("m_bf16", &chunked, 12);  // two staging buffers of 3 elements: 3 per read
   EXPECT_EQ(a, b);
   EXPECT_EQ(whole.checksum, chunked.checksum);
   EXPECT_EQ(chunked.reads, (kRows * kCols + 2) / 3u);

@@ -1,0 +1,62 @@
+// Planner benchmark (not a test): time of choose_plan for Llama-3.1-405B on 1, 16 and 128
+// nodes of 8 x 80 GiB GPUs (8, 128 and 1024 ranks), median of repeated runs, with the plan
+// chosen (or why none fits). Usage: plan_bench [--config PATH] [--reps N].
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "model/registry.h"
+#include "plan/planner.h"
+
+using namespace dayzero;
+
+int main(int argc, char** argv) {
+  std::string config_path = std::string(DAYZERO_SOURCE_DIR) + "/../shared/fixtures/configs/Meta-Llama-3.1-405B/config.json";
+  int reps = 20;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--config")) config_path = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--reps")) reps = std::max(1, std::atoi(argv[i + 1]));
+  }
+  std::ifstream f(config_path);
+  if (!f) {
+    std::fprintf(stderr, "plan_bench: cannot open %s\n", config_path.c_str());
+    return 2;
+  }
+  const nlohmann::json config = nlohmann::json::parse(f);
+  auto adapter = model::find_adapter(config);
+  if (!adapter.ok()) return 2;
+  auto hp = (*adapter)->parse_hparams(config);
+  if (!hp.ok()) return 2;
+
+  std::printf("choose_plan, %s (%lld layers), nodes of 8 x 80 GiB, median of %d runs\n", config_path.c_str(),
+              static_cast<long long>(hp->n_layer), reps);
+  for (int nodes : {1, 16, 128}) {
+    plan::PlanRequest req;
+    req.hp = *hp;
+    req.specs = (*adapter)->tensor_specs(req.hp);
+    req.names = plan::edge_names(**adapter, req.hp);
+    req.topo.nodes = nodes;
+    req.topo.gpus_per_node = 8;
+    req.topo.device_memory_bytes = int64_t{80} << 30;
+    std::vector<double> ms;
+    std::string verdict;
+    size_t considered = 0;
+    for (int r = 0; r < reps; ++r) {
+      std::vector<plan::Candidate> cands;
+      const auto t0 = std::chrono::steady_clock::now();
+      auto p = plan::choose_plan(req, &cands);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      considered = cands.size();
+      verdict = p.ok() ? "dp=" + std::to_string(p->dp) + " pp=" + std::to_string(p->pp) + " tp=" + std::to_string(p->tp)
+                       : p.status().message();
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("  %4d nodes (%5d ranks): %8.2f ms (min %.2f, max %.2f), %zu candidates -> %s\n", nodes, nodes * 8,
+                ms[ms.size() / 2], ms.front(), ms.back(), considered, verdict.c_str());
+  }
+  return 0;
+}

@@ -1,0 +1,371 @@
+// dayzero plan: choose dp x pp x tp for a model on a topology and show why, from config.json
+// alone (no MPI, no weights; with --model DIR the safetensors headers give the stored dtype).
+// Prints the plan, a per-rank memory table and the rejected candidates; writes plan.json and
+// an HTML report on request. Exit 2 when nothing fits or the input is bad.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "checkpoint/catalog.h"
+#include "cli/commands.h"
+#include "model/registry.h"
+#include "plan/planner.h"
+#include "plan/report.h"
+
+namespace fs = std::filesystem;
+
+namespace dayzero::cli {
+namespace {
+
+using plan::format_bytes;
+
+struct PlanArgs {
+  std::string model_dir, config_path, topology_path;
+  std::optional<int> nodes, gpus_per_node, dp, pp, tp, ep, etp;
+  std::optional<std::string> gpu_mem;
+  std::optional<double> memory_fraction, intra_gbps, inter_gbps, tflops, hbm_gbps;
+  int64_t context = 4096;
+  int batch = 1;
+  std::string headroom = "1GiB";
+  std::string weights_dtype = "as_stored";
+  std::string compute_dtype = "bfloat16";
+  std::string out, report;
+  bool yaml = false;
+};
+
+int fail(const Status& s) {
+  std::cerr << "dayzero plan: " << s.message() << std::endl;
+  return s.exit_code();
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Element size of a torch dtype name ("bfloat16", "torch.float32", "float8_e4m3fn"); 0 when unknown.
+int64_t torch_dtype_size(std::string name) {
+  name = lower(name);
+  if (name.rfind("torch.", 0) == 0) name = name.substr(6);
+  if (name == "float32" || name == "float") return 4;
+  if (name == "bfloat16" || name == "float16" || name == "half") return 2;
+  if (name.rfind("float8", 0) == 0) return 1;
+  return 0;
+}
+
+struct WeightsDtype {
+  int64_t bytes = 2;
+  std::string label;
+};
+
+// as_stored: the checkpoint's dtype holding the most bytes when safetensors are present, else
+// config.json's torch_dtype (or dtype), else bfloat16 with a note.
+Result<WeightsDtype> weights_dtype(const PlanArgs& a, const nlohmann::json& config) {
+  if (a.weights_dtype == "bfloat16") return WeightsDtype{2, "bfloat16"};
+  if (a.weights_dtype == "float32") return WeightsDtype{4, "float32"};
+  if (a.weights_dtype != "as_stored")
+    return Status::InvalidArgument("--weights-dtype " + a.weights_dtype + ": expected as_stored, bfloat16 or float32");
+  if (!a.model_dir.empty() && (fs::exists(fs::path(a.model_dir) / checkpoint::kIndexFileName) ||
+                               fs::exists(fs::path(a.model_dir) / checkpoint::kSingleFileName))) {
+    auto cat = checkpoint::Catalog::open(a.model_dir);
+    if (!cat.ok()) return cat.status();
+    std::map<DType, uint64_t> bytes;
+    for (const auto& t : cat->tensors()) bytes[t.dtype] += t.nbytes;
+    if (!bytes.empty()) {
+      auto most = std::max_element(bytes.begin(), bytes.end(),
+                                   [](const auto& x, const auto& y) { return x.second < y.second; });
+      return WeightsDtype{static_cast<int64_t>(dtype_size(most->first)),
+                          std::string(dtype_name(most->first)) + ", as stored"};
+    }
+  }
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (config.contains(key) && config[key].is_string()) {
+      const std::string name = config[key].get<std::string>();
+      const int64_t size = torch_dtype_size(name);
+      if (size == 0) return Status::Unsupported("config.json " + std::string(key) + " '" + name + "' is not a dtype the planner knows");
+      return WeightsDtype{size, name + ", as stored per config.json"};
+    }
+  }
+  return WeightsDtype{2, "bfloat16, assumed: config.json names no torch_dtype"};
+}
+
+// Table figures in GiB, or MiB when the cap is under 1 GiB (tiny models, CPU budgets).
+struct Unit {
+  double bytes = 1024.0 * 1024 * 1024;
+  const char* name = "GiB";
+};
+Unit unit_for(int64_t cap) { return cap >= (int64_t{1} << 30) ? Unit{} : Unit{1024.0 * 1024, "MiB"}; }
+
+std::string in_unit(int64_t b, const Unit& u, int decimals = 2) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, static_cast<double>(b) / u.bytes);
+  return buf;
+}
+
+std::string ms(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g ms/token", seconds * 1e3);
+  return buf;
+}
+
+// "0-7, 16-23, 32-39, ... (64 ranks)" for a sorted list of ranks.
+std::string rank_ranges(const std::vector<int>& ranks) {
+  std::vector<std::pair<int, int>> runs;
+  for (int r : ranks) {
+    if (!runs.empty() && runs.back().second + 1 == r) runs.back().second = r;
+    else runs.push_back({r, r});
+  }
+  std::string s;
+  const size_t shown = std::min<size_t>(runs.size(), 3);
+  for (size_t i = 0; i < shown; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(runs[i].first);
+    if (runs[i].second != runs[i].first) s += "-" + std::to_string(runs[i].second);
+  }
+  if (runs.size() > shown) s += ", ... (" + std::to_string(ranks.size()) + " ranks)";
+  return s;
+}
+
+std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
+
+std::string sizes(const plan::Candidate& c) {
+  return "dp=" + std::to_string(c.dp) + " pp=" + std::to_string(c.pp) + " tp=" + std::to_string(c.tp);
+}
+
+void print_candidates(const std::vector<plan::Candidate>& cands, const plan::Plan* chosen) {
+  int fit = 0;
+  for (const auto& c : cands) fit += c.feasible;
+  std::cout << "candidates  " << cands.size() << " considered, " << fit << " fit\n";
+  for (const auto& c : cands) {
+    if (!c.feasible) continue;
+    const bool is = chosen && c.dp == chosen->dp && c.pp == chosen->pp && c.tp == chosen->tp;
+    std::cout << "  " << pad(sizes(c), 22) << pad(ms(c.cost), 20) << "max " << pad(format_bytes(c.max_rank_bytes), 12)
+              << (is ? "chosen" : "fits") << "\n";
+  }
+  // Rejections with the same reason for one tp (a layout constraint) are listed once.
+  std::map<std::pair<int, std::string>, std::vector<int>> grouped;
+  std::vector<std::pair<int, std::string>> order;
+  for (const auto& c : cands) {
+    if (c.feasible) continue;
+    if (c.worst_rank >= 0) {
+      std::cout << "  " << pad(sizes(c), 22) << "rejected: " << c.reason << "\n";
+      continue;
+    }
+    const auto key = std::make_pair(c.tp, c.reason);
+    if (!grouped.count(key)) order.push_back(key);
+    grouped[key].push_back(c.pp);
+  }
+  for (const auto& key : order) {
+    std::string pps;
+    for (int pp : grouped[key]) pps += (pps.empty() ? "" : ",") + std::to_string(pp);
+    std::cout << "  " << pad("tp=" + std::to_string(key.first) + " pp=" + pps, 22) << "rejected: " << key.second
+              << "\n";
+  }
+}
+
+void print_plan(const plan::Plan& p) {
+  std::cout << "plan        dp=" << p.dp << " pp=" << p.pp << " tp=" << p.tp << " (ep=" << p.ep << " etp=" << p.etp
+            << "), estimated " << ms(p.cost_per_token_s) << "\n";
+  for (const auto& s : p.stages) {
+    std::string also = s.has_embedding ? "embedding" : "";
+    if (s.has_lm_head) also += std::string(also.empty() ? "" : ", ") + "final norm, lm_head";
+    const int r0 = s.pp * p.tp, r1 = r0 + p.tp - 1;
+    const std::string n0 = p.nodes[p.coord(r0).node], n1 = p.nodes[p.coord(r1).node];
+    std::cout << (s.pp == 0 ? "stages      " : "            ") << pad("pp" + std::to_string(s.pp), 6)
+              << pad("layers [" + std::to_string(s.layer_begin) + ", " + std::to_string(s.layer_end) + ")", 18)
+              << pad(also.empty() ? "" : "+ " + also, 34) << pad("ranks " + std::to_string(r0) + (r1 > r0 ? "-" + std::to_string(r1) : ""), 16)
+              << (n0 == n1 ? n0 : n0 + ".." + n1) << (p.dp > 1 ? " (dp 0)" : "") << "\n";
+  }
+  const Unit u = unit_for(p.memory_cap_bytes);
+  std::cout << "memory      " << u.name << " per rank, identical rows collapsed\n";
+  std::cout << "  " << pad("ranks", 38) << pad("weights", 9) << pad("kv", 8) << pad("act", 8) << pad("headroom", 10)
+            << pad("total", 9) << "of cap\n";
+  std::vector<plan::RankMemory> rows;
+  std::vector<std::vector<int>> who;
+  for (int r = 0; r < p.world_size && r < static_cast<int>(p.memory.size()); ++r) {
+    auto it = std::find(rows.begin(), rows.end(), p.memory[r]);
+    if (it == rows.end()) {
+      rows.push_back(p.memory[r]);
+      who.push_back({r});
+    } else {
+      who[it - rows.begin()].push_back(r);
+    }
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& m = rows[i];
+    char frac[16];
+    std::snprintf(frac, sizeof frac, "%.0f%%", 100.0 * static_cast<double>(m.total()) / static_cast<double>(p.memory_cap_bytes));
+    std::cout << "  " << pad(rank_ranges(who[i]), 38) << pad(in_unit(m.weights, u), 9) << pad(in_unit(m.kv_cache, u), 8)
+              << pad(in_unit(m.activations, u), 8) << pad(in_unit(m.headroom, u), 10) << pad(in_unit(m.total(), u), 9)
+              << frac << "\n";
+  }
+}
+
+Status write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  if (!f) return Status::IoError(path + ": cannot open for writing");
+  f << text;
+  f.close();
+  if (!f) return Status::IoError(path + ": write failed");
+  return Status::Ok();
+}
+
+int run_plan(const PlanArgs& a) {
+  // Model: config.json, adapter, hparams, specs.
+  const std::string config_path = a.config_path.empty() ? (fs::path(a.model_dir) / "config.json").string() : a.config_path;
+  std::ifstream f(config_path);
+  if (!f) return fail(Status::NotFound(config_path + ": cannot open"));
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    return fail(Status::Corrupt(config_path + ": malformed JSON: " + e.what()));
+  }
+  auto adapter = model::find_adapter(config);
+  if (!adapter.ok()) return fail(adapter.status().with_context(config_path));
+  auto hp = (*adapter)->parse_hparams(config);
+  if (!hp.ok()) return fail(hp.status().with_context(config_path));
+
+  plan::PlanRequest req;
+  req.hp = *hp;
+  req.specs = (*adapter)->tensor_specs(req.hp);
+  req.names = plan::edge_names(**adapter, req.hp);
+
+  // Topology: file, then flags.
+  if (!a.topology_path.empty()) {
+    auto t = plan::load_topology(a.topology_path);
+    if (!t.ok()) return fail(t.status());
+    req.topo = *t;
+  }
+  plan::TopologyOverrides o;
+  o.nodes = a.nodes;
+  o.gpus_per_node = a.gpus_per_node;
+  if (a.gpu_mem) {
+    auto b = plan::parse_bytes(*a.gpu_mem);
+    if (!b.ok()) return fail(b.status().with_context("--gpu-mem"));
+    o.device_memory_bytes = *b;
+  }
+  o.memory_fraction = a.memory_fraction;
+  o.intra_node_gbps = a.intra_gbps;
+  o.inter_node_gbps = a.inter_gbps;
+  o.device_tflops = a.tflops;
+  o.device_hbm_gbps = a.hbm_gbps;
+  plan::apply_overrides(req.topo, o);
+  if (req.topo.device_memory_bytes <= 0)
+    return fail(Status::InvalidArgument("the device memory is not given: --gpu-mem 80GiB (or device_memory in --topology)"));
+  if (Status s = plan::validate(req.topo); !s.ok()) return fail(s);
+
+  auto wd = weights_dtype(a, config);
+  if (!wd.ok()) return fail(wd.status());
+  req.bytes_per_weight = wd->bytes;
+  if (a.compute_dtype == "bfloat16" || a.compute_dtype == "float16") req.bytes_per_activation = 2;
+  else if (a.compute_dtype == "float32") req.bytes_per_activation = 4;
+  else return fail(Status::InvalidArgument("--compute-dtype " + a.compute_dtype + ": expected bfloat16, float16 or float32"));
+  auto headroom = plan::parse_bytes(a.headroom);
+  if (!headroom.ok() && a.headroom != "0") return fail(headroom.status().with_context("--headroom"));
+  req.headroom_bytes = headroom.ok() ? *headroom : 0;
+  if (a.context < 1 || a.batch < 1) return fail(Status::InvalidArgument("--context and --batch must be >= 1"));
+  req.max_context_tokens = a.context;
+  req.batch = a.batch;
+  req.dp = a.dp;
+  req.pp = a.pp;
+  req.tp = a.tp;
+  req.ep = a.ep;
+  req.etp = a.etp;
+
+  int64_t params = 0;
+  for (const auto& s : req.specs) params += shape_numel(s.shape);
+  const auto& h = req.hp;
+  std::cout << "model       " << h.family << " from " << config_path << "\n"
+            << "            " << h.n_layer << " layers, hidden " << h.n_embd << ", heads " << h.n_head << "/" << h.n_head_kv
+            << ", head_dim " << h.head_dim << ", ffn " << h.n_ff << ", vocab " << h.n_vocab
+            << (h.tie_embeddings ? " (tied)" : "") << ", " << params << " parameters\n"
+            << "            weights " << wd->bytes << " B/element (" << wd->label << "), KV cache and activations "
+            << a.compute_dtype << ", context " << a.context << " x batch " << a.batch << "\n"
+            << "topology    " << req.topo.nodes << " node(s) x " << req.topo.gpus_per_node << " GPUs = "
+            << req.topo.world_size() << " ranks, " << plan::format_bytes(req.topo.device_memory_bytes)
+            << " per device, cap " << plan::format_bytes(req.topo.memory_cap_bytes()) << " (memory_fraction "
+            << req.topo.memory_fraction << ")\n";
+
+  std::vector<plan::Candidate> cands;
+  auto p = plan::choose_plan(req, &cands);
+  if (!p.ok()) {
+    if (!cands.empty()) print_candidates(cands, nullptr);
+    return fail(p.status());
+  }
+  print_plan(*p);
+  print_candidates(cands, &*p);
+
+  const auto ends_with = [](const std::string& s, const std::string& x) {
+    return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+  };
+  const bool as_yaml = a.yaml || ends_with(a.out, ".yaml") || ends_with(a.out, ".yml");
+  if (!a.out.empty()) {
+    if (Status s = write_file(a.out, as_yaml ? plan::to_yaml(*p) : plan::to_json(*p).dump(2) + "\n"); !s.ok()) return fail(s);
+    std::cout << "wrote       " << a.out << "\n";
+  } else if (a.yaml) {
+    std::cout << plan::to_yaml(*p);
+  }
+  if (!a.report.empty()) {
+    plan::ReportOptions ro;
+    ro.title = "dayzero plan: " + (a.model_dir.empty() ? config_path : a.model_dir);
+    ro.notes.push_back(h.family + ", " + std::to_string(h.n_layer) + " layers, " + std::to_string(params) +
+                       " parameters; weights " + wd->label + "; context " + std::to_string(a.context) + " x batch " +
+                       std::to_string(a.batch));
+    ro.notes.push_back(std::to_string(req.topo.nodes) + " node(s) x " + std::to_string(req.topo.gpus_per_node) +
+                       " GPUs, " + plan::format_bytes(req.topo.device_memory_bytes) + " per device");
+    ro.candidates = cands;
+    if (Status s = write_file(a.report, plan::render_html_report(*p, req.topo, ro)); !s.ok()) return fail(s);
+    std::cout << "wrote       " << a.report << "\n";
+  }
+  std::cout << std::flush;
+  return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, Commands& commands) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand("plan", "Choose dp x pp x tp for a model on a topology (config.json is enough)");
+  auto* model = cmd->add_option("--model", a->model_dir, "Model folder (config.json; safetensors headers if present)");
+  auto* config = cmd->add_option("--config", a->config_path, "A config.json alone");
+  model->excludes(config);
+  cmd->add_option("--topology", a->topology_path, "Topology YAML (flags below override it)");
+  cmd->add_option("--nodes", a->nodes, "Nodes")->check(CLI::PositiveNumber);
+  cmd->add_option("--gpus-per-node", a->gpus_per_node, "GPUs (ranks) per node")->check(CLI::PositiveNumber);
+  cmd->add_option("--gpu-mem", a->gpu_mem, "Memory per device, e.g. 80GiB (on CPU: the per-rank budget)");
+  cmd->add_option("--memory-fraction", a->memory_fraction, "Share of device memory a plan may use (default 0.9)");
+  cmd->add_option("--dp", a->dp, "Fix the data-parallel size");
+  cmd->add_option("--pp", a->pp, "Fix the number of pipeline stages");
+  cmd->add_option("--tp", a->tp, "Fix the tensor-parallel size");
+  cmd->add_option("--ep", a->ep, "Fix the expert-parallel size (ep x etp = tp)");
+  cmd->add_option("--etp", a->etp, "Fix the expert tensor-parallel size");
+  cmd->add_option("--context", a->context, "Longest context in tokens (KV cache, prefill)")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "Sequences resident at once")->capture_default_str();
+  cmd->add_option("--weights-dtype", a->weights_dtype, "as_stored | bfloat16 | float32")->capture_default_str();
+  cmd->add_option("--compute-dtype", a->compute_dtype, "KV cache and activations: bfloat16 | float16 | float32")
+      ->capture_default_str();
+  cmd->add_option("--headroom", a->headroom, "Fixed reserve per rank")->capture_default_str();
+  cmd->add_option("--intra-gbps", a->intra_gbps, "GB/s inside a node (default 450)");
+  cmd->add_option("--inter-gbps", a->inter_gbps, "GB/s between nodes (default 50)");
+  cmd->add_option("--tflops", a->tflops, "TFLOP/s per device (default 400)");
+  cmd->add_option("--hbm-gbps", a->hbm_gbps, "Device memory GB/s (default 3350)");
+  cmd->add_option("--out", a->out, "Write the plan: JSON, or YAML for .yaml/.yml");
+  cmd->add_flag("--yaml", a->yaml, "YAML for --out; without --out, print the plan as YAML");
+  cmd->add_option("--report", a->report, "Write an HTML report");
+  cmd->callback([&commands, a, model, config] {
+    commands.action = [a, model, config] {
+      if (model->count() == 0 && config->count() == 0)
+        return fail(Status::InvalidArgument("give --model DIR or --config config.json"));
+      return run_plan(*a);
+    };
+  });
+}
+
+}  // namespace dayzero::cli
