@@ -43,12 +43,12 @@ struct PlanRequest {
 // model of docs/planner.md); +inf when rejected by a constraint.
 struct Candidate {
   int dp = 1, pp = 1, tp = 1;
-  int ep = 1, etp = 1;
   bool feasible = false;
   std::string reason;
   double cost = 0;
   int64_t max_rank_bytes = 0;
   int worst_rank = -1;
+  int ep = 1, etp = 1;
 };
 
 // The plan of the lowest cost; ties go to fewer stages, then smaller tp. `considered` (may be

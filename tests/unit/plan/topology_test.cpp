@@ -119,7 +119,7 @@ TEST(Report, SelfContainedWithGridAndBars) {
   t.gpus_per_node = 4;
   ReportOptions o;
   o.title = "tiny <llama>";
-  o.candidates.push_back({1, 2, 4, 1, 4, false, "needs 1 GiB", 0, 0, -1});
+  o.candidates.push_back({1, 2, 4, false, "needs 1 GiB", 0, 0, -1});
   const std::string html = render_html_report(p, t, o);
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_NE(html.find("tiny &lt;llama&gt;"), std::string::npos);
