@@ -321,8 +321,14 @@ Status Parser::parse_parallel(const YAML::Node& n) {
 }
 
 Status Parser::parse_topology(const YAML::Node& n) {
-  DZ_RETURN_IF_ERROR(check_map(n, "topology", {"device_memory_gib", "memory_fraction", "nodes", "gpus_per_node"}));
+  DZ_RETURN_IF_ERROR(
+      check_map(n, "topology", {"file", "device_memory_gib", "memory_fraction", "nodes", "gpus_per_node"}));
   TopologyConfig& t = cfg_->topology;
+  if (given(n["file"])) {
+    std::string file;
+    DZ_RETURN_IF_ERROR(get_string(n["file"], "topology.file", &file));
+    t.file = resolve_path(cfg_->base_dir, file);
+  }
   DZ_RETURN_IF_ERROR(get_opt_double(n["device_memory_gib"], "topology.device_memory_gib", &t.device_memory_gib));
   DZ_RETURN_IF_ERROR(get_opt_double(n["memory_fraction"], "topology.memory_fraction", &t.memory_fraction));
   DZ_RETURN_IF_ERROR(get_opt_int(n["nodes"], "topology.nodes", &t.nodes));

@@ -48,6 +48,7 @@ struct ParallelConfig {
 
 // Overrides of topology discovery. On CPU device_memory_gib is the per-rank budget.
 struct TopologyConfig {
+  std::optional<std::string> file;          // a topology YAML (plan/topology.h), resolved like model.path
   std::optional<double> device_memory_gib;  // > 0
   std::optional<double> memory_fraction;    // in (0, 1]
   std::optional<int> nodes;                 // >= 1

@@ -59,8 +59,8 @@ Status write_file(const fs::path& p, const std::string& text) {
 
 // The topology of this job: nodes from the ranks' host names, ranks per node as GPUs per node,
 // and the per-rank memory budget (run config, else this node's memory shared by its ranks).
-// Collective over MPI_COMM_WORLD; every rank gets the same value.
-plan::Topology discover_topology(const comm::MpiEnv& env, const config::TopologyConfig& tc) {
+// Collective over MPI_COMM_WORLD; every rank gets the same value (or the same error).
+Result<plan::Topology> discover_topology(const comm::MpiEnv& env, const config::TopologyConfig& tc) {
   std::vector<std::string> hosts = comm::all_gather_strings(env.hostname());
   plan::Topology t;
   std::vector<std::string> names;
@@ -71,7 +71,12 @@ plan::Topology discover_topology(const comm::MpiEnv& env, const config::Topology
   t.gpus_per_node = (env.world_size() + t.nodes - 1) / t.nodes;
   int64_t budget = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / std::max(1, env.local_size());
   budget = comm::all_reduce_min(budget);
-  t.device_memory_bytes = tc.device_memory_gib ? static_cast<int64_t>(*tc.device_memory_gib * (1LL << 30)) : budget;
+  t.device_memory_bytes = budget;
+  // A topology file replaces what was discovered; the run config's keys override both.
+  if (tc.file) {
+    DZ_ASSIGN_OR_RETURN(t, plan::load_topology(*tc.file, t));
+  }
+  if (tc.device_memory_gib) t.device_memory_bytes = static_cast<int64_t>(*tc.device_memory_gib * (1LL << 30));
   if (tc.memory_fraction) t.memory_fraction = *tc.memory_fraction;
   if (tc.nodes) t.nodes = *tc.nodes;
   if (tc.gpus_per_node) t.gpus_per_node = *tc.gpus_per_node;
@@ -195,7 +200,7 @@ Status Run::make_plan() {
   req.hp = model_.hp;
   req.specs = model_.specs;
   req.names = plan::edge_names(*model_.adapter, model_.hp);
-  req.topo = discover_topology(env_, cfg_.topology);
+  DZ_ASSIGN_OR_RETURN(req.topo, discover_topology(env_, cfg_.topology));
   req.world_size = env_.world_size();
   req.dp = cfg_.parallel.dp;
   req.pp = cfg_.parallel.pp;
