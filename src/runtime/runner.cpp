@@ -121,7 +121,7 @@ class Run {
   Status check_coverage();
   Status run_prompts();
   Status finish();
-  void print_summary() const;
+  std::string summary_text() const;
   int fail(const Status& s);
   // Called by the watchdog thread just before the job ends: leaves the reason in the event log.
   void on_abort(const std::string& why);
@@ -250,8 +250,14 @@ Status Run::make_plan() {
   for (size_t i = 0; i < prompts_.size(); ++i)
     if (static_cast<int>(i) % plan_.dp == me.dp) mine.push_back(std::move(prompts_[i]));
   prompts_ = std::move(mine);
-  if (env_.rank() == 0)
-    DZ_LOG_INFO("plan: dp={} pp={} tp={} over {} rank(s)", plan_.dp, plan_.pp, plan_.tp, plan_.world_size);
+  if (env_.rank() == 0) {
+    std::string stages;
+    for (const auto& st : plan_.stages)
+      stages += " | stage " + std::to_string(st.pp) + ": layers " + std::to_string(st.layer_begin) + "-" +
+                std::to_string(st.layer_end - 1) + (st.has_embedding ? " +embedding" : "") +
+                (st.has_lm_head ? " +lm_head" : "");
+    DZ_LOG_INFO("plan: dp={} pp={} tp={} over {} rank(s){}", plan_.dp, plan_.pp, plan_.tp, plan_.world_size, stages);
+  }
   return Status::Ok();
 }
 
@@ -454,7 +460,7 @@ Status Run::finish() {
   return writer_->close();
 }
 
-void Run::print_summary() const {
+std::string Run::summary_text() const {
   // Each rank prints its own prompts; rank 0 adds the job-wide lines.
   std::ostringstream os;
   double prefill_s = 0, decode_s = 0;
@@ -483,8 +489,7 @@ void Run::print_summary() const {
                 decode_s, decode_s > 0 ? static_cast<double>(decode_tok) / decode_s : 0.0,
                 static_cast<double>(mem.peak_bytes) / (1 << 20));
   os << buf;
-  if (env_.rank() == 0) os << "dump: " << run_dir_ << "\n";
-  std::cout << os.str() << std::flush;
+  return os.str();
 }
 
 int Run::fail(const Status& s) {
@@ -522,10 +527,12 @@ int Run::execute() {
   heartbeat_->set_phase("done");
   heartbeat_->set_current("");
   heartbeat_->stop();
-  // Prompt outputs in rank order so a multi-rank job prints deterministically.
-  for (int r = 0; r < env_.world_size(); ++r) {
-    if (r == env_.rank()) print_summary();
-    MPI_Barrier(MPI_COMM_WORLD);
+  // Every rank's summary goes to rank 0, which prints them in rank order: output forwarded
+  // by the launcher from several ranks would interleave.
+  const std::vector<std::string> summaries = comm::all_gather_strings(summary_text());
+  if (env_.rank() == 0) {
+    for (const auto& text : summaries) std::cout << text;
+    std::cout << "dump: " << run_dir_ << "\n" << std::flush;
   }
   std::string failed;
   for (const PromptRun& pr : prompts_)
