@@ -49,8 +49,16 @@ def make_golden(dayzero, yaml_path):
         ids = tok.encode(PROMPT, add_special_tokens=False).ids
         model = transformers.AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
         model.eval()
+        # MoE routers return (router_logits, weights, top-k ids): keep them per layer.
+        routers = {}
+        for i, layer in enumerate(model.model.layers):
+            moe = getattr(layer, "block_sparse_moe", None) or getattr(layer, "mlp", None)
+            gate = getattr(moe, "gate", None)
+            if gate is not None and hasattr(gate, "top_k"):
+                gate.register_forward_hook(lambda mod, inp, out, i=i: routers.__setitem__(i, out))
         with torch.no_grad():
             out = model(torch.tensor([ids]), output_hidden_states=True)
+        prompt_routers = dict(routers)  # the prompt's routing; the greedy passes below overwrite the hooks' dict
         hs = out.hidden_states  # (embeddings, layer 0 .. n-2 outputs, final norm of layer n-1)
         n_layer = model.config.num_hidden_layers
         assert len(hs) == n_layer + 1
@@ -63,6 +71,9 @@ def make_golden(dayzero, yaml_path):
         }
         for layer in range(n_layer - 1):
             tensors[f"layers.{layer}.layer_out"] = hs[layer + 1][0].numpy().astype(np.float32)
+        for layer, (logits, _, top_ids) in prompt_routers.items():
+            tensors[f"layers.{layer}.router_logits"] = logits.numpy().astype(np.float32)
+            tensors[f"layers.{layer}.topk_ids"] = top_ids.numpy().astype(np.float32)
         meta = {
             "magic": "dayzero-golden",
             "version": "1",

@@ -29,6 +29,9 @@ struct WeightRecord {
   uint64_t checksum = 0;                 // xxh64 (seed 0) of the on-disk bytes read, in read order
   int64_t nan_count = 0, inf_count = 0;  // in the converted f32 values
   uint64_t reads = 0;                    // read calls issued (a column slice costs one per row)
+  // Bytes of companion tensors read with this one (an FP8 weight's scale_inv, fp8.h); they are
+  // not in ranges, bytes_read, checksum or reads.
+  uint64_t aux_bytes_read = 0;
 };
 
 // The whole tensor `name` as a host F32 tensor of its shape. rec (may be null) is overwritten.

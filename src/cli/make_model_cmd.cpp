@@ -16,7 +16,7 @@ void add_make_model_command(CLI::App& app, Commands& commands) {
   CLI::App* cmd = app.add_subcommand("make-model", "Write a seeded random checkpoint of a supported family");
   cmd->add_option("--out", a->o.out_dir, "Output folder")->required();
   cmd->add_option("--config", a->yaml, "YAML with sizes (flags given on the command line win)");
-  cmd->add_option("--family,--arch", a->o.family, "Model family (llama, qwen2, qwen3)");
+  cmd->add_option("--family,--arch", a->o.family, "Model family (llama, qwen2, qwen3, mixtral, qwen3_moe)");
   cmd->add_option("--n-vocab", a->o.shape.n_vocab, "Vocabulary size (grown to cover the tokenizer)");
   cmd->add_option("--n-embd", a->o.shape.n_embd, "Hidden size");
   cmd->add_option("--n-layer", a->o.shape.n_layer, "Decoder layers");
@@ -24,6 +24,9 @@ void add_make_model_command(CLI::App& app, Commands& commands) {
   cmd->add_option("--n-head-kv", a->o.shape.n_head_kv, "Key/value heads");
   cmd->add_option("--head-dim", a->o.shape.head_dim, "Head size (default n_embd / n_head)");
   cmd->add_option("--n-ff", a->o.shape.n_ff, "MLP intermediate size");
+  cmd->add_option("--n-expert", a->o.shape.n_expert, "Routed experts per MoE layer (MoE families)");
+  cmd->add_option("--n-expert-used", a->o.shape.n_expert_used, "Experts per token (MoE families)");
+  cmd->add_option("--n-ff-expert", a->o.shape.n_ff_expert, "Intermediate size of one expert (qwen3_moe)");
   cmd->add_flag("--tie-embeddings", a->o.shape.tie_embeddings, "Share embedding and lm_head");
   cmd->add_option("--dtype", a->dtype, "bfloat16 (default), float16 or float32");
   cmd->add_option("--shards", a->o.shards, "Number of safetensors shards (> 1 writes an index)");
@@ -50,6 +53,9 @@ void add_make_model_command(CLI::App& app, Commands& commands) {
         if (!given("--n-head-kv")) o.shape.n_head_kv = from_yaml.shape.n_head_kv;
         if (!given("--head-dim")) o.shape.head_dim = from_yaml.shape.head_dim;
         if (!given("--n-ff")) o.shape.n_ff = from_yaml.shape.n_ff;
+        if (!given("--n-expert")) o.shape.n_expert = from_yaml.shape.n_expert;
+        if (!given("--n-expert-used")) o.shape.n_expert_used = from_yaml.shape.n_expert_used;
+        if (!given("--n-ff-expert")) o.shape.n_ff_expert = from_yaml.shape.n_ff_expert;
         if (!given("--tie-embeddings")) o.shape.tie_embeddings = from_yaml.shape.tie_embeddings;
         if (!given("--shards")) o.shards = from_yaml.shards;
         if (!given("--seed")) o.seed = from_yaml.seed;

@@ -46,6 +46,7 @@ struct LayerContext {
 struct ModelShape {
   int64_t n_vocab = 512, n_embd = 64, n_layer = 2, n_head = 4, n_head_kv = 2, head_dim = 0, n_ff = 128;
   int64_t max_position = 2048;
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0;  // MoE families
   double rope_theta = 10000.0;
   bool tie_embeddings = false;
   int32_t bos_id = -1, eos_id = -1;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <algorithm>
 #include <vector>
 
 #include "core/status.h"
@@ -39,7 +40,17 @@ struct HParams {
   bool attn_out_bias = false;  // o projection carries a bias (llama attention_bias)
   bool mlp_bias = false;
   bool qk_norm = false;        // per-head RMSNorm of q and k before RoPE (qwen3)
+  // Mixture of experts (0 experts: dense).
+  int64_t n_expert = 0;           // routed experts per MoE layer
+  int64_t n_expert_used = 0;      // top-k
+  int64_t n_ff_expert = 0;        // intermediate size of one expert
+  bool norm_topk_prob = true;     // renormalise the top-k probabilities to sum to 1
+  std::vector<int> dense_layers;  // layers with a dense MLP instead of experts
   nlohmann::json raw;          // config.json as read
+
+  bool is_moe_layer(int layer) const {
+    return n_expert > 0 && std::find(dense_layers.begin(), dense_layers.end(), layer) == dense_layers.end();
+  }
 };
 
 // RoPE inverse frequencies [head_dim / 2], including the llama3/linear scaling of HF's

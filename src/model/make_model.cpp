@@ -262,6 +262,9 @@ Status read_make_model_yaml(const std::string& path, MakeModelOptions& o) {
       else if (key == "n_head_kv") o.shape.n_head_kv = v.as<int64_t>();
       else if (key == "head_dim") o.shape.head_dim = v.as<int64_t>();
       else if (key == "n_ff") o.shape.n_ff = v.as<int64_t>();
+      else if (key == "n_expert") o.shape.n_expert = v.as<int64_t>();
+      else if (key == "n_expert_used") o.shape.n_expert_used = v.as<int64_t>();
+      else if (key == "n_ff_expert") o.shape.n_ff_expert = v.as<int64_t>();
       else if (key == "max_position") o.shape.max_position = v.as<int64_t>();
       else if (key == "rope_theta") o.shape.rope_theta = v.as<double>();
       else if (key == "tie_embeddings") o.shape.tie_embeddings = v.as<bool>();

@@ -11,6 +11,8 @@ const std::vector<const Adapter*>& table() {
       &llama_adapter(),
       &qwen2_adapter(),
       &qwen3_adapter(),
+      &mixtral_adapter(),
+      &qwen3_moe_adapter(),
   };
   return kAdapters;
 }

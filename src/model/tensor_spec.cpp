@@ -21,4 +21,11 @@ std::string layer_tensor_name(const std::string& tmpl, int layer) {
   return out;
 }
 
+std::string expert_tensor_name(const std::string& tmpl, int layer, int expert) {
+  std::string out = layer_tensor_name(tmpl, layer);
+  const auto pos = out.find("{E}");
+  if (pos != std::string::npos) out.replace(pos, 3, std::to_string(expert));
+  return out;
+}
+
 }  // namespace dayzero::model

@@ -28,9 +28,16 @@ struct TensorSpec {
   // attention projections, so a rank always holds whole heads. When tp exceeds the number of
   // blocks (kv heads < tp) each rank holds one block, shared by tp / blocks ranks.
   int64_t shard_block = 1;
+  // kExpertOwned: which routed expert of how many; the rank owning it splits it etp ways
+  // along expert_split_dim (0 for gate/up, 1 for down), -1 when never split.
+  int expert = -1;
+  int n_expert = 0;
+  int expert_split_dim = -1;
 };
 
 // Expands "model.layers.{L}.mlp.up_proj.weight" with L (one template helper for every adapter).
 std::string layer_tensor_name(const std::string& tmpl, int layer);
+// Expands {L} and {E} ("model.layers.{L}.mlp.experts.{E}.up_proj.weight").
+std::string expert_tensor_name(const std::string& tmpl, int layer, int expert);
 
 }  // namespace dayzero::model

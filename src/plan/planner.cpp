@@ -78,6 +78,7 @@ Tables build_tables(const PlanRequest& req, int tp) {
   const int64_t bpe = req.bytes_per_weight;
   Tables tb;
   tb.tp = tp;
+  const EpSplit eps = *ep_split(req, tp);
   std::vector<std::vector<int64_t>> per_layer(tp, std::vector<int64_t>(n, 0));
   for (auto& e : tb.edge) e.assign(tp, 0);
   tb.lm_head.assign(tp, 0);
@@ -90,7 +91,7 @@ Tables build_tables(const PlanRequest& req, int tp) {
     if (!in_layers)
       for (int k = 0; k < 3; ++k) held[k] = stage_holds(s, req.hp, probes[k], req.names);
     for (int t = 0; t < tp; ++t) {
-      const int64_t b = slice_bytes(s, tp_slice(s, tp, t), bpe);
+      const int64_t b = slice_bytes(s, rank_slice(s, tp, eps.ep, eps.etp, t), bpe);
       if (in_layers) {
         per_layer[t][s.layer] += b;
         continue;
@@ -309,6 +310,7 @@ Status check_layout(const PlanRequest& req, int pp, int tp) {
                                    " GPUs of a node (a tp group would span nodes)");
   auto ep = ep_split(req, tp);
   if (!ep.ok()) return ep.status();
+  for (const auto& s : req.specs) DZ_RETURN_IF_ERROR(check_experts(s, ep->ep, ep->etp));
   if (pp > req.hp.n_layer)
     return Status::InvalidArgument(std::to_string(pp) + " stages for " + std::to_string(req.hp.n_layer) +
                                    " layers (every stage needs one)");

@@ -108,11 +108,37 @@ Slice tp_slice(const model::TensorSpec& spec, int tp_size, int tp_rank) {
   return {};
 }
 
+Status check_experts(const model::TensorSpec& spec, int ep, int etp) {
+  if (spec.rule != model::ShardRule::kExpertOwned || spec.expert < 0) return Status::Ok();
+  if (spec.n_expert % ep != 0)
+    return Status::InvalidArgument(std::to_string(spec.n_expert) + " experts are not divisible by ep=" +
+                                   std::to_string(ep));
+  if (etp > 1 && spec.expert_split_dim >= 0 && spec.shape[spec.expert_split_dim] % etp != 0)
+    return Status::InvalidArgument(spec.name + " " + shape_str(spec.shape) + ": dim " +
+                                   std::to_string(spec.expert_split_dim) + " is not divisible by etp=" +
+                                   std::to_string(etp));
+  return Status::Ok();
+}
+
+Slice rank_slice(const model::TensorSpec& spec, int tp, int ep, int etp, int tp_rank) {
+  if (spec.rule != model::ShardRule::kExpertOwned || spec.expert < 0) return tp_slice(spec, tp, tp_rank);
+  // Routed experts: contiguous blocks of n_expert / ep per ep rank, each split etp ways;
+  // tp_rank = ep_rank * etp + etp_rank (comm/groups.h).
+  const Status ok = check_experts(spec, ep, etp);
+  DZ_CHECK(ok.ok(), ok.message());
+  const int ep_rank = tp_rank / etp, etp_rank = tp_rank % etp;
+  if (spec.expert / (spec.n_expert / ep) != ep_rank) return {};
+  if (etp == 1 || spec.expert_split_dim < 0) return {true, -1, 0, 0};
+  const int dim = spec.expert_split_dim;
+  const int64_t per = spec.shape[dim] / etp;
+  return make_slice(spec, dim, etp_rank * per, (etp_rank + 1) * per);
+}
+
 Slice slice_for(const model::TensorSpec& spec, const model::HParams& hp, const Plan& plan, int rank,
                 const EdgeNames& names) {
   DZ_CHECK(rank >= 0 && rank < plan.world_size, "rank " << rank << " of a world of " << plan.world_size);
   if (!stage_holds(spec, hp, plan.stage_of(rank), names)) return {};
-  return tp_slice(spec, plan.tp, plan.coord(rank).tp);
+  return rank_slice(spec, plan.tp, plan.ep, plan.etp, plan.coord(rank).tp);
 }
 
 int64_t slice_bytes(const model::TensorSpec& spec, const Slice& slice, int64_t bytes_per_element) {

@@ -55,6 +55,12 @@ bool stage_holds(const model::TensorSpec& spec, const model::HParams& hp, const 
 //     past the end is empty but held).
 // REQUIRES: check_tp(spec, tp) is ok (DZ_CHECK otherwise); 0 <= tp_rank < tp_size.
 Slice tp_slice(const model::TensorSpec& spec, int tp_size, int tp_rank);
+// tp_slice, except routed experts (kExpertOwned with an expert index): held by the ep rank of
+// their block of n_expert / ep, split etp ways along expert_split_dim; tp_rank = ep_rank * etp
+// + etp_rank. REQUIRES: check_experts ok.
+Slice rank_slice(const model::TensorSpec& spec, int tp, int ep, int etp, int tp_rank);
+// Whether ep and etp can split this expert tensor (a reason when not).
+Status check_experts(const model::TensorSpec& spec, int ep, int etp);
 
 // The slice `rank` holds under `plan`: stage_holds for its stage, then tp_slice for its tp
 // coordinate. REQUIRES: 0 <= rank < plan.world_size and a tp size check_tp accepts.

@@ -256,7 +256,8 @@ Status Run::make_plan() {
       stages += " | stage " + std::to_string(st.pp) + ": layers " + std::to_string(st.layer_begin) + "-" +
                 std::to_string(st.layer_end - 1) + (st.has_embedding ? " +embedding" : "") +
                 (st.has_lm_head ? " +lm_head" : "");
-    DZ_LOG_INFO("plan: dp={} pp={} tp={} over {} rank(s){}", plan_.dp, plan_.pp, plan_.tp, plan_.world_size, stages);
+    DZ_LOG_INFO("plan: dp={} pp={} tp={} (ep={} etp={}) over {} rank(s){}", plan_.dp, plan_.pp, plan_.tp, plan_.ep,
+                plan_.etp, plan_.world_size, stages);
   }
   return Status::Ok();
 }

@@ -1,5 +1,6 @@
-// The tiny llama, qwen2 and qwen3 models against Hugging Face transformers (CPU, float32):
-// per-layer hidden states, last-position logits and greedy tokens. The goldens were made
+// The tiny llama, qwen2, qwen3, mixtral and qwen3_moe models against Hugging Face transformers
+// (CPU, float32): per-layer hidden states, router logits and top-k expert ids, last-position
+// logits and greedy tokens. The goldens were made
 // once by tools/make_hf_goldens.py from the same make-model sizes and seeds; this test
 // regenerates the checkpoint, runs `dayzero run` on the golden's prompt ids and compares.
 #include <cmath>
@@ -67,7 +68,7 @@ TEST_P(HfGolden, MatchesTransformers) {
                                "prompts:\n  - {id: golden, tokens: [" + ids + "]}\n"
                                "generate: {max_new_tokens: " + std::to_string(n_greedy) + ", stop_at_eos: false}\n"
                                "dump:\n  dir: " + (dir / "run").string() + "\n"
-                               "  activations: {layers: all, points: [embed, layer_out, final_norm], phase: prefill}\n");
+                               "  activations: {layers: all, points: [embed, layer_out, final_norm, router_logits, topk_ids], phase: prefill}\n");
   const Outcome o = run_dayzero("run " + (dir / "run.yaml").string());
   ASSERT_EQ(o.exit_code, 0) << o.output;
 
@@ -93,7 +94,7 @@ TEST_P(HfGolden, MatchesTransformers) {
   EXPECT_EQ(greedy, g.t.at("greedy_ids")) << family << " greedy tokens; " << made_by;
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfGolden, ::testing::Values("llama", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Families, HfGolden, ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "qwen3_moe"));
 
 }  // namespace
 }  // namespace dayzero::e2e

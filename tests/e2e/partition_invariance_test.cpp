@@ -37,7 +37,9 @@ std::string sizes_yaml(const std::string& family) {
                   "n_vocab: 512\nn_embd: 64\nn_layer: " + std::to_string(kLayers) + "\n"
                   "n_head: 4\nn_head_kv: 2\nn_ff: 128\nseed: 23\n";
   // qwen3's q/k norms over a head_dim that does not divide n_embd / n_head.
-  if (family == "qwen3") y += "head_dim: 32\n";
+  if (family == "qwen3" || family == "qwen3_moe") y += "head_dim: 32\n";
+  // Routed experts: 8, top-2, so ep = 4 still gives every rank two experts.
+  if (family == "mixtral" || family == "qwen3_moe") y += "n_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n";
   return y;
 }
 
@@ -58,6 +60,7 @@ std::string run_config(const fs::path& model, const std::string& parallel) {
 struct PlanCase {
   const char* name;
   int dp, pp, tp;
+  int ep = 0;  // MoE: experts split over ep of the tp ranks (etp = tp / ep); 0 leaves it to the planner
   int world() const { return dp * pp * tp; }
 };
 
@@ -67,6 +70,14 @@ const PlanCase kPlans[] = {
     {"tp2", 1, 1, 2},     {"tp4", 1, 1, 4},       {"pp2", 1, 2, 1}, {"pp4", 1, 4, 1},
     {"tp2_pp2", 1, 2, 2}, {"dp2_tp2", 2, 1, 2},   {"pp3", 1, 3, 1},
 };
+
+// Expert parallel plans for the MoE families: tp = ep x etp inside a stage.
+const PlanCase kMoePlans[] = {
+    {"tp2_ep2", 1, 1, 2, 2},  {"tp2_ep1_etp2", 1, 1, 2, 1}, {"tp4_ep2_etp2", 1, 1, 4, 2},
+    {"tp4_ep4", 1, 1, 4, 4},  {"pp2_tp2_ep2", 1, 2, 2, 2},  {"dp2_tp2_ep2", 2, 1, 2, 2},
+};
+
+bool is_moe(const std::string& family) { return family == "mixtral" || family == "qwen3_moe"; }
 
 // ||got - want|| / ||want|| (0 when both are zero).
 double rel_l2(const std::vector<float>& want, const std::vector<float>& got) {
@@ -176,14 +187,16 @@ TEST_P(PartitionInvariance, MatchesOneRank) {
   const FamilyModel& m = family_model(family);
   ASSERT_FALSE(HasFailure()) << family << ": the reference run failed";
   const MergedDump& want = m.reference;
-  ASSERT_EQ(want.size(), kReferenceKeys) << family << ": the reference run lacks keys";
+  // MoE layers add router_logits and topk_ids per layer, prompt and phase.
+  const size_t moe_keys = is_moe(family) ? 2u * kLayers * 3 * 2 : 0;
+  ASSERT_EQ(want.size(), kReferenceKeys + moe_keys) << family << ": the reference run lacks keys";
   ASSERT_EQ(want.count("activations/raw/decode/layers.3.layer_out"), 1u);
 
   const fs::path config = m.dir / (std::string(plan_case.name) + ".yaml");
   const fs::path run_dir = m.dir / (std::string("run-") + plan_case.name);
   write_file(config, run_config(m.model, "{dp: " + std::to_string(plan_case.dp) + ", pp: " +
                                              std::to_string(plan_case.pp) + ", tp: " + std::to_string(plan_case.tp) +
-                                             "}"));
+                                             (plan_case.ep ? ", ep: " + std::to_string(plan_case.ep) : "") + "}"));
   const Outcome o = run_dayzero_mpi(plan_case.world(), "run " + config.string() + " --dump-dir " + run_dir.string());
   ASSERT_EQ(o.exit_code, 0) << label << "\n" << o.output;
 
@@ -194,6 +207,10 @@ TEST_P(PartitionInvariance, MatchesOneRank) {
   EXPECT_EQ(plan.value("dp", -1), plan_case.dp) << label;
   EXPECT_EQ(plan.value("pp", -1), plan_case.pp) << label;
   EXPECT_EQ(plan.value("tp", -1), plan_case.tp) << label;
+  if (plan_case.ep) {
+    EXPECT_EQ(plan.value("ep", -1), plan_case.ep) << label;
+    EXPECT_EQ(plan.value("etp", -1), plan_case.tp / plan_case.ep) << label;
+  }
   ASSERT_EQ(plan.at("stages").size(), static_cast<size_t>(plan_case.pp)) << label;
   int next_layer = 0;
   for (const json& s : plan.at("stages")) {
@@ -272,6 +289,9 @@ std::string case_name(const ::testing::TestParamInfo<PartitionInvariance::ParamT
 
 INSTANTIATE_TEST_SUITE_P(Plans, PartitionInvariance,
                          ::testing::Combine(::testing::Values("llama", "qwen3"), ::testing::ValuesIn(kPlans)),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(MoePlans, PartitionInvariance,
+                         ::testing::Combine(::testing::Values("mixtral", "qwen3_moe"), ::testing::ValuesIn(kMoePlans)),
                          case_name);
 
 }  // namespace

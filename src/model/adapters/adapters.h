@@ -7,4 +7,6 @@ namespace dayzero::model {
 const Adapter& llama_adapter();
 const Adapter& qwen2_adapter();
 const Adapter& qwen3_adapter();
+const Adapter& mixtral_adapter();
+const Adapter& qwen3_moe_adapter();
 }  // namespace dayzero::model

@@ -44,7 +44,7 @@ MlpNames mlp_names(const HParams& hp, int layer) {
 
 }  // namespace
 
-std::vector<TensorSpec> dense_decoder_specs(const HParams& hp, int layer) {
+std::vector<TensorSpec> dense_decoder_specs(const HParams& hp, int layer, bool with_mlp) {
   const int64_t d = hp.n_embd, hd = hp.head_dim, q_out = hp.n_head * hd, kv_out = hp.n_head_kv * hd;
   const AttentionNames a = attention_names(hp, layer);
   const MlpNames m = mlp_names(hp, layer);
@@ -56,10 +56,12 @@ std::vector<TensorSpec> dense_decoder_specs(const HParams& hp, int layer) {
       {a.v, {kv_out, d}, R::kSplitDim0, layer, hd},
       {a.o, {d, q_out}, R::kSplitDim1, layer, hd},
       {L("model.layers.{L}.post_attention_layernorm.weight", layer), {d}, R::kReplicated, layer},
-      {m.gate, {hp.n_ff, d}, R::kSplitDim0, layer},
-      {m.up, {hp.n_ff, d}, R::kSplitDim0, layer},
-      {m.down, {d, hp.n_ff}, R::kSplitDim1, layer},
   };
+  if (with_mlp) {
+    s.push_back({m.gate, {hp.n_ff, d}, R::kSplitDim0, layer});
+    s.push_back({m.up, {hp.n_ff, d}, R::kSplitDim0, layer});
+    s.push_back({m.down, {d, hp.n_ff}, R::kSplitDim1, layer});
+  }
   if (hp.attn_qkv_bias) {
     s.push_back({a.q_bias, {q_out}, R::kSplitDim0, layer, hd});
     s.push_back({a.k_bias, {kv_out}, R::kSplitDim0, layer, hd});
@@ -70,7 +72,7 @@ std::vector<TensorSpec> dense_decoder_specs(const HParams& hp, int layer) {
     s.push_back({a.q_norm, {hd}, R::kReplicated, layer});
     s.push_back({a.k_norm, {hd}, R::kReplicated, layer});
   }
-  if (hp.mlp_bias) {
+  if (hp.mlp_bias && with_mlp) {
     s.push_back({m.gate_bias, {hp.n_ff}, R::kSplitDim0, layer});
     s.push_back({m.up_bias, {hp.n_ff}, R::kSplitDim0, layer});
     s.push_back({m.down_bias, {d}, R::kReplicated, layer});
@@ -87,7 +89,7 @@ std::vector<TensorSpec> dense_model_specs(const HParams& hp) {
   return s;
 }
 
-void dense_decoder_layer(LayerContext& ctx, int layer, Tensor& hidden) {
+void dense_decoder_layer(LayerContext& ctx, int layer, Tensor& hidden, const FfnFn& ffn_fn) {
   auto& be = ctx.be;
   const std::string prefix = "layers." + std::to_string(layer) + ".";
   const float eps = static_cast<float>(ctx.hp.rms_eps);
@@ -99,7 +101,7 @@ void dense_decoder_layer(LayerContext& ctx, int layer, Tensor& hidden) {
   be.add(attn, hidden);
   be.rmsnorm(hidden, ctx.w.get(L("model.layers.{L}.post_attention_layernorm.weight", layer)), eps, x);
   emit(ctx.sink, prefix + "ffn_norm", x);
-  Tensor ffn = swiglu_mlp(ctx, mlp_names(ctx.hp, layer), x);
+  Tensor ffn = ffn_fn ? ffn_fn(ctx, layer, x) : swiglu_mlp(ctx, mlp_names(ctx.hp, layer), x);
   emit(ctx.sink, prefix + "ffn_out", ffn);
   be.add(ffn, hidden);
   emit(ctx.sink, prefix + "layer_out", hidden);

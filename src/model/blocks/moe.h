@@ -1,0 +1,34 @@
+// Mixture-of-experts feed-forward with a softmax router (Mixtral, Qwen3-MoE): router logits
+// -> softmax (f32) -> top-k -> optional renormalisation -> the SwiGLU experts the tokens
+// chose, weighted and summed. Expert parallel: each rank holds the experts of its ep range
+// (split etp ways) and adds only their contributions; one all-reduce over the tp group (= ep x
+// etp ranks) sums the partial outputs, the simple first form of dispatch/combine (every
+// rank routes all tokens; no all-to-all). Dump points: router_logits, topk_ids.
+// Routing runs on the host: the CPU backend's tensors are host tensors.
+#pragma once
+
+#include <string>
+
+#include "model/adapter.h"
+
+namespace dayzero::model::blocks {
+
+struct MoeNames {
+  std::string router;                           // [n_expert, n_embd]
+  std::string expert_gate, expert_up, expert_down;  // templates with {L} and {E}: [ff, d], [ff, d], [d, ff]
+};
+
+// Routing decision for n tokens: ids and weights [n, k], ties to the lower expert id.
+struct Routing {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+};
+Routing route_softmax_topk(const float* logits, int64_t n, int64_t n_expert, int64_t k, bool renormalize);
+
+// Tensor specs of one MoE layer's router and experts.
+std::vector<TensorSpec> moe_specs(const HParams& hp, int layer, const MoeNames& names);
+
+// Returns [n_tokens, n_embd] for x [n_tokens, n_embd].
+Tensor moe_ffn(LayerContext& ctx, int layer, const MoeNames& names, const Tensor& x);
+
+}  // namespace dayzero::model::blocks
