@@ -12,6 +12,7 @@ deterministic) and compares. Rerun this only when make-model or the prompt chang
 import argparse
 import json
 import pathlib
+import shutil
 import subprocess
 import tempfile
 
@@ -40,11 +41,43 @@ def greedy(model, ids, n):
     return out
 
 
+def dequantize_fp8(model_dir, out_dir):
+    """An FP8 checkpoint (quantization_config fp8, X.weight_scale_inv block scales) as an f32
+    one: transformers' FP8 path needs a GPU, so the script dequantizes as DeepSeek's
+    weight_dequant does (f32(w) * scale of its block) and drops quantization_config."""
+    import safetensors.torch
+    config = json.loads((model_dir / "config.json").read_text())
+    br, bc = config.pop("quantization_config")["weight_block_size"]
+    config["torch_dtype"] = "float32"
+    out_dir.mkdir()
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2))
+    for name in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+        shutil.copy(model_dir / name, out_dir / name)
+    state = {}
+    for f in sorted(model_dir.glob("*.safetensors")):
+        state.update(safetensors.torch.load_file(str(f)))
+    out = {}
+    for name, t in state.items():
+        if name.endswith("_scale_inv"):
+            continue
+        scale = state.get(name + "_scale_inv")
+        if scale is None:
+            out[name] = t.float()
+            continue
+        r, c = t.shape
+        s = scale.float().repeat_interleave(br, 0)[:r].repeat_interleave(bc, 1)[:, :c]
+        out[name] = t.float() * s
+    safetensors.torch.save_file(out, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+
+
 def make_golden(dayzero, yaml_path):
     family = yaml_path.stem
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = pathlib.Path(tmp) / family
         subprocess.run([dayzero, "make-model", "--config", str(yaml_path), "--out", str(model_dir)], check=True)
+        if "quantization_config" in json.loads((model_dir / "config.json").read_text()):
+            dequantize_fp8(model_dir, pathlib.Path(tmp) / "f32")
+            model_dir = pathlib.Path(tmp) / "f32"
         tok = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         ids = tok.encode(PROMPT, add_special_tokens=False).ids
         model = transformers.AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
@@ -72,6 +105,14 @@ def make_golden(dayzero, yaml_path):
         for layer in range(n_layer - 1):
             tensors[f"layers.{layer}.layer_out"] = hs[layer + 1][0].numpy().astype(np.float32)
         for layer, (logits, _, top_ids) in prompt_routers.items():
+            bias = getattr(model.model.layers[layer].mlp.gate, "e_score_correction_bias", None)
+            if bias is not None:
+                # DeepSeek's router takes top-k unsorted: order by descending biased score, ties
+                # to the lower id, as dayzero reports them.
+                choice = (logits.float().sigmoid() + bias).numpy()
+                top_ids = torch.tensor(
+                    [sorted(row.tolist(), key=lambda e, c=c: (-c[e], e)) for row, c in zip(top_ids, choice)]
+                )
             tensors[f"layers.{layer}.router_logits"] = logits.numpy().astype(np.float32)
             tensors[f"layers.{layer}.topk_ids"] = top_ids.numpy().astype(np.float32)
         meta = {
@@ -92,9 +133,11 @@ def make_golden(dayzero, yaml_path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dayzero", default=str(ROOT / "build" / "src" / "cli" / "dayzero"))
+    ap.add_argument("--only", nargs="*", help="golden names (yaml stems) to remake; default all")
     args = ap.parse_args()
     for yaml_path in sorted(GOLDEN.glob("*.yaml")):
-        make_golden(args.dayzero, yaml_path)
+        if not args.only or yaml_path.stem in args.only:
+            make_golden(args.dayzero, yaml_path)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ laid out the same way, under tests/data/tokenizer/tiktoken/:
     " " + c for the characters at the edges of the Han ranges, which makes a wrong \\p{Han}
     visible in the ids (a space before a Han character is its own piece, before anything
     else it joins the piece);
-  tokenizer_config.json / generation_config.json: special tokens at ids n.. as Kimi-K2 places
-    them (163584.. there), bos "[BOS]", eos "[EOS]", generation eos <|im_end|>.
+  tokenizer_config.json / generation_config.json: special tokens at ids n.. modelled on
+    Kimi-K2's (163584.. there), bos "[BOS]", eos "[EOS]", generation eos <|im_end|>.
 Then it encodes a fixed list of strings (those of make_tokenizer_goldens.py, Kimi-style chat
 text, seeded random strings) with Python `tiktoken` built as Kimi's TikTokenTokenizer builds
 it, and writes ids and decoded text to tests/data/tokenizer/tiktoken_goldens.json.
@@ -58,8 +58,9 @@ KIMI_PAT_STR = "|".join(
 NUM_RESERVED_SPECIAL_TOKENS = 256  # TikTokenTokenizer.num_reserved_special_tokens
 FIRST_QWEN_IDS = 4000  # the most frequent merges (mostly English) join the slice whole
 
-# Named special tokens at offsets from the first special id, as in Kimi-K2-Instruct's
-# tokenizer_config.json (163584 + offset there); the other reserved ids stay unnamed.
+# Named special tokens at offsets from the first special id, modelled on Kimi-K2-Instruct's
+# tokenizer_config.json (its names; the offsets are this fixture's, not claimed to be the real
+# file's); the other reserved ids stay unnamed.
 NAMED_SPECIALS = {
     0: "[BOS]",
     1: "[EOS]",

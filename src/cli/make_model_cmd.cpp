@@ -28,7 +28,7 @@ void add_make_model_command(CLI::App& app, Commands& commands) {
   cmd->add_option("--n-expert-used", a->o.shape.n_expert_used, "Experts per token (MoE families)");
   cmd->add_option("--n-ff-expert", a->o.shape.n_ff_expert, "Intermediate size of one expert (qwen3_moe)");
   cmd->add_flag("--tie-embeddings", a->o.shape.tie_embeddings, "Share embedding and lm_head");
-  cmd->add_option("--dtype", a->dtype, "bfloat16 (default), float16 or float32");
+  cmd->add_option("--dtype", a->dtype, "bfloat16 (default), float16, float32 or fp8 (block-quantized Linears, families that support it)");
   cmd->add_option("--shards", a->o.shards, "Number of safetensors shards (> 1 writes an index)");
   cmd->add_option("--seed", a->o.seed, "Seed of the weights");
   cmd->add_option("--tokenizer", a->o.tokenizer_dir, "Copy tokenizer.json from this folder (default: a small trained one)");
@@ -69,8 +69,9 @@ void add_make_model_command(CLI::App& app, Commands& commands) {
         if (d == "bfloat16" || d == "bf16") o.dtype = DType::kBF16;
         else if (d == "float32" || d == "f32") o.dtype = DType::kF32;
         else if (d == "float16" || d == "f16") o.dtype = DType::kF16;
+        else if (d == "fp8") o.dtype = DType::kF8_E4M3;
         else {
-          std::cerr << "dayzero make-model: --dtype " << d << " is not bfloat16, float16 or float32" << std::endl;
+          std::cerr << "dayzero make-model: --dtype " << d << " is not bfloat16, float16, float32 or fp8" << std::endl;
           return 2;
         }
       }

@@ -36,6 +36,8 @@ struct LayerContext {
   // Sums a row-parallel partial result over the tensor-parallel group (absent: tp = 1).
   // Collective over the tp group: every tp rank of the stage calls it in the same order.
   const std::function<void(Tensor&)>* tp_all_reduce = nullptr;
+  // Routed tokens per [layer][expert] (MoE layers add to it; may be null).
+  std::vector<std::vector<int64_t>>* expert_tokens = nullptr;
 
   void reduce_tp(Tensor& t) const {
     if (tp_all_reduce) (*tp_all_reduce)(t);

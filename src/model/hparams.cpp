@@ -1,6 +1,7 @@
 // Shared config.json parsing for Llama-like decoders and RoPE frequency tables.
 #include "model/hparams.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -62,23 +63,65 @@ Result<HParams> parse_llama_like(const nlohmann::json& c) {
     s.low_freq_factor = json_double_or(*rs, "low_freq_factor", 1.0);
     s.high_freq_factor = json_double_or(*rs, "high_freq_factor", 4.0);
     s.original_max_position_embeddings = json_int_or(*rs, "original_max_position_embeddings", 8192);
-    if (s.type != "default" && s.type != "llama3" && s.type != "linear")
+    s.beta_fast = json_double_or(*rs, "beta_fast", 32.0);
+    s.beta_slow = json_double_or(*rs, "beta_slow", 1.0);
+    s.mscale = json_double_or(*rs, "mscale", 0.0);
+    s.mscale_all_dim = json_double_or(*rs, "mscale_all_dim", 0.0);
+    s.attention_factor = json_double_or(*rs, "attention_factor", 0.0);
+    s.truncate = json_bool_or(*rs, "truncate", true);
+    if (s.type != "default" && s.type != "llama3" && s.type != "linear" && s.type != "yarn")
       return Status::Unsupported("config.json: rope_scaling type '" + s.type +
-                                 "' is not supported (supported: default, linear, llama3)");
+                                 "' is not supported (supported: default, linear, llama3, yarn)");
     hp.rope_scaling = s;
   }
   return hp;
 }
 
+double yarn_get_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
+
+double rope_attention_factor(const RopeScaling& s) {
+  if (s.type != "yarn") return 1.0;
+  if (s.attention_factor > 0) return s.attention_factor;
+  if (s.mscale != 0 && s.mscale_all_dim != 0)
+    return yarn_get_mscale(s.factor, s.mscale) / yarn_get_mscale(s.factor, s.mscale_all_dim);
+  return yarn_get_mscale(s.factor, 1.0);
+}
+
 std::vector<float> rope_inv_freq(const HParams& hp) {
-  const int64_t half = hp.head_dim / 2;
+  const int64_t dim = hp.rope_dim > 0 ? hp.rope_dim : hp.head_dim;
+  const int64_t half = dim / 2;
   std::vector<float> inv(half);
   const RopeScaling& s = hp.rope_scaling;
+  // yarn: dimensions below `low` keep the original frequency, above `high` are interpolated
+  // by 1/factor, with a linear ramp between (HF find_correction_range, truncated).
+  double low = 0, high = 0;
+  if (s.type == "yarn") {
+    const double base = hp.rope_theta, orig = static_cast<double>(s.original_max_position_embeddings);
+    const auto corr = [&](double rot) {
+      return (static_cast<double>(dim) * std::log(orig / (rot * 2 * std::numbers::pi))) / (2 * std::log(base));
+    };
+    low = corr(s.beta_fast);
+    high = corr(s.beta_slow);
+    if (s.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, static_cast<double>(dim - 1));
+    if (low == high) high += 0.001;
+  }
   for (int64_t i = 0; i < half; ++i) {
     // HF computes base ** (2i / dim) in f32; the f32 result is what the checkpoint was trained with.
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(hp.head_dim);
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
     double f = 1.0 / std::pow(static_cast<double>(static_cast<float>(hp.rope_theta)), static_cast<double>(exponent));
-    if (s.type == "linear") {
+    if (s.type == "yarn") {
+      // In f32 as HF: pos_freqs = base ** (2i/dim); interpolation = 1 / (factor * pos_freqs).
+      const float pos_freq = std::pow(static_cast<float>(hp.rope_theta), exponent);
+      const float extra = 1.0f / pos_freq, inter = 1.0f / (static_cast<float>(s.factor) * pos_freq);
+      const float ramp = std::clamp(static_cast<float>((static_cast<double>(i) - low) / (high - low)), 0.0f, 1.0f);
+      const float extra_factor = 1.0f - ramp;
+      f = inter * (1.0f - extra_factor) + extra * extra_factor;
+    } else if (s.type == "linear") {
       f /= s.factor;
     } else if (s.type == "llama3") {
       const double old_len = static_cast<double>(s.original_max_position_embeddings);

@@ -14,11 +14,39 @@
 namespace dayzero::model {
 
 struct RopeScaling {
-  std::string type = "default";  // default | llama3 | linear
+  std::string type = "default";  // default | llama3 | linear | yarn
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+  // yarn (HF _compute_yarn_parameters): ramp bounds and the attention-scale corrections.
+  double beta_fast = 32.0, beta_slow = 1.0;
+  double mscale = 0.0, mscale_all_dim = 0.0;  // 0: absent
+  double attention_factor = 0.0;              // 0: absent (derived from factor / mscale)
+  bool truncate = true;
+};
+
+// yarn's magnitude correction 0.1 * m * ln(scale) + 1 (1 when scale <= 1), as HF's get_mscale.
+double yarn_get_mscale(double scale, double m);
+// The factor yarn multiplies cos/sin by (1 for other rope types).
+double rope_attention_factor(const RopeScaling& s);
+
+// Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2); absent when kv_lora_rank is 0.
+struct MlaParams {
+  int64_t q_lora_rank = 0;  // 0: a plain q_proj
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool rope_interleave = true;
+  double softmax_scale = 0;  // qk_head_dim^-0.5, times mscale(factor, mscale_all_dim)^2 under yarn
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+};
+
+// Sigmoid routing with a selection bias and group-limited top-k (DeepSeek-V3 "noaux_tc").
+struct GroupRouting {
+  bool enabled = false;
+  int64_t n_group = 1, topk_group = 1;
+  double routed_scaling_factor = 1.0;
+  int64_t n_shared_experts = 0;  // shared SwiGLU of n_shared_experts * n_ff_expert
 };
 
 struct HParams {
@@ -46,6 +74,13 @@ struct HParams {
   int64_t n_ff_expert = 0;        // intermediate size of one expert
   bool norm_topk_prob = true;     // renormalise the top-k probabilities to sum to 1
   std::vector<int> dense_layers;  // layers with a dense MLP instead of experts
+  GroupRouting group_routing;
+  MlaParams mla;
+  // Rotary dimensions when not head_dim (MLA rotates qk_rope_head_dim of each head): the
+  // size of rope_inv_freq is rope_dim / 2.
+  int64_t rope_dim = 0;
+  int64_t n_nextn_layer = 0;  // multi-token-prediction layers after n_layer (declared, not run)
+  int64_t quant_block_rows = 0, quant_block_cols = 0;  // FP8 block size (0: not quantized)
   nlohmann::json raw;          // config.json as read
 
   bool is_moe_layer(int layer) const {
@@ -53,8 +88,8 @@ struct HParams {
   }
 };
 
-// RoPE inverse frequencies [head_dim / 2], including the llama3/linear scaling of HF's
-// modeling_rope_utils.
+// RoPE inverse frequencies [rope_dim / 2] (rope_dim 0: head_dim), including the
+// llama3/linear/yarn scaling of HF's modeling_rope_utils.
 std::vector<float> rope_inv_freq(const HParams& hp);
 
 // Reads a required / optional field of config.json with a message naming the key.

@@ -7,9 +7,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <map>
+#include <set>
 #include <sstream>
 
+#include "checkpoint/fp8.h"
 #include "checkpoint/writer.h"
 #include "model/registry.h"
 #include "tokenizer/trainer.h"
@@ -187,8 +190,12 @@ float synthetic_uniform(uint64_t seed, const std::string& name, uint64_t i) {
 Status make_model(const MakeModelOptions& o) {
   DZ_ASSIGN_OR_RETURN(const Adapter* adapter, find_adapter_by_family(o.family));
   if (o.out_dir.empty()) return Status::InvalidArgument("make-model: --out is required");
-  if (o.dtype != DType::kBF16 && o.dtype != DType::kF16 && o.dtype != DType::kF32)
-    return Status::InvalidArgument(std::string("make-model: dtype ") + dtype_name(o.dtype) + " is not one of BF16, F16, F32");
+  if (o.dtype != DType::kBF16 && o.dtype != DType::kF16 && o.dtype != DType::kF32 && o.dtype != DType::kF8_E4M3)
+    return Status::InvalidArgument(std::string("make-model: dtype ") + dtype_name(o.dtype) +
+                                   " is not one of BF16, F16, F32, F8_E4M3");
+  // fp8: DeepSeek's layout, block-quantized Linears (E4M3, 128x128 F32 scale_inv), the rest bf16.
+  const bool fp8 = o.dtype == DType::kF8_E4M3;
+  const DType dense_dtype = fp8 ? DType::kBF16 : o.dtype;
   if (o.shards < 1) return Status::InvalidArgument("make-model: --shards must be at least 1");
   const fs::path out(o.out_dir);
   std::error_code ec;
@@ -201,7 +208,10 @@ Status make_model(const MakeModelOptions& o) {
   shape.bos_id = tids.bos;
   shape.eos_id = tids.eos;
   shape.torch_dtype = o.dtype == DType::kF32 ? "float32" : o.dtype == DType::kF16 ? "float16" : "bfloat16";
-  const nlohmann::json config = adapter->make_config(shape);
+  nlohmann::json config = adapter->make_config(shape);
+  if (fp8)
+    config["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+                                     {"weight_block_size", {128, 128}}};
   DZ_RETURN_IF_ERROR(write_text(out / "config.json", config.dump(2)));
   nlohmann::json gen = {{"do_sample", false}};
   if (tids.bos >= 0) gen["bos_token_id"] = tids.bos;
@@ -211,6 +221,11 @@ Status make_model(const MakeModelOptions& o) {
   // The specs come from parsing the config we just wrote: what the loader will expect.
   DZ_ASSIGN_OR_RETURN(HParams hp, adapter->parse_hparams(config));
   const std::vector<TensorSpec> specs = adapter->tensor_specs(hp);
+  std::set<std::string> scale_names;  // written with their weight
+  for (const auto& s : specs)
+    if (!s.scale_name.empty()) scale_names.insert(s.scale_name);
+  if (fp8 && scale_names.empty())
+    return Status::Unsupported("make-model: the " + o.family + " adapter does not declare FP8 weights");
 
   // Tensors are assigned to shards in spec order, balanced by bytes.
   uint64_t total = 0;
@@ -236,11 +251,30 @@ Status make_model(const MakeModelOptions& o) {
   };
   for (size_t i = 0; i < specs.size(); ++i) {
     const TensorSpec& s = specs[i];
-    std::vector<uint8_t> bytes = make_tensor_bytes(s, o.seed, o.dtype);
-    in_shard += bytes.size();
-    weight_map[s.name] = shard_name(shard);
-    writer.add(s.name, o.dtype, s.shape, std::move(bytes));
     const bool last = i + 1 == specs.size();
+    if (scale_names.count(s.name)) {
+      if (last) DZ_RETURN_IF_ERROR(flush());
+      continue;
+    }
+    if (!s.scale_name.empty()) {
+      const std::vector<uint8_t> f32 = make_tensor_bytes(s, o.seed, DType::kF32);
+      const checkpoint::BlockQuant q{s.quant_block_rows, s.quant_block_cols};
+      auto [w8, scale] = checkpoint::quantize_fp8_blocks(reinterpret_cast<const float*>(f32.data()), s.shape[0],
+                                                         s.shape[1], q);
+      const Shape scale_shape = {(s.shape[0] + q.block_rows - 1) / q.block_rows,
+                                 (s.shape[1] + q.block_cols - 1) / q.block_cols};
+      std::vector<uint8_t> scale_bytes(scale.size() * 4);
+      std::memcpy(scale_bytes.data(), scale.data(), scale_bytes.size());
+      in_shard += w8.size() + scale_bytes.size();
+      weight_map[s.name] = weight_map[s.scale_name] = shard_name(shard);
+      writer.add(s.name, DType::kF8_E4M3, s.shape, std::move(w8));
+      writer.add(s.scale_name, DType::kF32, scale_shape, std::move(scale_bytes));
+    } else {
+      std::vector<uint8_t> bytes = make_tensor_bytes(s, o.seed, dense_dtype);
+      in_shard += bytes.size();
+      weight_map[s.name] = shard_name(shard);
+      writer.add(s.name, dense_dtype, s.shape, std::move(bytes));
+    }
     if (last || (in_shard >= per_shard && shard + 1 < o.shards)) DZ_RETURN_IF_ERROR(flush());
   }
   while (shard < o.shards) DZ_RETURN_IF_ERROR(flush());  // empty trailing shards keep the N-of-N names valid
@@ -276,7 +310,8 @@ Status read_make_model_yaml(const std::string& path, MakeModelOptions& o) {
         if (d == "bfloat16" || d == "bf16") o.dtype = DType::kBF16;
         else if (d == "float32" || d == "f32") o.dtype = DType::kF32;
         else if (d == "float16" || d == "f16") o.dtype = DType::kF16;
-        else return Status::InvalidArgument(path + ": dtype '" + d + "' is not bfloat16, float16 or float32");
+        else if (d == "fp8") o.dtype = DType::kF8_E4M3;
+        else return Status::InvalidArgument(path + ": dtype '" + d + "' is not bfloat16, float16, float32 or fp8");
       } else {
         return Status::InvalidArgument(path + ": unknown key '" + key + "'");
       }

@@ -19,7 +19,7 @@ struct MakeModelOptions {
   std::string out_dir;
   ModelShape shape;
   uint64_t seed = 1234;
-  DType dtype = DType::kBF16;  // BF16 (default), F16 or F32
+  DType dtype = DType::kBF16;  // BF16 (default), F16, F32, or F8_E4M3 (block-quantized Linears, rest BF16)
   int shards = 1;              // > 1 writes model-0000i-of-0000N.safetensors + index
   std::string tokenizer_dir;   // copy tokenizer.json (+ tokenizer_config.json) from here; empty = train a small one
 };

@@ -13,6 +13,7 @@ const std::vector<const Adapter*>& table() {
       &qwen3_adapter(),
       &mixtral_adapter(),
       &qwen3_moe_adapter(),
+      &deepseek_v3_adapter(),
   };
   return kAdapters;
 }

@@ -33,6 +33,13 @@ struct TensorSpec {
   int expert = -1;
   int n_expert = 0;
   int expert_split_dim = -1;
+  // Declared so the checkpoint check claims it (shape, dtype), never loaded: multi-token-
+  // prediction layers, and the block scales of FP8 weights (read with their weight).
+  bool skip_load = false;
+  // Block-quantized FP8 weight: its `<name>_scale_inv` companion [ceil(rows / br), ceil(cols / bc)]
+  // and the block size; the loader dequantizes to f32 (checkpoint/fp8.h). Empty: not quantized.
+  std::string scale_name = {};
+  int64_t quant_block_rows = 0, quant_block_cols = 0;
 };
 
 // Expands "model.layers.{L}.mlp.up_proj.weight" with L (one template helper for every adapter).

@@ -71,7 +71,7 @@ Tensor Forward::run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cach
 
   for (int l = part_.layer_begin; l < part_.layer_end; ++l) {
     model::LayerContext ctx{be_, hp_, w_, cache.k(l), cache.v(l), pos0, positions, inv_freq_, sink,
-                            tp_all_reduce_ ? &tp_all_reduce_ : nullptr};
+                            tp_all_reduce_ ? &tp_all_reduce_ : nullptr, expert_tokens_};
     adapter_.forward_layer(ctx, l, hidden);
   }
 
@@ -113,6 +113,11 @@ Tensor Forward::lm_head(const Tensor& rows) {
                   static_cast<size_t>(width) * 4);
   }
   return logits;
+}
+
+void Forward::count_expert_tokens(std::vector<std::vector<int64_t>>* counts) {
+  expert_tokens_ = counts;
+  if (counts) counts->resize(static_cast<size_t>(hp_.n_layer));
 }
 
 int32_t Forward::share_from_last_stage(int32_t value) const {

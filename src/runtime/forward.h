@@ -61,6 +61,10 @@ class Forward {
   Tensor run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cache, model::ActivationSink* sink,
              bool all_logits);
 
+  // Counts routed tokens per [layer][expert] of this rank's MoE layers into `counts` (sized
+  // [n_layer] here), or stops counting when null.
+  void count_expert_tokens(std::vector<std::vector<int64_t>>* counts);
+
   // The last stage's value on every stage. Collective over pp.
   int32_t share_from_last_stage(int32_t value) const;
   double share_from_last_stage(double value) const;
@@ -75,6 +79,7 @@ class Forward {
   Partition part_;
   Tensor inv_freq_;  // [head_dim / 2] on the device
   std::function<void(Tensor&)> tp_all_reduce_;
+  std::vector<std::vector<int64_t>>* expert_tokens_ = nullptr;
 };
 
 }  // namespace dayzero::runtime

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint/fp8.h"
 #include "core/clock.h"
 #include "model/registry.h"
 
@@ -71,13 +72,22 @@ Result<LoadStats> load_weights(const ModelInfo& m, Backend& be, model::Weights& 
   const int64_t t0 = monotonic_ns();
   checkpoint::ByteReader reader;
   for (const auto& spec : m.specs) {
+    if (spec.skip_load) continue;
     const TensorSlice slice = slice_of ? slice_of(spec) : TensorSlice{};
     if (!slice.held) continue;
     checkpoint::WeightRecord rec;
-    DZ_ASSIGN_OR_RETURN(Tensor host, slice.dim < 0 ? checkpoint::load_f32(m.catalog, spec.name, reader, &rec, staging_bytes)
-                                                   : checkpoint::load_slice_f32(m.catalog, spec.name, slice.dim,
-                                                                                slice.begin, slice.end, reader, &rec,
-                                                                                staging_bytes));
+    Result<Tensor> loaded = Status::Internal("unreachable");
+    if (!spec.scale_name.empty()) {
+      // Block-quantized FP8: dequantized with its scales, only the blocks of this slice read.
+      const checkpoint::BlockQuant q{spec.quant_block_rows, spec.quant_block_cols};
+      loaded = checkpoint::load_fp8_dequant_f32(m.catalog, spec.name, spec.scale_name, q, reader, &rec, slice.dim,
+                                                slice.begin, slice.end, staging_bytes);
+    } else {
+      loaded = slice.dim < 0 ? checkpoint::load_f32(m.catalog, spec.name, reader, &rec, staging_bytes)
+                             : checkpoint::load_slice_f32(m.catalog, spec.name, slice.dim, slice.begin, slice.end,
+                                                          reader, &rec, staging_bytes);
+    }
+    DZ_ASSIGN_OR_RETURN(Tensor host, std::move(loaded));
     if (rec.nan_count || rec.inf_count)
       return Status::Corrupt(rec.file + ": tensor " + spec.name + " holds " + std::to_string(rec.nan_count) +
                              " NaN and " + std::to_string(rec.inf_count) + " infinite values");

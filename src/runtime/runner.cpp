@@ -122,6 +122,7 @@ class Run {
   Status run_prompts();
   Status finish();
   std::string summary_text() const;
+  nlohmann::json expert_load_report() const;
   int fail(const Status& s);
   // Called by the watchdog thread just before the job ends: leaves the reason in the event log.
   void on_abort(const std::string& why);
@@ -144,6 +145,7 @@ class Run {
   Partition part_;
   bool writes_outputs_ = true;  // last stage, tp rank 0: owns logits and outputs
   bool writes_activations_ = true;  // tp rank 0 of its stage
+  std::vector<std::vector<int64_t>> expert_tokens_;  // [layer][expert] routed tokens, this stage
   std::unique_ptr<dump::EventLog> events_;
   dump::Timeline timeline_;
   std::unique_ptr<dump::Heartbeat> heartbeat_;
@@ -322,6 +324,7 @@ Status Run::load() {
   // The bytes this rank will read, from the plan's slices: the progress total and the check below.
   uint64_t expected = 0;
   for (const auto& spec : model_.specs) {
+    if (spec.skip_load) continue;
     const plan::Slice s = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
     if (s.held)
       expected += static_cast<uint64_t>(
@@ -371,7 +374,8 @@ Status Run::check_coverage() {
   // Collective over the world: every checkpoint tensor (every spec; check_tensors matched
   // them one to one) must be held by at least one rank.
   std::vector<int64_t> held(model_.specs.size(), 0);
-  for (size_t i = 0; i < model_.specs.size(); ++i) held[i] = weights_.has(model_.specs[i].name) ? 1 : 0;
+  for (size_t i = 0; i < model_.specs.size(); ++i)  // skip_load specs are claimed, never held
+    held[i] = model_.specs[i].skip_load || weights_.has(model_.specs[i].name) ? 1 : 0;
   DZ_RETURN_IF_ERROR(groups_->world().all_reduce_max_int(held.data(), static_cast<int>(held.size())));
   for (size_t i = 0; i < held.size(); ++i)
     if (!held[i])
@@ -391,6 +395,7 @@ Status Run::check_coverage() {
 
 Status Run::run_prompts() {
   Forward fwd(*be_, *model_.adapter, model_.hp, weights_, part_);
+  if (model_.hp.n_expert > 0) fwd.count_expert_tokens(&expert_tokens_);
   GenerateOptions go;
   go.max_new_tokens = cfg_.generate.max_new_tokens;
   go.stop_at_eos = cfg_.generate.stop_at_eos;
@@ -426,7 +431,11 @@ Status Run::run_prompts() {
     pr.gen = decode(fwd, model_.hp, std::move(seqs[i]), go, sink.get());
     if (sink) keep(sink->status());
     pr.text = tok_->decode(pr.gen.generated_ids, true);
-    if (!pr.reference_ids.empty()) pr.nll = reference_nll(fwd, model_.hp, pr.ids, pr.reference_ids);
+    if (!pr.reference_ids.empty()) {
+      fwd.count_expert_tokens(nullptr);  // the expert load covers prompts and generated tokens only
+      pr.nll = reference_nll(fwd, model_.hp, pr.ids, pr.reference_ids);
+      if (model_.hp.n_expert > 0) fwd.count_expert_tokens(&expert_tokens_);
+    }
     pr.failed_expect = check_expect(p.expect, pr.text, pr.gen.generated_ids);
     if (!writer_ || !writes_outputs_) continue;
     dump::OutputRecord out;
@@ -456,9 +465,34 @@ Status Run::finish() {
                             {"peak_memory_bytes", mem.peak_bytes},
                             {"gemm", be_->describe()}};
   DZ_RETURN_IF_ERROR(writer_->set_attribute("summary", summary.dump()));
+  if (writes_activations_ && model_.hp.n_expert > 0)
+    DZ_RETURN_IF_ERROR(writer_->set_attribute("expert_load", expert_load_report().dump()));
   DZ_RETURN_IF_ERROR(writer_->write_timeline(timeline_.snapshot()));
   DZ_RETURN_IF_ERROR(writer_->mark_complete());
   return writer_->close();
+}
+
+nlohmann::json Run::expert_load_report() const {
+  // Per MoE layer of this stage: tokens per expert and per ep rank, and max/mean of each.
+  nlohmann::json layers = nlohmann::json::array();
+  const auto imbalance = [](const std::vector<int64_t>& v) {
+    int64_t sum = 0, mx = 0;
+    for (int64_t x : v) {
+      sum += x;
+      mx = std::max(mx, x);
+    }
+    return sum > 0 ? static_cast<double>(mx) * static_cast<double>(v.size()) / static_cast<double>(sum) : 0.0;
+  };
+  for (size_t l = 0; l < expert_tokens_.size(); ++l) {
+    const auto& per_expert = expert_tokens_[l];
+    if (per_expert.empty()) continue;
+    std::vector<int64_t> per_rank(static_cast<size_t>(plan_.ep), 0);
+    const size_t block = per_expert.size() / static_cast<size_t>(plan_.ep);
+    for (size_t e = 0; e < per_expert.size(); ++e) per_rank[e / block] += per_expert[e];
+    layers.push_back({{"layer", l}, {"tokens_per_expert", per_expert}, {"tokens_per_ep_rank", per_rank},
+                      {"expert_max_over_mean", imbalance(per_expert)}, {"ep_rank_max_over_mean", imbalance(per_rank)}});
+  }
+  return {{"ep", plan_.ep}, {"layers", layers}};
 }
 
 std::string Run::summary_text() const {
@@ -477,6 +511,24 @@ std::string Run::summary_text() const {
        << (pr.gen.stopped_at_eos ? " (eos)" : "") << "\n";
     if (pr.nll) os << "  reference NLL " << *pr.nll << " nats/token, perplexity " << std::exp(*pr.nll) << "\n";
     if (!pr.failed_expect.empty()) os << "  EXPECT FAILED: " << pr.failed_expect << "\n";
+  }
+  if (writes_activations_ && model_.hp.n_expert > 0) {
+    const nlohmann::json load = expert_load_report();
+    double worst_expert = 0, worst_rank = 0;
+    int worst_layer = -1;
+    for (const auto& l : load["layers"]) {
+      if (l["expert_max_over_mean"].get<double>() > worst_expert) {
+        worst_expert = l["expert_max_over_mean"].get<double>();
+        worst_layer = l["layer"].get<int>();
+      }
+      worst_rank = std::max(worst_rank, l["ep_rank_max_over_mean"].get<double>());
+    }
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "\nrank %d expert load: %zu MoE layer(s); worst expert max/mean %.2f (layer %d), worst ep-rank "
+                  "max/mean %.2f over ep=%d (per layer in the dump's expert_load attribute)\n",
+                  env_.rank(), load["layers"].size(), worst_expert, worst_layer, worst_rank, plan_.ep);
+    os << line;
   }
   const auto mem = be_->memory_info();
   char buf[512];

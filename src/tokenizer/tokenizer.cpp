@@ -1,6 +1,7 @@
 // Tokenizer (see tokenizer.h): loads tokenizer.json and its configs, then runs the pipeline of
 // Hugging Face `tokenizers` for one sequence: added-token split and normalization,
 // pre-tokenization, BPE, post-processing; and the decoder chain for the way back.
+// A folder with tiktoken.model instead hands every call to a TiktokenModel (tiktoken.h).
 #include "tokenizer/tokenizer.h"
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/tiktoken.h"
 #include "tokenizer/tokenizer_json.h"
 #include "tokenizer/unicode.h"
 
@@ -31,6 +33,7 @@ struct TokenizerParts {
   std::unique_ptr<PostProcessor> post_processor;
   std::unique_ptr<Decoder> decoder;
   AddedVocabulary added;
+  std::unique_ptr<TiktokenModel> tiktoken;  // set for a tiktoken.model folder; the rest is then unused
   std::optional<int32_t> bos_id;
   std::vector<int32_t> eos_ids;
   int32_t vocab_size = 0;
@@ -198,6 +201,80 @@ std::optional<std::string> config_token_content(const json& config, const char* 
   return std::nullopt;
 }
 
+// Parses the optional config texts (empty = no such file) into objects.
+Status parse_configs(const std::string& config_text, const std::string& generation_text, json* config,
+                     json* generation) {
+  *config = json::object();
+  *generation = json::object();
+  if (!config_text.empty()) {
+    DZ_ASSIGN_OR_RETURN(*config, parse_json(config_text, "tokenizer_config.json"));
+    if (!config->is_object()) return Status::Corrupt("tokenizer_config.json: top level is not an object");
+  }
+  if (!generation_text.empty()) {
+    DZ_ASSIGN_OR_RETURN(*generation, parse_json(generation_text, "generation_config.json"));
+    if (!generation->is_object()) return Status::Corrupt("generation_config.json: top level is not an object");
+  }
+  return Status::Ok();
+}
+
+// generation_config.json's eos_token_id (an int or a list) into *ids; false when it has none.
+Result<bool> generation_eos_ids(const json& generation, std::vector<int32_t>* ids) {
+  auto eos_field = generation.find("eos_token_id");
+  if (eos_field == generation.end() || eos_field->is_null()) return false;
+  if (eos_field->is_number_integer()) {
+    ids->push_back(eos_field->get<int32_t>());
+  } else if (eos_field->is_array()) {
+    for (const auto& id : *eos_field) {
+      if (!id.is_number_integer()) return Status::Corrupt("generation_config.json: eos_token_id holds a non-integer");
+      ids->push_back(id.get<int32_t>());
+    }
+  } else {
+    return Status::Corrupt("generation_config.json: eos_token_id is neither an int nor a list");
+  }
+  return true;
+}
+
+// The special tokens of a tiktoken folder: tokenizer_config.json's added_tokens_decoder.
+Result<std::vector<TiktokenSpecial>> tiktoken_specials(const json& config) {
+  std::vector<TiktokenSpecial> specials;
+  auto decoder = config.find("added_tokens_decoder");
+  if (decoder == config.end() || decoder->is_null()) return specials;
+  if (!decoder->is_object()) return Status::Corrupt("tokenizer_config.json: added_tokens_decoder is not an object");
+  for (auto it = decoder->begin(); it != decoder->end(); ++it) {
+    long long id = 0;
+    size_t used = 0;
+    try {
+      id = std::stoll(it.key(), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != it.key().size() || id < 0 || id > INT32_MAX) {
+      return Status::Corrupt("tokenizer_config.json: added_tokens_decoder key '" + it.key() + "' is not an id");
+    }
+    DZ_ASSIGN_OR_RETURN(AddedToken token,
+                        parse_added_token(it.value(), "tokenizer_config.json added_tokens_decoder " + it.key()));
+    specials.push_back(TiktokenSpecial{static_cast<int32_t>(id), token.content, token.special});
+  }
+  return specials;
+}
+
+// bos_token / eos_token of a tiktoken folder, with the defaults of Kimi's TikTokenTokenizer
+// ("[BOS]", "[EOS]") when the key is absent. A named token must exist, as Kimi's constructor
+// requires (it looks the name up in its special tokens); an absent default is no token.
+Result<std::optional<int32_t>> tiktoken_named_id(const json& config, const char* key, const char* fallback,
+                                                 const TiktokenModel& model) {
+  auto it = config.find(key);
+  if (it == config.end()) return model.special_id(fallback);
+  auto token = named_special_token(*it);
+  if (!token) return std::optional<int32_t>();
+  auto id = model.special_id(token->content);
+  if (!id) {
+    return Status::Corrupt(std::string("tokenizer_config.json: ") + key + " '" + token->content +
+                           "' is not a special token of tiktoken.model's tokenizer");
+  }
+  return id;
+}
+
 }  // namespace
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -207,11 +284,14 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& model_dir)
   namespace fs = std::filesystem;
   const fs::path dir(model_dir);
   const fs::path tokenizer_path = dir / "tokenizer.json";
+  const fs::path tiktoken_path = dir / "tiktoken.model";
   std::error_code ec;
-  if (!fs::is_regular_file(tokenizer_path, ec)) {
-    return Status::NotFound(tokenizer_path.string() + ": no such file (a Hugging Face tokenizer.json is required)");
+  const bool is_json = fs::is_regular_file(tokenizer_path, ec);
+  if (!is_json && !fs::is_regular_file(tiktoken_path, ec)) {
+    return Status::NotFound(dir.string() + ": no tokenizer: neither " + tokenizer_path.string() + " nor " +
+                            tiktoken_path.string() + " exists");
   }
-  DZ_ASSIGN_OR_RETURN(std::string tokenizer_text, read_file(tokenizer_path));
+  DZ_ASSIGN_OR_RETURN(std::string tokenizer_text, read_file(is_json ? tokenizer_path : tiktoken_path));
   std::string config_text, generation_text;
   for (auto [name, target] : {std::pair{"tokenizer_config.json", &config_text},
                               std::pair{"generation_config.json", &generation_text}}) {
@@ -220,7 +300,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& model_dir)
       DZ_ASSIGN_OR_RETURN(*target, read_file(path));
     }
   }
-  auto tokenizer = from_json(tokenizer_text, config_text, generation_text);
+  auto tokenizer = is_json ? from_json(tokenizer_text, config_text, generation_text)
+                           : from_tiktoken(tokenizer_text, config_text, generation_text);
   if (!tokenizer.ok()) return tokenizer.status().with_context(dir.string());
   return tokenizer;
 }
@@ -230,15 +311,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(const std::string& token
                                                         const std::string& generation_config_json_text) {
   auto impl = std::make_unique<Impl>();
   DZ_ASSIGN_OR_RETURN(TokenizerJson parsed, parse_tokenizer_json(tokenizer_json_text));
-  json config = json::object(), generation = json::object();
-  if (!tokenizer_config_json_text.empty()) {
-    DZ_ASSIGN_OR_RETURN(config, parse_json(tokenizer_config_json_text, "tokenizer_config.json"));
-    if (!config.is_object()) return Status::Corrupt("tokenizer_config.json: top level is not an object");
-  }
-  if (!generation_config_json_text.empty()) {
-    DZ_ASSIGN_OR_RETURN(generation, parse_json(generation_config_json_text, "generation_config.json"));
-    if (!generation.is_object()) return Status::Corrupt("generation_config.json: top level is not an object");
-  }
+  json config, generation;
+  DZ_RETURN_IF_ERROR(parse_configs(tokenizer_config_json_text, generation_config_json_text, &config, &generation));
   try {
     DZ_RETURN_IF_ERROR(build_from_json(std::move(parsed), impl.get()));
     DZ_RETURN_IF_ERROR(add_config_tokens(config, impl.get()));
@@ -249,19 +323,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(const std::string& token
       return impl->model->token_to_id(content);
     };
     if (auto bos = config_token_content(config, "bos_token")) impl->bos_id = lookup(*bos);
-    auto eos_field = generation.find("eos_token_id");
-    if (eos_field != generation.end() && !eos_field->is_null()) {
-      if (eos_field->is_number_integer()) {
-        impl->eos_ids.push_back(eos_field->get<int32_t>());
-      } else if (eos_field->is_array()) {
-        for (const auto& id : *eos_field) {
-          if (!id.is_number_integer()) return Status::Corrupt("generation_config.json: eos_token_id holds a non-integer");
-          impl->eos_ids.push_back(id.get<int32_t>());
-        }
-      } else {
-        return Status::Corrupt("generation_config.json: eos_token_id is neither an int nor a list");
-      }
-    } else if (auto eos = config_token_content(config, "eos_token")) {
+    DZ_ASSIGN_OR_RETURN(bool has_generation_eos, generation_eos_ids(generation, &impl->eos_ids));
+    auto eos = has_generation_eos ? std::nullopt : config_token_content(config, "eos_token");
+    if (eos) {
       if (auto id = lookup(*eos)) impl->eos_ids.push_back(*id);
     }
   } catch (const json::exception& e) {
@@ -271,10 +335,37 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(const std::string& token
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }
 
+Result<std::unique_ptr<Tokenizer>> Tokenizer::from_tiktoken(const std::string& tiktoken_model_text,
+                                                            const std::string& tokenizer_config_json_text,
+                                                            const std::string& generation_config_json_text) {
+  auto impl = std::make_unique<Impl>();
+  json config, generation;
+  DZ_RETURN_IF_ERROR(parse_configs(tokenizer_config_json_text, generation_config_json_text, &config, &generation));
+  try {
+    DZ_ASSIGN_OR_RETURN(auto specials, tiktoken_specials(config));
+    DZ_ASSIGN_OR_RETURN(impl->tiktoken, TiktokenModel::create(tiktoken_model_text, "tiktoken.model", std::move(specials),
+                                                              kKimiReservedSpecialTokens, kimi_pattern_for_pcre2()));
+    DZ_ASSIGN_OR_RETURN(impl->bos_id, tiktoken_named_id(config, "bos_token", "[BOS]", *impl->tiktoken));
+    DZ_ASSIGN_OR_RETURN(bool has_generation_eos, generation_eos_ids(generation, &impl->eos_ids));
+    if (!has_generation_eos) {
+      DZ_ASSIGN_OR_RETURN(auto eos, tiktoken_named_id(config, "eos_token", "[EOS]", *impl->tiktoken));
+      if (eos) impl->eos_ids.push_back(*eos);
+    }
+  } catch (const json::exception& e) {
+    return Status::Corrupt(std::string("tokenizer files: ") + e.what());
+  }
+  impl->vocab_size = impl->tiktoken->id_limit();
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   const std::string clean = make_valid_utf8(text);
   std::vector<int32_t> ids;
   ids.reserve(clean.size() / 3 + 4);
+  if (impl_->tiktoken) {
+    impl_->tiktoken->encode(clean, &ids);
+    return ids;
+  }
   std::vector<Piece> pieces;
   for (auto& segment : impl_->added.split(clean, impl_->normalizer.get())) {
     if (segment.id >= 0) {
@@ -291,6 +382,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  if (impl_->tiktoken) return impl_->tiktoken->decode(ids, skip_special_tokens);
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
@@ -321,16 +413,22 @@ std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos_id; }
 const std::vector<int32_t>& Tokenizer::eos_ids() const { return impl_->eos_ids; }
 
 bool Tokenizer::is_special(int32_t id) const {
+  if (impl_->tiktoken) {
+    const TiktokenSpecial* special = impl_->tiktoken->find_special(id);
+    return special != nullptr && special->special;
+  }
   const AddedToken* added = impl_->added.find(id);
   return added != nullptr && impl_->added.is_special_content(added->content);
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
+  if (impl_->tiktoken) return impl_->tiktoken->token_to_id(token);
   if (auto id = impl_->added.token_to_id(token)) return id;
   return impl_->model->token_to_id(token);
 }
 
 std::string Tokenizer::id_to_token(int32_t id) const {
+  if (impl_->tiktoken) return impl_->tiktoken->id_to_token(id);
   if (const AddedToken* added = impl_->added.find(id)) return added->content;
   const std::string* token = impl_->model->id_to_token(id);
   return token ? *token : std::string();

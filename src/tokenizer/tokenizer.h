@@ -1,6 +1,7 @@
 // Tokenizer: a Hugging Face tokenizer.json BPE tokenizer (byte-level as in Qwen2/3, Llama 3 and
 // DeepSeek V3; SentencePiece-style with byte fallback as in Llama 2, Mistral v0.1, llava-1.5),
-// giving the same ids as the Python `tokenizers` library for one sequence.
+// giving the same ids as the Python `tokenizers` library for one sequence; or a tiktoken.model
+// BPE as Kimi-K2 ships it, giving the ids of Python `tiktoken` with Kimi's pattern.
 // Not supported: WordPiece, WordLevel and Unigram models, pairs of sequences, offsets,
 // truncation and padding; chat templates live elsewhere.
 #pragma once
@@ -19,9 +20,10 @@ namespace dayzero::tokenizer {
 
 class Tokenizer {
  public:
-  // Reads <model_dir>/tokenizer.json and, when present, tokenizer_config.json and
-  // generation_config.json. Errors: NotFound naming the missing tokenizer.json, IoError for an
-  // unreadable file, plus those of from_json, each prefixed with the file's path.
+  // Reads <model_dir>/tokenizer.json, or where there is none <model_dir>/tiktoken.model, and,
+  // when present, tokenizer_config.json and generation_config.json. Errors: NotFound naming
+  // the folder and both files when neither exists, IoError for an unreadable file, plus those
+  // of from_json / from_tiktoken, each prefixed with the folder.
   static Result<std::unique_ptr<Tokenizer>> load(const std::string& model_dir);
 
   // Builds a tokenizer from file contents; empty config texts mean "no such file".
@@ -39,6 +41,23 @@ class Tokenizer {
   static Result<std::unique_ptr<Tokenizer>> from_json(const std::string& tokenizer_json_text,
                                                       const std::string& tokenizer_config_json_text = "",
                                                       const std::string& generation_config_json_text = "");
+
+  // Builds a tiktoken tokenizer laid out as Kimi-K2's (tokenization_kimi.py) from file
+  // contents; empty config texts mean "no such file":
+  //  - tiktoken.model: "<base64 token bytes> <rank>" per line, rank = id, ranks 0 .. n-1;
+  //  - special tokens: tokenizer_config.json's added_tokens_decoder entries (ids n and up),
+  //    and "<|reserved_token_{id}|>" for the unnamed ids of [n, n + 256); encode matches them
+  //    anywhere in the text, as tiktoken's encode(text, allowed_special="all") does;
+  //  - bos_token / eos_token name bos_id() / eos_ids() ("[BOS]" / "[EOS]" when absent, Kimi's
+  //    defaults); generation_config.json's eos_token_id takes precedence for eos_ids().
+  //  The pre-tokenizer is Kimi's pat_str (kKimiPattern in tiktoken.h). encode adds no special
+  //  tokens (add_special_tokens has no effect: Kimi's encode adds none); token strings are the
+  //  token bytes in GPT-2's byte-level alphabet, as Kimi's get_vocab names them.
+  // Errors: Corrupt naming tiktoken.model and the line of a malformed entry, or naming the
+  // inconsistent special token; Corrupt for malformed JSON.
+  static Result<std::unique_ptr<Tokenizer>> from_tiktoken(const std::string& tiktoken_model_text,
+                                                          const std::string& tokenizer_config_json_text = "",
+                                                          const std::string& generation_config_json_text = "");
 
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
@@ -59,8 +78,8 @@ class Tokenizer {
   // True for added tokens marked special (skipped by decode with skip_special_tokens).
   bool is_special(int32_t id) const;
   std::optional<int32_t> token_to_id(std::string_view token) const;
-  // The token's string as stored in tokenizer.json (byte-level form for byte-level BPE);
-  // empty for an unknown id.
+  // The token's string as stored in tokenizer.json (byte-level form for byte-level BPE; for
+  // tiktoken the byte-level form of its bytes); empty for an unknown id.
   std::string id_to_token(int32_t id) const;
 
  private:

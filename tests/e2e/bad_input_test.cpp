@@ -2,6 +2,7 @@
 // do not match the adapter, broken index.json files, an unknown model_type, a malformed run
 // config, an over-long prompt and a missing model folder. Each must exit 2 with one error
 // line that names the file, tensor or key at fault, and leave no rank file marked complete.
+// FP8 cases: a deepseek_v3 weight_scale_inv missing or of the wrong shape.
 // The cases start from a good tiny llama made once and change one thing each.
 #include <nlohmann/json.hpp>
 
@@ -289,6 +290,48 @@ TEST(BadInput, InspectMissingTensorExitsTwo) {
   EXPECT_EQ(o.exit_code, 2) << o.output;
   EXPECT_NE(o.output.find("model.layers.0.self_attn.v_proj.weight"), std::string::npos) << o.output;
   EXPECT_EQ(o.output.find("check       ok"), std::string::npos) << o.output;
+}
+
+// FP8 checkpoints (deepseek_v3, quantization_config fp8): a quantized Linear whose
+// weight_scale_inv is missing or has the wrong block grid fails the check before loading.
+Case make_fp8_case(const std::string& name) {
+  static const fs::path good = [] {
+    const fs::path d = scratch_dir("bad-input-good-fp8");
+    make_model_from_yaml(golden_sizes("deepseek_v3_fp8"), d / "model");
+    return d;
+  }();
+  Case c{scratch_dir("bad-input-" + name)};
+  fs::copy(good / "model", c.model(), fs::copy_options::recursive);
+  write_file(c.config(), "model: {path: model, dtype: float32}\n"
+                         "prompts:\n"
+                         "  - {id: capital, text: \"The capital of France is\"}\n"
+                         "generate: {max_new_tokens: 2}\n"
+                         "dump:\n"
+                         "  dir: " + (c.dir / "run").string() + "\n"
+                         "  activations: {layers: all, phase: both}\n");
+  return c;
+}
+
+TEST(BadInput, Fp8ScaleMissing) {
+  const Case c = make_fp8_case("fp8-scale-missing");
+  auto tensors = read_tensors(c.st());
+  const std::string scale = "model.layers.1.mlp.experts.3.down_proj.weight_scale_inv";
+  ASSERT_EQ(tensors.erase(scale), 1u);
+  write_tensors(c.st(), tensors);
+  expect_bad_input(run_case(c), c, {scale, "missing"});
+}
+
+TEST(BadInput, Fp8ScaleMisShaped) {
+  const Case c = make_fp8_case("fp8-scale-shape");
+  auto tensors = read_tensors(c.st());
+  const std::string scale = "model.layers.0.self_attn.kv_a_proj_with_mqa.weight_scale_inv";
+  ASSERT_TRUE(tensors.count(scale));
+  ASSERT_EQ(tensors[scale].shape, (Shape{1, 2}));  // [88, 160] in 128x128 blocks
+  const float ones[6] = {1, 1, 1, 1, 1, 1};
+  tensors[scale] = {DType::kF32, {2, 3}, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(ones),
+                                                              reinterpret_cast<const uint8_t*>(ones) + sizeof ones)};
+  write_tensors(c.st(), tensors);
+  expect_bad_input(run_case(c), c, {scale, "[2, 3]", "[1, 2]"});
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The tiny llama, qwen2, qwen3, mixtral and qwen3_moe models against Hugging Face transformers
-// (CPU, float32): per-layer hidden states, router logits and top-k expert ids, last-position
+// The tiny llama, qwen2, qwen3, mixtral, qwen3_moe and deepseek_v3 (bf16 and FP8) models
+// against Hugging Face transformers (CPU, float32): per-layer hidden states, router logits and top-k expert ids, last-position
 // logits and greedy tokens. The goldens were made
 // once by tools/make_hf_goldens.py from the same make-model sizes and seeds; this test
 // regenerates the checkpoint, runs `dayzero run` on the golden's prompt ids and compares.
@@ -94,7 +94,8 @@ TEST_P(HfGolden, MatchesTransformers) {
   EXPECT_EQ(greedy, g.t.at("greedy_ids")) << family << " greedy tokens; " << made_by;
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfGolden, ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "qwen3_moe"));
+INSTANTIATE_TEST_SUITE_P(Families, HfGolden, ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "qwen3_moe",
+                                                                  "deepseek_v3", "deepseek_v3_fp8"));
 
 }  // namespace
 }  // namespace dayzero::e2e

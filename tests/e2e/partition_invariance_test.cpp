@@ -40,6 +40,10 @@ std::string sizes_yaml(const std::string& family) {
   if (family == "qwen3" || family == "qwen3_moe") y += "head_dim: 32\n";
   // Routed experts: 8, top-2, so ep = 4 still gives every rank two experts.
   if (family == "mixtral" || family == "qwen3_moe") y += "n_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n";
+  // MLA, group-limited sigmoid routing over 4 groups, a shared expert, layer 0 dense; the FP8
+  // variant loads tp slices of block-quantized weights.
+  if (family.starts_with("deepseek_v3")) y += "n_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n";
+  if (family == "deepseek_v3_fp8") y = "family: deepseek_v3\ndtype: fp8\n" + y.substr(y.find('\n') + 1);
   return y;
 }
 
@@ -77,7 +81,13 @@ const PlanCase kMoePlans[] = {
     {"tp4_ep4", 1, 1, 4, 4},  {"pp2_tp2_ep2", 1, 2, 2, 2},  {"dp2_tp2_ep2", 2, 1, 2, 2},
 };
 
-bool is_moe(const std::string& family) { return family == "mixtral" || family == "qwen3_moe"; }
+bool is_moe(const std::string& family) {
+  return family == "mixtral" || family == "qwen3_moe" || family.starts_with("deepseek_v3");
+}
+// deepseek_v3's first layer is dense (first_k_dense_replace 1 in make-model).
+int moe_layers(const std::string& family) {
+  return !is_moe(family) ? 0 : family.starts_with("deepseek_v3") ? kLayers - 1 : kLayers;
+}
 
 // ||got - want|| / ||want|| (0 when both are zero).
 double rel_l2(const std::vector<float>& want, const std::vector<float>& got) {
@@ -134,7 +144,7 @@ const FamilyModel& family_model(const std::string& family) {
   m.dir = scratch_dir("partition-invariance-" + family);
   m.model = m.dir / "model";
   write_file(m.dir / "sizes.yaml", sizes_yaml(family));
-  make_model_from_yaml(m.dir / "sizes.yaml", m.model, "--dtype float32");
+  make_model_from_yaml(m.dir / "sizes.yaml", m.model, family == "deepseek_v3_fp8" ? "" : "--dtype float32");
   write_file(m.dir / "reference.yaml", run_config(m.model, ""));
   const Outcome o = run_dayzero("run " + (m.dir / "reference.yaml").string() + " --dump-dir " +
                                 (m.dir / "run-reference").string());
@@ -188,7 +198,7 @@ TEST_P(PartitionInvariance, MatchesOneRank) {
   ASSERT_FALSE(HasFailure()) << family << ": the reference run failed";
   const MergedDump& want = m.reference;
   // MoE layers add router_logits and topk_ids per layer, prompt and phase.
-  const size_t moe_keys = is_moe(family) ? 2u * kLayers * 3 * 2 : 0;
+  const size_t moe_keys = 2u * static_cast<size_t>(moe_layers(family)) * 3 * 2;
   ASSERT_EQ(want.size(), kReferenceKeys + moe_keys) << family << ": the reference run lacks keys";
   ASSERT_EQ(want.count("activations/raw/decode/layers.3.layer_out"), 1u);
 
@@ -291,7 +301,8 @@ INSTANTIATE_TEST_SUITE_P(Plans, PartitionInvariance,
                          ::testing::Combine(::testing::Values("llama", "qwen3"), ::testing::ValuesIn(kPlans)),
                          case_name);
 INSTANTIATE_TEST_SUITE_P(MoePlans, PartitionInvariance,
-                         ::testing::Combine(::testing::Values("mixtral", "qwen3_moe"), ::testing::ValuesIn(kMoePlans)),
+                         ::testing::Combine(::testing::Values("mixtral", "qwen3_moe", "deepseek_v3", "deepseek_v3_fp8"),
+                                            ::testing::ValuesIn(kMoePlans)),
                          case_name);
 
 }  // namespace

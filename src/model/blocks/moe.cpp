@@ -57,7 +57,7 @@ std::vector<TensorSpec> moe_specs(const HParams& hp, int layer, const MoeNames& 
 Tensor moe_ffn(LayerContext& ctx, int layer, const MoeNames& names, const Tensor& x) {
   runtime::Backend& be = ctx.be;
   const HParams& hp = ctx.hp;
-  const int64_t n = x.dim(0), d = hp.n_embd, ne = hp.n_expert, k = hp.n_expert_used;
+  const int64_t n = x.dim(0), ne = hp.n_expert, k = hp.n_expert_used;
   const std::string prefix = "layers." + std::to_string(layer) + ".";
 
   Tensor logits = be.empty(DType::kF32, {n, ne});
@@ -66,6 +66,19 @@ Tensor moe_ffn(LayerContext& ctx, int layer, const MoeNames& names, const Tensor
   Tensor logits_host = Tensor::host(DType::kF32, {n, ne});
   be.to_host(logits, logits_host);
   const Routing r = route_softmax_topk(logits_host.f32(), n, ne, k, hp.norm_topk_prob);
+  return moe_experts(ctx, layer, names, x, r);
+}
+
+Tensor moe_experts(LayerContext& ctx, int layer, const MoeNames& names, const Tensor& x, const Routing& r) {
+  runtime::Backend& be = ctx.be;
+  const HParams& hp = ctx.hp;
+  const int64_t n = x.dim(0), d = hp.n_embd, ne = hp.n_expert, k = hp.n_expert_used;
+  const std::string prefix = "layers." + std::to_string(layer) + ".";
+  if (ctx.expert_tokens) {
+    auto& counts = (*ctx.expert_tokens)[layer];
+    counts.resize(static_cast<size_t>(ne), 0);
+    for (int32_t e : r.ids) ++counts[e];
+  }
   if (ctx.sink && ctx.sink->wants(prefix + "topk_ids")) {
     Tensor ids = Tensor::host(DType::kF32, {n, k});
     for (int64_t i = 0; i < n * k; ++i) ids.f32()[i] = static_cast<float>(r.ids[i]);

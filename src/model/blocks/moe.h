@@ -31,4 +31,9 @@ std::vector<TensorSpec> moe_specs(const HParams& hp, int layer, const MoeNames& 
 // Returns [n_tokens, n_embd] for x [n_tokens, n_embd].
 Tensor moe_ffn(LayerContext& ctx, int layer, const MoeNames& names, const Tensor& x);
 
+// The routed part given a routing decision r (ids and weights [n_tokens, n_expert_used]):
+// counts and dumps topk_ids, runs this rank's experts and all-reduces over the tp group.
+// Returns [n_tokens, n_embd]. Collective over the tp group.
+Tensor moe_experts(LayerContext& ctx, int layer, const MoeNames& names, const Tensor& x, const Routing& r);
+
 }  // namespace dayzero::model::blocks

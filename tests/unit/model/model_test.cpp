@@ -2,7 +2,9 @@
 // parameter counts, RoPE frequency tables against values printed by transformers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 
 #include "model/registry.h"
 
@@ -86,6 +88,41 @@ TEST(HParams, RejectsBadHeadCounts) {
   auto hp = (*find_adapter(c))->parse_hparams(c);
   ASSERT_FALSE(hp.ok());
   EXPECT_NE(hp.status().message().find("num_key_value_heads"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dayzero::model
+
+namespace dayzero::model {
+namespace {
+
+// The mixtral adapter's inventory for WizardLM-2-8x22B is exactly the keys of the real
+// checkpoint's index, and their bf16 bytes add up to its metadata.total_size.
+TEST(Mixtral, WizardLm2InventoryMatchesTheRealIndex) {
+  const std::string dir = std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/WizardLM-2-8x22B/";
+  const auto cfg = read_config("WizardLM-2-8x22B");
+  auto a = find_adapter(cfg);
+  ASSERT_TRUE(a.ok());
+  EXPECT_STREQ((*a)->family(), "mixtral");
+  auto hp = (*a)->parse_hparams(cfg);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  std::ifstream f(dir + "model.safetensors.index.json");
+  const auto index = nlohmann::json::parse(f);
+  std::set<std::string> real;
+  for (const auto& [name, file] : index["weight_map"].items()) real.insert(name);
+  std::set<std::string> ours;
+  int64_t bytes = 0;
+  for (const auto& s : (*a)->tensor_specs(*hp)) {
+    ours.insert(s.name);
+    bytes += shape_numel(s.shape) * 2;
+  }
+  EXPECT_EQ(real.size(), 1739u);
+  std::vector<std::string> missing, extra;
+  std::set_difference(real.begin(), real.end(), ours.begin(), ours.end(), std::back_inserter(missing));
+  std::set_difference(ours.begin(), ours.end(), real.begin(), real.end(), std::back_inserter(extra));
+  EXPECT_TRUE(missing.empty()) << missing.size() << " real tensors not expected, first " << missing.front();
+  EXPECT_TRUE(extra.empty()) << extra.size() << " expected tensors not in the checkpoint, first " << extra.front();
+  EXPECT_EQ(bytes, index["metadata"]["total_size"].get<int64_t>());
 }
 
 }  // namespace

@@ -1,0 +1,175 @@
+// deepseek_v3 / Kimi-K2: group-limited sigmoid routing on hand-made scores, the interleaved
+// RoPE helper, and the adapter on Kimi-K2's real config (MLA sizes, YaRN against values
+// printed by transformers 5, FP8 scale companions, multi-token-prediction layers skipped).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "model/blocks/mla.h"
+#include "model/blocks/moe_sigmoid.h"
+#include "model/registry.h"
+
+namespace dayzero::model {
+namespace {
+
+// Logits whose sigmoid is exactly p.
+std::vector<float> logits_of(const std::vector<float>& p) {
+  std::vector<float> l;
+  for (float v : p) l.push_back(std::log(v / (1 - v)));
+  return l;
+}
+
+TEST(GroupRouting, PicksTopExpertsOfTheBestGroups) {
+  // 8 experts in 4 groups of 2; group scores (top-2 sums): 1.0, 1.3, 0.4, 1.2 -> groups 1 and 3.
+  // Expert 0 (0.9) is the single best but sits in group 0, which is dropped.
+  const std::vector<float> p = {0.9f, 0.1f, 0.6f, 0.7f, 0.2f, 0.2f, 0.65f, 0.55f};
+  const auto l = logits_of(p);
+  blocks::GroupRouteOptions o;
+  o.n_group = 4;
+  o.topk_group = 2;
+  o.renormalize = true;
+  o.scaling = 2.5f;
+  const blocks::Routing r = blocks::route_sigmoid_group_topk(l.data(), nullptr, 1, 8, 2, o);
+  ASSERT_EQ(r.ids, (std::vector<int32_t>{3, 6}));
+  EXPECT_NEAR(r.weights[0], 2.5f * 0.7f / 1.35f, 1e-5);
+  EXPECT_NEAR(r.weights[1], 2.5f * 0.65f / 1.35f, 1e-5);
+}
+
+TEST(GroupRouting, BiasChangesSelectionNotWeights) {
+  const std::vector<float> p = {0.9f, 0.1f, 0.6f, 0.7f, 0.2f, 0.2f, 0.65f, 0.55f};
+  const auto l = logits_of(p);
+  // +0.6 on experts 4 and 5 lifts group 2 (0.4 -> 1.6) above groups 1 and 3 and both experts
+  // (0.8) above expert 3 (0.7); their weights still come from the unbiased 0.2.
+  const std::vector<float> bias = {0, 0, 0, 0, 0.6f, 0.6f, 0, 0};
+  blocks::GroupRouteOptions o;
+  o.n_group = 4;
+  o.topk_group = 2;
+  o.renormalize = false;
+  const blocks::Routing r = blocks::route_sigmoid_group_topk(l.data(), bias.data(), 1, 8, 2, o);
+  ASSERT_EQ(r.ids, (std::vector<int32_t>{4, 5}));
+  EXPECT_NEAR(r.weights[0], 0.2f, 1e-6);
+  EXPECT_NEAR(r.weights[1], 0.2f, 1e-6);
+}
+
+TEST(GroupRouting, TiesGoToTheLowerIndex) {
+  // Every score equal: groups 0 and 1 win, then experts 0 and 1.
+  const std::vector<float> l(8, 0.0f);
+  blocks::GroupRouteOptions o;
+  o.n_group = 4;
+  o.topk_group = 2;
+  const blocks::Routing r = blocks::route_sigmoid_group_topk(l.data(), nullptr, 1, 8, 3, o);
+  EXPECT_EQ(r.ids, (std::vector<int32_t>{0, 1, 2}));
+  for (float w : r.weights) EXPECT_NEAR(w, 1.0f / 3, 1e-6);
+  // One group (Kimi-K2's n_group 1): plain top-k of the biased scores.
+  const std::vector<float> bias = {0, 0, 0, 0, 0, 0, 0.1f, 0};
+  o.n_group = 1;
+  o.topk_group = 1;
+  const blocks::Routing r1 = blocks::route_sigmoid_group_topk(l.data(), bias.data(), 1, 8, 2, o);
+  EXPECT_EQ(r1.ids, (std::vector<int32_t>{6, 0}));
+}
+
+TEST(MlaRope, InterleavedPairsAreRotatedAndDeinterleaved) {
+  // One token, one head, rope over 4 dims after 1 leading (nope) dim; pairs (x1, x2), (x3, x4).
+  std::vector<float> x = {7, 1, 2, 3, 4};
+  const int32_t pos = 3;
+  const float inv[2] = {0.5f, 0.25f};
+  blocks::rope_host(x.data(), 1, 1, 5, 1, 4, &pos, inv, 2.0f, true);
+  const float c0 = 2 * std::cos(1.5f), s0 = 2 * std::sin(1.5f), c1 = 2 * std::cos(0.75f), s1 = 2 * std::sin(0.75f);
+  EXPECT_EQ(x[0], 7);
+  EXPECT_NEAR(x[1], 1 * c0 - 2 * s0, 1e-5);
+  EXPECT_NEAR(x[2], 3 * c1 - 4 * s1, 1e-5);
+  EXPECT_NEAR(x[3], 2 * c0 + 1 * s0, 1e-5);
+  EXPECT_NEAR(x[4], 4 * c1 + 3 * s1, 1e-5);
+}
+
+nlohmann::json kimi_config() {
+  std::ifstream f(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/Kimi-K2-Instruct/config.json");
+  EXPECT_TRUE(f.good());
+  return nlohmann::json::parse(f);
+}
+
+TEST(DeepseekV3, KimiK2ConfigParses) {
+  const nlohmann::json c = kimi_config();
+  auto a = find_adapter(c);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_STREQ((*a)->family(), "deepseek_v3");
+  auto hp = (*a)->parse_hparams(c);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  EXPECT_EQ(hp->mla.q_lora_rank, 1536);
+  EXPECT_EQ(hp->mla.kv_lora_rank, 512);
+  EXPECT_EQ(hp->mla.qk_head_dim(), 192);
+  EXPECT_EQ(hp->head_dim, 192);
+  EXPECT_EQ(hp->n_expert, 384);
+  EXPECT_EQ(hp->group_routing.n_group, 1);
+  EXPECT_NEAR(hp->group_routing.routed_scaling_factor, 2.827, 1e-12);
+  EXPECT_EQ(hp->dense_layers, std::vector<int>{0});
+  EXPECT_EQ(hp->quant_block_rows, 128);
+  // transformers 5: yarn_apply_mscale(rope_parameters, 192 ** -0.5) and the yarn table.
+  EXPECT_NEAR(hp->mla.softmax_scale, 0.13086079996295005, 1e-12);
+  const std::vector<float> inv = rope_inv_freq(*hp);
+  ASSERT_EQ(inv.size(), 32u);
+  const std::pair<int, double> want[] = {{0, 1.0}, {5, 0.184410617}, {10, 0.0340072773}, {20, 3.61404673e-05},
+                                         {31, 8.76441277e-07}};
+  for (const auto& [i, v] : want) EXPECT_NEAR(inv[i], v, v * 1e-6) << i;
+  EXPECT_DOUBLE_EQ(rope_attention_factor(hp->rope_scaling), 1.0);
+}
+
+TEST(DeepseekV3, Fp8ScalesAndMtpLayersAreClaimedNotLoaded) {
+  nlohmann::json c = kimi_config();
+  c["num_nextn_predict_layers"] = 1;
+  const Adapter& a = **find_adapter(c);
+  const HParams hp = *a.parse_hparams(c);
+  const std::vector<TensorSpec> specs = a.tensor_specs(hp);
+  std::map<std::string, const TensorSpec*> by_name;
+  for (const auto& s : specs) by_name[s.name] = &s;
+  const auto get = [&](const std::string& n) {
+    auto it = by_name.find(n);
+    EXPECT_NE(it, by_name.end()) << n;
+    return it == by_name.end() ? nullptr : it->second;
+  };
+  const TensorSpec* kv_a = get("model.layers.3.self_attn.kv_a_proj_with_mqa.weight");
+  ASSERT_TRUE(kv_a);
+  EXPECT_EQ(kv_a->shape, (Shape{576, 7168}));
+  EXPECT_EQ(kv_a->scale_name, "model.layers.3.self_attn.kv_a_proj_with_mqa.weight_scale_inv");
+  const TensorSpec* kv_a_scale = get(kv_a->scale_name);
+  ASSERT_TRUE(kv_a_scale);
+  EXPECT_EQ(kv_a_scale->shape, (Shape{5, 56}));  // 576 rows: 4 full blocks and an edge of 64
+  EXPECT_TRUE(kv_a_scale->skip_load);
+  const TensorSpec* expert = get("model.layers.60.mlp.experts.383.down_proj.weight");
+  ASSERT_TRUE(expert);
+  EXPECT_FALSE(expert->scale_name.empty());
+  EXPECT_FALSE(expert->skip_load);
+  for (const char* n : {"model.layers.3.mlp.gate.weight", "model.layers.3.mlp.gate.e_score_correction_bias",
+                        "model.embed_tokens.weight", "lm_head.weight"}) {
+    const TensorSpec* s = get(n);
+    ASSERT_TRUE(s);
+    EXPECT_TRUE(s->scale_name.empty()) << n;
+  }
+  EXPECT_FALSE(by_name.count("model.layers.3.mlp.gate.weight_scale_inv"));
+  // MTP layer 61: declared (claimed by the check), never loaded.
+  int mtp = 0;
+  for (const auto& s : specs)
+    if (s.layer == 61) {
+      ++mtp;
+      EXPECT_TRUE(s.skip_load) << s.name;
+    } else if (s.name.find("_scale_inv") == std::string::npos) {
+      EXPECT_FALSE(s.skip_load) << s.name;
+    }
+  EXPECT_GT(mtp, 384 * 3);
+  for (const char* n : {"model.layers.61.eh_proj.weight", "model.layers.61.shared_head.head.weight",
+                        "model.layers.61.enorm.weight", "model.layers.61.mlp.experts.0.up_proj.weight_scale_inv"})
+    EXPECT_TRUE(get(n)) << n;
+}
+
+TEST(DeepseekV3, RejectsBadGrouping) {
+  nlohmann::json c = kimi_config();
+  c["n_group"] = 5;  // 384 experts do not split into 5 groups
+  auto hp = (*find_adapter(c))->parse_hparams(c);
+  ASSERT_FALSE(hp.ok());
+  EXPECT_EQ(hp.status().exit_code(), 2);
+  EXPECT_NE(hp.status().message().find("n_group"), std::string::npos) << hp.status().message();
+}
+
+}  // namespace
+}  // namespace dayzero::model
