@@ -1,37 +1,192 @@
-// dayzero inspect MODEL_DIR: what a checkpoint is and whether dayzero can run it.
+// dayzero inspect MODEL_DIR|config.json [--json]: what a model is and whether dayzero can run
+// it: architecture, parameters by component, total and activated per token, dtypes and
+// quantization, features. A folder with weights also gets the tensor check; a bare
+// config.json (or a folder with only config.json) is described from its config alone.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "cli/commands.h"
+#include "model/inspect.h"
+#include "model/registry.h"
 #include "runtime/model_loader.h"
 
 namespace dayzero::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// 671026419712 -> "671,026,419,712".
+std::string grouped(int64_t v) {
+  std::string s = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+// 671026419712 -> "671.03B".
+std::string human(double v) {
+  const char* unit[] = {"", "K", "M", "B", "T"};
+  int u = 0;
+  while (v >= 1000 && u < 4) v /= 1000, ++u;
+  char b[32];
+  std::snprintf(b, sizeof b, u == 0 ? "%.0f%s" : "%.2f%s", v, unit[u]);
+  return b;
+}
+
+struct Described {
+  nlohmann::json config;
+  model::HParams hp;
+  std::vector<model::TensorSpec> specs;
+  std::unique_ptr<runtime::ModelInfo> weights;  // null: config only
+};
+
+Result<Described> describe(const std::string& path) {
+  Described d;
+  const fs::path p(path);
+  std::error_code ec;
+  const bool is_dir = fs::is_directory(p, ec);
+  if (is_dir && (fs::exists(p / checkpoint::kIndexFileName) || fs::exists(p / checkpoint::kSingleFileName))) {
+    DZ_ASSIGN_OR_RETURN(runtime::ModelInfo m, runtime::open_model(path));
+    d.config = m.config;
+    d.hp = m.hp;
+    d.specs = m.specs;
+    d.weights = std::make_unique<runtime::ModelInfo>(std::move(m));
+    return d;
+  }
+  const fs::path config_path = is_dir ? p / "config.json" : p;
+  std::ifstream f(config_path);
+  if (!f) return Status::NotFound(config_path.string() + ": cannot open (a model folder or a config.json?)");
+  try {
+    d.config = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corrupt(config_path.string() + ": malformed JSON: " + e.what());
+  }
+  auto adapter = model::find_adapter(d.config);
+  if (!adapter.ok()) return adapter.status().with_context(config_path.string());
+  auto hp = (*adapter)->parse_hparams(d.config);
+  if (!hp.ok()) return hp.status().with_context(config_path.string());
+  d.hp = std::move(hp).value();
+  d.specs = (*adapter)->tensor_specs(d.hp);
+  return d;
+}
+
+void print_text(const Described& d, const model::ParamReport& r) {
+  const model::HParams& hp = d.hp;
+  std::ostream& o = std::cout;
+  o << "family      " << hp.family << " (model_type " << hp.model_type << ")\n"
+    << "layers      " << hp.n_layer;
+  if (hp.n_expert > 0) o << " (" << hp.n_layer - r.n_moe_layers << " dense, " << r.n_moe_layers << " MoE)";
+  o << ", hidden " << hp.n_embd << ", heads " << hp.n_head << "/" << hp.n_head_kv << " (q/kv), head_dim "
+    << hp.head_dim << ", ffn " << hp.n_ff << "\n";
+  if (hp.n_expert > 0) {
+    o << "experts     " << hp.n_expert << " routed (top-" << hp.n_expert_used << ", ffn " << hp.n_ff_expert << ")";
+    if (hp.group_routing.n_shared_experts > 0) o << ", " << hp.group_routing.n_shared_experts << " shared";
+    o << "\n";
+  }
+  o << "vocab       " << hp.n_vocab << (hp.tie_embeddings ? " (tied lm_head)" : "") << "\n"
+    << "rope        theta " << hp.rope_theta << ", scaling " << hp.rope_scaling.type << "\n";
+
+  o << "parameters  (from the tensor specs)\n";
+  const auto row = [&](const char* name, int64_t v) {
+    if (v == 0) return;
+    o << "  " << std::left << std::setw(16) << name << std::right << std::setw(20) << grouped(v) << "  "
+      << std::setw(8) << human(static_cast<double>(v)) << "  " << std::fixed << std::setprecision(2) << std::setw(6)
+      << 100.0 * static_cast<double>(v) / static_cast<double>(r.total) << "%\n";
+    o.unsetf(std::ios::fixed);
+    o << std::setprecision(6);
+  };
+  const model::ComponentParams& c = r.main;
+  row("embedding", c.embedding);
+  row("attention", c.attention);
+  row("dense_mlp", c.dense_mlp);
+  row("routed_experts", c.routed_experts);
+  row("shared_experts", c.shared_experts);
+  row("router", c.router);
+  row("norms", c.norms);
+  row("lm_head", c.lm_head);
+  row("vision", c.vision);
+  row("other", c.other);
+  o << "  total           " << std::setw(20) << grouped(r.total) << "  " << human(static_cast<double>(r.total))
+    << "\n"
+    << "  activated/token " << std::setw(20) << grouped(r.activated) << "  "
+    << human(static_cast<double>(r.activated)) << " (" << human(static_cast<double>(r.activated_no_embedding))
+    << " without the input embedding)\n";
+  if (r.mtp_total > 0)
+    o << "  mtp (apart)     " << std::setw(20) << grouped(r.mtp_total) << "  "
+      << human(static_cast<double>(r.mtp_total)) << " in " << hp.n_nextn_layer << " layer(s), not in the total\n";
+
+  o << "dtypes      " << (r.dtype_source == "checkpoint" ? "checkpoint headers" : "from config (estimate)")
+    << ", torch_dtype " << (r.torch_dtype.empty() ? "?" : r.torch_dtype) << "\n";
+  for (const auto& [name, t] : r.dtypes)
+    o << "  " << std::left << std::setw(10) << name << std::right << std::setw(8) << t.tensors << " tensors "
+      << std::setw(20) << grouped(t.elements) << " elements " << std::setw(20) << grouped(static_cast<int64_t>(t.bytes))
+      << " bytes\n";
+  o << "  weights          " << grouped(static_cast<int64_t>(r.weight_bytes)) << " bytes ("
+    << std::fixed << std::setprecision(2) << static_cast<double>(r.weight_bytes) / 1e9 << " GB)\n";
+  o.unsetf(std::ios::fixed);
+  o << std::setprecision(6);
+  if (!r.quant_method.empty())
+    o << "quantization " << r.quant_method << " " << r.quant_fmt << " " << r.quant_block_rows << "x"
+      << r.quant_block_cols << " blocks: " << grouped(r.quantized_params) << " params quantized; "
+      << r.scale_tensors << " scale tensors, " << grouped(static_cast<int64_t>(r.scale_bytes))
+      << " bytes of metadata (not parameters)\n";
+  else
+    o << "quantization none\n";
+  o << "features\n";
+  for (const auto& f : r.features)
+    o << "  " << std::left << std::setw(22) << f.name << std::setw(12) << model::support_name(f.support) << std::right
+      << f.detail << "\n";
+}
+
+}  // namespace
 
 void add_inspect_command(CLI::App& app, Commands& commands) {
-  auto dir = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Describe a model folder and check its tensors");
-  cmd->add_option("model", *dir, "Model folder (config.json + safetensors)")->required();
-  cmd->callback([&commands, dir] {
-    commands.action = [dir] {
-      auto m = runtime::open_model(*dir);
-      if (!m.ok()) {
-        std::cerr << "dayzero inspect: " << m.status().message() << std::endl;
-        return m.status().exit_code();
+  auto path = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("inspect", "Describe a model (folder or bare config.json) and check its tensors");
+  cmd->add_option("model", *path, "Model folder (config.json [+ safetensors]) or a config.json")->required();
+  cmd->add_flag("--json", *json, "Print the figures as JSON");
+  cmd->callback([&commands, path, json] {
+    commands.action = [path, json] {
+      auto d = describe(*path);
+      if (!d.ok()) {
+        std::cerr << "dayzero inspect: " << d.status().message() << std::endl;
+        return d.status().exit_code();
       }
-      const auto& hp = m->hp;
-      int64_t params = 0;
-      for (const auto& s : m->specs) params += shape_numel(s.shape);
-      std::cout << "family      " << hp.family << " (model_type " << hp.model_type << ")\n"
-                << "layers      " << hp.n_layer << ", hidden " << hp.n_embd << ", heads " << hp.n_head << "/"
-                << hp.n_head_kv << " (q/kv), head_dim " << hp.head_dim << ", ffn " << hp.n_ff << "\n"
-                << "vocab       " << hp.n_vocab << (hp.tie_embeddings ? " (tied lm_head)" : "") << "\n"
-                << "rope        theta " << hp.rope_theta << ", scaling " << hp.rope_scaling.type << "\n"
-                << "parameters  " << params << "\n"
-                << "tensors     " << m->catalog.tensors().size() << " in " << m->catalog.files().size()
-                << " file(s), " << m->catalog.total_bytes() << " bytes\n";
-      const Status s = runtime::check_tensors(*m);
-      std::cout << "check       " << (s.ok() ? "ok" : s.message()) << std::endl;
-      return s.exit_code();
+      const model::ParamReport r =
+          model::inspect_params(d->hp, d->specs, d->config, d->weights ? &d->weights->catalog : nullptr);
+      Status check = Status::Ok();
+      if (d->weights) check = runtime::check_tensors(*d->weights);
+      if (*json) {
+        nlohmann::json j = model::to_json(r);
+        j["family"] = d->hp.family;
+        j["model_type"] = d->hp.model_type;
+        j["n_layer"] = d->hp.n_layer;
+        j["n_embd"] = d->hp.n_embd;
+        j["n_vocab"] = d->hp.n_vocab;
+        j["n_expert"] = d->hp.n_expert;
+        j["n_expert_used"] = d->hp.n_expert_used;
+        j["weights"] = d->weights != nullptr;
+        if (d->weights) j["check"] = check.ok() ? "ok" : check.message();
+        std::cout << j.dump(2) << std::endl;
+      } else {
+        print_text(*d, r);
+        if (d->weights)
+          std::cout << "tensors     " << d->weights->catalog.tensors().size() << " in "
+                    << d->weights->catalog.files().size() << " file(s), " << d->weights->catalog.total_bytes()
+                    << " bytes\n"
+                    << "check       " << (check.ok() ? "ok" : check.message()) << std::endl;
+        else
+          std::cout << "check       no weights (config only)" << std::endl;
+      }
+      return check.exit_code();
     };
   });
 }

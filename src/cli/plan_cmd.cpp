@@ -62,11 +62,11 @@ int64_t torch_dtype_size(std::string name) {
 struct WeightsDtype {
   int64_t bytes = 2;
   std::string label;
+  std::vector<int64_t> per_spec;  // as stored: each spec's element size (PlanRequest::stored_bytes)
 };
 
-// as_stored: the checkpoint's dtype holding the most bytes when safetensors are present, else
-// config.json's torch_dtype (or dtype), else bfloat16 with a note.
-Result<WeightsDtype> weights_dtype(const PlanArgs& a, const nlohmann::json& config) {
+// The dtype of weights_dtype below, before the per-tensor sizes.
+Result<WeightsDtype> base_weights_dtype(const PlanArgs& a, const nlohmann::json& config) {
   if (a.weights_dtype == "bfloat16") return WeightsDtype{2, "bfloat16"};
   if (a.weights_dtype == "float32") return WeightsDtype{4, "float32"};
   if (a.weights_dtype != "as_stored")
@@ -93,6 +93,38 @@ Result<WeightsDtype> weights_dtype(const PlanArgs& a, const nlohmann::json& conf
     }
   }
   return WeightsDtype{2, "bfloat16, assumed: config.json names no torch_dtype"};
+}
+
+// as_stored: the checkpoint's dtype holding the most bytes when safetensors are present, else
+// config.json's torch_dtype (or dtype), else bfloat16 with a note; plus each tensor's own size
+// (per_spec): the checkpoint's dtype of each tensor, or without a checkpoint, FP8 (1 byte plus
+// f32 block scales) for the quantized Linears of a quantization_config fp8 model.
+Result<WeightsDtype> weights_dtype(const PlanArgs& a, const nlohmann::json& config,
+                                   const std::vector<model::TensorSpec>& specs) {
+  DZ_ASSIGN_OR_RETURN(WeightsDtype wd, base_weights_dtype(a, config));
+  if (a.weights_dtype != "as_stored") return wd;
+  if (!a.model_dir.empty() && (fs::exists(fs::path(a.model_dir) / checkpoint::kIndexFileName) ||
+                               fs::exists(fs::path(a.model_dir) / checkpoint::kSingleFileName))) {
+    auto cat = checkpoint::Catalog::open(a.model_dir);
+    if (!cat.ok()) return cat.status();
+    if (!cat->tensors().empty()) {
+      for (const auto& s : specs) {
+        const auto* t = cat->find(s.name);
+        wd.per_spec.push_back(t ? static_cast<int64_t>(dtype_size(t->dtype)) : wd.bytes);
+      }
+      wd.label += "; each tensor at its stored size";
+      return wd;
+    }
+  }
+  bool quantized = false;
+  for (const auto& s : specs) quantized = quantized || !s.scale_name.empty();
+  if (quantized) {
+    // torch_dtype then names the unquantized tensors (a float8 one: taken as bfloat16).
+    if (wd.bytes == 1) wd.bytes = 2;
+    wd.per_spec = plan::stored_bytes_from_config(specs, wd.bytes);
+    wd.label += "; fp8 Linear weights 1 B + f32 block scales (quantization_config)";
+  }
+  return wd;
 }
 
 // Table figures in GiB, or MiB when the cap is under 1 GiB (tiny models, CPU budgets).
@@ -261,9 +293,10 @@ int run_plan(const PlanArgs& a) {
     return fail(Status::InvalidArgument("the device memory is not given: --gpu-mem 80GiB (or device_memory in --topology)"));
   if (Status s = plan::validate(req.topo); !s.ok()) return fail(s);
 
-  auto wd = weights_dtype(a, config);
+  auto wd = weights_dtype(a, config, req.specs);
   if (!wd.ok()) return fail(wd.status());
   req.bytes_per_weight = wd->bytes;
+  req.stored_bytes = wd->per_spec;
   if (a.compute_dtype == "bfloat16" || a.compute_dtype == "float16") req.bytes_per_activation = 2;
   else if (a.compute_dtype == "float32") req.bytes_per_activation = 4;
   else return fail(Status::InvalidArgument("--compute-dtype " + a.compute_dtype + ": expected bfloat16, float16 or float32"));
@@ -286,7 +319,9 @@ int run_plan(const PlanArgs& a) {
             << "            " << h.n_layer << " layers, hidden " << h.n_embd << ", heads " << h.n_head << "/" << h.n_head_kv
             << ", head_dim " << h.head_dim << ", ffn " << h.n_ff << ", vocab " << h.n_vocab
             << (h.tie_embeddings ? " (tied)" : "") << ", " << params << " parameters\n"
-            << "            weights " << wd->bytes << " B/element (" << wd->label << "), KV cache and activations "
+            << "            weights "
+            << (wd->per_spec.empty() ? std::to_string(wd->bytes) + " B/element" : std::string("per tensor as stored"))
+            << " (" << wd->label << "), KV cache and activations "
             << a.compute_dtype << ", context " << a.context << " x batch " << a.batch << "\n"
             << "topology    " << req.topo.nodes << " node(s) x " << req.topo.gpus_per_node << " GPUs = "
             << req.topo.world_size() << " ranks, " << plan::format_bytes(req.topo.device_memory_bytes)

@@ -14,6 +14,28 @@ const char* shard_rule_name(ShardRule r) {
   return "?";
 }
 
+const char* component_name(Component c) {
+  switch (c) {
+    case Component::kUnknown: return "unknown";
+    case Component::kEmbedding: return "embedding";
+    case Component::kAttention: return "attention";
+    case Component::kMlp: return "dense_mlp";
+    case Component::kRoutedExpert: return "routed_experts";
+    case Component::kSharedExpert: return "shared_experts";
+    case Component::kRouter: return "router";
+    case Component::kNorm: return "norms";
+    case Component::kLmHead: return "lm_head";
+    case Component::kVision: return "vision";
+    case Component::kMtpHead: return "mtp_head";
+    case Component::kQuantScale: return "quant_scale";
+  }
+  return "?";
+}
+
+void set_component(std::vector<TensorSpec>& specs, size_t from, Component c) {
+  for (size_t i = from; i < specs.size(); ++i) specs[i].component = c;
+}
+
 std::string layer_tensor_name(const std::string& tmpl, int layer) {
   std::string out = tmpl;
   const auto pos = out.find("{L}");

@@ -19,6 +19,24 @@ enum class ShardRule {
 };
 const char* shard_rule_name(ShardRule r);
 
+// What a tensor is for, set by the block or adapter that declares it: parameter counts by
+// component (model/inspect.h) read this rather than the tensor's name.
+enum class Component {
+  kUnknown,
+  kEmbedding,
+  kAttention,     // q/k/v/o projections and their biases, MLA's low-rank projections
+  kMlp,           // dense SwiGLU of a dense layer
+  kRoutedExpert,  // one routed expert's gate/up/down
+  kSharedExpert,  // the dense SwiGLU every token goes through in a shared-expert MoE layer
+  kRouter,        // router weight and selection bias
+  kNorm,          // every RMSNorm weight (layer norms, q/k norms, MLA's latent norms, final norm)
+  kLmHead,
+  kVision,
+  kMtpHead,       // multi-token prediction's own projection, embedding and head
+  kQuantScale,    // FP8 block scales: quantization metadata, not parameters
+};
+const char* component_name(Component c);
+
 struct TensorSpec {
   std::string name;  // full HF name, e.g. "model.layers.3.self_attn.q_proj.weight"
   Shape shape;
@@ -40,7 +58,11 @@ struct TensorSpec {
   // and the block size; the loader dequantizes to f32 (checkpoint/fp8.h). Empty: not quantized.
   std::string scale_name = {};
   int64_t quant_block_rows = 0, quant_block_cols = 0;
+  Component component = Component::kUnknown;
 };
+
+// Sets the component of specs[from ..] (a block tags what it just declared).
+void set_component(std::vector<TensorSpec>& specs, size_t from, Component c);
 
 // Expands "model.layers.{L}.mlp.up_proj.weight" with L (one template helper for every adapter).
 std::string layer_tensor_name(const std::string& tmpl, int layer);

@@ -1,6 +1,8 @@
 // The memory model (memory.h): exact weight slices, KV cache, activations, headroom per rank.
 #include "plan/memory.h"
 
+#include <unordered_set>
+
 #include "core/check.h"
 #include "plan/topology.h"
 
@@ -26,10 +28,45 @@ int64_t activation_bytes(const model::HParams& hp, int tp, bool last_stage, cons
   return bytes;
 }
 
+int64_t held_bytes(const model::TensorSpec& spec, size_t index, const Slice& slice, const MemoryParams& p) {
+  if (spec.skip_load || !slice.held) return 0;
+  if (p.stored_bytes.empty()) return slice_bytes(spec, slice, p.bytes_per_weight);
+  DZ_CHECK(index < p.stored_bytes.size(), spec.name << ": no stored element size (" << p.stored_bytes.size()
+                                                    << " for spec " << index << ")");
+  const int64_t elem = p.stored_bytes[index];
+  int64_t bytes = slice_bytes(spec, slice, elem);
+  if (elem == 1 && !spec.scale_name.empty() && spec.shape.size() == 2 && spec.quant_block_rows > 0 &&
+      spec.quant_block_cols > 0) {
+    const int64_t br = spec.quant_block_rows, bc = spec.quant_block_cols;
+    int64_t rows = (spec.shape[0] + br - 1) / br, cols = (spec.shape[1] + bc - 1) / bc;
+    // The scale blocks covering [begin, end) of the split dimension.
+    auto covering = [](int64_t begin, int64_t end, int64_t block) {
+      return end <= begin ? int64_t{0} : (end + block - 1) / block - begin / block;
+    };
+    if (slice.dim == 0) rows = covering(slice.begin, slice.end, br);
+    if (slice.dim == 1) cols = covering(slice.begin, slice.end, bc);
+    bytes += rows * cols * kScaleBytes;
+  }
+  return bytes;
+}
+
+std::vector<int64_t> stored_bytes_from_config(const std::vector<model::TensorSpec>& specs, int64_t other) {
+  std::unordered_set<std::string> scales;
+  for (const auto& s : specs)
+    if (!s.scale_name.empty()) scales.insert(s.scale_name);
+  std::vector<int64_t> out(specs.size(), other);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (!specs[i].scale_name.empty()) out[i] = 1;
+    else if (scales.count(specs[i].name)) out[i] = kScaleBytes;
+  }
+  return out;
+}
+
 RankMemory rank_memory(const std::vector<model::TensorSpec>& specs, const model::HParams& hp, const Plan& plan,
                        int rank, const MemoryParams& p, const EdgeNames& names) {
   RankMemory m;
-  for (const auto& s : specs) m.weights += slice_bytes(s, slice_for(s, hp, plan, rank, names), p.bytes_per_weight);
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (!specs[i].skip_load) m.weights += held_bytes(specs[i], i, slice_for(specs[i], hp, plan, rank, names), p);
   const Stage& st = plan.stage_of(rank);
   m.kv_cache = kv_cache_bytes(hp, st.layer_end - st.layer_begin, plan.tp, p);
   m.activations = activation_bytes(hp, plan.tp, st.has_lm_head, p);

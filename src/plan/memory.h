@@ -16,7 +16,12 @@
 namespace dayzero::plan {
 
 struct MemoryParams {
-  int64_t bytes_per_weight = 2;       // element size of weights on the device
+  int64_t bytes_per_weight = 2;       // element size of weights on the device (converted)
+  // Weights kept as stored: the element size of each spec as the checkpoint stores it, parallel
+  // to the specs (FP8 1, BF16 2, F32 4); a block-quantized weight stored in one byte then also
+  // holds the f32 block scales that cover its slice. Empty: every weight is converted to
+  // bytes_per_weight and scales are not held (the loader dequantizes them away).
+  std::vector<int64_t> stored_bytes;
   int64_t bytes_per_activation = 2;   // compute dtype: KV cache and activations (CPU f32: 4)
   int64_t max_context_tokens = 4096;  // per sequence: KV cache length, longest prefill
   int batch = 1;                      // sequences resident at once
@@ -38,7 +43,22 @@ int64_t kv_cache_bytes(const model::HParams& hp, int64_t n_layers, int tp, const
 //   + on the last stage: 4 x T x ceil(n_vocab / tp)              f32 logits of the local vocabulary
 int64_t activation_bytes(const model::HParams& hp, int tp, bool last_stage, const MemoryParams& p);
 
-// One rank's estimate: weights from slice_for over every spec, KV cache of its stage's layers,
+// Element size of the block scales of an FP8 weight kept as stored (f32).
+inline constexpr int64_t kScaleBytes = 4;
+
+// Bytes a device holds of spec `index`'s slice: 0 for skip_load specs (multi-token-prediction
+// layers; FP8 scale tensors, which are counted with their weight) and for a slice not held;
+// otherwise the slice at its element size (stored_bytes[index] when as stored, else
+// bytes_per_weight), plus, for a quantized weight stored in one byte, kScaleBytes for each
+// scale block that covers the slice. The one rule of the memory model and the planner's tables.
+int64_t held_bytes(const model::TensorSpec& spec, size_t index, const Slice& slice, const MemoryParams& p);
+
+// Stored element sizes from config.json alone (no checkpoint to read), parallel to specs: 1 for
+// block-quantized FP8 weights (specs with a scale_name: quantization_config fp8), kScaleBytes
+// for their scale tensors, `other` (config.json's torch_dtype) for the rest.
+std::vector<int64_t> stored_bytes_from_config(const std::vector<model::TensorSpec>& specs, int64_t other);
+
+// One rank's estimate: weights from slice_for over every spec (held_bytes), KV cache of its stage's layers,
 // activations, headroom. REQUIRES: as slice_for.
 RankMemory rank_memory(const std::vector<model::TensorSpec>& specs, const model::HParams& hp, const Plan& plan,
                        int rank, const MemoryParams& p, const EdgeNames& names = {});

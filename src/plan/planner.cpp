@@ -1,6 +1,7 @@
-// The planner (planner.h): enumerate dp x pp x tp, reject by layout constraints and by memory,
-// rank by the cost model, lay out stages and ranks. Candidates are evaluated from per-layer
-// byte tables built once per tp size with tp_slice, so a world of 1024 ranks takes
+// The planner (planner.h): enumerate dp x pp x tp (and, for MoE models, the ep x etp splits of
+// tp), reject by layout constraints and by memory, rank by the cost model, lay out stages and
+// ranks. Candidates are evaluated from per-layer byte tables built once per tp size and ep
+// split with rank_slice and held_bytes, so a world of 1024 ranks takes
 // milliseconds; the chosen plan's memory is then recounted with slice_for (the loader's rule)
 // and must agree.
 #include "plan/planner.h"
@@ -21,6 +22,7 @@ MemoryParams PlanRequest::memory_params() const {
   p.max_context_tokens = max_context_tokens;
   p.batch = batch;
   p.headroom_bytes = headroom_bytes;
+  p.stored_bytes = stored_bytes;
   return p;
 }
 
@@ -50,6 +52,40 @@ Result<EpSplit> ep_split(const PlanRequest& req, int tp) {
   return EpSplit{1, tp};
 }
 
+bool has_routed_experts(const PlanRequest& req) {
+  for (const auto& s : req.specs)
+    if (s.rule == model::ShardRule::kExpertOwned && s.expert >= 0) return true;
+  return false;
+}
+
+Status experts_fit(const PlanRequest& req, const EpSplit& e) {
+  for (const auto& s : req.specs) DZ_RETURN_IF_ERROR(check_experts(s, e.ep, e.etp));
+  return Status::Ok();
+}
+
+// The ep x etp splits of tp to evaluate: the one the fixed sizes give (ep_split); with none
+// fixed, ep=1 etp=tp for a dense model, and for a MoE model every ep | tp whose split fits the
+// experts (check_experts), ep ascending. Error: the fixed split is inconsistent or does not fit
+// the experts, or (none fixed) no split fits them (the reason of ep=1, etp=tp).
+Result<std::vector<EpSplit>> ep_splits(const PlanRequest& req, int tp, bool moe) {
+  DZ_ASSIGN_OR_RETURN(EpSplit fixed, ep_split(req, tp));
+  if (req.ep || req.etp || !moe) {
+    DZ_RETURN_IF_ERROR(experts_fit(req, fixed));
+    return std::vector<EpSplit>{fixed};
+  }
+  std::vector<EpSplit> out;
+  Status first = Status::Ok();
+  for (int ep = 1; ep <= tp; ++ep) {
+    if (tp % ep != 0) continue;
+    const EpSplit e{ep, tp / ep};
+    const Status ok = experts_fit(req, e);
+    if (ok.ok()) out.push_back(e);
+    else if (first.ok()) first = ok;
+  }
+  if (out.empty()) return first;
+  return out;
+}
+
 // Stage kinds for the tensors outside the decoder layers.
 enum EdgeKind { kFirstOnly = 0, kLastOnly = 1, kBoth = 2 };
 
@@ -73,25 +109,25 @@ struct Tables {
   int64_t edge_max(EdgeKind k) const { return *std::max_element(edge[k].begin(), edge[k].end()); }
 };
 
-Tables build_tables(const PlanRequest& req, int tp) {
+Tables build_tables(const PlanRequest& req, const MemoryParams& mp, int tp, EpSplit eps) {
   const int n = static_cast<int>(req.hp.n_layer);
-  const int64_t bpe = req.bytes_per_weight;
   Tables tb;
   tb.tp = tp;
-  const EpSplit eps = *ep_split(req, tp);
   std::vector<std::vector<int64_t>> per_layer(tp, std::vector<int64_t>(n, 0));
   for (auto& e : tb.edge) e.assign(tp, 0);
   tb.lm_head.assign(tp, 0);
   // Probe stages with no decoder layers: stage_holds decides where each edge tensor goes.
   const std::array<Stage, 3> probes = {Stage{0, 0, 0, true, false}, Stage{0, 0, 0, false, true},
                                        Stage{0, 0, 0, true, true}};
-  for (const auto& s : req.specs) {
+  for (size_t i = 0; i < req.specs.size(); ++i) {
+    const model::TensorSpec& s = req.specs[i];
+    if (s.skip_load) continue;  // held_bytes: nothing
     const bool in_layers = s.layer >= 0 && s.layer < n;
     std::array<bool, 3> held{};
     if (!in_layers)
       for (int k = 0; k < 3; ++k) held[k] = stage_holds(s, req.hp, probes[k], req.names);
     for (int t = 0; t < tp; ++t) {
-      const int64_t b = slice_bytes(s, rank_slice(s, tp, eps.ep, eps.etp, t), bpe);
+      const int64_t b = held_bytes(s, i, rank_slice(s, tp, eps.ep, eps.etp, t), mp);
       if (in_layers) {
         per_layer[t][s.layer] += b;
         continue;
@@ -158,10 +194,11 @@ struct Evaluation {
 
 double seconds_for(double bytes, double gbps) { return bytes / (gbps * 1e9); }
 
-Evaluation evaluate(const PlanRequest& req, const Tables& tb, int dp, int pp) {
+// mp: req.memory_params(); bytes_per_param: the average bytes of a held weight element (flops).
+Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes_per_param, const Tables& tb, int dp,
+                    int pp) {
   const model::HParams& hp = req.hp;
   const int tp = tb.tp;
-  const MemoryParams mp = req.memory_params();
   const Topology& topo = req.topo;
   const int n = static_cast<int>(hp.n_layer);
   const int64_t kv_layer = kv_cache_bytes(hp, 1, tp, mp);
@@ -204,7 +241,7 @@ Evaluation evaluate(const PlanRequest& req, const Tables& tb, int dp, int pp) {
     double compute = 0;
     for (int t = 0; t < tp; ++t) {
       const double wbytes = static_cast<double>(tb.layers(t, b, e) + (last ? tb.lm_head[t] : 0));
-      const double flops = 2.0 * wbytes / static_cast<double>(req.bytes_per_weight) + (e - b) * attn_flops_layer;
+      const double flops = 2.0 * wbytes / bytes_per_param + (e - b) * attn_flops_layer;
       const double traffic = wbytes + (e - b) * kv_read_layer;
       compute = std::max(compute, std::max(flops / (topo.device_tflops * 1e12), seconds_for(traffic, topo.device_hbm_gbps)));
     }
@@ -297,6 +334,13 @@ Status check_request(const PlanRequest& req, int world) {
   return Status::Ok();
 }
 
+Status check_stages(const PlanRequest& req, int pp) {
+  if (pp > req.hp.n_layer)
+    return Status::InvalidArgument(std::to_string(pp) + " stages for " + std::to_string(req.hp.n_layer) +
+                                   " layers (every stage needs one)");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status check_layout(const PlanRequest& req, int pp, int tp) {
@@ -308,13 +352,9 @@ Status check_layout(const PlanRequest& req, int pp, int tp) {
   if (g % tp != 0)
     return Status::InvalidArgument(std::to_string(tp) + " does not divide the " + std::to_string(g) +
                                    " GPUs of a node (a tp group would span nodes)");
-  auto ep = ep_split(req, tp);
+  auto ep = ep_splits(req, tp, has_routed_experts(req));
   if (!ep.ok()) return ep.status();
-  for (const auto& s : req.specs) DZ_RETURN_IF_ERROR(check_experts(s, ep->ep, ep->etp));
-  if (pp > req.hp.n_layer)
-    return Status::InvalidArgument(std::to_string(pp) + " stages for " + std::to_string(req.hp.n_layer) +
-                                   " layers (every stage needs one)");
-  return Status::Ok();
+  return check_stages(req, pp);
 }
 
 Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* considered) {
@@ -326,14 +366,36 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
     return choose_plan(fixed, considered);
   }
 
+  if (!req.stored_bytes.empty() && req.stored_bytes.size() != req.specs.size())
+    return Status::InvalidArgument("stored element sizes: " + std::to_string(req.stored_bytes.size()) + " for " +
+                                   std::to_string(req.specs.size()) + " tensors");
+  const MemoryParams mp = req.memory_params();
+  // Average bytes of a held weight element, for the flops of the cost model.
+  double bytes_per_param = static_cast<double>(req.bytes_per_weight);
+  if (!mp.stored_bytes.empty()) {
+    double bytes = 0, elems = 0;
+    for (size_t i = 0; i < req.specs.size(); ++i) {
+      if (req.specs[i].skip_load) continue;
+      bytes += static_cast<double>(held_bytes(req.specs[i], i, Slice{true, -1, 0, 0}, mp));
+      elems += static_cast<double>(shape_numel(req.specs[i].shape));
+    }
+    if (elems > 0 && bytes > 0) bytes_per_param = bytes / elems;
+  }
+  const bool moe = has_routed_experts(req);
+
   std::vector<Candidate> all;
-  std::vector<Tables> tables;  // per feasible tp, in enumeration order
+  std::vector<Tables> tables;  // per feasible tp and ep split, in enumeration order
   std::vector<Evaluation> evals;
   std::vector<int> eval_of;    // [all.size()]: index into evals or -1
   for (int tp : divisors(world)) {
     if (req.tp && *req.tp != tp) continue;
     const Status tp_ok = check_layout(req, 1, tp);
-    if (tp_ok.ok()) tables.push_back(build_tables(req, tp));
+    std::vector<EpSplit> splits;
+    const size_t first_table = tables.size();
+    if (tp_ok.ok()) {
+      splits = *ep_splits(req, tp, moe);
+      for (const EpSplit& e : splits) tables.push_back(build_tables(req, mp, tp, e));
+    }
     for (int pp : divisors(world / tp)) {
       if (req.pp && *req.pp != pp) continue;
       const int dp = world / (tp * pp);
@@ -343,29 +405,45 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
       c.pp = pp;
       c.tp = tp;
       c.cost = std::numeric_limits<double>::infinity();
-      const Status ok = tp_ok.ok() ? check_layout(req, pp, tp) : tp_ok;
+      const Status ok = tp_ok.ok() ? check_stages(req, pp) : tp_ok;
       if (!ok.ok()) {
         c.reason = ok.message();
         all.push_back(c);
         eval_of.push_back(-1);
         continue;
       }
-      const EpSplit eps = *ep_split(req, tp);
-      c.ep = eps.ep;
-      c.etp = eps.etp;
-      Evaluation ev = evaluate(req, tables.back(), dp, pp);
-      c.cost = ev.cost;
-      c.max_rank_bytes = ev.max_bytes;
-      c.worst_rank = ev.worst_rank;
+      // The best ep x etp split: one that fits before one that does not; among those that fit
+      // the lowest cost, then the lowest max rank bytes; among those that do not, the lowest max
+      // rank bytes; remaining ties go to the largest ep (splits are in ep ascending order).
+      const int64_t cap = req.topo.memory_cap_bytes();
+      int chosen = -1;
+      Evaluation best_ev;
+      for (size_t k = 0; k < splits.size(); ++k) {
+        Evaluation ev = evaluate(req, mp, bytes_per_param, tables[first_table + k], dp, pp);
+        const bool fits = ev.max_bytes <= cap, best_fits = best_ev.max_bytes <= cap;
+        bool take = chosen < 0;
+        if (!take && fits != best_fits) take = fits;
+        else if (!take && fits && !same_cost(ev.cost, best_ev.cost)) take = ev.cost < best_ev.cost;
+        else if (!take) take = ev.max_bytes <= best_ev.max_bytes;
+        if (take) {
+          chosen = static_cast<int>(k);
+          best_ev = std::move(ev);
+        }
+      }
+      c.ep = splits[chosen].ep;
+      c.etp = splits[chosen].etp;
+      c.cost = best_ev.cost;
+      c.max_rank_bytes = best_ev.max_bytes;
+      c.worst_rank = best_ev.worst_rank;
       Fit fit;
-      fit.worst_rank = ev.worst_rank;
-      fit.worst_bytes = ev.max_bytes;
+      fit.worst_rank = best_ev.worst_rank;
+      fit.worst_bytes = best_ev.max_bytes;
       fit.cap = req.topo.memory_cap_bytes();
       c.feasible = fit.fits();
       if (!c.feasible) c.reason = describe_fit(fit);
       all.push_back(c);
       eval_of.push_back(static_cast<int>(evals.size()));
-      evals.push_back(std::move(ev));
+      evals.push_back(std::move(best_ev));
     }
   }
   if (considered) *considered = all;
@@ -412,7 +490,7 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
     rc.node = r / g;
     rc.local_rank = r % g;
   }
-  p.memory = estimate_memory(req.specs, req.hp, p, req.memory_params(), req.names);
+  p.memory = estimate_memory(req.specs, req.hp, p, mp, req.names);
   p.memory_cap_bytes = req.topo.memory_cap_bytes();
   p.cost_per_token_s = c.cost;
   const Fit fit = check_fit(p.memory, p.memory_cap_bytes);

@@ -27,7 +27,10 @@ struct PlanRequest {
   Topology topo;
   int world_size = 0;  // 0: topo.nodes x topo.gpus_per_node; ranks fill nodes in order
   std::optional<int> dp, pp, tp, ep, etp;  // sizes the user fixed
-  int64_t bytes_per_weight = 2;            // weights on the device (as stored: the checkpoint's)
+  int64_t bytes_per_weight = 2;            // weights on the device, converted (bfloat16 2, float32 4)
+  // Weights kept as stored: each spec's stored element size, parallel to specs (FP8 1 byte plus
+  // its f32 block scales, BF16 2; memory.h held_bytes). Empty: every weight at bytes_per_weight.
+  std::vector<int64_t> stored_bytes;
   int64_t bytes_per_activation = 2;        // compute dtype of KV cache and activations
   int64_t max_context_tokens = 4096;
   int batch = 1;                           // sequences resident (and in flight) at once
@@ -36,7 +39,9 @@ struct PlanRequest {
   MemoryParams memory_params() const;
 };
 
-// One (dp, pp, tp) the planner looked at. feasible: it passed every constraint and fits in
+// One (dp, pp, tp) the planner looked at, with the ep x etp split of tp it chose for it (ep=1,
+// etp=tp for dense models; for MoE models without a fixed ep or etp, the best of the splits
+// that fit the experts: lowest cost, then lowest max_rank_bytes, then the largest ep). feasible: it passed every constraint and fits in
 // memory. reason: why not (empty when feasible). max_rank_bytes / worst_rank: the largest
 // per-rank estimate and its rank (0 / -1 when a layout constraint rejected it before memory
 // was counted). cost: estimated seconds per generated token over the whole world (the cost
@@ -51,7 +56,9 @@ struct Candidate {
   int ep = 1, etp = 1;
 };
 
-// The plan of the lowest cost; ties go to fewer stages, then smaller tp. `considered` (may be
+// The plan of the lowest cost; ties go to fewer stages, then smaller tp. ep x etp: the fixed
+// sizes, else (MoE) every split with n_expert % ep == 0 and the split expert dims divisible by
+// etp is evaluated for each (dp, pp, tp) and the best kept (see Candidate). `considered` (may be
 // null) receives every candidate in enumeration order (tp ascending, then pp ascending).
 // Errors (InvalidArgument, exit 2):
 //   a fixed size that cannot work: "parallel.tp=3: 64 attention heads are not divisible by 3";
@@ -61,8 +68,9 @@ struct Candidate {
 Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* considered = nullptr);
 
 // The layout constraints of one (pp, tp) with their reason, before memory: tp divides the GPUs
-// of a node (a tp group never spans nodes), the model splits over tp (check_tp), ep/etp fit tp,
-// pp <= n_layer. Ok, or InvalidArgument with a reason sentence that has no "parallel." prefix.
+// of a node (a tp group never spans nodes), the model splits over tp (check_tp), ep/etp fit tp
+// (none fixed: some ep x etp split fits the experts), pp <= n_layer. Ok, or InvalidArgument
+// with a reason sentence that has no "parallel." prefix.
 Status check_layout(const PlanRequest& req, int pp, int tp);
 
 }  // namespace dayzero::plan

@@ -211,7 +211,14 @@ Status Run::make_plan() {
   req.etp = cfg_.parallel.etp;
   switch (cfg_.model.weights_on_device) {
     case config::WeightsOnDevice::kAsStored:
+      // Each tensor at its own stored size (FP8 1 byte plus its f32 scales, BF16 2); a tensor
+      // the checkpoint lacks (only skip_load ones may) counts as the embedding's dtype.
       req.bytes_per_weight = static_cast<int64_t>(dtype_size(model_.catalog.find(model_.specs[0].name)->dtype));
+      req.stored_bytes.reserve(model_.specs.size());
+      for (const auto& spec : model_.specs) {
+        const auto* t = model_.catalog.find(spec.name);
+        req.stored_bytes.push_back(t ? static_cast<int64_t>(dtype_size(t->dtype)) : req.bytes_per_weight);
+      }
       break;
     case config::WeightsOnDevice::kBF16: req.bytes_per_weight = 2; break;
     case config::WeightsOnDevice::kF32: req.bytes_per_weight = 4; break;

@@ -114,24 +114,30 @@ class DeepseekV3Adapter final : public Adapter {
       const size_t first = s.size();
       s.push_back({L("model.layers.{L}.input_layernorm.weight", l), {d}, ShardRule::kReplicated, l});
       s.push_back({L("model.layers.{L}.post_attention_layernorm.weight", l), {d}, ShardRule::kReplicated, l});
+      set_component(s, first, Component::kNorm);
       for (auto& t : blocks::mla_specs(hp, l)) s.push_back(std::move(t));
       if (l < hp.n_layer && !hp.is_moe_layer(l)) {
         const blocks::MlpNames m = mlp_names(l);
         s.push_back({m.gate, {hp.n_ff, d}, ShardRule::kSplitDim0, l});
         s.push_back({m.up, {hp.n_ff, d}, ShardRule::kSplitDim0, l});
         s.push_back({m.down, {d, hp.n_ff}, ShardRule::kSplitDim1, l});
+        set_component(s, s.size() - 3, Component::kMlp);
       } else {
         for (auto& t : blocks::group_moe_specs(hp, l, moe_names(l))) s.push_back(std::move(t));
       }
       if (l >= hp.n_layer) {
         // Multi-token prediction (DeepSeek-V3 modeling: enorm/hnorm/eh_proj/shared_head).
         using R = ShardRule;
+        const size_t mtp_from = s.size();
         s.push_back({L("model.layers.{L}.enorm.weight", l), {d}, R::kReplicated, l});
         s.push_back({L("model.layers.{L}.hnorm.weight", l), {d}, R::kReplicated, l});
         s.push_back({L("model.layers.{L}.eh_proj.weight", l), {d, 2 * d}, R::kReplicated, l});
         s.push_back({L("model.layers.{L}.embed_tokens.weight", l), {hp.n_vocab, d}, R::kReplicated, l});
         s.push_back({L("model.layers.{L}.shared_head.norm.weight", l), {d}, R::kReplicated, l});
         s.push_back({L("model.layers.{L}.shared_head.head.weight", l), {hp.n_vocab, d}, R::kReplicated, l});
+        set_component(s, mtp_from, Component::kMtpHead);
+        for (size_t i = mtp_from; i < s.size(); ++i)
+          if (s[i].shape.size() == 1) s[i].component = Component::kNorm;
         for (size_t i = first; i < s.size(); ++i) s[i].skip_load = true;
       }
     }
@@ -151,6 +157,7 @@ class DeepseekV3Adapter final : public Adapter {
                       ShardRule::kReplicated,
                       t.layer};
         sc.skip_load = true;
+        sc.component = Component::kQuantScale;
         scales.push_back(std::move(sc));
       }
       for (auto& t : scales) s.push_back(std::move(t));

@@ -49,6 +49,7 @@ std::vector<TensorSpec> dense_decoder_specs(const HParams& hp, int layer, bool w
   const AttentionNames a = attention_names(hp, layer);
   const MlpNames m = mlp_names(hp, layer);
   using R = ShardRule;
+  using C = Component;
   std::vector<TensorSpec> s = {
       {L("model.layers.{L}.input_layernorm.weight", layer), {d}, R::kReplicated, layer},
       {a.q, {q_out, d}, R::kSplitDim0, layer, hd},
@@ -57,26 +58,36 @@ std::vector<TensorSpec> dense_decoder_specs(const HParams& hp, int layer, bool w
       {a.o, {d, q_out}, R::kSplitDim1, layer, hd},
       {L("model.layers.{L}.post_attention_layernorm.weight", layer), {d}, R::kReplicated, layer},
   };
+  set_component(s, 1, C::kAttention);
+  s.front().component = s.back().component = C::kNorm;
   if (with_mlp) {
+    const size_t from = s.size();
     s.push_back({m.gate, {hp.n_ff, d}, R::kSplitDim0, layer});
     s.push_back({m.up, {hp.n_ff, d}, R::kSplitDim0, layer});
     s.push_back({m.down, {d, hp.n_ff}, R::kSplitDim1, layer});
+    set_component(s, from, C::kMlp);
   }
+  size_t from = s.size();
   if (hp.attn_qkv_bias) {
     s.push_back({a.q_bias, {q_out}, R::kSplitDim0, layer, hd});
     s.push_back({a.k_bias, {kv_out}, R::kSplitDim0, layer, hd});
     s.push_back({a.v_bias, {kv_out}, R::kSplitDim0, layer, hd});
   }
   if (hp.attn_out_bias) s.push_back({a.o_bias, {d}, R::kReplicated, layer});
+  set_component(s, from, C::kAttention);
+  from = s.size();
   if (hp.qk_norm) {
     s.push_back({a.q_norm, {hd}, R::kReplicated, layer});
     s.push_back({a.k_norm, {hd}, R::kReplicated, layer});
   }
+  set_component(s, from, C::kNorm);
+  from = s.size();
   if (hp.mlp_bias && with_mlp) {
     s.push_back({m.gate_bias, {hp.n_ff}, R::kSplitDim0, layer});
     s.push_back({m.up_bias, {hp.n_ff}, R::kSplitDim0, layer});
     s.push_back({m.down_bias, {d}, R::kReplicated, layer});
   }
+  set_component(s, from, C::kMlp);
   return s;
 }
 
@@ -85,7 +96,10 @@ std::vector<TensorSpec> dense_model_specs(const HParams& hp) {
       {"model.embed_tokens.weight", {hp.n_vocab, hp.n_embd}, ShardRule::kVocabSplit, -1},
       {"model.norm.weight", {hp.n_embd}, ShardRule::kReplicated, -1},
   };
+  s[0].component = Component::kEmbedding;
+  s[1].component = Component::kNorm;
   if (!hp.tie_embeddings) s.push_back({"lm_head.weight", {hp.n_vocab, hp.n_embd}, ShardRule::kVocabSplit, -1});
+  set_component(s, 2, Component::kLmHead);
   return s;
 }
 

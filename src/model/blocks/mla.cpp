@@ -58,6 +58,9 @@ std::vector<TensorSpec> mla_specs(const HParams& hp, int layer) {
   s.push_back({n.kv_a_norm, {m.kv_lora_rank}, R::kReplicated, layer});
   s.push_back({n.kv_b, {hp.n_head * kvb, m.kv_lora_rank}, R::kSplitDim0, layer, kvb});
   s.push_back({n.o, {d, hp.n_head * m.v_head_dim}, R::kSplitDim1, layer, m.v_head_dim});
+  set_component(s, 0, Component::kAttention);
+  for (auto& t : s)
+    if (t.shape.size() == 1) t.component = Component::kNorm;  // q_a_norm, kv_a_norm
   return s;
 }
 

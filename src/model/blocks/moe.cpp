@@ -38,6 +38,7 @@ Routing route_softmax_topk(const float* logits, int64_t n, int64_t n_expert, int
 std::vector<TensorSpec> moe_specs(const HParams& hp, int layer, const MoeNames& n) {
   std::vector<TensorSpec> s;
   s.push_back({layer_tensor_name(n.router, layer), {hp.n_expert, hp.n_embd}, ShardRule::kReplicated, layer});
+  s.back().component = Component::kRouter;
   const auto ne = static_cast<int>(hp.n_expert);
   for (int e = 0; e < ne; ++e) {
     const auto spec = [&](const std::string& tmpl, Shape shape, int split_dim) {
@@ -45,6 +46,7 @@ std::vector<TensorSpec> moe_specs(const HParams& hp, int layer, const MoeNames& 
       t.expert = e;
       t.n_expert = ne;
       t.expert_split_dim = split_dim;
+      t.component = Component::kRoutedExpert;
       return t;
     };
     s.push_back(spec(n.expert_gate, {hp.n_ff_expert, hp.n_embd}, 0));

@@ -59,12 +59,15 @@ Routing route_sigmoid_group_topk(const float* logits, const float* bias, int64_t
 std::vector<TensorSpec> group_moe_specs(const HParams& hp, int layer, const GroupMoeNames& n) {
   std::vector<TensorSpec> s = moe_specs(hp, layer, n.moe);
   s.push_back({layer_tensor_name(n.bias, layer), {hp.n_expert}, ShardRule::kReplicated, layer});
+  s.back().component = Component::kRouter;
+  const size_t shared_from = s.size();
   if (!n.shared.gate.empty()) {
     const int64_t ff = hp.group_routing.n_shared_experts * hp.n_ff_expert, d = hp.n_embd;
     s.push_back({n.shared.gate, {ff, d}, ShardRule::kSplitDim0, layer});
     s.push_back({n.shared.up, {ff, d}, ShardRule::kSplitDim0, layer});
     s.push_back({n.shared.down, {d, ff}, ShardRule::kSplitDim1, layer});
   }
+  set_component(s, shared_from, Component::kSharedExpert);
   return s;
 }
 

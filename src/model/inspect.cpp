@@ -1,0 +1,238 @@
+// Parameter counts by component and the feature list, from tensor specs and config.json.
+// Components come from each spec's `component` (set where the spec is declared), never from
+// its name; multi-token-prediction layers are the specs past n_layer.
+#include "model/inspect.h"
+
+#include <sstream>
+
+#include "core/dtype.h"
+
+namespace dayzero::model {
+namespace {
+
+std::string fmt_num(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+// safetensors dtype name of config.json's torch_dtype.
+std::string stored_dtype(const std::string& torch_dtype) {
+  if (torch_dtype == "bfloat16") return "BF16";
+  if (torch_dtype == "float16") return "F16";
+  if (torch_dtype == "float32") return "F32";
+  return torch_dtype.empty() ? "BF16" : torch_dtype;
+}
+
+size_t stored_size(const std::string& name) {
+  if (auto t = parse_dtype(name)) return dtype_size(*t);
+  return 2;
+}
+
+int64_t& slot(ComponentParams& c, Component k) {
+  switch (k) {
+    case Component::kEmbedding: return c.embedding;
+    case Component::kAttention: return c.attention;
+    case Component::kMlp: return c.dense_mlp;
+    case Component::kRoutedExpert: return c.routed_experts;
+    case Component::kSharedExpert: return c.shared_experts;
+    case Component::kRouter: return c.router;
+    case Component::kNorm: return c.norms;
+    case Component::kLmHead: return c.lm_head;
+    case Component::kVision: return c.vision;
+    case Component::kMtpHead: return c.mtp_head;
+    case Component::kUnknown:
+    case Component::kQuantScale: break;
+  }
+  return c.other;
+}
+
+std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec>& specs, const nlohmann::json& c,
+                                 const ParamReport& r) {
+  std::vector<Feature> f;
+  using S = Support;
+  const std::string heads = std::to_string(hp.n_head) + " q / " + std::to_string(hp.n_head_kv) + " kv heads";
+  if (hp.mla.kv_lora_rank > 0) {
+    const MlaParams& m = hp.mla;
+    f.push_back({"MLA", "q_lora " + std::to_string(m.q_lora_rank) + ", kv_lora " + std::to_string(m.kv_lora_rank) +
+                            ", qk " + std::to_string(m.qk_nope_head_dim) + "+" + std::to_string(m.qk_rope_head_dim) +
+                            " (rope), v " + std::to_string(m.v_head_dim) + ", " + std::to_string(hp.n_head) + " heads",
+                 S::kYes});
+  } else if (hp.n_head_kv == 1) {
+    f.push_back({"MQA", heads, S::kYes});
+  } else if (hp.n_head_kv < hp.n_head) {
+    f.push_back({"GQA", heads, S::kYes});
+  } else {
+    f.push_back({"MHA", heads, S::kYes});
+  }
+  if (hp.rope_scaling.type != "default")
+    f.push_back({"RoPE scaling", hp.rope_scaling.type + " x" + fmt_num(hp.rope_scaling.factor) + " over " +
+                                     std::to_string(hp.rope_scaling.original_max_position_embeddings) + " positions",
+                 S::kYes});
+  if (hp.qk_norm) f.push_back({"q/k norm", "per-head RMSNorm of q and k", S::kYes});
+  if (hp.attn_qkv_bias || hp.attn_out_bias)
+    f.push_back({"attention bias", hp.attn_out_bias ? "q/k/v/o" : "q/k/v", S::kYes});
+  if (hp.mlp_bias) f.push_back({"MLP bias", "gate/up/down", S::kYes});
+  if (hp.n_expert > 0) {
+    const std::string experts = "top-" + std::to_string(hp.n_expert_used) + " of " + std::to_string(hp.n_expert) +
+                                " experts in " + std::to_string(r.n_moe_layers) + " of " +
+                                std::to_string(hp.n_layer) + " layers";
+    const GroupRouting& g = hp.group_routing;
+    if (g.enabled) {
+      f.push_back({"MoE sigmoid routing", experts + ", selection bias, scaling " + fmt_num(g.routed_scaling_factor),
+                   S::kYes});
+      if (g.n_group > 1)
+        f.push_back({"group-limited routing",
+                     std::to_string(g.topk_group) + " of " + std::to_string(g.n_group) + " groups", S::kYes});
+    } else {
+      f.push_back({"MoE softmax routing", experts + (hp.norm_topk_prob ? ", renormalised" : ""), S::kYes});
+    }
+    if (g.n_shared_experts > 0)
+      f.push_back({"shared experts", std::to_string(g.n_shared_experts) + " x " + std::to_string(hp.n_ff_expert),
+                   S::kYes});
+  }
+  if (!r.quant_method.empty()) {
+    bool declared = false;
+    for (const auto& s : specs) declared = declared || !s.scale_name.empty();
+    const std::string what = r.quant_method + (r.quant_fmt.empty() ? "" : " " + r.quant_fmt) +
+                             (r.quant_block_rows > 0 ? " " + std::to_string(r.quant_block_rows) + "x" +
+                                                           std::to_string(r.quant_block_cols) + " blocks"
+                                                     : "");
+    f.push_back({"FP8 block scales",
+                 declared ? what + ", dequantized to f32 at load"
+                          : what + ": the " + hp.family + " adapter declares no scale tensors",
+                 declared ? S::kYes : S::kNo});
+  }
+  if (hp.tie_embeddings) f.push_back({"tied embeddings", "lm_head = embed_tokens", S::kYes});
+  if (hp.n_nextn_layer > 0)
+    f.push_back({"MTP", std::to_string(hp.n_nextn_layer) + " multi-token-prediction layer(s), checked, never run",
+                 S::kSkipped});
+  const bool sliding = c.contains("sliding_window") && c["sliding_window"].is_number_integer() &&
+                       c.value("use_sliding_window", true);
+  if (sliding) f.push_back({"sliding window", std::to_string(c["sliding_window"].get<int64_t>()), S::kNo});
+  if (c.contains("vision_config") && c["vision_config"].is_object()) f.push_back({"vision tower", "", S::kNo});
+  return f;
+}
+
+}  // namespace
+
+const char* support_name(Support s) {
+  switch (s) {
+    case Support::kYes: return "supported";
+    case Support::kNo: return "unsupported";
+    case Support::kSkipped: return "skipped";
+  }
+  return "?";
+}
+
+ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& specs, const nlohmann::json& config,
+                           const checkpoint::Catalog* catalog) {
+  ParamReport r;
+  if (config.contains("torch_dtype") && config["torch_dtype"].is_string())
+    r.torch_dtype = config["torch_dtype"].get<std::string>();
+  if (config.contains("quantization_config") && config["quantization_config"].is_object()) {
+    const auto& q = config["quantization_config"];
+    r.quant_method = q.value("quant_method", std::string());
+    r.quant_fmt = q.value("fmt", std::string());
+    if (q.contains("weight_block_size") && q["weight_block_size"].is_array() && q["weight_block_size"].size() == 2) {
+      r.quant_block_rows = q["weight_block_size"][0].get<int64_t>();
+      r.quant_block_cols = q["weight_block_size"][1].get<int64_t>();
+    }
+  }
+
+  std::map<int, int64_t> routed_by_layer;
+  const std::string dense = stored_dtype(r.torch_dtype);
+  const std::string fp8 = r.quant_fmt == "e5m2" ? "F8_E5M2" : "F8_E4M3";
+  for (const auto& s : specs) {
+    const int64_t n = shape_numel(s.shape);
+    const bool scale = s.component == Component::kQuantScale;
+    if (!catalog) {
+      const std::string dt = scale ? "F32" : !s.scale_name.empty() ? fp8 : dense;
+      DTypeCount& d = r.dtypes[dt];
+      d.tensors += 1;
+      d.elements += n;
+      d.bytes += static_cast<uint64_t>(n) * stored_size(dt);
+      r.weight_bytes += static_cast<uint64_t>(n) * stored_size(dt);
+    }
+    if (scale) {
+      r.scale_tensors += 1;
+      const checkpoint::TensorInfo* t = catalog ? catalog->find(s.name) : nullptr;
+      r.scale_bytes += t ? t->nbytes : static_cast<uint64_t>(n) * 4;
+      continue;
+    }
+    const bool mtp = s.layer >= hp.n_layer;
+    slot(mtp ? r.mtp : r.main, s.component) += n;
+    if (mtp) continue;
+    if (s.component == Component::kRoutedExpert) routed_by_layer[s.layer] += n;
+    if (!s.scale_name.empty()) r.quantized_params += n;
+  }
+  if (catalog) {
+    r.dtype_source = "checkpoint";
+    for (const auto& t : catalog->tensors()) {
+      DTypeCount& d = r.dtypes[dtype_name(t.dtype)];
+      d.tensors += 1;
+      d.elements += shape_numel(t.shape);
+      d.bytes += t.nbytes;
+    }
+    r.weight_bytes = catalog->total_bytes();
+  }
+  r.total = r.main.total();
+  r.mtp_total = r.mtp.total();
+  r.n_moe_layers = static_cast<int64_t>(routed_by_layer.size());
+  // Each layer's experts are the same size, so k / n_expert of them is exact.
+  int64_t routed_active = 0;
+  for (const auto& [layer, n] : routed_by_layer) routed_active += n / hp.n_expert * hp.n_expert_used;
+  r.activated = r.total - r.main.routed_experts + routed_active;
+  r.activated_no_embedding = r.activated - (hp.tie_embeddings ? 0 : r.main.embedding);
+  r.features = features_of(hp, specs, config, r);
+  return r;
+}
+
+namespace {
+
+nlohmann::json components_json(const ComponentParams& c) {
+  return {{"embedding", c.embedding},
+          {"attention", c.attention},
+          {"dense_mlp", c.dense_mlp},
+          {"routed_experts", c.routed_experts},
+          {"shared_experts", c.shared_experts},
+          {"router", c.router},
+          {"norms", c.norms},
+          {"lm_head", c.lm_head},
+          {"vision", c.vision},
+          {"mtp_head", c.mtp_head},
+          {"other", c.other},
+          {"total", c.total()}};
+}
+
+}  // namespace
+
+nlohmann::json to_json(const ParamReport& r) {
+  nlohmann::json j;
+  j["parameters"] = components_json(r.main);
+  j["parameters"]["mtp"] = components_json(r.mtp);
+  j["total"] = r.total;
+  j["mtp_total"] = r.mtp_total;
+  j["activated"] = r.activated;
+  j["activated_no_embedding"] = r.activated_no_embedding;
+  j["moe_layers"] = r.n_moe_layers;
+  j["torch_dtype"] = r.torch_dtype;
+  j["quantization"] = {{"method", r.quant_method},
+                       {"fmt", r.quant_fmt},
+                       {"block", {r.quant_block_rows, r.quant_block_cols}},
+                       {"quantized_params", r.quantized_params},
+                       {"scale_tensors", r.scale_tensors},
+                       {"scale_bytes", r.scale_bytes}};
+  j["dtype_source"] = r.dtype_source;
+  nlohmann::json d = nlohmann::json::object();
+  for (const auto& [name, c] : r.dtypes) d[name] = {{"tensors", c.tensors}, {"elements", c.elements}, {"bytes", c.bytes}};
+  j["dtypes"] = d;
+  j["weight_bytes"] = r.weight_bytes;
+  nlohmann::json f = nlohmann::json::array();
+  for (const auto& x : r.features)
+    f.push_back({{"name", x.name}, {"detail", x.detail}, {"support", support_name(x.support)}});
+  j["features"] = f;
+  return j;
+}
+
+}  // namespace dayzero::model
