@@ -95,7 +95,9 @@ Tensor mla_attention(LayerContext& ctx, const MlaNames& n, const Tensor& x) {
   const MlaParams& m = hp.mla;
   const int64_t n_tokens = x.dim(0), nope = m.qk_nope_head_dim, rope = m.qk_rope_head_dim, vd = m.v_head_dim;
   const int64_t qk = m.qk_head_dim(), hd = ctx.k_cache.dim(2), lora = m.kv_lora_rank;
-  const float eps = static_cast<float>(hp.rms_eps);
+  // transformers builds q_a_layernorm / kv_a_layernorm as DeepseekV3RMSNorm(rank) with its
+  // default eps 1e-6, whatever rms_norm_eps says.
+  constexpr float eps = 1e-6f;
 
   Tensor q;  // [n_tokens, n_head_local * qk]
   if (m.q_lora_rank > 0) {
