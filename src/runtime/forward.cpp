@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "comm/comm.h"
+#include "plan/memory.h"
 
 namespace dayzero::runtime {
 namespace {
@@ -42,9 +43,7 @@ Forward::Forward(Backend& be, const model::Adapter& adapter, const model::HParam
 }
 
 KvCache Forward::new_cache(int64_t n_ctx) const {
-  // kv heads split over tp, or one head per rank when tp exceeds them (plan/slicing.h).
-  const int tp = part_.tp ? part_.tp->size() : 1;
-  const int64_t n_head_kv = hp_.n_head_kv % tp == 0 ? hp_.n_head_kv / tp : 1;
+  const int64_t n_head_kv = plan::local_kv_heads(hp_, part_.tp ? part_.tp->size() : 1);
   return KvCache(be_, part_.layer_begin, part_.layer_end, n_head_kv, hp_.head_dim, n_ctx);
 }
 

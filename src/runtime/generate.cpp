@@ -68,11 +68,6 @@ Generation decode(Forward& fwd, const model::HParams& hp, Sequence&& seq, const 
   return g;
 }
 
-Generation generate(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt,
-                    const GenerateOptions& opts, const GenerateSinks& sinks) {
-  return decode(fwd, hp, prefill(fwd, hp, prompt, opts, sinks.prefill), opts, sinks.decode);
-}
-
 double reference_nll(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt,
                      std::span<const int32_t> continuation) {
   std::vector<int32_t> all(prompt.begin(), prompt.end());

@@ -18,11 +18,6 @@ struct GenerateOptions {
   int top_k = 5;
 };
 
-// Sinks for the dump: which one receives prefill and which decode activations (may be null).
-struct GenerateSinks {
-  model::ActivationSink* prefill = nullptr;
-  model::ActivationSink* decode = nullptr;
-};
 
 struct Generation {
   std::vector<int32_t> generated_ids;     // [n_steps], includes the EOS that stopped it
@@ -50,10 +45,6 @@ Sequence prefill(Forward& fwd, const model::HParams& hp, std::span<const int32_t
 // Greedy decode of a prefilled prompt. Collective over tp and pp (the token is shared by pp).
 Generation decode(Forward& fwd, const model::HParams& hp, Sequence&& seq, const GenerateOptions& opts,
                   model::ActivationSink* sink);
-// prefill + decode.
-Generation generate(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt,
-                    const GenerateOptions& opts, const GenerateSinks& sinks);
-
 // Mean negative log-likelihood (nats per token) of `continuation` after `prompt`, teacher-forced
 // in one forward pass. REQUIRES: both non-empty.
 double reference_nll(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt,

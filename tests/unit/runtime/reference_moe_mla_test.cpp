@@ -20,34 +20,17 @@
 #include "model/make_model.h"
 #include "runtime/forward.h"
 #include "runtime/model_loader.h"
+#include "naive_reference.h"
 
 namespace dayzero {
 namespace {
 namespace fs = std::filesystem;
-using Mat = std::vector<double>;
+using naive::Mat;
+using naive::read_f32_safetensors;
+using naive::rel_l2;
 
 constexpr uint64_t kSeed = 77;
 
-// Minimal safetensors reader for F32 files: header JSON, then raw little-endian floats.
-std::map<std::string, Mat> read_f32_safetensors(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  uint64_t n = 0;
-  f.read(reinterpret_cast<char*>(&n), 8);
-  std::string header(n, '\0');
-  f.read(header.data(), static_cast<std::streamsize>(n));
-  const auto j = nlohmann::json::parse(header);
-  std::map<std::string, Mat> out;
-  for (auto& [name, info] : j.items()) {
-    if (name == "__metadata__") continue;
-    EXPECT_EQ(info["dtype"], "F32") << name;
-    const uint64_t b = info["data_offsets"][0], e = info["data_offsets"][1];
-    std::vector<float> v((e - b) / 4);
-    f.seekg(static_cast<std::streamoff>(8 + n + b));
-    f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(e - b));
-    out[name] = Mat(v.begin(), v.end());
-  }
-  return out;
-}
 
 struct Naive {
   nlohmann::json cfg;
@@ -345,14 +328,6 @@ Mat deepseek_forward(const Naive& m, const std::vector<int32_t>& ids) {
   return m.head(h);
 }
 
-double rel_l2(const float* a, const double* b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
 
 void check_family(const std::string& family, const model::ModelShape& shape,
                   Mat (*naive_forward)(const Naive&, const std::vector<int32_t>&),
