@@ -90,9 +90,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", info.status().message().c_str());
     return 2;
   }
-  runtime::BackendOptions bo;
+  backend::BackendOptions bo;
   bo.threads = threads;
-  auto be = runtime::make_backend(bo);
+  auto be = backend::make_backend(bo);
   std::printf("model: %s, n_embd %lld, %lld layers, n_ff %lld, %zu files, %.1f MiB on disk\n", dir.c_str(),
               static_cast<long long>(info->hp.n_embd), static_cast<long long>(info->hp.n_layer),
               static_cast<long long>(info->hp.n_ff), info->catalog.files().size(),

@@ -89,11 +89,11 @@ Result<ProcessGroups> ProcessGroups::create(const plan::Plan& plan, int world_ra
   // Every rank checks that MPI placed it where the plan says, then all agree.
   const plan::RankCoord& want = g.coord_;
   Status local;
-  if (want.rank != mpi_rank || want.dp != dp || want.pp != pp || want.tp != tp ||
-      want.ep != ep || want.etp != etp) {
+  if (want.rank != mpi_rank || want.dp_rank != dp || want.pp_rank != pp || want.tp_rank != tp ||
+      want.ep_rank != ep || want.etp_rank != etp) {
     local = Status::InvalidArgument(
         "plan coordinates of rank " + std::to_string(want.rank) + " " +
-        coord_str(want.dp, want.pp, want.tp, want.ep, want.etp) +
+        coord_str(want.dp_rank, want.pp_rank, want.tp_rank, want.ep_rank, want.etp_rank) +
         " differ from MPI's Cartesian coordinates " + coord_str(dp, pp, tp, ep, etp) +
         " of rank " + std::to_string(mpi_rank) +
         "; the plan must order ranks as rank = ((dp*pp)+pp)*tp + tp, tp = ep*etp + etp");

@@ -131,6 +131,8 @@ class Parser {
       if (!key.IsScalar()) return error(key, path.empty() ? "(top level)" : path, "keys must be plain names");
       const std::string& k = key.Scalar();
       const std::string kp = child(path, k);
+      for (const UnbuiltKey& u : unbuilt_keys())
+        if (kp == u.path) return error(key, kp, std::string("not supported by this build: ") + u.reason);
       if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
         std::string best;
         size_t best_d = 3;
@@ -378,7 +380,7 @@ Status Parser::parse_prompt(const YAML::Node& n, const std::string& path, Prompt
 }
 
 Status Parser::parse_generate(const YAML::Node& n) {
-  DZ_RETURN_IF_ERROR(check_map(n, "generate", {"max_new_tokens", "seed", "stop_at_eos", "top_k_record"}));
+  DZ_RETURN_IF_ERROR(check_map(n, "generate", {"max_new_tokens", "seed", "stop_at_eos", "top_k_record", "max_batch"}));
   GenerateConfig& g = cfg_->generate;
   if (given(n["max_new_tokens"])) DZ_RETURN_IF_ERROR(get_int(n["max_new_tokens"], "generate.max_new_tokens", &g.max_new_tokens));
   if (given(n["seed"])) {
@@ -389,6 +391,7 @@ Status Parser::parse_generate(const YAML::Node& n) {
   }
   if (given(n["stop_at_eos"])) DZ_RETURN_IF_ERROR(get_bool(n["stop_at_eos"], "generate.stop_at_eos", &g.stop_at_eos));
   if (given(n["top_k_record"])) DZ_RETURN_IF_ERROR(get_int(n["top_k_record"], "generate.top_k_record", &g.top_k_record));
+  if (given(n["max_batch"])) DZ_RETURN_IF_ERROR(get_int(n["max_batch"], "generate.max_batch", &g.max_batch));
   return Status::Ok();
 }
 
@@ -508,6 +511,13 @@ const char* dump_mode_name(DumpMode m) {
     case DumpMode::kStats: return "stats";
   }
   return "?";
+}
+
+const std::vector<UnbuiltKey>& unbuilt_keys() {
+  static const std::vector<UnbuiltKey> keys = {
+      {"debug", "the fault-injection hooks (debug.perturb, debug.stall) are not built yet"},
+  };
+  return keys;
 }
 
 Result<RunConfig> parse_run_config(const std::string& yaml_text, const std::string& source_name,

@@ -85,6 +85,7 @@ struct GenerateConfig {
   std::optional<uint64_t> seed;
   bool stop_at_eos = true;
   int top_k_record = 5;        // k of step_topk_ids / step_topk_logits; 0: not recorded
+  int max_batch = 8;           // sequences of one replica decoded together (and resident) at once
 };
 
 // Which activations are dumped. A point name is one of dump_point_names(); layer indices are
@@ -145,6 +146,14 @@ struct RunConfig {
   // Key path ("generate.seed", "prompts[1].images[0]") -> (line, column), 1-based, for messages.
   std::map<std::string, std::pair<int, int>> key_positions;
 };
+
+// A key DESIGN.md defines that this build cannot honour yet: the parser refuses it, with the
+// reason, wherever it appears (a key is never parsed and then ignored).
+struct UnbuiltKey {
+  const char* path;    // key path, e.g. "debug"
+  const char* reason;  // why it is refused, one clause
+};
+const std::vector<UnbuiltKey>& unbuilt_keys();
 
 // Reads and parses a run config file; base_dir is the file's folder (made absolute).
 // Errors: NotFound when the file cannot be read; InvalidArgument for everything in it, one

@@ -86,6 +86,7 @@ Status validate(const RunConfig& cfg) {
   const GenerateConfig& g = cfg.generate;
   DZ_RETURN_IF_ERROR(c.at_least("generate.max_new_tokens", g.max_new_tokens, 0));
   DZ_RETURN_IF_ERROR(c.at_least("generate.top_k_record", g.top_k_record, 0));
+  DZ_RETURN_IF_ERROR(c.at_least("generate.max_batch", g.max_batch, 1));
 
   if (cfg.prompts.empty()) return c.error("prompts", "at least one prompt is required");
   std::set<std::string> ids;

@@ -1,5 +1,5 @@
 // Tensor: a dtype, a shape and a view into device-owned storage (contiguous, row-major,
-// PyTorch dimension order). Storage is allocated by a backend (runtime/backend.h); a CPU
+// PyTorch dimension order). Storage is allocated by a backend (backend/backend.h); a CPU
 // tensor's data() is a host pointer, a CUDA tensor's is a device pointer and must only be
 // handed to that backend's ops.
 #pragma once

@@ -16,7 +16,7 @@
 #include "model/tensor_spec.h"
 #include "model/weights.h"
 
-namespace dayzero::runtime {
+namespace dayzero::backend {
 class Backend;
 }
 
@@ -24,7 +24,7 @@ namespace dayzero::model {
 
 // What one decoder layer needs from the forward pass.
 struct LayerContext {
-  runtime::Backend& be;
+  backend::Backend& be;
   const HParams& hp;
   const Weights& w;
   Tensor& k_cache;           // [n_ctx, n_head_kv, head_dim] of this layer

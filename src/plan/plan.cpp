@@ -30,11 +30,11 @@ nlohmann::json to_json(const Plan& p) {
   j["ranks"] = nlohmann::json::array();
   for (const auto& r : p.ranks)
     j["ranks"].push_back({{"rank", r.rank},
-                          {"dp", r.dp},
-                          {"pp", r.pp},
-                          {"tp", r.tp},
-                          {"ep", r.ep},
-                          {"etp", r.etp},
+                          {"dp", r.dp_rank},
+                          {"pp", r.pp_rank},
+                          {"tp", r.tp_rank},
+                          {"ep", r.ep_rank},
+                          {"etp", r.etp_rank},
                           {"node", r.node},
                           {"local_rank", r.local_rank}});
   j["memory"] = nlohmann::json::array();
@@ -68,7 +68,7 @@ Status consistent(const Plan& p) {
   }
   for (int r = 0; r < p.world_size; ++r) {
     const RankCoord& c = p.ranks[r];
-    if (c.rank != r || rank_of(p, c.dp, c.pp, c.tp) != r || c.ep * p.etp + c.etp != c.tp || c.node < 0 ||
+    if (c.rank != r || rank_of(p, c.dp_rank, c.pp_rank, c.tp_rank) != r || c.ep_rank * p.etp + c.etp_rank != c.tp_rank || c.node < 0 ||
         c.node >= static_cast<int>(p.nodes.size()))
       return bad("ranks[" + std::to_string(r) + "]: coordinates do not match the rank order");
   }
@@ -106,11 +106,11 @@ Result<Plan> plan_from_json(const nlohmann::json& j) {
     for (const auto& r : j.at("ranks")) {
       RankCoord c;
       get(r, "rank", c.rank);
-      get(r, "dp", c.dp);
-      get(r, "pp", c.pp);
-      get(r, "tp", c.tp);
-      get(r, "ep", c.ep);
-      get(r, "etp", c.etp);
+      get(r, "dp", c.dp_rank);
+      get(r, "pp", c.pp_rank);
+      get(r, "tp", c.tp_rank);
+      get(r, "ep", c.ep_rank);
+      get(r, "etp", c.etp_rank);
       get(r, "node", c.node);
       get(r, "local_rank", c.local_rank);
       p.ranks.push_back(c);
@@ -156,8 +156,8 @@ std::string to_yaml(const Plan& p) {
   out << YAML::Key << "ranks" << YAML::Value << YAML::BeginSeq;
   for (const auto& r : p.ranks)
     out << YAML::Flow << YAML::BeginMap << YAML::Key << "rank" << YAML::Value << r.rank << YAML::Key << "dp"
-        << YAML::Value << r.dp << YAML::Key << "pp" << YAML::Value << r.pp << YAML::Key << "tp" << YAML::Value
-        << r.tp << YAML::Key << "ep" << YAML::Value << r.ep << YAML::Key << "etp" << YAML::Value << r.etp
+        << YAML::Value << r.dp_rank << YAML::Key << "pp" << YAML::Value << r.pp_rank << YAML::Key << "tp" << YAML::Value
+        << r.tp_rank << YAML::Key << "ep" << YAML::Value << r.ep_rank << YAML::Key << "etp" << YAML::Value << r.etp_rank
         << YAML::Key << "node" << YAML::Value << r.node << YAML::Key << "local_rank" << YAML::Value << r.local_rank
         << YAML::EndMap;
   out << YAML::EndSeq;
@@ -191,7 +191,7 @@ Plan data_parallel_plan(int world_size, int n_layer, const std::vector<std::stri
     }
     RankCoord c;
     c.rank = r;
-    c.dp = r;
+    c.dp_rank = r;
     c.node = it->second;
     c.local_rank = per_node[it->second]++;
     p.ranks.push_back(c);

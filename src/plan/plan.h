@@ -18,7 +18,7 @@ namespace dayzero::plan {
 
 struct RankCoord {
   int rank = 0;
-  int dp = 0, pp = 0, tp = 0, ep = 0, etp = 0;  // this rank's index along each axis
+  int dp_rank = 0, pp_rank = 0, tp_rank = 0, ep_rank = 0, etp_rank = 0;  // this rank's index along each axis
   int node = 0;                                 // index into Plan::nodes
   int local_rank = 0;                           // rank within its node (the GPU index)
 };
@@ -51,7 +51,7 @@ struct Plan {
   double cost_per_token_s = 0;            // the cost model's estimate
 
   const RankCoord& coord(int rank) const { return ranks.at(rank); }
-  const Stage& stage_of(int rank) const { return stages.at(ranks.at(rank).pp); }
+  const Stage& stage_of(int rank) const { return stages.at(ranks.at(rank).pp_rank); }
 };
 
 nlohmann::json to_json(const Plan& p);

@@ -482,11 +482,11 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
   for (int r = 0; r < world; ++r) {
     RankCoord& rc = p.ranks[r];
     rc.rank = r;
-    rc.tp = r % c.tp;
-    rc.pp = r / c.tp % c.pp;
-    rc.dp = r / (c.tp * c.pp);
-    rc.ep = rc.tp / c.etp;
-    rc.etp = rc.tp % c.etp;
+    rc.tp_rank = r % c.tp;
+    rc.pp_rank = r / c.tp % c.pp;
+    rc.dp_rank = r / (c.tp * c.pp);
+    rc.ep_rank = rc.tp_rank / c.etp;
+    rc.etp_rank = rc.tp_rank % c.etp;
     rc.node = r / g;
     rc.local_rank = r % g;
   }

@@ -55,15 +55,15 @@ void grid(std::ostringstream& o, const Plan& p, const Topology& topo) {
   for (const auto& rc : p.ranks) {
     const int x = left + rc.local_rank * cw, y = top + rc.node * ch;
     used[static_cast<size_t>(rc.node) * g + rc.local_rank] = true;
-    std::string tip = "rank " + std::to_string(rc.rank) + ": dp " + std::to_string(rc.dp) + ", pp " +
-                      std::to_string(rc.pp) + ", tp " + std::to_string(rc.tp) + ", ep " + std::to_string(rc.ep) +
-                      ", etp " + std::to_string(rc.etp);
+    std::string tip = "rank " + std::to_string(rc.rank) + ": dp " + std::to_string(rc.dp_rank) + ", pp " +
+                      std::to_string(rc.pp_rank) + ", tp " + std::to_string(rc.tp_rank) + ", ep " + std::to_string(rc.ep_rank) +
+                      ", etp " + std::to_string(rc.etp_rank);
     if (rc.rank < static_cast<int>(p.memory.size())) tip += ", " + format_bytes(p.memory[rc.rank].total());
     o << "<g><title>" << esc(tip) << "</title><rect x=\"" << x + 1 << "\" y=\"" << y + 1 << "\" width=\"" << cw - 2
-      << "\" height=\"" << ch - 2 << "\" rx=\"4\" fill=\"" << stage_colour(rc.pp, p.pp) << "\" stroke=\"#555\"/>\n";
-    o << "<text x=\"" << x + 6 << "\" y=\"" << y + 15 << "\">r" << rc.rank << " dp" << rc.dp << "</text>\n";
-    o << "<text x=\"" << x + 6 << "\" y=\"" << y + 29 << "\">pp" << rc.pp << " tp" << rc.tp << "</text>\n";
-    if (p.ep > 1) o << "<text x=\"" << x + 6 << "\" y=\"" << y + 43 << "\">ep" << rc.ep << " etp" << rc.etp << "</text>\n";
+      << "\" height=\"" << ch - 2 << "\" rx=\"4\" fill=\"" << stage_colour(rc.pp_rank, p.pp) << "\" stroke=\"#555\"/>\n";
+    o << "<text x=\"" << x + 6 << "\" y=\"" << y + 15 << "\">r" << rc.rank << " dp" << rc.dp_rank << "</text>\n";
+    o << "<text x=\"" << x + 6 << "\" y=\"" << y + 29 << "\">pp" << rc.pp_rank << " tp" << rc.tp_rank << "</text>\n";
+    if (p.ep > 1) o << "<text x=\"" << x + 6 << "\" y=\"" << y + 43 << "\">ep" << rc.ep_rank << " etp" << rc.etp_rank << "</text>\n";
     o << "</g>\n";
   }
   for (int n = 0; n < rows; ++n)

@@ -138,7 +138,7 @@ Slice slice_for(const model::TensorSpec& spec, const model::HParams& hp, const P
                 const EdgeNames& names) {
   DZ_CHECK(rank >= 0 && rank < plan.world_size, "rank " << rank << " of a world of " << plan.world_size);
   if (!stage_holds(spec, hp, plan.stage_of(rank), names)) return {};
-  return rank_slice(spec, plan.tp, plan.ep, plan.etp, plan.coord(rank).tp);
+  return rank_slice(spec, plan.tp, plan.ep, plan.etp, plan.coord(rank).tp_rank);
 }
 
 int64_t slice_bytes(const model::TensorSpec& spec, const Slice& slice, int64_t bytes_per_element) {

@@ -7,13 +7,13 @@
 #include "config/run_config.h"
 #include "dump/dump_writer.h"
 #include "model/activation_sink.h"
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
 namespace dayzero::runtime {
 
 class DumpSink final : public model::ActivationSink {
  public:
-  DumpSink(dump::DumpWriter& writer, Backend& be, const config::DumpSelection& selection, std::string prompt_id,
+  DumpSink(dump::DumpWriter& writer, backend::Backend& be, const config::DumpSelection& selection, std::string prompt_id,
            std::string phase)
       : writer_(writer), be_(be), sel_(selection), prompt_id_(std::move(prompt_id)), phase_(std::move(phase)) {}
 
@@ -24,7 +24,7 @@ class DumpSink final : public model::ActivationSink {
 
  private:
   dump::DumpWriter& writer_;
-  Backend& be_;
+  backend::Backend& be_;
   const config::DumpSelection& sel_;
   std::string prompt_id_, phase_;
   Status status_;

@@ -13,7 +13,7 @@ constexpr int kHiddenTag = 11;
 void check_comm(const Status& s, const char* what) { DZ_CHECK(s.ok(), what << ": " << s.message()); }
 }  // namespace
 
-KvCache::KvCache(Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx)
+KvCache::KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx)
     : layer_begin_(layer_begin), n_ctx_(n_ctx) {
   for (int l = layer_begin; l < layer_end; ++l) {
     k_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
@@ -27,7 +27,7 @@ int64_t KvCache::bytes() const {
   return b;
 }
 
-Forward::Forward(Backend& be, const model::Adapter& adapter, const model::HParams& hp, const model::Weights& w,
+Forward::Forward(backend::Backend& be, const model::Adapter& adapter, const model::HParams& hp, const model::Weights& w,
                  Partition part)
     : be_(be), adapter_(adapter), hp_(hp), w_(w), part_(part) {
   if (part_.layer_end < 0) part_.layer_end = static_cast<int>(hp.n_layer);

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "model/adapter.h"
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
 namespace dayzero::comm {
 class Comm;
@@ -33,7 +33,7 @@ struct Partition {
 class KvCache {
  public:
   // n_head_kv: the kv heads this rank holds (after the tp split or replication).
-  KvCache(Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx);
+  KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx);
   int64_t n_ctx() const { return n_ctx_; }
   Tensor& k(int layer) { return k_[layer - layer_begin_]; }  // [n_ctx, n_head_kv, head_dim]
   Tensor& v(int layer) { return v_[layer - layer_begin_]; }
@@ -47,7 +47,7 @@ class KvCache {
 
 class Forward {
  public:
-  Forward(Backend& be, const model::Adapter& adapter, const model::HParams& hp, const model::Weights& w,
+  Forward(backend::Backend& be, const model::Adapter& adapter, const model::HParams& hp, const model::Weights& w,
           Partition part = {});
 
   const Partition& partition() const { return part_; }
@@ -72,7 +72,7 @@ class Forward {
  private:
   Tensor lm_head(const Tensor& normed);
 
-  Backend& be_;
+  backend::Backend& be_;
   const model::Adapter& adapter_;
   const model::HParams& hp_;
   const model::Weights& w_;

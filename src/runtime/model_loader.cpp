@@ -64,7 +64,7 @@ Status check_tensors(const ModelInfo& m) {
   return Status::Ok();
 }
 
-Result<LoadStats> load_weights(const ModelInfo& m, Backend& be, model::Weights& weights,
+Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,
                                const std::function<void(const checkpoint::WeightRecord&)>& on_tensor,
                                const SliceFn& slice_of, size_t staging_bytes) {

@@ -13,7 +13,7 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/load.h"
 #include "model/adapter.h"
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
 namespace dayzero::runtime {
 
@@ -50,7 +50,7 @@ using SliceFn = std::function<TensorSlice(const model::TensorSpec&)>;
 // Loads this rank's slice of every spec (all of every spec when slice_of is empty) to the
 // backend, reading only the bytes of the slice. on_tensor (optional) is called after each
 // tensor with its record: the runner uses it for the timeline and progress.
-Result<LoadStats> load_weights(const ModelInfo& m, Backend& be, model::Weights& weights,
+Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,
                                const std::function<void(const checkpoint::WeightRecord&)>& on_tensor = {},
                                const SliceFn& slice_of = {},

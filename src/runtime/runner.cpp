@@ -135,7 +135,7 @@ class Run {
   std::string run_dir_;
   ModelInfo model_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
-  std::unique_ptr<Backend> be_;
+  std::unique_ptr<backend::Backend> be_;
   model::Weights weights_;
   std::vector<checkpoint::WeightRecord> records_;
   LoadStats load_stats_;
@@ -246,18 +246,18 @@ Status Run::make_plan() {
   const plan::EdgeNames names = plan::edge_names(*model_.adapter, model_.hp);
   for (const auto& spec : model_.specs)
     if (spec.name == names.embed) {
-      const plan::Slice s = plan::tp_slice(spec, plan_.tp, me.tp);
+      const plan::Slice s = plan::tp_slice(spec, plan_.tp, me.tp_rank);
       if (s.dim == 0) {
         part_.vocab_begin = s.begin;
         part_.vocab_end = s.end;
       }
     }
-  writes_activations_ = me.tp == 0;
-  writes_outputs_ = me.tp == 0 && stage.has_lm_head;
+  writes_activations_ = me.tp_rank == 0;
+  writes_outputs_ = me.tp_rank == 0 && stage.has_lm_head;
   // Data parallel: replica d runs prompts d, d + dp, ...
   std::vector<PromptRun> mine;
   for (size_t i = 0; i < prompts_.size(); ++i)
-    if (static_cast<int>(i) % plan_.dp == me.dp) mine.push_back(std::move(prompts_[i]));
+    if (static_cast<int>(i) % plan_.dp == me.dp_rank) mine.push_back(std::move(prompts_[i]));
   prompts_ = std::move(mine);
   if (env_.rank() == 0) {
     std::string stages;
@@ -292,19 +292,18 @@ Status Run::make_folder() {
   DZ_ASSIGN_OR_RETURN(heartbeat_, dump::Heartbeat::start(dump::heartbeat_path(run_dir_, env_.rank()), env_.rank()));
 
   const int64_t offset = comm::measure_clock_offset_ns();
-  BackendOptions bo;
+  backend::BackendOptions bo;
   bo.kind = "cpu";
   bo.threads = args_.threads > 0 ? args_.threads : cfg_.runtime.threads.value_or(default_threads(env_));
   if (cfg_.topology.device_memory_gib)
     bo.memory_budget_bytes = static_cast<int64_t>(*cfg_.topology.device_memory_gib * (1LL << 30));
-  DZ_ASSIGN_OR_RETURN(be_, make_backend(bo));
+  DZ_ASSIGN_OR_RETURN(be_, backend::make_backend(bo));
 
   if (!cfg_.dump.enabled) return Status::Ok();
   dump::RootAttributes a;
   a.dayzero_version = DAYZERO_VERSION;
   a.rank = env_.rank();
   a.world_size = env_.world_size();
-  const plan::RankCoord& me = plan_.coord(env_.rank());
   a.dp = plan_.dp;
   a.pp = plan_.pp;
   a.tp = plan_.tp;
@@ -315,7 +314,6 @@ Status Run::make_folder() {
   a.backend = be_->name();
   a.model_config = model_.config.dump();
   a.plan = plan::to_json(plan_).dump();
-  (void)me;
   a.run_config = cfg_.source_text;
   a.started_at = utc_iso8601(started_ns_);
   a.clock_offset_ns = offset;

@@ -47,11 +47,11 @@ plan::Plan make_plan(int dp, int pp, int tp, int ep = 1) {
   for (int r = 0; r < p.world_size; ++r) {
     plan::RankCoord c;
     c.rank = r;
-    c.tp = r % tp;
-    c.pp = (r / tp) % pp;
-    c.dp = r / (tp * pp);
-    c.ep = c.tp / p.etp;
-    c.etp = c.tp % p.etp;
+    c.tp_rank = r % tp;
+    c.pp_rank = (r / tp) % pp;
+    c.dp_rank = r / (tp * pp);
+    c.ep_rank = c.tp_rank / p.etp;
+    c.etp_rank = c.tp_rank % p.etp;
     p.ranks.push_back(c);
   }
   return p;
@@ -72,13 +72,13 @@ std::vector<int32_t> expected_members(const plan::Plan& p, int me, const std::st
   std::vector<std::pair<int, int32_t>> members;  // (axis coordinate, world rank)
   for (const plan::RankCoord& c : p.ranks) {
     if (axis == "world") members.push_back({c.rank, c.rank});
-    if (axis == "tp" && c.dp == m.dp && c.pp == m.pp) members.push_back({c.tp, c.rank});
-    if (axis == "pp" && c.dp == m.dp && c.tp == m.tp) members.push_back({c.pp, c.rank});
-    if (axis == "dp" && c.pp == m.pp && c.tp == m.tp) members.push_back({c.dp, c.rank});
-    if (axis == "ep" && c.dp == m.dp && c.pp == m.pp && c.etp == m.etp)
-      members.push_back({c.ep, c.rank});
-    if (axis == "etp" && c.dp == m.dp && c.pp == m.pp && c.ep == m.ep)
-      members.push_back({c.etp, c.rank});
+    if (axis == "tp" && c.dp_rank == m.dp_rank && c.pp_rank == m.pp_rank) members.push_back({c.tp_rank, c.rank});
+    if (axis == "pp" && c.dp_rank == m.dp_rank && c.tp_rank == m.tp_rank) members.push_back({c.pp_rank, c.rank});
+    if (axis == "dp" && c.pp_rank == m.pp_rank && c.tp_rank == m.tp_rank) members.push_back({c.dp_rank, c.rank});
+    if (axis == "ep" && c.dp_rank == m.dp_rank && c.pp_rank == m.pp_rank && c.etp_rank == m.etp_rank)
+      members.push_back({c.ep_rank, c.rank});
+    if (axis == "etp" && c.dp_rank == m.dp_rank && c.pp_rank == m.pp_rank && c.ep_rank == m.ep_rank)
+      members.push_back({c.etp_rank, c.rank});
   }
   std::sort(members.begin(), members.end());
   std::vector<int32_t> out;
@@ -114,23 +114,23 @@ TEST(ProcessGroups, SizesCoordinatesAndMembers) {
     EXPECT_EQ(g.world().size(), 4);
     EXPECT_EQ(g.world().rank(), me);
     EXPECT_EQ(g.tp().size(), pc.tp);
-    EXPECT_EQ(g.tp().rank(), c.tp);
+    EXPECT_EQ(g.tp().rank(), c.tp_rank);
     EXPECT_EQ(g.pp().size(), pc.pp);
-    EXPECT_EQ(g.pp().rank(), c.pp);
+    EXPECT_EQ(g.pp().rank(), c.pp_rank);
     EXPECT_EQ(g.dp().size(), pc.dp);
-    EXPECT_EQ(g.dp().rank(), c.dp);
+    EXPECT_EQ(g.dp().rank(), c.dp_rank);
     EXPECT_EQ(g.ep().size(), pc.ep);
-    EXPECT_EQ(g.ep().rank(), c.ep);
+    EXPECT_EQ(g.ep().rank(), c.ep_rank);
     EXPECT_EQ(g.etp().size(), pc.tp / pc.ep);
-    EXPECT_EQ(g.etp().rank(), c.etp);
-    const std::string pp = "pp" + std::to_string(c.pp), dp = "dp" + std::to_string(c.dp),
-                      tp = "tp" + std::to_string(c.tp);
+    EXPECT_EQ(g.etp().rank(), c.etp_rank);
+    const std::string pp = "pp" + std::to_string(c.pp_rank), dp = "dp" + std::to_string(c.dp_rank),
+                      tp = "tp" + std::to_string(c.tp_rank);
     EXPECT_EQ(g.world().label(), "world");
     EXPECT_EQ(g.tp().label(), "tp@" + pp + "." + dp);
     EXPECT_EQ(g.pp().label(), "pp@" + dp + "." + tp);
     EXPECT_EQ(g.dp().label(), "dp@" + pp + "." + tp);
-    EXPECT_EQ(g.ep().label(), "ep@" + pp + "." + dp + ".etp" + std::to_string(c.etp));
-    EXPECT_EQ(g.etp().label(), "etp@" + pp + "." + dp + ".ep" + std::to_string(c.ep));
+    EXPECT_EQ(g.ep().label(), "ep@" + pp + "." + dp + ".etp" + std::to_string(c.etp_rank));
+    EXPECT_EQ(g.etp().label(), "etp@" + pp + "." + dp + ".ep" + std::to_string(c.ep_rank));
     EXPECT_EQ(g.tp().name(), "tp");
     EXPECT_EQ(g.etp().name(), "etp");
     for (const char* axis : {"world", "tp", "pp", "dp", "ep", "etp"}) {
@@ -163,7 +163,7 @@ TEST(ProcessGroups, PlansThatDisagreeWithMpiFailOnEveryRank) {
   // tp-major coordinates where the plan's order is tp-fastest: found by the ranks whose
   // coordinates differ, and reported on all ranks.
   plan::Plan swapped = make_plan(1, 2, 2);
-  for (plan::RankCoord& c : swapped.ranks) std::swap(c.pp, c.tp);
+  for (plan::RankCoord& c : swapped.ranks) std::swap(c.pp_rank, c.tp_rank);
   auto sw = ProcessGroups::create(swapped, world_rank(), nullptr);
   ASSERT_FALSE(sw.ok());
   EXPECT_EQ(sw.status().code(), StatusCode::kInvalidArgument);

@@ -12,7 +12,7 @@
 #include "model/adapters/common.h"
 #include "model/blocks/mla.h"
 #include "model/blocks/moe_sigmoid.h"
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
 namespace dayzero::model {
 namespace {

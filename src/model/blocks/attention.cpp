@@ -3,12 +3,12 @@
 
 #include <cmath>
 
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
 namespace dayzero::model::blocks {
 
 namespace {
-Tensor linear(runtime::Backend& be, const Weights& w, const std::string& weight, const std::string& bias,
+Tensor linear(backend::Backend& be, const Weights& w, const std::string& weight, const std::string& bias,
               const Tensor& x, int64_t n_tokens) {
   const Tensor& wt = w.get(weight);
   Tensor y = be.empty(DType::kF32, {n_tokens, wt.dim(0)});

@@ -3,7 +3,7 @@
 
 #include "model/blocks/attention.h"
 #include "model/blocks/mlp.h"
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
 namespace dayzero::model::blocks {
 namespace {

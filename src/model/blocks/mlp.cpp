@@ -1,12 +1,12 @@
 // SwiGLU MLP block.
 #include "model/blocks/mlp.h"
 
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
 namespace dayzero::model::blocks {
 
 Tensor swiglu_mlp(const LayerContext& ctx, const MlpNames& n, const Tensor& x) {
-  runtime::Backend& be = ctx.be;
+  backend::Backend& be = ctx.be;
   const Weights& w = ctx.w;
   const int64_t n_tokens = x.dim(0);
   const Tensor& gate_w = w.get(n.gate);

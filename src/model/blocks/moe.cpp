@@ -6,7 +6,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
 namespace dayzero::model::blocks {
 
@@ -57,7 +57,7 @@ std::vector<TensorSpec> moe_specs(const HParams& hp, int layer, const MoeNames& 
 }
 
 Tensor moe_ffn(LayerContext& ctx, int layer, const MoeNames& names, const Tensor& x) {
-  runtime::Backend& be = ctx.be;
+  backend::Backend& be = ctx.be;
   const HParams& hp = ctx.hp;
   const int64_t n = x.dim(0), ne = hp.n_expert, k = hp.n_expert_used;
   const std::string prefix = "layers." + std::to_string(layer) + ".";
@@ -72,7 +72,7 @@ Tensor moe_ffn(LayerContext& ctx, int layer, const MoeNames& names, const Tensor
 }
 
 Tensor moe_experts(LayerContext& ctx, int layer, const MoeNames& names, const Tensor& x, const Routing& r) {
-  runtime::Backend& be = ctx.be;
+  backend::Backend& be = ctx.be;
   const HParams& hp = ctx.hp;
   const int64_t n = x.dim(0), d = hp.n_embd, ne = hp.n_expert, k = hp.n_expert_used;
   const std::string prefix = "layers." + std::to_string(layer) + ".";

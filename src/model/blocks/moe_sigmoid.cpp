@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
 namespace dayzero::model::blocks {
 
@@ -72,7 +72,7 @@ std::vector<TensorSpec> group_moe_specs(const HParams& hp, int layer, const Grou
 }
 
 Tensor group_moe_ffn(LayerContext& ctx, int layer, const GroupMoeNames& names, const Tensor& x) {
-  runtime::Backend& be = ctx.be;
+  backend::Backend& be = ctx.be;
   const HParams& hp = ctx.hp;
   const int64_t n = x.dim(0), ne = hp.n_expert;
   const std::string prefix = "layers." + std::to_string(layer) + ".";

@@ -77,7 +77,7 @@ int64_t replica_sum(const Model& m, const Plan& p, const MemoryParams& mp) {
       const Slice sl = slice_for(m.specs[i], m.hp, p, r, m.names);
       const bool whole_everywhere = sl.dim < 0 && !(m.specs[i].rule == model::ShardRule::kExpertOwned &&
                                                      m.specs[i].expert >= 0);
-      if (!whole_everywhere || p.coord(r).tp == 0) sum += held_bytes(m.specs[i], i, sl, mp);
+      if (!whole_everywhere || p.coord(r).tp_rank == 0) sum += held_bytes(m.specs[i], i, sl, mp);
     }
   return sum;
 }
@@ -253,7 +253,7 @@ TEST(TinyDeepseek, EpChosenForMoeAndReported) {
   EXPECT_EQ(p->ep, 2);
   EXPECT_EQ(p->etp, 1);
   for (const auto& c : cands) EXPECT_EQ(c.ep, 2);
-  for (const auto& rc : p->ranks) EXPECT_EQ(rc.ep * p->etp + rc.etp, rc.tp);
+  for (const auto& rc : p->ranks) EXPECT_EQ(rc.ep_rank * p->etp + rc.etp_rank, rc.tp_rank);
   // Fixed sizes are honoured.
   r.etp = 2;
   p = choose_plan(r);

@@ -51,9 +51,9 @@ inline Plan hand_plan(int dp, int tp, const std::vector<int>& bounds, int per_no
   for (int r = 0; r < p.world_size; ++r) {
     RankCoord c;
     c.rank = r;
-    c.tp = c.etp = r % tp;
-    c.pp = r / tp % p.pp;
-    c.dp = r / (tp * p.pp);
+    c.tp_rank = c.etp_rank = r % tp;
+    c.pp_rank = r / tp % p.pp;
+    c.dp_rank = r / (tp * p.pp);
     c.node = r / per_node;
     c.local_rank = r % per_node;
     p.ranks.push_back(c);

@@ -156,7 +156,7 @@ TEST(Planner, ExplicitSizesHonouredOrRejected) {
   ASSERT_TRUE(ep.ok()) << ep.status().message();
   EXPECT_EQ(ep->ep, 2);
   EXPECT_EQ(ep->etp, 2);
-  for (const auto& c : ep->ranks) EXPECT_EQ(c.ep * 2 + c.etp, c.tp);
+  for (const auto& c : ep->ranks) EXPECT_EQ(c.ep_rank * 2 + c.etp_rank, c.tp_rank);
 }
 
 TEST(Planner, RejectedCandidatesCarryReasons) {
@@ -189,13 +189,13 @@ TEST(Planner, TpGroupsNeverSpanNodesAndStagesAreNeighbours) {
       auto p = choose_plan(r);
       ASSERT_TRUE(p.ok()) << p.status().message();
       for (const auto& c : p->ranks) {
-        EXPECT_EQ(c.rank, rank_of(*p, c.dp, c.pp, c.tp));
+        EXPECT_EQ(c.rank, rank_of(*p, c.dp_rank, c.pp_rank, c.tp_rank));
         EXPECT_EQ(c.node, c.rank / 4);
         EXPECT_EQ(c.local_rank, c.rank % 4);
-        const RankCoord& head = p->coord(c.rank - c.tp);  // tp rank 0 of the group
+        const RankCoord& head = p->coord(c.rank - c.tp_rank);  // tp rank 0 of the group
         EXPECT_EQ(c.node, head.node) << "tp=" << tp << " pp=" << pp << " rank " << c.rank;
-        if (c.pp + 1 < pp) {
-          const int next = rank_of(*p, c.dp, c.pp + 1, c.tp);
+        if (c.pp_rank + 1 < pp) {
+          const int next = rank_of(*p, c.dp_rank, c.pp_rank + 1, c.tp_rank);
           EXPECT_LE(p->coord(next).node - c.node, 1);
         }
       }
@@ -291,7 +291,7 @@ TEST(Llama405B, FeasibleOnTwoAndFourNodesWithExactWeightBytes) {
         const Slice sl = slice_for(s, m.hp, *p, r, m.names);
         const int64_t b = slice_bytes(s, sl, 2);
         mine += b;
-        if (sl.dim >= 0 || p->coord(r).tp == 0) sum += b;
+        if (sl.dim >= 0 || p->coord(r).tp_rank == 0) sum += b;
       }
       EXPECT_EQ(mine, p->memory[r].weights) << "rank " << r;
     }

@@ -108,7 +108,7 @@ TEST(PlanValue, DataParallelPlan) {
   EXPECT_EQ(p.nodes, (std::vector<std::string>{"x", "y"}));
   EXPECT_EQ(p.coord(3).node, 1);
   EXPECT_EQ(p.coord(3).local_rank, 1);
-  EXPECT_EQ(p.coord(2).dp, 2);
+  EXPECT_EQ(p.coord(2).dp_rank, 2);
   EXPECT_TRUE(plan_from_json(to_json(p)).ok());
   EXPECT_EQ(data_parallel_plan(2, 4, {}).nodes.size(), 1u);
 }

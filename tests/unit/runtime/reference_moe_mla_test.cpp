@@ -353,7 +353,7 @@ void check_family(const std::string& family, const model::ModelShape& shape,
   auto info = runtime::open_model(dir.string());
   ASSERT_TRUE(info.ok()) << info.status().message();
   ASSERT_TRUE(runtime::check_tensors(*info).ok());
-  auto be = runtime::make_backend({});
+  auto be = backend::make_backend({});
   ASSERT_TRUE(be.ok());
   model::Weights w;
   std::vector<checkpoint::WeightRecord> recs;

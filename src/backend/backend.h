@@ -13,7 +13,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 
-namespace dayzero::runtime {
+namespace dayzero::backend {
 
 struct MemoryInfo {
   int64_t total_bytes = 0;  // what this rank may use (CUDA: device memory; CPU: configured budget)
@@ -73,4 +73,4 @@ struct BackendOptions {
 // Creates a backend; Unsupported when the kind is not built or no device is visible.
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options);
 
-}  // namespace dayzero::runtime
+}  // namespace dayzero::backend

@@ -7,9 +7,9 @@
 
 #include "core/clock.h"
 #include "kernels/ops.h"
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
-namespace dayzero::runtime {
+namespace dayzero::backend {
 namespace kc = kernels::cpu;
 
 namespace {
@@ -109,4 +109,4 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options)
   return std::unique_ptr<Backend>(new CpuBackend(options));
 }
 
-}  // namespace dayzero::runtime
+}  // namespace dayzero::backend

@@ -1,7 +1,7 @@
 // Backend factory: the one place that knows which backends are built.
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
-namespace dayzero::runtime {
+namespace dayzero::backend {
 
 Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options);
 #ifdef DAYZERO_WITH_CUDA
@@ -20,4 +20,4 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options) {
   return Status::InvalidArgument("unknown backend '" + options.kind + "' (expected cpu or cuda)");
 }
 
-}  // namespace dayzero::runtime
+}  // namespace dayzero::backend
