@@ -3,8 +3,10 @@
 
 For each <family>.yaml there: `dayzero make-model` writes the checkpoint, transformers (CPU,
 float32) runs it, and tests/data/golden/<family>.safetensors receives the per-layer hidden
-states of a fixed prompt, the last-position logits and 8 greedy tokens, with the seed and the
-library versions in its metadata. The C++ test regenerates the same checkpoint (make-model is
+states of a fixed prompt (embed, every layer's output, final norm: exactly the names dayzero
+dumps), MoE router logits and top-k ids, the last-position logits and 8 greedy tokens, with
+the seed and the library versions in its metadata. MLA models also get the same activations
+under control.mla_norm_eps.* from a run with a deliberate bug, for the test's negative control. The C++ test regenerates the same checkpoint (make-model is
 deterministic) and compares. Rerun this only when make-model or the prompt changes:
 
     python3 tools/make_hf_goldens.py --dayzero build/src/cli/dayzero
@@ -70,6 +72,48 @@ def dequantize_fp8(model_dir, out_dir):
     safetensors.torch.save_file(out, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
 
 
+def prompt_activations(model, ids):
+    """Hidden states (embed, every layer's output, final norm), router logits and top-k ids
+    per MoE layer, and the last-position logits of one pass over the prompt."""
+    # MoE routers return (router_logits, weights, top-k ids): keep them per layer.
+    routers, hooks = {}, []
+    for i, layer in enumerate(model.model.layers):
+        moe = getattr(layer, "block_sparse_moe", None) or getattr(layer, "mlp", None)
+        gate = getattr(moe, "gate", None)
+        if gate is not None and hasattr(gate, "top_k"):
+            hooks.append(gate.register_forward_hook(lambda mod, inp, out, i=i: routers.__setitem__(i, out)))
+    # hidden_states ends with the final norm's output: the last layer's output is its input.
+    last = {}
+    hooks.append(model.model.norm.register_forward_pre_hook(lambda mod, inp: last.__setitem__("x", inp[0])))
+    with torch.no_grad():
+        out = model(torch.tensor([ids]), output_hidden_states=True)
+    for h in hooks:
+        h.remove()
+    hs = out.hidden_states  # (embeddings, layer 0 .. n-2 outputs, final norm of layer n-1)
+    n_layer = model.config.num_hidden_layers
+    assert len(hs) == n_layer + 1
+    tensors = {
+        "embed": hs[0][0].numpy().astype(np.float32),
+        "final_norm": hs[n_layer][0].numpy().astype(np.float32),
+        "logits_last": out.logits[0, -1].numpy().astype(np.float32),
+    }
+    for layer in range(n_layer - 1):
+        tensors[f"layers.{layer}.layer_out"] = hs[layer + 1][0].numpy().astype(np.float32)
+    tensors[f"layers.{n_layer - 1}.layer_out"] = last["x"][0].numpy().astype(np.float32)
+    for layer, (logits, _, top_ids) in routers.items():
+        bias = getattr(model.model.layers[layer].mlp.gate, "e_score_correction_bias", None)
+        if bias is not None:
+            # DeepSeek's router takes top-k unsorted: order by descending biased score, ties
+            # to the lower id, as dayzero reports them.
+            choice = (logits.float().sigmoid() + bias).numpy()
+            top_ids = torch.tensor(
+                [sorted(row.tolist(), key=lambda e, c=c: (-c[e], e)) for row, c in zip(top_ids, choice)]
+            )
+        tensors[f"layers.{layer}.router_logits"] = logits.numpy().astype(np.float32)
+        tensors[f"layers.{layer}.topk_ids"] = top_ids.numpy().astype(np.float32)
+    return tensors
+
+
 def make_golden(dayzero, yaml_path):
     family = yaml_path.stem
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,39 +126,25 @@ def make_golden(dayzero, yaml_path):
         ids = tok.encode(PROMPT, add_special_tokens=False).ids
         model = transformers.AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
         model.eval()
-        # MoE routers return (router_logits, weights, top-k ids): keep them per layer.
-        routers = {}
-        for i, layer in enumerate(model.model.layers):
-            moe = getattr(layer, "block_sparse_moe", None) or getattr(layer, "mlp", None)
-            gate = getattr(moe, "gate", None)
-            if gate is not None and hasattr(gate, "top_k"):
-                gate.register_forward_hook(lambda mod, inp, out, i=i: routers.__setitem__(i, out))
-        with torch.no_grad():
-            out = model(torch.tensor([ids]), output_hidden_states=True)
-        prompt_routers = dict(routers)  # the prompt's routing; the greedy passes below overwrite the hooks' dict
-        hs = out.hidden_states  # (embeddings, layer 0 .. n-2 outputs, final norm of layer n-1)
-        n_layer = model.config.num_hidden_layers
-        assert len(hs) == n_layer + 1
         tensors = {
             "prompt_ids": np.array(ids, dtype=np.int32),
-            "embed": hs[0][0].numpy().astype(np.float32),
-            "final_norm": hs[n_layer][0].numpy().astype(np.float32),
-            "logits_last": out.logits[0, -1].numpy().astype(np.float32),
             "greedy_ids": np.array(greedy(model, ids, N_GREEDY), dtype=np.int32),
         }
-        for layer in range(n_layer - 1):
-            tensors[f"layers.{layer}.layer_out"] = hs[layer + 1][0].numpy().astype(np.float32)
-        for layer, (logits, _, top_ids) in prompt_routers.items():
-            bias = getattr(model.model.layers[layer].mlp.gate, "e_score_correction_bias", None)
-            if bias is not None:
-                # DeepSeek's router takes top-k unsorted: order by descending biased score, ties
-                # to the lower id, as dayzero reports them.
-                choice = (logits.float().sigmoid() + bias).numpy()
-                top_ids = torch.tensor(
-                    [sorted(row.tolist(), key=lambda e, c=c: (-c[e], e)) for row, c in zip(top_ids, choice)]
-                )
-            tensors[f"layers.{layer}.router_logits"] = logits.numpy().astype(np.float32)
-            tensors[f"layers.{layer}.topk_ids"] = top_ids.numpy().astype(np.float32)
+        tensors.update(prompt_activations(model, ids))
+        mla_norms = [
+            norm
+            for layer in model.model.layers
+            for norm in (getattr(layer.self_attn, "q_a_layernorm", None), getattr(layer.self_attn, "kv_a_layernorm", None))
+            if norm is not None
+        ]
+        if mla_norms:
+            # Negative control for the C++ test: the same prompt with q_a/kv_a norms at
+            # rms_norm_eps instead of DeepseekV3RMSNorm's default 1e-6 (a bug dayzero once had).
+            assert model.config.rms_norm_eps != 1e-6
+            for norm in mla_norms:
+                norm.variance_epsilon = model.config.rms_norm_eps
+            control = prompt_activations(model, ids)
+            tensors.update({f"control.mla_norm_eps.{k}": v for k, v in control.items()})
         meta = {
             "magic": "dayzero-golden",
             "version": "1",

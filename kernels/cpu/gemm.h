@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dayzero::kernels::cpu::gemm {
 
@@ -77,8 +78,16 @@ GemmPath* builtin();
 void matmul_nt_reference(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
                          float beta);
 
-// Runs `path` on small odd shapes (m = 1 and m > 1, beta 0 and 1) against the reference.
-// False with the first bad element in *detail.
+// The shapes verify_path() runs (m = 1 and m > 1, beta 0 and 1), so that a test can check
+// the selected path on shapes the selection did not see.
+struct VerifyShape {
+  int64_t m, n, k;
+  float beta;
+};
+std::vector<VerifyShape> verify_shapes();
+
+// Runs `path` on verify_shapes() against the reference. False with the first bad element in
+// *detail.
 bool verify_path(GemmPath& path, std::string* detail);
 
 // The path matmul_nt() uses, chosen on first call (thread-safe) and logged in gemm_info().

@@ -145,16 +145,15 @@ void matmul_nt_reference(int64_t m, int64_t n, int64_t k, const float* x, const 
   }
 }
 
-bool verify_path(GemmPath& path, std::string* detail) {
-  struct Case {
-    int64_t m, n, k;
-    float beta;
-  };
+std::vector<VerifyShape> verify_shapes() {
   // Odd sizes reach every edge tile; m = 1 takes the GEMV routine; 64x96x256 is big enough
   // for the libraries to split it across threads.
-  const Case cases[] = {{1, 37, 133, 0}, {1, 45, 70, 1}, {5, 33, 70, 0}, {19, 67, 131, 1}, {64, 96, 256, 0}};
+  return {{1, 37, 133, 0}, {1, 45, 70, 1}, {5, 33, 70, 0}, {19, 67, 131, 1}, {64, 96, 256, 0}};
+}
+
+bool verify_path(GemmPath& path, std::string* detail) {
   uint32_t seed = 1;
-  for (const Case& c : cases) {
+  for (const VerifyShape& c : verify_shapes()) {
     std::vector<float> x(c.m * c.k), w(c.n * c.k), y(c.m * c.n), ref(c.m * c.n);
     fill_random(x, seed++);
     fill_random(w, seed++);

@@ -212,6 +212,7 @@ Status make_model(const MakeModelOptions& o) {
   if (fp8)
     config["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
                                      {"weight_block_size", {128, 128}}};
+  for (const auto& [key, value] : o.config_overrides.items()) config[key] = value;
   DZ_RETURN_IF_ERROR(write_text(out / "config.json", config.dump(2)));
   nlohmann::json gen = {{"do_sample", false}};
   if (tids.bos >= 0) gen["bos_token_id"] = tids.bos;

@@ -5,6 +5,8 @@
 // bytes on every machine and in any tensor order.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <string>
 
@@ -22,6 +24,9 @@ struct MakeModelOptions {
   DType dtype = DType::kBF16;  // BF16 (default), F16, F32, or F8_E4M3 (block-quantized Linears, rest BF16)
   int shards = 1;              // > 1 writes model-0000i-of-0000N.safetensors + index
   std::string tokenizer_dir;   // copy tokenizer.json (+ tokenizer_config.json) from here; empty = train a small one
+  // Keys set over the adapter's generated config.json before the tensor list is derived from
+  // it (a null value is written as null, e.g. q_lora_rank), for variants a shape cannot say.
+  nlohmann::json config_overrides = nlohmann::json::object();
 };
 
 // Writes the checkpoint; the model's n_vocab grows to cover the tokenizer when needed.

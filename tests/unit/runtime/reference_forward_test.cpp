@@ -3,6 +3,7 @@
 // code with the runtime, so an error in a kernel, a block or the loader cannot cancel out.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -10,17 +11,14 @@
 #include <fstream>
 #include <map>
 
-#include "model/make_model.h"
-#include "runtime/forward.h"
-#include "runtime/model_loader.h"
 #include "naive_reference.h"
+#include "reference_check.h"
 
 namespace dayzero {
 namespace {
 namespace fs = std::filesystem;
 using naive::Mat;
 using naive::read_f32_safetensors;
-using naive::rel_l2;
 
 
 struct NaiveModel {
@@ -29,6 +27,7 @@ struct NaiveModel {
   int64_t d, n_layer, n_head, n_kv, hd, ff, vocab;
   double eps, theta;
   bool qk_norm, qkv_bias, tied;
+  std::vector<double> inv_freq;  // [hd / 2]
 
   const Mat& W(const std::string& n) const {
     auto it = w.find(n);
@@ -59,7 +58,7 @@ struct NaiveModel {
     for (int64_t t = 0; t < n_tokens; ++t)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t i = 0; i < hd / 2; ++i) {
-          const double freq = 1.0 / std::pow(theta, 2.0 * i / hd);
+          const double freq = inv_freq[i];
           const double c = std::cos(t * freq), s = std::sin(t * freq);
           double& a = x[(t * heads + h) * hd + i];
           double& b = x[(t * heads + h) * hd + i + hd / 2];
@@ -144,57 +143,96 @@ NaiveModel load_naive(const fs::path& dir) {
   m.tied = m.cfg["tie_word_embeddings"];
   m.qk_norm = m.cfg["model_type"] == "qwen3";
   m.qkv_bias = m.cfg["model_type"] == "qwen2";
+  // modeling_rope_utils.py: default, or _compute_llama3_parameters (long wavelengths divided
+  // by factor, short ones kept, a smooth blend between).
+  for (int64_t i = 0; i < m.hd / 2; ++i) m.inv_freq.push_back(1.0 / std::pow(m.theta, 2.0 * i / m.hd));
+  if (m.cfg.contains("rope_scaling") && m.cfg["rope_scaling"].is_object() &&
+      m.cfg["rope_scaling"].value("rope_type", "") == "llama3") {
+    const auto& rs = m.cfg["rope_scaling"];
+    const double factor = rs["factor"], lo = rs["low_freq_factor"], hi = rs["high_freq_factor"];
+    const double old_len = rs["original_max_position_embeddings"];
+    for (double& f : m.inv_freq) {
+      const double wavelen = 2 * M_PI / f;
+      if (wavelen > old_len / lo) {
+        f /= factor;
+      } else if (wavelen >= old_len / hi) {
+        const double smooth = (old_len / wavelen - lo) / (hi - lo);
+        f = (1 - smooth) * f / factor + smooth * f;
+      }
+    }
+  }
   return m;
 }
 
 
-class ReferenceForward : public ::testing::TestWithParam<const char*> {};
+constexpr uint64_t kSeed = 99;
+
+struct Case {
+  const char* name;
+  const char* family;
+  nlohmann::json overrides;  // config.json keys set before the tensors are generated
+  double tol;
+  naive::FeatureControl feature_off;
+};
+
+// Tolerance 8e-7 on every position's logits: f32 runtime against f64 loops over 2 layers
+// (the runtime also takes RoPE frequencies in f32, as transformers does) agree to at most
+// 2.5e-7 (llama, qwen2, qwen3) and 3.2e-7 (llama3 scaling), measured; the negative controls
+// (tenfold rms_norm_eps: >= 6.9e-5, rope_theta x1.01: >= 4.5e-4) land far above it.
+constexpr double kTol = 8e-7;
+const Case kCases[] = {
+    {"llama", "llama", nlohmann::json::object(), kTol, {}},
+    {"qwen2", "qwen2", nlohmann::json::object(), kTol, {}},
+    {"qwen3", "qwen3", nlohmann::json::object(), kTol, {}},
+    // llama3 scaling over an original 64 positions: head_dim 16's wavelengths 6..20000 fall in
+    // all three bands (kept, blended, divided by factor).
+    {"llama_rope_llama3", "llama",
+     {{"rope_scaling",
+       {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+        {"original_max_position_embeddings", 64}}}},
+     kTol,
+     {"llama3 scaling read as default RoPE", [](model::HParams& hp) { hp.rope_scaling = model::RopeScaling{}; }}},
+};
+
+class ReferenceForward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReferenceForward, LogitsMatchNaiveLoops) {
-  const std::string family = GetParam();
-  const fs::path dir = fs::temp_directory_path() / ("dayzero-ref-" + family + "-" + std::to_string(getpid()));
+  const Case& c = GetParam();
+  const std::string family = c.family;
+  const fs::path dir = fs::temp_directory_path() / ("dayzero-ref-" + std::string(c.name) + "-" + std::to_string(getpid()));
   model::MakeModelOptions o;
   o.family = family;
   o.out_dir = dir.string();
   o.dtype = DType::kF32;
-  o.seed = 99;
+  o.seed = kSeed;
   o.shape = {.n_vocab = 300, .n_embd = 48, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 96};
   o.shape.tie_embeddings = family == "qwen2";
+  o.config_overrides = c.overrides;
   ASSERT_TRUE(model::make_model(o).ok());
 
-  auto info = runtime::open_model(dir.string());
-  ASSERT_TRUE(info.ok()) << info.status().message();
-  ASSERT_TRUE(runtime::check_tensors(*info).ok());
-  auto be = backend::make_backend({});
-  ASSERT_TRUE(be.ok());
-  model::Weights w;
-  std::vector<checkpoint::WeightRecord> recs;
-  ASSERT_TRUE(runtime::load_weights(*info, **be, w, recs).ok());
-  runtime::Forward fwd(**be, *info->adapter, info->hp, w);
-
-  const std::vector<int32_t> ids = {5, 17, 255, 3, 42, 42, 7, 100, 299, 0, 11};
-  // Prefill of the first 7 tokens, then one token at a time: exercises the cache path too.
-  runtime::KvCache cache = fwd.new_cache(static_cast<int64_t>(ids.size()));
-  Tensor first = fwd.run(std::span(ids).first(7), 0, cache, nullptr, true);
-  std::vector<float> ours(first.f32(), first.f32() + first.numel());
-  for (size_t t = 7; t < ids.size(); ++t) {
-    Tensor step = fwd.run(std::span(ids).subspan(t, 1), static_cast<int64_t>(t), cache, nullptr, false);
-    ours.insert(ours.end(), step.f32(), step.f32() + step.numel());
-  }
-
   const NaiveModel ref = load_naive(dir);
-  const Mat expected = ref.forward(ids);
-  ASSERT_EQ(expected.size(), ours.size());
-  const int64_t vocab = ref.vocab;
-  for (size_t t = 0; t < ids.size(); ++t) {
-    // f32 compute against f64 loops: errors of a few ulps per op over 2 layers stay far below 1e-5.
-    const double err = rel_l2(ours.data() + t * vocab, expected.data() + t * vocab, vocab);
-    EXPECT_LT(err, 1e-5) << family << " position " << t << " seed 99";
-  }
+  const Mat expected = ref.forward(naive::kIds);
+  naive::expect_within(c.name, naive::measure(naive::runtime_logits(dir), expected, ref.vocab), c.tol, kSeed);
+
+  // Negative controls: the same comparison with a deliberately wrong hyper-parameter in the runtime.
+  naive::expect_control_fails(std::string(c.name) + " with rms_norm_eps x10",
+                              naive::measure(naive::runtime_logits(dir, [](model::HParams& hp) { hp.rms_eps *= 10; }),
+                                             expected, ref.vocab),
+                              c.tol, kSeed);
+  naive::expect_control_fails(
+      std::string(c.name) + " with rope_theta x1.01",
+      naive::measure(naive::runtime_logits(dir, [](model::HParams& hp) { hp.rope_theta *= 1.01; }), expected,
+                     ref.vocab),
+      c.tol, kSeed);
+  if (c.feature_off.what)
+    naive::expect_control_fails(std::string(c.name) + " with " + c.feature_off.what,
+                                naive::measure(naive::runtime_logits(dir, c.feature_off.perturb), expected, ref.vocab),
+                                c.tol, kSeed);
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, ReferenceForward, ::testing::Values("llama", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Families, ReferenceForward, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 }  // namespace
 }  // namespace dayzero
