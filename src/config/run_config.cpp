@@ -340,8 +340,11 @@ Status Parser::parse_limits(const YAML::Node& n) {
   DZ_RETURN_IF_ERROR(check_map(n, "limits", {"max_prompt_tokens", "max_image_pixels"}));
   if (given(n["max_prompt_tokens"]))
     DZ_RETURN_IF_ERROR(get_int64(n["max_prompt_tokens"], "limits.max_prompt_tokens", &cfg_->limits.max_prompt_tokens));
+  // No image path is built: a limit on it would be read and then never applied.
   if (given(n["max_image_pixels"]))
-    DZ_RETURN_IF_ERROR(get_int64(n["max_image_pixels"], "limits.max_image_pixels", &cfg_->limits.max_image_pixels));
+    return error(n["max_image_pixels"], "limits.max_image_pixels",
+                 "cannot take effect: the image path is not built yet (prompts with images are refused); "
+                 "remove the key");
   return Status::Ok();
 }
 

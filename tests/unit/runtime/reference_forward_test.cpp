@@ -10,7 +10,7 @@
 #include <fstream>
 #include <map>
 
-#include "model/make_model.h"
+#include "tools/make_model.h"
 #include "runtime/forward.h"
 #include "runtime/model_loader.h"
 #include "naive_reference.h"
@@ -153,14 +153,14 @@ class ReferenceForward : public ::testing::TestWithParam<const char*> {};
 TEST_P(ReferenceForward, LogitsMatchNaiveLoops) {
   const std::string family = GetParam();
   const fs::path dir = fs::temp_directory_path() / ("dayzero-ref-" + family + "-" + std::to_string(getpid()));
-  model::MakeModelOptions o;
+  tools::MakeModelOptions o;
   o.family = family;
   o.out_dir = dir.string();
   o.dtype = DType::kF32;
   o.seed = 99;
   o.shape = {.n_vocab = 300, .n_embd = 48, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 96};
   o.shape.tie_embeddings = family == "qwen2";
-  ASSERT_TRUE(model::make_model(o).ok());
+  ASSERT_TRUE(tools::make_model(o).ok());
 
   auto info = runtime::open_model(dir.string());
   ASSERT_TRUE(info.ok()) << info.status().message();

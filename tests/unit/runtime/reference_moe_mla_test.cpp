@@ -17,7 +17,7 @@
 #include <map>
 #include <numeric>
 
-#include "model/make_model.h"
+#include "tools/make_model.h"
 #include "runtime/forward.h"
 #include "runtime/model_loader.h"
 #include "naive_reference.h"
@@ -333,13 +333,13 @@ void check_family(const std::string& family, const model::ModelShape& shape,
                   Mat (*naive_forward)(const Naive&, const std::vector<int32_t>&),
                   const std::map<std::string, nlohmann::json>& config_overrides = {}) {
   const fs::path dir = fs::temp_directory_path() / ("dayzero-refmoe-" + family + "-" + std::to_string(getpid()));
-  model::MakeModelOptions o;
+  tools::MakeModelOptions o;
   o.family = family;
   o.out_dir = dir.string();
   o.dtype = DType::kF32;
   o.seed = kSeed;
   o.shape = shape;
-  ASSERT_TRUE(model::make_model(o).ok());
+  ASSERT_TRUE(tools::make_model(o).ok());
   if (!config_overrides.empty()) {
     nlohmann::json cfg;
     {
