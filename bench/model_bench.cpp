@@ -17,7 +17,7 @@
 
 #include "core/clock.h"
 #include "kernels/ops.h"
-#include "model/make_model.h"
+#include "tools/make_model.h"
 #include "runtime/forward.h"
 #include "runtime/model_loader.h"
 
@@ -74,13 +74,13 @@ int main(int argc, char** argv) {
     else if (a == "--dtype") dtype = std::string(argv[i + 1]) == "float32" ? DType::kF32 : DType::kBF16;
   }
   if (!fs::exists(fs::path(dir) / "config.json")) {
-    model::MakeModelOptions o;
+    tools::MakeModelOptions o;
     o.family = "llama";
     o.out_dir = dir;
     o.shape = {.n_vocab = 8192, .n_embd = 1024, .n_layer = 8, .n_head = 16, .n_head_kv = 8, .head_dim = 0, .n_ff = 2816};
     o.dtype = dtype;
     o.shards = 2;
-    if (auto s = model::make_model(o); !s.ok()) {
+    if (auto s = tools::make_model(o); !s.ok()) {
       std::fprintf(stderr, "make-model: %s\n", s.message().c_str());
       return 3;
     }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "model/registry.h"
 #include "plan/planner.h"
 
@@ -21,12 +22,12 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--config")) config_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--reps")) reps = std::max(1, std::atoi(argv[i + 1]));
   }
-  std::ifstream f(config_path);
-  if (!f) {
-    std::fprintf(stderr, "plan_bench: cannot open %s\n", config_path.c_str());
+  auto parsed = read_json_file(config_path);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "plan_bench: %s\n", parsed.status().message().c_str());
     return 2;
   }
-  const nlohmann::json config = nlohmann::json::parse(f);
+  const nlohmann::json config = std::move(parsed).value();
   auto adapter = model::find_adapter(config);
   if (!adapter.ok()) return 2;
   auto hp = (*adapter)->parse_hparams(config);

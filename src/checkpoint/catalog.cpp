@@ -3,10 +3,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
+
+#include "core/json.h"
 
 namespace dayzero::checkpoint {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Lexical check only: a symlink inside the folder may still point elsewhere.
+// Lexical check only: a symlink inside the folder may still point elsewhere (resolve_shard).
 bool stays_inside(const std::string& file) {
   if (file.empty()) return false;
   const fs::path p(file);
@@ -25,36 +26,64 @@ bool stays_inside(const std::string& file) {
   return true;
 }
 
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IoError(path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::IoError(path + ": read failed");
-  return ss.str();
+// A shard may be a symlink (a Hugging Face cache links snapshots/ into blobs/): it must resolve
+// to a regular file. Returns its real path when a link was followed, else "". what names the
+// shard in messages (the index and the entry, or the path itself).
+Result<std::string> resolve_shard(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) {
+    if (fs::is_symlink(fs::symlink_status(path, ec)))
+      return Status::NotFound(what + ": a symlink that resolves to nothing");
+    return Status::NotFound(what + " does not exist");
+  }
+  if (!fs::is_regular_file(st)) {
+    return Status::InvalidArgument(what + " does not resolve to a regular file (a FIFO, device or folder is refused)");
+  }
+  const fs::path real = fs::canonical(path, ec);
+  if (ec) return Status::IoError(what + ": cannot resolve its path: " + ec.message());
+  const fs::path parent = fs::canonical(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path(), ec);
+  if (!ec && real == parent / fs::path(path).filename()) return std::string();
+  return real.string();
 }
 
-// weight_map of the index: tensor name -> shard file name (relative to the folder).
-Result<std::map<std::string, std::string>> parse_index(const std::string& index_path) {
-  DZ_ASSIGN_OR_RETURN(const std::string text, read_text(index_path));
-  std::map<std::string, std::string> weight_map;
+struct Index {
+  std::map<std::string, std::string> weight_map;  // tensor name -> shard file name (relative to the folder)
+  std::optional<uint64_t> total_size;             // metadata.total_size when given
+};
+
+Result<Index> parse_index(const std::string& index_path) {
+  JsonParseOptions options;
+  options.reject_duplicate_keys = true;  // a tensor mapped twice would silently keep the last shard
+  DZ_ASSIGN_OR_RETURN(const json j, read_json_file(index_path, options));
+  Index index;
+  std::map<std::string, std::string>& weight_map = index.weight_map;
   try {
-    const json j = json::parse(text);
     if (!j.is_object()) return Status::Corrupt(index_path + ": not a JSON object");
+    if (auto md = j.find("metadata"); md != j.end() && !md->is_null()) {
+      if (!md->is_object()) return Status::Corrupt(index_path + ": 'metadata' is " + std::string(json_kind(*md)) + ", not an object");
+      if (auto ts = md->find("total_size"); ts != md->end() && !ts->is_null()) {
+        if (!ts->is_number_unsigned())
+          return Status::Corrupt(index_path + ": metadata.total_size is " + json_excerpt(*ts) +
+                                 ", not a non-negative integer");
+        index.total_size = ts->get<uint64_t>();
+      }
+    }
     auto wm = j.find("weight_map");
     if (wm == j.end() || !wm->is_object()) {
       return Status::Corrupt(index_path + ": missing object 'weight_map'");
     }
     for (const auto& [name, file] : wm->items()) {
       if (!file.is_string()) {
-        return Status::Corrupt(index_path + ": weight_map entry '" + name + "' is not a string");
+        return Status::Corrupt(index_path + ": weight_map entry '" + name + "' is " + json_kind(file) +
+                               ", not a file name");
       }
       weight_map[name] = file.get<std::string>();
     }
   } catch (const json::exception& e) {
-    return Status::Corrupt(index_path + ": malformed JSON: " + e.what());
+    return Status::Corrupt(index_path + ": malformed JSON: " + std::string(e.what()).substr(0, 200));
   }
-  return weight_map;
+  return index;
 }
 
 }  // namespace
@@ -67,15 +96,18 @@ Result<Catalog> Catalog::open(const std::string& model_dir) {
   std::error_code ec;
 
   if (!fs::exists(index_path, ec)) {
-    if (!fs::exists(single_path, ec)) {
+    if (!fs::exists(single_path, ec) && !fs::is_symlink(fs::symlink_status(single_path, ec))) {
       return Status::NotFound(model_dir + ": neither " + kIndexFileName + " nor " + kSingleFileName +
                               " found");
     }
+    DZ_ASSIGN_OR_RETURN(const std::string resolved, resolve_shard(single_path, single_path));
     DZ_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(single_path));
     c.files_.push_back(single_path);
     c.tensors_ = f.tensors();
+    for (TensorInfo& t : c.tensors_) t.resolved = resolved;
   } else {
-    DZ_ASSIGN_OR_RETURN(const auto weight_map, parse_index(index_path));
+    DZ_ASSIGN_OR_RETURN(const Index index, parse_index(index_path));
+    const auto& weight_map = index.weight_map;
     std::map<std::string, std::string> first_tensor;  // shard file name -> a tensor mapped to it
     for (const auto& [name, file] : weight_map) {
       if (!stays_inside(file)) {
@@ -86,14 +118,13 @@ Result<Catalog> Catalog::open(const std::string& model_dir) {
     }
     std::map<std::string, SafetensorsFile> shards;  // shard file name -> header
     std::map<std::string, std::string> owner;       // tensor name -> shard file name holding it
+    std::map<std::string, std::string> resolved_of;  // shard file name -> real path when a symlink
     int i = 0;
     for (const auto& [file, tensor] : first_tensor) {
       ++i;
       const std::string path = (fs::path(model_dir) / file).string();
-      if (!fs::exists(path, ec)) {
-        return Status::NotFound(index_path + ": shard '" + file + "' (holding tensor '" + tensor +
-                                "') does not exist");
-      }
+      auto resolved = resolve_shard(path, index_path + ": shard '" + file + "' (holding tensor '" + tensor + "')");
+      if (!resolved.ok()) return resolved.status();
       auto f = SafetensorsFile::open(path);
       if (!f.ok()) {
         return f.status().with_context("shard " + std::to_string(i) + " of " +
@@ -111,6 +142,7 @@ Result<Catalog> Catalog::open(const std::string& model_dir) {
         }
       }
       c.files_.push_back(path);
+      resolved_of.emplace(file, *resolved);
       shards.emplace(file, std::move(f).value());
     }
     for (const auto& [name, file] : weight_map) {
@@ -119,6 +151,13 @@ Result<Catalog> Catalog::open(const std::string& model_dir) {
         return Status::NotFound(index_path + ": tensor '" + name + "' is not in its shard '" + file + "'");
       }
       c.tensors_.push_back(*t);
+      c.tensors_.back().resolved = resolved_of.at(file);
+    }
+    uint64_t sum = 0;
+    for (const TensorInfo& t : c.tensors_) sum += t.nbytes;
+    if (index.total_size && *index.total_size != sum) {
+      return Status::Corrupt(index_path + ": metadata.total_size is " + std::to_string(*index.total_size) +
+                             " but the tensors of its weight_map hold " + std::to_string(sum) + " bytes");
     }
   }
   std::sort(c.tensors_.begin(), c.tensors_.end(),

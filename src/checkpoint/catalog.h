@@ -19,11 +19,14 @@ inline constexpr const char* kSingleFileName = "model.safetensors";
 class Catalog {
  public:
   // Opens model_dir. The index wins when both files exist. Errors (all exit code 2):
-  // NotFound: neither file; a shard named by the index is missing (names index, shard and a
-  //   tensor mapped to it); a weight_map tensor is absent from its shard (names both).
-  // InvalidArgument: an index entry whose file name is absolute or leaves the folder.
-  // Corrupt: malformed index; a shard tensor missing from weight_map or present in two shards;
-  //   any header error of a shard (safetensors.h).
+  // NotFound: neither file; a shard named by the index is missing or a dangling symlink (names
+  //   index, shard and a tensor mapped to it); a weight_map tensor is absent from its shard.
+  // InvalidArgument: an index entry whose file name is absolute or leaves the folder; a shard
+  //   that does not resolve to a regular file (FIFO, device, folder). A shard may be a symlink
+  //   to a regular file anywhere (Hugging Face's cache): TensorInfo::resolved records the target.
+  // Corrupt: malformed index (nesting deeper than kMaxJsonDepth, a key given twice); a shard
+  //   tensor missing from weight_map or present in two shards (names both); metadata.total_size
+  //   present and not the sum of the tensors' bytes; any header error of a shard (safetensors.h).
   static Result<Catalog> open(const std::string& model_dir);
 
   const TensorInfo* find(std::string_view name) const;                 // nullptr when absent

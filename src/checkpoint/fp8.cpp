@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/json.h"
 
 namespace dayzero::checkpoint {
 namespace {
@@ -29,7 +30,7 @@ Result<std::optional<BlockQuant>> parse_block_quant_json(const json& config) {
   const auto it = config.find("quantization_config");
   if (it == config.end() || it->is_null()) return std::optional<BlockQuant>{};
   const json& q = *it;
-  if (!q.is_object()) return Status::InvalidArgument(where + " is not an object: " + q.dump());
+  if (!q.is_object()) return Status::InvalidArgument(where + " is " + std::string(json_kind(q)) + ", not an object");
 
   const auto method = q.find("quant_method");
   if (method == q.end() || !method->is_string())
@@ -41,11 +42,11 @@ Result<std::optional<BlockQuant>> parse_block_quant_json(const json& config) {
   }
   const auto fmt = q.find("fmt");
   if (fmt != q.end() && !(fmt->is_string() && (*fmt == "e4m3" || *fmt == "e5m2")))
-    return Status::Unsupported(where + ".fmt " + fmt->dump() + " is not supported (e4m3 or e5m2)");
+    return Status::Unsupported(where + ".fmt " + json_excerpt(*fmt) + " is not supported (e4m3 or e5m2)");
   // Static activation scales come with input_scale tensors that this loader does not read.
   const auto act = q.find("activation_scheme");
   if (act != q.end() && !(act->is_string() && *act == "dynamic")) {
-    return Status::Unsupported(where + ".activation_scheme " + act->dump() +
+    return Status::Unsupported(where + ".activation_scheme " + json_excerpt(*act) +
                                " is not supported (only \"dynamic\")");
   }
   const auto block = q.find("weight_block_size");
@@ -56,7 +57,7 @@ Result<std::optional<BlockQuant>> parse_block_quant_json(const json& config) {
     return v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() <= (int64_t{1} << 31);
   };
   if (!block->is_array() || block->size() != 2 || !positive((*block)[0]) || !positive((*block)[1])) {
-    return Status::InvalidArgument(where + ".weight_block_size " + block->dump() +
+    return Status::InvalidArgument(where + ".weight_block_size " + json_excerpt(*block) +
                                    " is not two positive integers [rows, cols]");
   }
   return std::optional<BlockQuant>{BlockQuant{(*block)[0].get<int64_t>(), (*block)[1].get<int64_t>()}};

@@ -43,12 +43,23 @@ Result<int> ByteReader::fd_for(const std::string& path) {
   if (auto it = fds_.find(path); it != fds_.end()) return it->second;
   int fd;
   do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) return Status::NotFound(path + ": no such file");
     return Status::IoError(path + ": open failed: " + errno_str(err));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::IoError(path + ": fstat failed: " + errno_str(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(path + ": not a regular file (a FIFO, device or folder is refused)");
   }
   fds_.emplace(path, fd);
   return fd;

@@ -21,7 +21,8 @@ class ByteReader {
   ByteReader& operator=(ByteReader&& other) noexcept;
 
   // Reads exactly len bytes at offset of the file at path into dst (len bytes, caller-owned).
-  // Errors: NotFound (no such file), Corrupt (end of file before offset+len; names the file
+  // Errors: NotFound (no such file), InvalidArgument (not a regular file once symlinks are
+  // followed: checked with fstat on a non-blocking open, so a FIFO never blocks), Corrupt (end of file before offset+len; names the file
   // and the range), IoError (any other failure of open/pread). Retries short reads and EINTR.
   Status read(const std::string& path, uint64_t offset, uint64_t len, void* dst);
   // Size of the file in bytes (opens and caches it). Errors as for read().

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/reader.h"
+#include "core/json.h"
 
 namespace dayzero::checkpoint {
 namespace {
@@ -34,11 +35,11 @@ Status parse_entry(const std::string& path, const std::string& name, const json&
   uint64_t numel = 1;
   for (const json& d : *sh) {
     if (!is_u64(d) || d.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) {
-      return Status::Corrupt(where + ": shape must hold non-negative integers, got " + sh->dump());
+      return Status::Corrupt(where + ": shape must hold non-negative integers, got " + json_excerpt(d));
     }
     const uint64_t v = d.get<uint64_t>();
     if (__builtin_mul_overflow(numel, v, &numel) || numel > uint64_t(std::numeric_limits<int64_t>::max())) {
-      return Status::Corrupt(where + ": shape " + sh->dump() + " overflows");
+      return Status::Corrupt(where + ": shape of " + std::to_string(sh->size()) + " dimensions overflows");
     }
     shape.push_back(static_cast<int64_t>(v));
   }
@@ -65,14 +66,16 @@ Status parse_entry(const std::string& path, const std::string& name, const json&
     return Status::Corrupt(where + ": data_offsets span " + num(end - begin) + " bytes but shape " +
                            shape_str(shape) + " of " + dtype_str + " needs " + num(nbytes));
   }
-  *out = TensorInfo{name, *dtype, std::move(shape), path, data_start + begin, nbytes};
+  *out = TensorInfo{name, *dtype, std::move(shape), path, data_start + begin, nbytes, ""};
   return Status::Ok();
 }
 
 Status parse_metadata(const std::string& path, const json& j, std::map<std::string, std::string>* out) {
-  if (!j.is_object()) return Status::Corrupt(path + ": __metadata__ is not an object");
+  if (!j.is_object()) return Status::Corrupt(path + ": __metadata__ is " + json_kind(j) + ", not a string-to-string object");
   for (const auto& [k, v] : j.items()) {
-    if (!v.is_string()) return Status::Corrupt(path + ": __metadata__ value of '" + k + "' is not a string");
+    if (!v.is_string())
+      return Status::Corrupt(path + ": __metadata__ value of '" + k.substr(0, 80) + "' is " + json_kind(v) +
+                             ", not a string");
     (*out)[k] = v.get<std::string>();
   }
   return Status::Ok();
@@ -93,6 +96,33 @@ Status check_no_overlap(const std::string& path, const std::vector<TensorInfo>& 
                              "' overlap in the file");
     }
     if (!furthest || t->offset + t->nbytes > furthest->offset + furthest->nbytes) furthest = t;
+  }
+  return Status::Ok();
+}
+
+// REQUIRES: no overlap. The tensors, in file order, must fill the data section exactly: the
+// first begins at 0, each begins where the one before ends, the last ends the file (the rule of
+// the safetensors library's validate()).
+Status check_coverage(const std::string& path, const std::vector<TensorInfo>& tensors, uint64_t data_start,
+                      uint64_t data_size) {
+  std::vector<const TensorInfo*> by_offset;
+  for (const TensorInfo& t : tensors) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->offset != b->offset ? a->offset < b->offset : a->nbytes < b->nbytes;
+  });
+  uint64_t cursor = 0;  // relative to data_start
+  for (const TensorInfo* t : by_offset) {
+    const uint64_t begin = t->offset - data_start;
+    if (begin != cursor) {
+      return Status::Corrupt(path + ": tensor '" + t->name + "' begins at data byte " + num(begin) +
+                             " but the tensors before it end at " + num(cursor) +
+                             " (the tensors must cover the data section without gaps)");
+    }
+    cursor = begin + t->nbytes;
+  }
+  if (cursor != data_size) {
+    return Status::Corrupt(path + ": the tensors cover " + num(cursor) + " bytes of the " + num(data_size) +
+                           "-byte data section (trailing bytes after the last tensor)");
   }
   return Status::Ok();
 }
@@ -126,9 +156,13 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   f.file_size_ = file_size;
   const uint64_t data_start = 8 + header_len;
   const uint64_t data_size = file_size - data_start;
+  JsonParseOptions options;
+  options.reject_duplicate_keys = true;  // nlohmann would keep the last of two same-named tensors
+  auto parsed = parse_json_limited(text, path + ": header", options);
+  if (!parsed.ok()) return parsed.status();
   try {
-    const json header = json::parse(text);
-    if (!header.is_object()) return Status::Corrupt(path + ": header is not a JSON object");
+    const json& header = *parsed;
+    if (!header.is_object()) return Status::Corrupt(path + ": header is " + std::string(json_kind(header)) + ", not a JSON object");
     for (const auto& [name, entry] : header.items()) {
       if (name == "__metadata__") {
         DZ_RETURN_IF_ERROR(parse_metadata(path, entry, &f.metadata_));
@@ -139,11 +173,12 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
       f.tensors_.push_back(std::move(info));
     }
   } catch (const json::exception& e) {
-    return Status::Corrupt(path + ": malformed header JSON: " + e.what());
+    return Status::Corrupt(path + ": malformed header JSON: " + std::string(e.what()).substr(0, 200));
   }
   std::sort(f.tensors_.begin(), f.tensors_.end(),
             [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
   DZ_RETURN_IF_ERROR(check_no_overlap(path, f.tensors_));
+  DZ_RETURN_IF_ERROR(check_coverage(path, f.tensors_, data_start, data_size));
   return f;
 }
 

@@ -22,6 +22,9 @@ struct TensorInfo {
   std::string file;     // path of the .safetensors file holding the bytes
   uint64_t offset = 0;  // absolute byte offset in file (8 + header length + data_offsets[0])
   uint64_t nbytes = 0;  // == numel * dtype_size
+  // Catalog: the file's real path when it is reached through a symlink (a Hugging Face cache's
+  // blobs/), else empty.
+  std::string resolved;
 };
 
 // Largest header accepted: real headers are well under 10 MiB even for 100k tensors.
@@ -31,8 +34,11 @@ class SafetensorsFile {
  public:
   // Reads and validates the header of path. Errors (each names the path, and the tensor
   // where one is involved): NotFound (no file), Corrupt (short file, header length out of
-  // bounds, malformed JSON, bad shape/offsets, truncated data, byte count != numel*size,
-  // overlapping tensors), Unsupported (unknown dtype), IoError (read failure).
+  // bounds, malformed JSON or nesting deeper than kMaxJsonDepth, a tensor name given twice,
+  // __metadata__ not a string-to-string object, bad shape/offsets, truncated data, byte count
+  // != numel*size, overlapping tensors, a gap between tensors or bytes after the last one: the
+  // tensors must cover the data section exactly), Unsupported (unknown dtype), InvalidArgument
+  // (not a regular file: a FIFO or device is refused without blocking), IoError (read failure).
   static Result<SafetensorsFile> open(const std::string& path);
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // sorted by name

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "core/json.h"
 #include "model/inspect.h"
 #include "model/registry.h"
 #include "runtime/model_loader.h"
@@ -61,13 +62,9 @@ Result<Described> describe(const std::string& path) {
     return d;
   }
   const fs::path config_path = is_dir ? p / "config.json" : p;
-  std::ifstream f(config_path);
-  if (!f) return Status::NotFound(config_path.string() + ": cannot open (a model folder or a config.json?)");
-  try {
-    d.config = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    return Status::Corrupt(config_path.string() + ": malformed JSON: " + e.what());
-  }
+  if (!fs::exists(config_path))
+    return Status::NotFound(config_path.string() + ": cannot open (a model folder or a config.json?)");
+  DZ_ASSIGN_OR_RETURN(d.config, read_json_file(config_path.string()));
   auto adapter = model::find_adapter(d.config);
   if (!adapter.ok()) return adapter.status().with_context(config_path.string());
   auto hp = (*adapter)->parse_hparams(d.config);

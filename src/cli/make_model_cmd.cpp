@@ -1,22 +1,25 @@
-// dayzero make-model: a seeded random checkpoint in the Hugging Face layout.
+// dayzero make-model: a seeded random checkpoint in the Hugging Face layout (tools/make_model.h).
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
-#include "model/make_model.h"
+#include "model/registry.h"
+#include "tools/make_model.h"
 
 namespace dayzero::cli {
 
 void add_make_model_command(CLI::App& app, Commands& commands) {
   struct Args {
-    model::MakeModelOptions o;
+    tools::MakeModelOptions o;
     std::string yaml, dtype = "bfloat16";
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("make-model", "Write a seeded random checkpoint of a supported family");
   cmd->add_option("--out", a->o.out_dir, "Output folder")->required();
   cmd->add_option("--config", a->yaml, "YAML with sizes (flags given on the command line win)");
-  cmd->add_option("--family,--arch", a->o.family, "Model family (llama, qwen2, qwen3, mixtral, qwen3_moe)");
+  std::string families;
+  for (const std::string& f : model::supported_families()) families += (families.empty() ? "" : ", ") + f;
+  cmd->add_option("--family,--arch", a->o.family, "Model family: " + families);
   cmd->add_option("--n-vocab", a->o.shape.n_vocab, "Vocabulary size (grown to cover the tokenizer)");
   cmd->add_option("--n-embd", a->o.shape.n_embd, "Hidden size");
   cmd->add_option("--n-layer", a->o.shape.n_layer, "Decoder layers");
@@ -24,9 +27,9 @@ void add_make_model_command(CLI::App& app, Commands& commands) {
   cmd->add_option("--n-head-kv", a->o.shape.n_head_kv, "Key/value heads");
   cmd->add_option("--head-dim", a->o.shape.head_dim, "Head size (default n_embd / n_head)");
   cmd->add_option("--n-ff", a->o.shape.n_ff, "MLP intermediate size");
-  cmd->add_option("--n-expert", a->o.shape.n_expert, "Routed experts per MoE layer (MoE families)");
+  cmd->add_option("--n-expert", a->o.shape.n_expert, "Routed experts per MoE layer (MoE families; default: the family's tiny default)");
   cmd->add_option("--n-expert-used", a->o.shape.n_expert_used, "Experts per token (MoE families)");
-  cmd->add_option("--n-ff-expert", a->o.shape.n_ff_expert, "Intermediate size of one expert (qwen3_moe)");
+  cmd->add_option("--n-ff-expert", a->o.shape.n_ff_expert, "Intermediate size of one expert (qwen3_moe, deepseek_v3)");
   cmd->add_flag("--tie-embeddings", a->o.shape.tie_embeddings, "Share embedding and lm_head");
   cmd->add_option("--dtype", a->dtype, "bfloat16 (default), float16, float32 or fp8 (block-quantized Linears, families that support it)");
   cmd->add_option("--shards", a->o.shards, "Number of safetensors shards (> 1 writes an index)");
@@ -34,12 +37,12 @@ void add_make_model_command(CLI::App& app, Commands& commands) {
   cmd->add_option("--tokenizer", a->o.tokenizer_dir, "Copy tokenizer.json from this folder (default: a small trained one)");
   cmd->callback([&commands, a, cmd] {
     commands.action = [a, cmd] {
-      model::MakeModelOptions o = a->o;
+      tools::MakeModelOptions o = a->o;
       if (!a->yaml.empty()) {
         // YAML first, then the flags that were given explicitly.
-        model::MakeModelOptions from_yaml;
+        tools::MakeModelOptions from_yaml;
         from_yaml.out_dir = o.out_dir;
-        Status s = model::read_make_model_yaml(a->yaml, from_yaml);
+        Status s = tools::read_make_model_yaml(a->yaml, from_yaml);
         if (!s.ok()) {
           std::cerr << "dayzero make-model: " << s.message() << std::endl;
           return s.exit_code();
@@ -75,7 +78,7 @@ void add_make_model_command(CLI::App& app, Commands& commands) {
           return 2;
         }
       }
-      Status s = model::make_model(o);
+      Status s = tools::make_model(o);
       if (!s.ok()) {
         std::cerr << "dayzero make-model: " << s.message() << std::endl;
         return s.exit_code();

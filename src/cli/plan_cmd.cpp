@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "checkpoint/catalog.h"
+#include "core/json.h"
 #include "cli/commands.h"
 #include "model/registry.h"
 #include "plan/planner.h"
@@ -251,14 +252,9 @@ Status write_file(const std::string& path, const std::string& text) {
 int run_plan(const PlanArgs& a) {
   // Model: config.json, adapter, hparams, specs.
   const std::string config_path = a.config_path.empty() ? (fs::path(a.model_dir) / "config.json").string() : a.config_path;
-  std::ifstream f(config_path);
-  if (!f) return fail(Status::NotFound(config_path + ": cannot open"));
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    return fail(Status::Corrupt(config_path + ": malformed JSON: " + e.what()));
-  }
+  auto parsed = read_json_file(config_path);
+  if (!parsed.ok()) return fail(parsed.status());
+  const nlohmann::json config = std::move(parsed).value();
   auto adapter = model::find_adapter(config);
   if (!adapter.ok()) return fail(adapter.status().with_context(config_path));
   auto hp = (*adapter)->parse_hparams(config);

@@ -132,7 +132,7 @@ class Parser {
       const std::string& k = key.Scalar();
       const std::string kp = child(path, k);
       for (const UnbuiltKey& u : unbuilt_keys())
-        if (kp == u.path) return error(key, kp, std::string("not supported by this build: ") + u.reason);
+        if (kp == u.path) return error(key, kp, std::string("cannot take effect: ") + u.reason + "; remove the key");
       if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
         std::string best;
         size_t best_d = 3;
@@ -342,8 +342,6 @@ Status Parser::parse_limits(const YAML::Node& n) {
   DZ_RETURN_IF_ERROR(check_map(n, "limits", {"max_prompt_tokens", "max_image_pixels"}));
   if (given(n["max_prompt_tokens"]))
     DZ_RETURN_IF_ERROR(get_int64(n["max_prompt_tokens"], "limits.max_prompt_tokens", &cfg_->limits.max_prompt_tokens));
-  if (given(n["max_image_pixels"]))
-    DZ_RETURN_IF_ERROR(get_int64(n["max_image_pixels"], "limits.max_image_pixels", &cfg_->limits.max_image_pixels));
   return Status::Ok();
 }
 
@@ -516,6 +514,7 @@ const char* dump_mode_name(DumpMode m) {
 const std::vector<UnbuiltKey>& unbuilt_keys() {
   static const std::vector<UnbuiltKey> keys = {
       {"debug", "the fault-injection hooks (debug.perturb, debug.stall) are not built yet"},
+      {"limits.max_image_pixels", "the image path is not built yet (prompts with images are refused)"},
   };
   return keys;
 }

@@ -35,7 +35,8 @@ struct ModelConfig {
   std::string path;             // resolved against the config's folder unless absolute
   std::string path_as_written;  // exactly as in the YAML
   // Compute dtype: kF32, kBF16 or kF16 ("float32", "bfloat16", "float16"); nullopt: the
-  // backend's default (CPU float32, GPU bfloat16).
+  // backend's default (CPU float32, GPU bfloat16). validate() refuses anything but kF32 unless
+  // backend is cuda: the CPU backend cannot honour it.
   std::optional<DType> dtype;
   WeightsOnDevice weights_on_device = WeightsOnDevice::kAsStored;
 };
@@ -57,6 +58,8 @@ struct TopologyConfig {
 
 struct LimitsConfig {
   int64_t max_prompt_tokens = 4096;
+  // Internal default for the image path to come: the YAML key limits.max_image_pixels is
+  // refused (no image path is built, so it could not take effect).
   int64_t max_image_pixels = 50000000;
 };
 
@@ -82,6 +85,8 @@ struct Prompt {
 
 struct GenerateConfig {
   int max_new_tokens = 16;     // 0: prefill only
+  // Recorded only (it is echoed with the run config): decoding is greedy, so no random draw
+  // exists for it to seed and it changes no output.
   std::optional<uint64_t> seed;
   bool stop_at_eos = true;
   int top_k_record = 5;        // k of step_topk_ids / step_topk_logits; 0: not recorded
@@ -166,7 +171,8 @@ Result<RunConfig> parse_run_config(const std::string& yaml_text, const std::stri
                                    const std::string& base_dir);
 
 // Value checks that need no YAML: ranges, prompt ids, text xor tokens, ep/etp against tp,
-// dump placeholders, limits. InvalidArgument naming source_name and the key path.
+// dump placeholders, limits; and keys this build cannot honour (model.dtype other than float32
+// off CUDA, comm: nccl). InvalidArgument naming source_name and the key path.
 Status validate(const RunConfig& cfg);
 
 // The dump point vocabulary (STYLE.md): embed, attn_norm, attn_out, ffn_norm, router_logits,

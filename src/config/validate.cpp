@@ -72,6 +72,21 @@ Status validate(const RunConfig& cfg) {
     return c.error("parallel.etp", "ep x etp must equal tp, got " + std::to_string(*p.ep) + " x " +
                                        std::to_string(*p.etp) + " != " + std::to_string(*p.tp));
 
+  // Keys that parse but that this build cannot honour are refused rather than ignored.
+  if (cfg.model.dtype && *cfg.model.dtype != DType::kF32 && cfg.backend != Backend::kCuda)
+    return c.error("model.dtype", std::string(*cfg.model.dtype == DType::kBF16 ? "bfloat16" : "float16") +
+                                      " cannot take effect: the CPU backend computes in float32 only "
+                                      "(backend: auto runs on the CPU); use float32 or omit the key");
+  if (cfg.comm == CommKind::kNccl) {
+#ifdef DAYZERO_WITH_CUDA
+    return c.error("comm", "nccl cannot take effect: no NCCL communicator is built yet (MPI carries every "
+                           "collective); use mpi or auto");
+#else
+    return c.error("comm", "nccl cannot take effect: this dayzero was built without CUDA (configure with "
+                           "DAYZERO_CUDA=ON); use mpi or auto");
+#endif
+  }
+
   const TopologyConfig& t = cfg.topology;
   if (t.device_memory_gib && *t.device_memory_gib <= 0)
     return c.error("topology.device_memory_gib", "must be > 0, got " + num(*t.device_memory_gib));

@@ -76,6 +76,9 @@ class Adapter {
 
   // config.json of a generated model with these sizes.
   virtual nlohmann::json make_config(const ModelShape& shape) const = 0;
+  // Fills the sizes this family needs that shape leaves at 0 (experts of an MoE family) with
+  // tiny defaults, so a generated model needs no size flags. Sizes already set are kept.
+  virtual void fill_tiny_defaults(ModelShape& shape) const {}
 };
 
 }  // namespace dayzero::model

@@ -5,38 +5,89 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/json.h"
+
 namespace dayzero::model {
 
+namespace {
+
+// The value of key in j; nullptr when j is not an object, the key is absent or its value null.
+const nlohmann::json* field(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+Status wrong_type(const char* key, const char* want, const nlohmann::json& v) {
+  return Status::InvalidArgument(std::string("config.json: key '") + key + "' must be " + want + ", got " +
+                                 json_kind(v) + " (" + json_excerpt(v) + ")");
+}
+
+bool is_int64(const nlohmann::json& v) {
+  return v.is_number_integer() &&
+         (!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX));
+}
+
+}  // namespace
+
 Result<int64_t> json_int(const nlohmann::json& j, const char* key) {
-  if (!j.contains(key) || !j[key].is_number_integer())
-    return Status::InvalidArgument(std::string("config.json: missing or non-integer key '") + key + "'");
-  const int64_t v = j[key].get<int64_t>();
-  if (v <= 0) return Status::InvalidArgument(std::string("config.json: key '") + key + "' must be positive");
-  return v;
+  const nlohmann::json* v = field(j, key);
+  if (!v) return Status::InvalidArgument(std::string("config.json: missing required key '") + key + "'");
+  if (!is_int64(*v)) return wrong_type(key, "a positive integer", *v);
+  const int64_t n = v->get<int64_t>();
+  if (n <= 0) return Status::InvalidArgument(std::string("config.json: key '") + key + "' must be positive, got " + std::to_string(n));
+  return n;
 }
-int64_t json_int_or(const nlohmann::json& j, const char* key, int64_t fallback) {
-  return j.contains(key) && j[key].is_number_integer() ? j[key].get<int64_t>() : fallback;
+Result<int64_t> json_int_or(const nlohmann::json& j, const char* key, int64_t fallback) {
+  const nlohmann::json* v = field(j, key);
+  if (!v) return fallback;
+  if (!is_int64(*v)) return wrong_type(key, "an integer", *v);
+  return v->get<int64_t>();
 }
-double json_double_or(const nlohmann::json& j, const char* key, double fallback) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+Result<double> json_double_or(const nlohmann::json& j, const char* key, double fallback) {
+  const nlohmann::json* v = field(j, key);
+  if (!v) return fallback;
+  if (!v->is_number()) return wrong_type(key, "a number", *v);
+  return v->get<double>();
 }
-bool json_bool_or(const nlohmann::json& j, const char* key, bool fallback) {
-  return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
+Result<bool> json_bool_or(const nlohmann::json& j, const char* key, bool fallback) {
+  const nlohmann::json* v = field(j, key);
+  if (!v) return fallback;
+  if (!v->is_boolean()) return wrong_type(key, "true or false", *v);
+  return v->get<bool>();
+}
+Result<std::string> json_string_or(const nlohmann::json& j, const char* key, const std::string& fallback) {
+  const nlohmann::json* v = field(j, key);
+  if (!v) return fallback;
+  if (!v->is_string()) return wrong_type(key, "a string", *v);
+  return v->get<std::string>();
+}
+Result<std::vector<int64_t>> json_int_list_or_empty(const nlohmann::json& j, const char* key) {
+  std::vector<int64_t> out;
+  const nlohmann::json* v = field(j, key);
+  if (!v) return out;
+  if (!v->is_array()) return wrong_type(key, "a list of integers", *v);
+  for (const auto& e : *v) {
+    if (!is_int64(e)) return wrong_type(key, "a list of integers", e);
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
 }
 
 Result<HParams> parse_llama_like(const nlohmann::json& c) {
   HParams hp;
+  if (!c.is_object()) return Status::InvalidArgument(std::string("config.json: top level is ") + json_kind(c) + ", not an object");
   hp.raw = c;
-  hp.model_type = c.value("model_type", "");
+  DZ_ASSIGN_OR_RETURN(hp.model_type, json_string_or(c, "model_type", ""));
   DZ_ASSIGN_OR_RETURN(hp.n_vocab, json_int(c, "vocab_size"));
   DZ_ASSIGN_OR_RETURN(hp.n_embd, json_int(c, "hidden_size"));
   DZ_ASSIGN_OR_RETURN(hp.n_layer, json_int(c, "num_hidden_layers"));
   DZ_ASSIGN_OR_RETURN(hp.n_head, json_int(c, "num_attention_heads"));
   DZ_ASSIGN_OR_RETURN(hp.n_ff, json_int(c, "intermediate_size"));
-  hp.n_head_kv = json_int_or(c, "num_key_value_heads", hp.n_head);
-  if (c.contains("head_dim") && c["head_dim"].is_number_integer()) {
-    hp.head_dim = c["head_dim"].get<int64_t>();
-  } else {
+  DZ_ASSIGN_OR_RETURN(hp.n_head_kv, json_int_or(c, "num_key_value_heads", hp.n_head));
+  DZ_ASSIGN_OR_RETURN(hp.head_dim, json_int_or(c, "head_dim", 0));
+  if (hp.head_dim < 0) return Status::InvalidArgument("config.json: key 'head_dim' must be positive");
+  if (hp.head_dim == 0) {
     if (hp.n_embd % hp.n_head != 0)
       return Status::InvalidArgument("config.json: hidden_size is not a multiple of num_attention_heads");
     hp.head_dim = hp.n_embd / hp.n_head;
@@ -45,30 +96,39 @@ Result<HParams> parse_llama_like(const nlohmann::json& c) {
     return Status::InvalidArgument("config.json: num_attention_heads (" + std::to_string(hp.n_head) +
                                    ") is not a multiple of num_key_value_heads (" + std::to_string(hp.n_head_kv) + ")");
   if (hp.head_dim % 2 != 0) return Status::InvalidArgument("config.json: head_dim must be even for RoPE");
-  hp.max_position = json_int_or(c, "max_position_embeddings", 4096);
-  hp.rms_eps = json_double_or(c, "rms_norm_eps", 1e-6);
-  hp.rope_theta = json_double_or(c, "rope_theta", 10000.0);
-  hp.tie_embeddings = json_bool_or(c, "tie_word_embeddings", false);
+  DZ_ASSIGN_OR_RETURN(hp.max_position, json_int_or(c, "max_position_embeddings", 4096));
+  DZ_ASSIGN_OR_RETURN(hp.rms_eps, json_double_or(c, "rms_norm_eps", 1e-6));
+  DZ_ASSIGN_OR_RETURN(hp.rope_theta, json_double_or(c, "rope_theta", 10000.0));
+  DZ_ASSIGN_OR_RETURN(hp.tie_embeddings, json_bool_or(c, "tie_word_embeddings", false));
   // Older configs carry rope_theta + rope_scaling; transformers 5 writes rope_parameters.
   const nlohmann::json* rs = nullptr;
-  if (c.contains("rope_scaling") && c["rope_scaling"].is_object()) rs = &c["rope_scaling"];
-  if (c.contains("rope_parameters") && c["rope_parameters"].is_object()) {
-    rs = &c["rope_parameters"];
-    hp.rope_theta = json_double_or(*rs, "rope_theta", hp.rope_theta);
+  bool from_parameters = false;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto it = c.find(key);
+    if (it == c.end() || it->is_null()) continue;
+    if (!it->is_object())
+      return Status::InvalidArgument(std::string("config.json: key '") + key + "' must be an object, got " +
+                                     json_kind(*it));
+    rs = &*it;
+    from_parameters = std::string(key) == "rope_parameters";
+  }
+  if (from_parameters) {
+    DZ_ASSIGN_OR_RETURN(hp.rope_theta, json_double_or(*rs, "rope_theta", hp.rope_theta));
   }
   if (rs) {
     RopeScaling s;
-    s.type = rs->value("rope_type", rs->value("type", std::string("default")));
-    s.factor = json_double_or(*rs, "factor", 1.0);
-    s.low_freq_factor = json_double_or(*rs, "low_freq_factor", 1.0);
-    s.high_freq_factor = json_double_or(*rs, "high_freq_factor", 4.0);
-    s.original_max_position_embeddings = json_int_or(*rs, "original_max_position_embeddings", 8192);
-    s.beta_fast = json_double_or(*rs, "beta_fast", 32.0);
-    s.beta_slow = json_double_or(*rs, "beta_slow", 1.0);
-    s.mscale = json_double_or(*rs, "mscale", 0.0);
-    s.mscale_all_dim = json_double_or(*rs, "mscale_all_dim", 0.0);
-    s.attention_factor = json_double_or(*rs, "attention_factor", 0.0);
-    s.truncate = json_bool_or(*rs, "truncate", true);
+    DZ_ASSIGN_OR_RETURN(const std::string legacy_type, json_string_or(*rs, "type", "default"));
+    DZ_ASSIGN_OR_RETURN(s.type, json_string_or(*rs, "rope_type", legacy_type));
+    DZ_ASSIGN_OR_RETURN(s.factor, json_double_or(*rs, "factor", 1.0));
+    DZ_ASSIGN_OR_RETURN(s.low_freq_factor, json_double_or(*rs, "low_freq_factor", 1.0));
+    DZ_ASSIGN_OR_RETURN(s.high_freq_factor, json_double_or(*rs, "high_freq_factor", 4.0));
+    DZ_ASSIGN_OR_RETURN(s.original_max_position_embeddings, json_int_or(*rs, "original_max_position_embeddings", 8192));
+    DZ_ASSIGN_OR_RETURN(s.beta_fast, json_double_or(*rs, "beta_fast", 32.0));
+    DZ_ASSIGN_OR_RETURN(s.beta_slow, json_double_or(*rs, "beta_slow", 1.0));
+    DZ_ASSIGN_OR_RETURN(s.mscale, json_double_or(*rs, "mscale", 0.0));
+    DZ_ASSIGN_OR_RETURN(s.mscale_all_dim, json_double_or(*rs, "mscale_all_dim", 0.0));
+    DZ_ASSIGN_OR_RETURN(s.attention_factor, json_double_or(*rs, "attention_factor", 0.0));
+    DZ_ASSIGN_OR_RETURN(s.truncate, json_bool_or(*rs, "truncate", true));
     if (s.type != "default" && s.type != "llama3" && s.type != "linear" && s.type != "yarn")
       return Status::Unsupported("config.json: rope_scaling type '" + s.type +
                                  "' is not supported (supported: default, linear, llama3, yarn)");

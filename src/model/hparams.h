@@ -92,11 +92,18 @@ struct HParams {
 // llama3/linear/yarn scaling of HF's modeling_rope_utils.
 std::vector<float> rope_inv_freq(const HParams& hp);
 
-// Reads a required / optional field of config.json with a message naming the key.
+// Reads a field of config.json (j: the object holding it) with a message naming the key.
+// json_int: required and positive; InvalidArgument when missing, null, not an integer or <= 0.
+// json_*_or: the fallback when the key is absent or null (as transformers reads None); a key
+// present with another type is InvalidArgument ("config.json: key 'k' must be ..., got a
+// string"), never the fallback. An integer is accepted where a double is wanted.
 Result<int64_t> json_int(const nlohmann::json& j, const char* key);
-int64_t json_int_or(const nlohmann::json& j, const char* key, int64_t fallback);
-double json_double_or(const nlohmann::json& j, const char* key, double fallback);
-bool json_bool_or(const nlohmann::json& j, const char* key, bool fallback);
+Result<int64_t> json_int_or(const nlohmann::json& j, const char* key, int64_t fallback);
+Result<double> json_double_or(const nlohmann::json& j, const char* key, double fallback);
+Result<bool> json_bool_or(const nlohmann::json& j, const char* key, bool fallback);
+Result<std::string> json_string_or(const nlohmann::json& j, const char* key, const std::string& fallback);
+// An optional list of integers (absent or null: empty).
+Result<std::vector<int64_t>> json_int_list_or_empty(const nlohmann::json& j, const char* key);
 
 // Fields shared by the Llama-like families (sizes, rope, eps, tied embeddings).
 Result<HParams> parse_llama_like(const nlohmann::json& config);

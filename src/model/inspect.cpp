@@ -107,8 +107,9 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
   if (hp.n_nextn_layer > 0)
     f.push_back({"MTP", std::to_string(hp.n_nextn_layer) + " multi-token-prediction layer(s), checked, never run",
                  S::kSkipped});
+  const auto use_sw = c.find("use_sliding_window");
   const bool sliding = c.contains("sliding_window") && c["sliding_window"].is_number_integer() &&
-                       c.value("use_sliding_window", true);
+                       (use_sw == c.end() || !use_sw->is_boolean() || use_sw->get<bool>());
   if (sliding) f.push_back({"sliding window", std::to_string(c["sliding_window"].get<int64_t>()), S::kNo});
   if (c.contains("vision_config") && c["vision_config"].is_object()) f.push_back({"vision tower", "", S::kNo});
   return f;
@@ -132,9 +133,11 @@ ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& spe
     r.torch_dtype = config["torch_dtype"].get<std::string>();
   if (config.contains("quantization_config") && config["quantization_config"].is_object()) {
     const auto& q = config["quantization_config"];
-    r.quant_method = q.value("quant_method", std::string());
-    r.quant_fmt = q.value("fmt", std::string());
-    if (q.contains("weight_block_size") && q["weight_block_size"].is_array() && q["weight_block_size"].size() == 2) {
+    // Reported as found: a value of the wrong type reads as absent (the adapter's parse refuses it).
+    if (q.contains("quant_method") && q["quant_method"].is_string()) r.quant_method = q["quant_method"].get<std::string>();
+    if (q.contains("fmt") && q["fmt"].is_string()) r.quant_fmt = q["fmt"].get<std::string>();
+    if (q.contains("weight_block_size") && q["weight_block_size"].is_array() && q["weight_block_size"].size() == 2 &&
+        q["weight_block_size"][0].is_number_integer() && q["weight_block_size"][1].is_number_integer()) {
       r.quant_block_rows = q["weight_block_size"][0].get<int64_t>();
       r.quant_block_cols = q["weight_block_size"][1].get<int64_t>();
     }

@@ -1,6 +1,7 @@
 // The explicit table of adapters (static self-registration gets dropped by the linker).
 #include "model/registry.h"
 
+#include "core/json.h"
 #include "model/adapters/adapters.h"
 
 namespace dayzero::model {
@@ -39,7 +40,15 @@ Result<const Adapter*> find_adapter_by_family(const std::string& family) {
 }
 
 Result<const Adapter*> find_adapter(const nlohmann::json& config) {
-  const std::string model_type = config.value("model_type", "");
+  if (!config.is_object())
+    return Status::InvalidArgument(std::string("config.json: top level is ") + json_kind(config) + ", not an object");
+  std::string model_type;
+  if (auto it = config.find("model_type"); it != config.end() && !it->is_null()) {
+    if (!it->is_string())
+      return Status::InvalidArgument(std::string("config.json: key 'model_type' must be a string, got ") +
+                                     json_kind(*it) + " (" + json_excerpt(*it) + ")");
+    model_type = it->get<std::string>();
+  }
   for (const auto* a : table())
     if (model_type == a->family()) return a;
   std::string arch;

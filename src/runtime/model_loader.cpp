@@ -8,6 +8,7 @@
 
 #include "checkpoint/fp8.h"
 #include "core/clock.h"
+#include "core/json.h"
 #include "model/registry.h"
 
 namespace dayzero::runtime {
@@ -17,13 +18,10 @@ Result<ModelInfo> open_model(const std::string& dir) {
   ModelInfo m;
   m.dir = dir;
   const fs::path config_path = fs::path(dir) / "config.json";
-  std::ifstream f(config_path);
-  if (!f) return Status::NotFound(config_path.string() + ": cannot open (is '" + dir + "' a model folder?)");
-  try {
-    m.config = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    return Status::Corrupt(config_path.string() + ": malformed JSON: " + e.what());
-  }
+  std::error_code ec;
+  if (!fs::exists(config_path, ec))
+    return Status::NotFound(config_path.string() + ": cannot open (is '" + dir + "' a model folder?)");
+  DZ_ASSIGN_OR_RETURN(m.config, read_json_file(config_path.string()));
   auto adapter = model::find_adapter(m.config);
   // find_adapter names config.json itself; the folder completes the path.
   if (!adapter.ok()) return adapter.status().with_context(dir);

@@ -361,7 +361,9 @@ Status Run::load() {
   for (const auto& r : records_) {
     dump::WeightRow w;
     w.name = r.name;
-    w.file = fs::path(r.file).filename().string();
+    // The shard's name, or its real path when the folder links it (a Hugging Face cache).
+    const checkpoint::TensorInfo* t = model_.catalog.find(r.name);
+    w.file = t && !t->resolved.empty() ? t->resolved : fs::path(r.file).filename().string();
     w.dtype = dtype_name(r.dtype);
     w.shape = r.shape;
     w.offset = r.ranges.empty() ? 0 : r.ranges.front().first;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/json.h"
 #include "tokenizer/added_vocabulary.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/decoder.h"
@@ -43,22 +44,15 @@ struct Tokenizer::Impl : TokenizerParts {};
 
 namespace {
 
+// A model-folder file: regular (a FIFO would block), bounded in size (core/json.h).
 Result<std::string> read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IoError(path.string() + ": cannot open");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return Status::IoError(path.string() + ": read failed");
-  return buffer.str();
+  return read_regular_file(path.string(), kMaxJsonFileBytes);
 }
 
-// Parses JSON text; Corrupt with the parser's message (it names the byte offset) otherwise.
+// Parses JSON text with the nesting limit; Corrupt with the parser's message (it names the
+// byte offset) otherwise.
 Result<json> parse_json(const std::string& text, const std::string& what) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    return Status::Corrupt(what + ": " + e.what());
-  }
+  return parse_json_limited(text, what);
 }
 
 Result<AddedToken> parse_added_token(const json& entry, const std::string& context) {
@@ -286,8 +280,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& model_dir)
   const fs::path tokenizer_path = dir / "tokenizer.json";
   const fs::path tiktoken_path = dir / "tiktoken.model";
   std::error_code ec;
-  const bool is_json = fs::is_regular_file(tokenizer_path, ec);
-  if (!is_json && !fs::is_regular_file(tiktoken_path, ec)) {
+  // exists, not is_regular_file: a FIFO or device under a tokenizer name is refused by read_file.
+  const bool is_json = fs::exists(tokenizer_path, ec);
+  if (!is_json && !fs::exists(tiktoken_path, ec)) {
     return Status::NotFound(dir.string() + ": no tokenizer: neither " + tokenizer_path.string() + " nor " +
                             tiktoken_path.string() + " exists");
   }
@@ -296,7 +291,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& model_dir)
   for (auto [name, target] : {std::pair{"tokenizer_config.json", &config_text},
                               std::pair{"generation_config.json", &generation_text}}) {
     const fs::path path = dir / name;
-    if (fs::is_regular_file(path, ec)) {
+    if (fs::exists(path, ec)) {
       DZ_ASSIGN_OR_RETURN(*target, read_file(path));
     }
   }

@@ -2,6 +2,8 @@
 // the JSON tree itself, except below model.vocab and model.merges where it fills vectors.
 #include "tokenizer/tokenizer_json.h"
 
+#include "core/json.h"
+
 namespace dayzero::tokenizer {
 namespace {
 
@@ -36,7 +38,7 @@ class Handler final : public nlohmann::json_sax<json> {
     if (mode_ == Mode::kMerges) {
       size_t space = v.find(' ');
       if (space == std::string::npos || v.find(' ', space + 1) != std::string::npos) {
-        return fail("BPE merge " + std::to_string(out_->merges.size()) + ": '" + v + "' is not two tokens");
+        return fail("BPE merge " + std::to_string(out_->merges.size()) + ": '" + v.substr(0, 80) + "' is not two tokens");
       }
       out_->merges.emplace_back(v.substr(0, space), v.substr(space + 1));
       return true;
@@ -102,7 +104,7 @@ class Handler final : public nlohmann::json_sax<json> {
   }
 
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    return fail(e.what());
+    return fail(std::string(e.what()).substr(0, 200));
   }
 
  private:
@@ -141,6 +143,8 @@ class Handler final : public nlohmann::json_sax<json> {
     return &slot;
   }
   bool open(json container) {
+    if (static_cast<int>(stack_.size()) >= kMaxJsonDepth)
+      return fail("nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     std::string key = (!stack_.empty() && stack_.back()->is_object()) ? key_ : std::string();
     // Pointers into the parent stay valid: nothing is added to it until this container closes.
     stack_.push_back(put(std::move(container)));

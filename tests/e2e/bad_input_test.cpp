@@ -2,10 +2,16 @@
 // do not match the adapter, broken index.json files, an unknown model_type, a malformed run
 // config, an over-long prompt and a missing model folder. Each must exit 2 with one error
 // line that names the file, tensor or key at fault, and leave no rank file marked complete.
-// FP8 cases: a deepseek_v3 weight_scale_inv missing or of the wrong shape.
+// FP8 cases: a deepseek_v3 weight_scale_inv missing or of the wrong shape. Untrusted-input
+// cases: JSON nested 100k deep in every file read, FIFOs and symlinks in place of files, the
+// safetensors library's own header rules, index totals, and mistyped config.json values; each
+// must be refused in under 5 s (also under mpiexec -n 2).
 // The cases start from a good tiny llama made once and change one thing each.
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -332,6 +338,220 @@ TEST(BadInput, Fp8ScaleMisShaped) {
                                                               reinterpret_cast<const uint8_t*>(ones) + sizeof ones)};
   write_tensors(c.st(), tensors);
   expect_bad_input(run_case(c), c, {scale, "[2, 3]", "[1, 2]"});
+}
+
+// ---- Untrusted input: every case ends in exit 2 within kQuickS, never a crash or a hang. ----
+
+constexpr double kQuickS = 5.0;
+
+// run_case with a clock; the command is killed after 30 s (exit 124) so a hang fails the test.
+Outcome run_case_timed(const Case& c, double* seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Outcome o = run_shell("timeout -k 5 30 " + dayzero_bin() + " run " + c.config().string());
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return o;
+}
+
+void expect_quick_bad_input(const Case& c, const std::vector<std::string>& names) {
+  double s = 0;
+  const Outcome o = run_case_timed(c, &s);
+  expect_bad_input(o, c, names);
+  EXPECT_LT(s, kQuickS) << "took " << s << " s\n" << o.output;
+}
+
+// The same case under mpiexec -n 2: every rank exits 2, together and quickly, and the output
+// names the file.
+void expect_quick_bad_input_mpi(const Case& c, const std::string& name) {
+  const MpiOutcome m = run_dayzero_mpi_each(2, "run " + c.config().string(), c.dir / "codes", 30);
+  EXPECT_EQ(m.codes, (std::vector<int>{2, 2})) << m.outcome.output;
+  EXPECT_LT(m.seconds, kQuickS) << m.outcome.output;
+  EXPECT_NE(m.outcome.output.find(name), std::string::npos) << m.outcome.output;
+  for (const char* crash : {"terminate called", "Segmentation", "Aborted"})
+    EXPECT_EQ(m.outcome.output.find(crash), std::string::npos) << m.outcome.output;
+}
+
+std::string nested_arrays(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+// The JSON text of path (an object with members) with "key": value added first.
+void add_raw_member(const fs::path& path, const std::string& key, const std::string& value_text) {
+  std::string text = read_file(path);
+  const size_t brace = text.find('{');
+  ASSERT_NE(brace, std::string::npos) << path;
+  text.insert(brace + 1, "\"" + key + "\": " + value_text + ",");  // every file here has members
+  write_file(path, text);
+}
+
+// A safetensors file with its header text replaced (the data section kept).
+void write_header_text(const fs::path& path, const std::string& header, const std::string& data) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  write_file(path, out + header + data);
+}
+
+TEST(BadInput, DeeplyNestedJsonInEveryModelFile) {
+  const std::string deep = nested_arrays(100000);  // ~200 KB, far under every size limit
+  for (const char* file : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"}) {
+    SCOPED_TRACE(file);
+    const Case c = make_case(std::string("nested-") + file);
+    ASSERT_TRUE(fs::exists(c.model() / file));
+    add_raw_member(c.model() / file, "x", deep);
+    // The tokenizer names its files after the folder ("<model>: tokenizer.json: ...").
+    expect_quick_bad_input(c, {c.model().string(), file, "nesting deeper than"});
+  }
+  const Case q = make_case("nested-quantization-config");
+  add_raw_member(q.model() / "config.json", "quantization_config", deep);
+  expect_quick_bad_input(q, {(q.model() / "config.json").string(), "nesting deeper than"});
+  expect_quick_bad_input_mpi(q, (q.model() / "config.json").string());
+
+  const Case idx = make_case("nested-index", true);
+  add_raw_member(idx.model() / kIndex, "x", deep);
+  expect_quick_bad_input(idx, {(idx.model() / kIndex).string(), "nesting deeper than"});
+}
+
+TEST(BadInput, DeeplyNestedShapeInASafetensorsHeader) {
+  const Case c = make_case("nested-shape");
+  const std::string bytes = read_file(c.st());
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<uint8_t>(bytes.at(i));
+  std::string header = bytes.substr(8, len);
+  const size_t entry = header.find("\"model.norm.weight\":{");
+  ASSERT_NE(entry, std::string::npos) << header.substr(0, 200);
+  const size_t shape = header.find("\"shape\":[64]", entry);
+  ASSERT_NE(shape, std::string::npos);
+  header.replace(shape, std::strlen("\"shape\":[64]"), "\"shape\":" + nested_arrays(100000));
+  write_header_text(c.st(), header, bytes.substr(8 + len));
+  expect_quick_bad_input(c, {c.st().string(), "nesting deeper than"});
+  expect_quick_bad_input_mpi(c, c.st().string());
+}
+
+TEST(BadInput, FifoInPlaceOfAModelFile) {
+  for (const char* file : {"model.safetensors", "config.json", "tokenizer.json", "generation_config.json"}) {
+    SCOPED_TRACE(file);
+    const Case c = make_case(std::string("fifo-") + file);
+    ASSERT_TRUE(fs::remove(c.model() / file));
+    ASSERT_EQ(::mkfifo((c.model() / file).c_str(), 0600), 0);
+    expect_quick_bad_input(c, {(c.model() / file).string(), "regular file"});
+  }
+  const Case sharded = make_case("fifo-shard", true);
+  const std::string shard = "model-00002-of-00003.safetensors";
+  ASSERT_TRUE(fs::remove(sharded.model() / shard));
+  ASSERT_EQ(::mkfifo((sharded.model() / shard).c_str(), 0600), 0);
+  expect_quick_bad_input(sharded, {(sharded.model() / kIndex).string(), "'" + shard + "'", "regular file"});
+  expect_quick_bad_input_mpi(sharded, shard);
+}
+
+// Hugging Face's cache keeps shards in blobs/ and links them from snapshots/: a link to a
+// regular file is read, and the dump records where it led; a link to anything else is refused.
+TEST(BadInput, SymlinkedShardsAreFollowedAndRecorded) {
+  const Case c = make_case("symlink-shard", true);
+  const std::string shard = "model-00002-of-00003.safetensors";
+  fs::create_directories(c.dir / "blobs");
+  fs::rename(c.model() / shard, c.dir / "blobs" / "0123abcd");
+  fs::create_symlink("../blobs/0123abcd", c.model() / shard);
+  const Outcome o = run_case(c);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  auto reader = dump::DumpReader::open(rank0_dump(c.dir / "run").string());
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto rows = reader->read_weights();
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  const json index = json::parse(read_file(c.model() / kIndex));
+  const std::string blob = fs::canonical(c.dir / "blobs" / "0123abcd").string();
+  int linked = 0;
+  for (const dump::WeightRow& w : *rows) {
+    const std::string holder = index.at("weight_map").at(w.name);
+    if (holder == shard) {
+      EXPECT_EQ(w.file, blob) << w.name;
+      ++linked;
+    } else {
+      EXPECT_EQ(w.file, holder) << w.name;
+    }
+  }
+  EXPECT_GT(linked, 0);
+
+  const Case bad = make_case("symlink-to-device", true);
+  ASSERT_TRUE(fs::remove(bad.model() / shard));
+  fs::create_symlink("/dev/zero", bad.model() / shard);
+  expect_quick_bad_input(bad, {(bad.model() / kIndex).string(), "'" + shard + "'", "regular file"});
+  const Case dangling = make_case("symlink-dangling");
+  ASSERT_TRUE(fs::remove(dangling.st()));
+  fs::create_symlink("nowhere.safetensors", dangling.st());
+  expect_quick_bad_input(dangling, {dangling.st().string(), "resolves to nothing"});
+}
+
+TEST(BadInput, DuplicateTensorNameInAHeader) {
+  const Case c = make_case("duplicate-tensor-name");
+  const std::string bytes = read_file(c.st());
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<uint8_t>(bytes.at(i));
+  std::string header = bytes.substr(8, len);
+  const size_t entry = header.find("\"model.norm.weight\":{");
+  ASSERT_NE(entry, std::string::npos);
+  const std::string copy = header.substr(entry, header.find('}', entry) + 1 - entry);
+  header.insert(1, copy + ",");  // nlohmann alone would keep the last and never tell
+  write_header_text(c.st(), header, bytes.substr(8 + len));
+  expect_quick_bad_input(c, {c.st().string(), "'model.norm.weight'", "twice"});
+}
+
+TEST(BadInput, BytesAfterTheLastTensor) {
+  const Case c = make_case("trailing-bytes");
+  write_file(c.st(), read_file(c.st()) + std::string(16, '\0'));
+  expect_quick_bad_input(c, {c.st().string(), "trailing bytes"});
+}
+
+TEST(BadInput, MetadataNotAStringMap) {
+  const Case c = make_case("metadata-nested");
+  RawSafetensors f = read_raw(c.st());
+  f.header["__metadata__"] = {{"format", {{"nested", "pt"}}}};
+  write_raw(c.st(), f);
+  expect_quick_bad_input(c, {c.st().string(), "__metadata__", "'format'", "not a string"});
+}
+
+TEST(BadInput, IndexTotalSizeDisagreesWithTheTensors) {
+  const Case c = make_case("index-total-size", true);
+  json index = json::parse(read_file(c.model() / kIndex));
+  ASSERT_TRUE(index.at("metadata").at("total_size").is_number_unsigned());
+  index["metadata"]["total_size"] = index["metadata"]["total_size"].get<uint64_t>() + 2;
+  write_file(c.model() / kIndex, index.dump(2));
+  expect_quick_bad_input(c, {(c.model() / kIndex).string(), "metadata.total_size"});
+}
+
+TEST(BadInput, TensorClaimedByTwoShards) {
+  const Case c = make_case("two-shards-claim", true);
+  const json index = json::parse(read_file(c.model() / kIndex));
+  const std::string holder = index.at("weight_map").at("model.norm.weight");
+  const std::string other = holder == "model-00001-of-00003.safetensors" ? "model-00002-of-00003.safetensors"
+                                                                           : "model-00001-of-00003.safetensors";
+  auto from = read_tensors(c.model() / holder);
+  auto to = read_tensors(c.model() / other);
+  to["model.norm.weight"] = from.at("model.norm.weight");
+  ASSERT_NO_FATAL_FAILURE(write_tensors(c.model() / other, to));
+  expect_quick_bad_input(c, {"'model.norm.weight'", holder, other});
+}
+
+// A value of the wrong type in config.json is exit 2 naming the key, on every rank; before, some
+// reads fell back to the default and others threw past the handlers (exit 3 on one rank).
+TEST(BadInput, MistypedConfigValues) {
+  const std::pair<const char*, json> cases[] = {
+      {"num_key_value_heads", "2"},   {"rope_theta", "10000"},         {"tie_word_embeddings", "false"},
+      {"rms_norm_eps", json::array()}, {"max_position_embeddings", 1.5}, {"model_type", 7},
+      {"rope_scaling", "yarn"},        {"hidden_size", "64"},
+  };
+  for (const auto& [key, value] : cases) {
+    SCOPED_TRACE(key);
+    const Case c = make_case(std::string("mistyped-") + key);
+    json config = json::parse(read_file(c.model() / "config.json"));
+    config[key] = value;
+    write_file(c.model() / "config.json", config.dump(2));
+    expect_quick_bad_input(c, {"config.json", "'" + std::string(key) + "'"});
+    if (std::string(key) == "rope_theta") expect_quick_bad_input_mpi(c, "'rope_theta'");
+  }
+  // null reads as absent, as transformers reads None.
+  const Case n = make_case("null-value");
+  json config = json::parse(read_file(n.model() / "config.json"));
+  config["rope_theta"] = nullptr;
+  config["rope_scaling"] = nullptr;
+  write_file(n.model() / "config.json", config.dump(2));
+  EXPECT_EQ(run_case(n).exit_code, 0);
 }
 
 }  // namespace

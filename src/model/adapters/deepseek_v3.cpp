@@ -51,15 +51,17 @@ class DeepseekV3Adapter final : public Adapter {
   Result<HParams> parse_hparams(const nlohmann::json& c) const override {
     DZ_ASSIGN_OR_RETURN(HParams hp, parse_llama_like(c));
     hp.family = family();
-    if (json_bool_or(c, "attention_bias", false))
+    DZ_ASSIGN_OR_RETURN(const bool attention_bias, json_bool_or(c, "attention_bias", false));
+    if (attention_bias)
       return Status::Unsupported("config.json: deepseek_v3 attention_bias=true is not supported");
     MlaParams& m = hp.mla;
-    m.q_lora_rank = c.contains("q_lora_rank") && c["q_lora_rank"].is_number_integer() ? c["q_lora_rank"].get<int64_t>() : 0;
+    DZ_ASSIGN_OR_RETURN(m.q_lora_rank, json_int_or(c, "q_lora_rank", 0));  // null: a plain q_proj
+    if (m.q_lora_rank < 0) return Status::InvalidArgument("config.json: key 'q_lora_rank' must be >= 0");
     DZ_ASSIGN_OR_RETURN(m.kv_lora_rank, json_int(c, "kv_lora_rank"));
     DZ_ASSIGN_OR_RETURN(m.qk_nope_head_dim, json_int(c, "qk_nope_head_dim"));
     DZ_ASSIGN_OR_RETURN(m.qk_rope_head_dim, json_int(c, "qk_rope_head_dim"));
     DZ_ASSIGN_OR_RETURN(m.v_head_dim, json_int(c, "v_head_dim"));
-    m.rope_interleave = json_bool_or(c, "rope_interleave", true);
+    DZ_ASSIGN_OR_RETURN(m.rope_interleave, json_bool_or(c, "rope_interleave", true));
     if (m.qk_rope_head_dim % 2 != 0) return Status::InvalidArgument("config.json: qk_rope_head_dim must be even");
     double scale = 1.0 / std::sqrt(static_cast<double>(m.qk_head_dim()));
     const RopeScaling& rs = hp.rope_scaling;
@@ -76,14 +78,15 @@ class DeepseekV3Adapter final : public Adapter {
     DZ_ASSIGN_OR_RETURN(hp.n_expert, json_int(c, "n_routed_experts"));
     DZ_ASSIGN_OR_RETURN(hp.n_expert_used, json_int(c, "num_experts_per_tok"));
     DZ_ASSIGN_OR_RETURN(hp.n_ff_expert, json_int(c, "moe_intermediate_size"));
-    hp.norm_topk_prob = json_bool_or(c, "norm_topk_prob", true);
+    DZ_ASSIGN_OR_RETURN(hp.norm_topk_prob, json_bool_or(c, "norm_topk_prob", true));
     GroupRouting& g = hp.group_routing;
     g.enabled = true;
-    g.n_group = json_int_or(c, "n_group", 1);
-    g.topk_group = json_int_or(c, "topk_group", 1);
-    g.routed_scaling_factor = json_double_or(c, "routed_scaling_factor", 1.0);
-    g.n_shared_experts = json_int_or(c, "n_shared_experts", 0);
-    const std::string scoring = c.value("scoring_func", std::string("sigmoid"));
+    DZ_ASSIGN_OR_RETURN(g.n_group, json_int_or(c, "n_group", 1));
+    DZ_ASSIGN_OR_RETURN(g.topk_group, json_int_or(c, "topk_group", 1));
+    DZ_ASSIGN_OR_RETURN(g.routed_scaling_factor, json_double_or(c, "routed_scaling_factor", 1.0));
+    DZ_ASSIGN_OR_RETURN(g.n_shared_experts, json_int_or(c, "n_shared_experts", 0));
+    if (g.n_shared_experts < 0) return Status::InvalidArgument("config.json: key 'n_shared_experts' must be >= 0");
+    DZ_ASSIGN_OR_RETURN(const std::string scoring, json_string_or(c, "scoring_func", "sigmoid"));
     if (scoring != "sigmoid")
       return Status::Unsupported("config.json: deepseek_v3 scoring_func '" + scoring + "' is not supported");
     if (hp.n_expert_used > hp.n_expert)
@@ -94,9 +97,11 @@ class DeepseekV3Adapter final : public Adapter {
                                      std::to_string(g.topk_group) + " is not a valid grouping");
     if (hp.n_expert_used > g.topk_group * (hp.n_expert / g.n_group))
       return Status::InvalidArgument("config.json: num_experts_per_tok exceeds the experts of topk_group groups");
-    const int64_t first_dense = std::min<int64_t>(json_int_or(c, "first_k_dense_replace", 0), hp.n_layer);
+    DZ_ASSIGN_OR_RETURN(const int64_t first_k_dense, json_int_or(c, "first_k_dense_replace", 0));
+    const int64_t first_dense = std::min<int64_t>(first_k_dense, hp.n_layer);
     for (int l = 0; l < first_dense; ++l) hp.dense_layers.push_back(l);
-    hp.n_nextn_layer = json_int_or(c, "num_nextn_predict_layers", 0);
+    DZ_ASSIGN_OR_RETURN(hp.n_nextn_layer, json_int_or(c, "num_nextn_predict_layers", 0));
+    if (hp.n_nextn_layer < 0) return Status::InvalidArgument("config.json: key 'num_nextn_predict_layers' must be >= 0");
     auto quant = checkpoint::parse_block_quant(c);
     if (!quant.ok()) return quant.status();
     if (*quant) {
@@ -187,6 +192,12 @@ class DeepseekV3Adapter final : public Adapter {
   // Generated models: head_dim sets qk_nope_head_dim and v_head_dim (default 16), rope dims 8,
   // both lora ranks n_embd / 2, groups of 2 experts with half the groups kept, one shared
   // expert, the first layer dense, YaRN x4 over an original 512 positions.
+  void fill_tiny_defaults(ModelShape& s) const override {
+    if (s.n_expert == 0) s.n_expert = 8;
+    if (s.n_expert_used == 0) s.n_expert_used = 2;
+    if (s.n_ff_expert == 0) s.n_ff_expert = std::max<int64_t>(1, s.n_ff / 2);
+  }
+
   nlohmann::json make_config(const ModelShape& s) const override {
     nlohmann::json c = llama_like_config(s, "deepseek_v3", "DeepseekV3ForCausalLM");
     c.erase("head_dim");

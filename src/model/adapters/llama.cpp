@@ -14,8 +14,9 @@ class LlamaAdapter final : public LlamaLikeAdapter {
   Result<HParams> parse_hparams(const nlohmann::json& c) const override {
     DZ_ASSIGN_OR_RETURN(HParams hp, parse_llama_like(c));
     hp.family = family();
-    hp.attn_qkv_bias = hp.attn_out_bias = json_bool_or(c, "attention_bias", false);
-    hp.mlp_bias = json_bool_or(c, "mlp_bias", false);
+    DZ_ASSIGN_OR_RETURN(hp.attn_qkv_bias, json_bool_or(c, "attention_bias", false));
+    hp.attn_out_bias = hp.attn_qkv_bias;
+    DZ_ASSIGN_OR_RETURN(hp.mlp_bias, json_bool_or(c, "mlp_bias", false));
     return hp;
   }
 

@@ -45,6 +45,12 @@ class MixtralAdapter final : public Adapter {
     });
   }
 
+  // Experts use n_ff (mixtral has no separate expert size).
+  void fill_tiny_defaults(ModelShape& s) const override {
+    if (s.n_expert == 0) s.n_expert = 4;
+    if (s.n_expert_used == 0) s.n_expert_used = 2;
+  }
+
   nlohmann::json make_config(const ModelShape& s) const override {
     nlohmann::json c = llama_like_config(s, "mixtral", "MixtralForCausalLM");
     c["num_local_experts"] = s.n_expert;

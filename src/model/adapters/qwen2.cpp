@@ -14,7 +14,8 @@ class Qwen2Adapter final : public LlamaLikeAdapter {
 
   Result<HParams> parse_hparams(const nlohmann::json& c) const override {
     DZ_ASSIGN_OR_RETURN(HParams hp, parse_llama_like(c));
-    if (json_bool_or(c, "use_sliding_window", false))
+    DZ_ASSIGN_OR_RETURN(const bool sliding, json_bool_or(c, "use_sliding_window", false));
+    if (sliding)
       return Status::Unsupported("config.json: qwen2 use_sliding_window=true is not supported");
     hp.family = family();
     hp.attn_qkv_bias = true;

@@ -14,11 +14,13 @@ class Qwen3Adapter final : public LlamaLikeAdapter {
 
   Result<HParams> parse_hparams(const nlohmann::json& c) const override {
     DZ_ASSIGN_OR_RETURN(HParams hp, parse_llama_like(c));
-    if (json_bool_or(c, "use_sliding_window", false))
+    DZ_ASSIGN_OR_RETURN(const bool sliding, json_bool_or(c, "use_sliding_window", false));
+    if (sliding)
       return Status::Unsupported("config.json: qwen3 use_sliding_window=true is not supported");
     hp.family = family();
     hp.qk_norm = true;
-    hp.attn_qkv_bias = hp.attn_out_bias = json_bool_or(c, "attention_bias", false);
+    DZ_ASSIGN_OR_RETURN(hp.attn_qkv_bias, json_bool_or(c, "attention_bias", false));
+    hp.attn_out_bias = hp.attn_qkv_bias;
     return hp;
   }
 

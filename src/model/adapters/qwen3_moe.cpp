@@ -21,21 +21,21 @@ class Qwen3MoeAdapter final : public Adapter {
 
   Result<HParams> parse_hparams(const nlohmann::json& c) const override {
     DZ_ASSIGN_OR_RETURN(HParams hp, parse_llama_like(c));
-    if (json_bool_or(c, "use_sliding_window", false))
+    DZ_ASSIGN_OR_RETURN(const bool sliding, json_bool_or(c, "use_sliding_window", false));
+    if (sliding)
       return Status::Unsupported("config.json: qwen3_moe use_sliding_window=true is not supported");
     hp.family = family();
     hp.qk_norm = true;
-    hp.attn_qkv_bias = hp.attn_out_bias = json_bool_or(c, "attention_bias", false);
+    DZ_ASSIGN_OR_RETURN(hp.attn_qkv_bias, json_bool_or(c, "attention_bias", false));
+    hp.attn_out_bias = hp.attn_qkv_bias;
     DZ_ASSIGN_OR_RETURN(hp.n_expert, json_int(c, "num_experts"));
     DZ_ASSIGN_OR_RETURN(hp.n_expert_used, json_int(c, "num_experts_per_tok"));
     DZ_ASSIGN_OR_RETURN(hp.n_ff_expert, json_int(c, "moe_intermediate_size"));
     if (hp.n_expert_used > hp.n_expert)
       return Status::InvalidArgument("config.json: num_experts_per_tok exceeds num_experts");
-    hp.norm_topk_prob = json_bool_or(c, "norm_topk_prob", false);
-    const int64_t step = json_int_or(c, "decoder_sparse_step", 1);
-    std::vector<int> mlp_only;
-    if (c.contains("mlp_only_layers") && c["mlp_only_layers"].is_array())
-      for (const auto& v : c["mlp_only_layers"]) mlp_only.push_back(v.get<int>());
+    DZ_ASSIGN_OR_RETURN(hp.norm_topk_prob, json_bool_or(c, "norm_topk_prob", false));
+    DZ_ASSIGN_OR_RETURN(const int64_t step, json_int_or(c, "decoder_sparse_step", 1));
+    DZ_ASSIGN_OR_RETURN(const std::vector<int64_t> mlp_only, json_int_list_or_empty(c, "mlp_only_layers"));
     for (int l = 0; l < hp.n_layer; ++l) {
       const bool sparse = std::find(mlp_only.begin(), mlp_only.end(), l) == mlp_only.end() && step > 0 &&
                           (l + 1) % step == 0;
@@ -60,6 +60,12 @@ class Qwen3MoeAdapter final : public Adapter {
     blocks::dense_decoder_layer(ctx, layer, hidden, [](LayerContext& c, int l, const Tensor& x) {
       return blocks::moe_ffn(c, l, kMoe, x);
     });
+  }
+
+  void fill_tiny_defaults(ModelShape& s) const override {
+    if (s.n_expert == 0) s.n_expert = 8;
+    if (s.n_expert_used == 0) s.n_expert_used = 2;
+    if (s.n_ff_expert == 0) s.n_ff_expert = std::max<int64_t>(1, s.n_ff / 2);
   }
 
   nlohmann::json make_config(const ModelShape& s) const override {

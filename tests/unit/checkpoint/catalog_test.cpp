@@ -1,7 +1,11 @@
-// Catalog: single-file and sharded checkpoints, and one test per inconsistent index/shard set.
+// Catalog: single-file and sharded checkpoints, one test per inconsistent index/shard set, and
+// shards that are symlinks (followed and recorded), FIFOs or dangling links (refused).
 #include "checkpoint/catalog.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
 
 #include "checkpoint/writer.h"
 #include "test_util.h"
@@ -112,6 +116,85 @@ TEST(Catalog, DuplicateTensorAcrossShards) {
                   .ok());
   expect_bad(Catalog::open(dir.path()).status(), StatusCode::kCorrupt,
              {"'dup'", "s1.safetensors", "s2.safetensors"});
+}
+
+TEST(Catalog, IndexTotalSizeMustMatchTheTensors) {
+  TempDir dir;
+  write_shard(dir, "s1.safetensors", {"a", "b"});
+  ASSERT_TRUE(write_index(dir.path(), {{"a", "s1.safetensors"}, {"b", "s1.safetensors"}}, 99).ok());
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kCorrupt,
+             {kIndexFileName, "metadata.total_size is 99", "hold 16 bytes"});
+}
+
+TEST(Catalog, IndexWithoutTotalSizeIsAccepted) {
+  TempDir dir;
+  write_shard(dir, "s1.safetensors", {"a"});
+  test_util::write_bytes(dir.file(kIndexFileName), R"({"weight_map": {"a": "s1.safetensors"}})");
+  EXPECT_TRUE(Catalog::open(dir.path()).ok());
+}
+
+TEST(Catalog, IndexTensorMappedTwiceIsRefused) {
+  TempDir dir;
+  write_shard(dir, "s1.safetensors", {"a"});
+  write_shard(dir, "s2.safetensors", {"b"});
+  test_util::write_bytes(dir.file(kIndexFileName),
+                         R"({"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors", "a": "s2.safetensors"}})");
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kCorrupt, {kIndexFileName, "key 'a' appears twice"});
+}
+
+TEST(Catalog, DeeplyNestedIndexIsRefused) {
+  TempDir dir;
+  write_shard(dir, "s1.safetensors", {"a"});
+  test_util::write_bytes(dir.file(kIndexFileName), R"({"weight_map": {"a": "s1.safetensors"}, "metadata": )" +
+                                                       std::string(100000, '[') + std::string(100000, ']') + "}");
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kCorrupt, {kIndexFileName, "nesting deeper than"});
+}
+
+// A Hugging Face cache: snapshots/<rev>/ links every file into blobs/.
+TEST(Catalog, SymlinkedShardIsReadAndItsTargetRecorded) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("blobs"));
+  std::filesystem::create_directories(dir.file("snap"));
+  write_shard(dir, "blobs/abc123", {"a"});
+  std::filesystem::create_symlink("../blobs/abc123", dir.file("snap/model.safetensors"));
+  auto c = Catalog::open(dir.file("snap"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_NE(c->find("a"), nullptr);
+  EXPECT_EQ(c->find("a")->file, dir.file("snap/model.safetensors"));
+  EXPECT_EQ(c->find("a")->resolved, std::filesystem::canonical(dir.file("blobs/abc123")).string());
+
+  TempDir plain;
+  write_shard(plain, "model.safetensors", {"a"});
+  auto p = Catalog::open(plain.path());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->find("a")->resolved, "") << "no link, nothing recorded";
+}
+
+TEST(Catalog, SymlinkToAFifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  write_shard(dir, "s1.safetensors", {"a"});
+  ASSERT_EQ(::mkfifo(dir.file("pipe").c_str(), 0600), 0);
+  std::filesystem::create_symlink("pipe", dir.file("s2.safetensors"));
+  ASSERT_TRUE(write_index(dir.path(), {{"a", "s1.safetensors"}, {"b", "s2.safetensors"}}, 16).ok());
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kInvalidArgument,
+             {kIndexFileName, "'s2.safetensors'", "'b'", "regular file"});
+}
+
+TEST(Catalog, FifoShardIsRefusedWithoutBlocking) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("model.safetensors").c_str(), 0600), 0);
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kInvalidArgument, {"model.safetensors", "regular file"});
+}
+
+TEST(Catalog, DanglingSymlinkIsNotFound) {
+  TempDir dir;
+  std::filesystem::create_symlink("nowhere", dir.file("model.safetensors"));
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kNotFound, {"model.safetensors", "resolves to nothing"});
+  std::filesystem::remove(dir.file("model.safetensors"));
+  write_shard(dir, "s1.safetensors", {"a"});
+  std::filesystem::create_symlink("gone", dir.file("s2.safetensors"));
+  ASSERT_TRUE(write_index(dir.path(), {{"a", "s1.safetensors"}, {"b", "s2.safetensors"}}, 16).ok());
+  expect_bad(Catalog::open(dir.path()).status(), StatusCode::kNotFound, {"'s2.safetensors'", "resolves to nothing"});
 }
 
 TEST(Catalog, CorruptShardGetsShardContext) {

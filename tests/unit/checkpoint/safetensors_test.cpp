@@ -1,9 +1,14 @@
 // SafetensorsFile: writer -> reader round trips for every dtype, and one test per malformed
-// header, each checking the status code, exit code 2 and that the file and tensor are named.
+// header, each checking the status code, exit code 2 and that the file and tensor are named;
+// the rules of the safetensors library (unique names, exact coverage, string metadata), deep
+// nesting and a FIFO.
 #include "checkpoint/safetensors.h"
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <filesystem>
 
 #include "checkpoint/reader.h"
@@ -97,7 +102,7 @@ TEST(Safetensors, MalformedHeaderJson) {
   TempDir dir;
   const std::string path = dir.file("m.safetensors");
   write_raw(path, R"({"w": {"dtype": "F32", "shape": [1], )", 4);
-  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "malformed header JSON"});
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "malformed JSON"});
 }
 
 TEST(Safetensors, HeaderNotAnObject) {
@@ -161,6 +166,96 @@ TEST(Safetensors, MetadataNotStringMap) {
   const std::string path = dir.file("md.safetensors");
   write_raw(path, R"({"__metadata__": {"format": 1}})", 0);
   expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "__metadata__", "format"});
+}
+
+// The rules of the safetensors library's own validate(): a tensor name once per header, the
+// tensors covering the data section exactly, __metadata__ a string-to-string map.
+TEST(Safetensors, DuplicateTensorNameIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("dup.safetensors");
+  write_raw(path,
+            R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+            R"( "w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+            8);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "'w'", "twice"});
+}
+
+TEST(Safetensors, GapBetweenTensorsIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("gap.safetensors");
+  write_raw(path,
+            R"({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+            R"( "y": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})",
+            12);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "'y'", "begins at data byte 8", "gaps"});
+}
+
+TEST(Safetensors, FirstTensorNotAtZeroIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("lead.safetensors");
+  write_raw(path, R"({"x": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", 8);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "'x'", "begins at data byte 4"});
+}
+
+TEST(Safetensors, TrailingBytesAreRefused) {
+  TempDir dir;
+  const std::string path = dir.file("tail.safetensors");
+  write_raw(path, R"({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 9);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "cover 4 bytes of the 9-byte", "trailing"});
+}
+
+TEST(Safetensors, ZeroByteTensorsAtTheCursorAreAccepted) {
+  TempDir dir;
+  const std::string path = dir.file("zero.safetensors");
+  write_raw(path,
+            R"({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+            R"( "e": {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]}})",
+            4);
+  auto f = SafetensorsFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(f->tensors().size(), 2u);
+}
+
+TEST(Safetensors, DeeplyNestedShapeIsRefusedQuickly) {
+  TempDir dir;
+  const std::string path = dir.file("deep.safetensors");
+  const int depth = 100000;
+  write_raw(path, R"({"w": {"dtype": "F32", "data_offsets": [0, 4], "shape": )" + std::string(depth, '[') +
+                      std::string(depth, ']') + "}}",
+            4);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status s = SafetensorsFile::open(path).status();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  expect_bad(s, StatusCode::kCorrupt, {path, "nesting deeper than"});
+  EXPECT_LT(s.message().size(), 400u) << "the value must not be printed";
+}
+
+TEST(Safetensors, ShapeWithANestedValueIsNotPrinted) {
+  TempDir dir;
+  const std::string path = dir.file("sh.safetensors");
+  write_raw(path, R"({"w": {"dtype": "F32", "data_offsets": [0, 4], "shape": [1, [2, [3, [4]]]]}})", 4);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "'w'", "an array of 2"});
+}
+
+TEST(Safetensors, MetadataNotAnObject) {
+  TempDir dir;
+  const std::string path = dir.file("mda.safetensors");
+  write_raw(path, R"({"__metadata__": ["format", "pt"]})", 0);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "__metadata__", "an array"});
+}
+
+TEST(Safetensors, MetadataNestedValue) {
+  TempDir dir;
+  const std::string path = dir.file("mdn.safetensors");
+  write_raw(path, R"({"__metadata__": {"format": {"nested": "pt"}}})", 0);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kCorrupt, {path, "'format'", "an object, not a string"});
+}
+
+TEST(Safetensors, FifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string path = dir.file("fifo.safetensors");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  expect_bad(SafetensorsFile::open(path).status(), StatusCode::kInvalidArgument, {path, "not a regular file"});
 }
 
 TEST(Safetensors, MissingFileIsNotFound) {

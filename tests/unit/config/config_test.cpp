@@ -43,8 +43,16 @@ Result<RunConfig> parse(const std::string& yaml, const std::string& base_dir = "
   return parse_run_config(yaml, "run.yaml", base_dir);
 }
 
+// The example less limits.max_image_pixels, which is refused until an image path exists.
+std::string design_example_without_image_limit() {
+  std::string s = kDesignExample;
+  const std::string key = ", max_image_pixels: 50000000";
+  s.erase(s.find(key), key.size());
+  return s;
+}
+
 TEST(RunConfig, DesignExampleParsesWithAllValues) {
-  auto r = parse(kDesignExample, "/work/configs");
+  auto r = parse(design_example_without_image_limit(), "/work/configs");
   ASSERT_TRUE(r.ok()) << r.status().message();
   const RunConfig& c = *r;
   EXPECT_EQ(c.model.path, "/work/configs/models/tiny-llava-moe");
@@ -89,7 +97,7 @@ TEST(RunConfig, DesignExampleParsesWithAllValues) {
   EXPECT_EQ(c.watchdog.collective_timeout_s, 300.0);
   EXPECT_EQ(c.watchdog.phase_timeout_s, 3600.0);
   EXPECT_FALSE(c.runtime.threads.has_value());
-  EXPECT_EQ(c.source_text, kDesignExample);
+  EXPECT_EQ(c.source_text, design_example_without_image_limit());
   EXPECT_EQ(c.config_stem, "run");
   EXPECT_EQ(c.key_positions.at("generate.seed").first, 15);
 }
@@ -118,7 +126,7 @@ TEST(RunConfig, DesignPageExampleStillParses) {
     with << example;
     auto refused = parse(with.c_str());
     ASSERT_FALSE(refused.ok()) << path << " is accepted although it is listed as unbuilt";
-    EXPECT_NE(refused.status().message().find(path + ": not supported by this build"), std::string::npos)
+    EXPECT_NE(refused.status().message().find(path + ": cannot take effect: "), std::string::npos)
         << refused.status().message();
     parent.remove(leaf);
   }
@@ -126,6 +134,51 @@ TEST(RunConfig, DesignPageExampleStillParses) {
   rest << example;
   auto r = parse(rest.c_str());
   EXPECT_TRUE(r.ok()) << r.status().message();
+}
+
+TEST(RunConfig, DesignExampleVerbatimIsRefusedForTheImageLimit) {
+  auto r = parse(kDesignExample, "/work/configs");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("run.yaml:10:"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("limits.max_image_pixels: cannot take effect: the image path is not built"),
+            std::string::npos)
+      << r.status().message();
+}
+
+// Keys that parse but that this build cannot honour are refused with the reason, never ignored.
+TEST(RunConfig, KeysThatCannotTakeEffectAreRefused) {
+  struct Refusal {
+    const char* yaml;
+    const char* message;
+  };
+  const Refusal cases[] = {
+      {"model: {path: m, dtype: bfloat16}\nprompts: [{id: a, text: hi}]\n",
+       "model.dtype: bfloat16 cannot take effect: the CPU backend computes in float32 only"},
+      {"model: {path: m, dtype: float16}\nbackend: cpu\nprompts: [{id: a, text: hi}]\n",
+       "model.dtype: float16 cannot take effect"},
+      {"model: {path: m}\ncomm: nccl\nprompts: [{id: a, text: hi}]\n", "comm: nccl cannot take effect"},
+      {"model: {path: m}\nlimits: {max_image_pixels: 100}\nprompts: [{id: a, text: hi}]\n",
+       "limits.max_image_pixels: cannot take effect"},
+  };
+  for (const Refusal& rc : cases) {
+    auto r = parse(rc.yaml);
+    ASSERT_FALSE(r.ok()) << rc.yaml;
+    EXPECT_EQ(r.status().exit_code(), 2);
+    EXPECT_NE(r.status().message().find(rc.message), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().message().rfind("run.yaml", 0), 0u) << r.status().message();
+  }
+#ifdef DAYZERO_WITH_CUDA
+  const char* nccl_reason = "no NCCL communicator is built yet";
+#else
+  const char* nccl_reason = "built without CUDA";
+#endif
+  auto nccl = parse("model: {path: m}\ncomm: nccl\nprompts: [{id: a, text: hi}]\n");
+  EXPECT_NE(nccl.status().message().find(nccl_reason), std::string::npos) << nccl.status().message();
+  // What the CPU backend does honour stays accepted; seed is recorded only.
+  auto ok = parse("model: {path: m, dtype: float32}\ncomm: mpi\nprompts: [{id: a, text: hi}]\ngenerate: {seed: 7}\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->generate.seed, 7u);
+  EXPECT_EQ(ok->limits.max_image_pixels, 50000000) << "the internal default stays";
 }
 
 TEST(RunConfig, DefaultsApply) {
@@ -158,7 +211,7 @@ TEST(RunConfig, OptionalForms) {
   auto r = parse(R"(
 model: {path: /abs/m, dtype: bfloat16, weights_on_device: float32}
 backend: cuda
-comm: nccl
+comm: mpi
 parallel: {dp: 2, pp: 1, tp: 8, ep: 4, etp: 2}
 topology: {device_memory_gib: 141.5, memory_fraction: 1, nodes: 2, gpus_per_node: 8}
 prompts:
@@ -176,7 +229,7 @@ dump: {enabled: false, activations: {layers: "0-2, 7", points: all, phase: both,
   EXPECT_EQ(c.model.dtype, DType::kBF16);
   EXPECT_EQ(c.model.weights_on_device, WeightsOnDevice::kF32);
   EXPECT_EQ(c.backend, Backend::kCuda);
-  EXPECT_EQ(c.comm, CommKind::kNccl);
+  EXPECT_EQ(c.comm, CommKind::kMpi);
   EXPECT_EQ(c.parallel.etp, 2);
   EXPECT_EQ(c.topology.gpus_per_node, 8);
   EXPECT_EQ(c.prompts[0].expect.contains, (std::vector<std::string>{"a", "b"}));

@@ -82,6 +82,69 @@ TEST(Qwen3, QkNormAndHeadDim) {
   EXPECT_EQ(params, 596049920LL);  // Qwen3-0.6B: 0.6B with tied embeddings
 }
 
+// A key present with the wrong type is an error naming it, never the default; null is absent.
+TEST(HParams, CheckedReadsRefuseWrongTypes) {
+  const nlohmann::json c = {{"n", 3}, {"s", "3"}, {"f", 1.5}, {"b", true}, {"z", nullptr}, {"l", {1, 2}}, {"o", {{"k", 1}}}};
+  EXPECT_EQ(*json_int_or(c, "n", 7), 3);
+  EXPECT_EQ(*json_int_or(c, "absent", 7), 7);
+  EXPECT_EQ(*json_int_or(c, "z", 7), 7);
+  EXPECT_EQ(*json_double_or(c, "n", 0), 3.0);
+  EXPECT_EQ(*json_bool_or(c, "z", true), true);
+  EXPECT_EQ(*json_string_or(c, "s", ""), "3");
+  EXPECT_EQ(*json_int_list_or_empty(c, "l"), (std::vector<int64_t>{1, 2}));
+  const auto bad = [](const Status& s, const std::string& key, const std::string& got) {
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.exit_code(), 2);
+    EXPECT_NE(s.message().find("config.json: key '" + key + "'"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(got), std::string::npos) << s.message();
+  };
+  bad(json_int_or(c, "s", 7).status(), "s", "got a string (\"3\")");
+  bad(json_int_or(c, "f", 7).status(), "f", "got a number");
+  bad(json_double_or(c, "s", 1).status(), "s", "got a string");
+  bad(json_bool_or(c, "n", false).status(), "n", "got an integer");
+  bad(json_string_or(c, "o", "").status(), "o", "got an object (an object of 1)");
+  bad(json_int_list_or_empty(c, "o").status(), "o", "a list of integers");
+  bad(json_int(c, "s").status(), "s", "a positive integer");
+  EXPECT_EQ(json_int(c, "z").status().message(), "config.json: missing required key 'z'");
+}
+
+TEST(HParams, MistypedConfigValuesAreRefusedByEveryAdapter) {
+  for (const std::string& family : supported_families()) {
+    SCOPED_TRACE(family);
+    const Adapter* a = *find_adapter_by_family(family);
+    ModelShape shape;
+    a->fill_tiny_defaults(shape);
+    const nlohmann::json good = a->make_config(shape);
+    ASSERT_TRUE(a->parse_hparams(good).ok());
+    // Every integer, number, boolean or string at the top level, turned into a list.
+    for (const auto& [key, value] : good.items()) {
+      if (value.is_null() || value.is_array() || value.is_object() || key == "architectures") continue;
+      nlohmann::json c = good;
+      c[key] = nlohmann::json::array({value});
+      auto hp = a->parse_hparams(c);
+      // A key the adapter does not read may take any value; one it reads must be refused by name.
+      if (!hp.ok()) {
+        EXPECT_EQ(hp.status().exit_code(), 2);
+        EXPECT_NE(hp.status().message().find("'" + key + "'"), std::string::npos) << hp.status().message();
+      }
+    }
+    nlohmann::json wrong = good;
+    wrong["hidden_size"] = "64";
+    auto hp = a->parse_hparams(wrong);
+    ASSERT_FALSE(hp.ok());
+    EXPECT_NE(hp.status().message().find("'hidden_size'"), std::string::npos) << hp.status().message();
+  }
+  // deepseek_v3: q_lora_rank null is a plain q_proj, as in DeepSeek-V2-Lite.
+  const Adapter* ds = *find_adapter_by_family("deepseek_v3");
+  ModelShape shape;
+  ds->fill_tiny_defaults(shape);
+  nlohmann::json c = ds->make_config(shape);
+  c["q_lora_rank"] = nullptr;
+  auto hp = ds->parse_hparams(c);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  EXPECT_EQ(hp->mla.q_lora_rank, 0);
+}
+
 TEST(HParams, RejectsBadHeadCounts) {
   nlohmann::json c = {{"model_type", "llama"}, {"vocab_size", 10}, {"hidden_size", 48}, {"num_hidden_layers", 1},
                       {"num_attention_heads", 6}, {"num_key_value_heads", 4}, {"intermediate_size", 8}};

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "model/make_model.h"
+#include "tools/make_model.h"
 #include "runtime/forward.h"
 #include "runtime/model_loader.h"
 #include "naive_reference.h"

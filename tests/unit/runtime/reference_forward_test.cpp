@@ -200,7 +200,7 @@ TEST_P(ReferenceForward, LogitsMatchNaiveLoops) {
   const Case& c = GetParam();
   const std::string family = c.family;
   const fs::path dir = fs::temp_directory_path() / ("dayzero-ref-" + std::string(c.name) + "-" + std::to_string(getpid()));
-  model::MakeModelOptions o;
+  tools::MakeModelOptions o;
   o.family = family;
   o.out_dir = dir.string();
   o.dtype = DType::kF32;
@@ -208,7 +208,7 @@ TEST_P(ReferenceForward, LogitsMatchNaiveLoops) {
   o.shape = {.n_vocab = 300, .n_embd = 48, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 96};
   o.shape.tie_embeddings = family == "qwen2";
   o.config_overrides = c.overrides;
-  ASSERT_TRUE(model::make_model(o).ok());
+  ASSERT_TRUE(tools::make_model(o).ok());
 
   const NaiveModel ref = load_naive(dir);
   const Mat expected = ref.forward(naive::kIds);

@@ -343,14 +343,14 @@ void check_family(const std::string& family, const model::ModelShape& shape,
                   Mat (*naive_forward)(const Naive&, const std::vector<int32_t>&), const Variant& v) {
   const fs::path dir =
       fs::temp_directory_path() / ("dayzero-refmoe-" + std::string(v.name) + "-" + std::to_string(getpid()));
-  model::MakeModelOptions o;
+  tools::MakeModelOptions o;
   o.family = family;
   o.out_dir = dir.string();
   o.dtype = DType::kF32;
   o.seed = kSeed;
   o.shape = shape;
   o.config_overrides = v.overrides;
-  ASSERT_TRUE(model::make_model(o).ok());
+  ASSERT_TRUE(tools::make_model(o).ok());
 
   const Naive ref = load_naive(dir);
   const Mat expected = naive_forward(ref, naive::kIds);

@@ -17,7 +17,7 @@
 #include "tokenizer/regex.h"
 #include "tokenizer/tiktoken.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/trainer.h"
+#include "tools/bpe_trainer.h"
 
 namespace dayzero::tokenizer {
 namespace {
@@ -313,7 +313,7 @@ TEST(Tiktoken, SpecialTokensLeftmostLongestAndConfig) {
 
 TEST(Tiktoken, LoadPrefersTokenizerJson) {
   TempDir dir("both");
-  auto trained = train_byte_level_tokenizer_json(
+  auto trained = tools::train_byte_level_tokenizer_json(
       "The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs away! 123 456", 260, {});
   ASSERT_TRUE(trained.ok()) << trained.status().message();
   write_text(dir.path() / "tokenizer.json", *trained);

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/trainer.h"
+#include "tools/bpe_trainer.h"
 
 namespace dayzero::tokenizer {
 namespace {
@@ -339,9 +339,9 @@ const char kTrainingText[] =
 
 TEST(Trainer, RoundTripsTextAndSpecials) {
   const std::vector<std::string> specials = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-  auto trained = train_byte_level_tokenizer_json(kTrainingText, 400, specials);
+  auto trained = tools::train_byte_level_tokenizer_json(kTrainingText, 400, specials);
   ASSERT_TRUE(trained.ok()) << trained.status().message();
-  auto again = train_byte_level_tokenizer_json(kTrainingText, 400, specials);
+  auto again = tools::train_byte_level_tokenizer_json(kTrainingText, 400, specials);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*trained, *again) << "training is not deterministic";
 
@@ -366,14 +366,14 @@ TEST(Trainer, RoundTripsTextAndSpecials) {
 }
 
 TEST(Trainer, RejectsImpossibleRequests) {
-  auto small = train_byte_level_tokenizer_json("abc", 257, {"<a>", "<b>"});
+  auto small = tools::train_byte_level_tokenizer_json("abc", 257, {"<a>", "<b>"});
   ASSERT_FALSE(small.ok());
   EXPECT_EQ(small.status().code(), StatusCode::kInvalidArgument);
-  auto too_little_text = train_byte_level_tokenizer_json("ab ab", 300, {});
+  auto too_little_text = tools::train_byte_level_tokenizer_json("ab ab", 300, {});
   ASSERT_FALSE(too_little_text.ok());
   EXPECT_EQ(too_little_text.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(too_little_text.status().message().find("needs more text"), std::string::npos);
-  auto repeated = train_byte_level_tokenizer_json(kTrainingText, 300, {"<a>", "<a>"});
+  auto repeated = tools::train_byte_level_tokenizer_json(kTrainingText, 300, {"<a>", "<a>"});
   EXPECT_FALSE(repeated.ok());
 }
 

@@ -2,7 +2,7 @@
 // optional index, tokenizer files, generation_config.json) for any registered family: what
 // the quickstart and the tests run on. Values are drawn from a counter-based generator keyed
 // by (seed, tensor name) with no transcendental functions, so the same seed gives the same
-// bytes on every machine and in any tensor order.
+// bytes on every machine and in any tensor order. Tooling (dz_tools): a run never links it.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -14,12 +14,12 @@
 #include "core/status.h"
 #include "model/adapter.h"
 
-namespace dayzero::model {
+namespace dayzero::tools {
 
 struct MakeModelOptions {
   std::string family = "llama";
   std::string out_dir;
-  ModelShape shape;
+  model::ModelShape shape;  // sizes left 0 that the family needs get its tiny defaults
   uint64_t seed = 1234;
   DType dtype = DType::kBF16;  // BF16 (default), F16, F32, or F8_E4M3 (block-quantized Linears, rest BF16)
   int shards = 1;              // > 1 writes model-0000i-of-0000N.safetensors + index
@@ -39,4 +39,4 @@ Status read_make_model_yaml(const std::string& path, MakeModelOptions& options);
 // The uniform value in [-1, 1) that the generator gives element i of tensor `name`.
 float synthetic_uniform(uint64_t seed, const std::string& name, uint64_t i);
 
-}  // namespace dayzero::model
+}  // namespace dayzero::tools

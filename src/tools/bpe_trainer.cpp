@@ -1,6 +1,6 @@
-// Byte-level BPE trainer (see trainer.h). Deterministic by construction: words are kept in a
+// Byte-level BPE trainer (see bpe_trainer.h). Deterministic by construction: words are kept in a
 // sorted map and every tie is broken on token strings, so the same input gives the same file.
-#include "tokenizer/trainer.h"
+#include "tools/bpe_trainer.h"
 
 #include <nlohmann/json.hpp>
 
@@ -16,7 +16,8 @@
 #include "tokenizer/regex.h"
 #include "tokenizer/unicode.h"
 
-namespace dayzero::tokenizer {
+namespace dayzero::tools {
+using namespace dayzero::tokenizer;  // the pre-tokenizer and byte-level alphabet it trains for
 
 Result<std::string> train_byte_level_tokenizer_json(std::string_view training_text, int vocab_size,
                                                     const std::vector<std::string>& special_tokens) {
@@ -186,4 +187,4 @@ Result<std::string> train_byte_level_tokenizer_json(std::string_view training_te
   return root.dump(1);
 }
 
-}  // namespace dayzero::tokenizer
+}  // namespace dayzero::tools

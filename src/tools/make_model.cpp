@@ -1,8 +1,10 @@
 // make-model: random weights per tensor spec, scaled so activations stay near unit RMS and
 // the top-1 logit margins are clear (generated-token comparisons must not hinge on near-ties).
-#include "model/make_model.h"
+#include "tools/make_model.h"
 
 #include <yaml-cpp/yaml.h>
+
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -14,10 +16,12 @@
 
 #include "checkpoint/fp8.h"
 #include "checkpoint/writer.h"
+#include "core/json.h"
 #include "model/registry.h"
-#include "tokenizer/trainer.h"
+#include "tools/bpe_trainer.h"
 
-namespace dayzero::model {
+namespace dayzero::tools {
+using namespace dayzero::model;  // adapters, specs and shapes of the family being generated
 namespace fs = std::filesystem;
 namespace {
 
@@ -117,9 +121,9 @@ Result<TokenizerIds> write_tokenizer(const MakeModelOptions& o, const fs::path& 
   nlohmann::json tok_config = nlohmann::json::object();
   if (o.tokenizer_dir.empty()) {
     const int vocab = static_cast<int>(std::min<int64_t>(o.shape.n_vocab, 4096));
-    DZ_ASSIGN_OR_RETURN(std::string text, tokenizer::train_byte_level_tokenizer_json(
+    DZ_ASSIGN_OR_RETURN(std::string text, train_byte_level_tokenizer_json(
                                               tokenizer_training_text(vocab), vocab, {"<|begin_of_text|>", "<|end_of_text|>"}));
-    tok = nlohmann::json::parse(text);
+    DZ_ASSIGN_OR_RETURN(tok, parse_json_limited(text, "trained tokenizer.json"));
     // BOS comes from the post-processor, as in Llama 3's tokenizer.json: transformers 5
     // applies tokenizer.json's post-processor and ignores add_bos_token when one exists.
     int64_t bos = -1;
@@ -140,18 +144,10 @@ Result<TokenizerIds> write_tokenizer(const MakeModelOptions& o, const fs::path& 
                   {"model_max_length", o.shape.max_position}};
   } else {
     DZ_ASSIGN_OR_RETURN(std::string text, read_text(fs::path(o.tokenizer_dir) / "tokenizer.json"));
-    try {
-      tok = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      return Status::Corrupt(o.tokenizer_dir + "/tokenizer.json: " + e.what());
-    }
+    DZ_ASSIGN_OR_RETURN(tok, parse_json_limited(text, o.tokenizer_dir + "/tokenizer.json"));
     auto cfg = read_text(fs::path(o.tokenizer_dir) / "tokenizer_config.json");
     if (cfg.ok()) {
-      try {
-        tok_config = nlohmann::json::parse(*cfg);
-      } catch (const nlohmann::json::exception& e) {
-        return Status::Corrupt(o.tokenizer_dir + "/tokenizer_config.json: " + e.what());
-      }
+      DZ_ASSIGN_OR_RETURN(tok_config, parse_json_limited(*cfg, o.tokenizer_dir + "/tokenizer_config.json"));
     }
   }
   TokenizerIds ids;
@@ -187,9 +183,52 @@ float synthetic_uniform(uint64_t seed, const std::string& name, uint64_t i) {
   return static_cast<float>(r >> 40) * (1.0f / 8388608.0f) - 1.0f;  // 24 bits -> [-1, 1), exact
 }
 
+namespace {
+// Writes the whole model folder into out (which exists and is empty).
+Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::path& out);
+}  // namespace
+
 Status make_model(const MakeModelOptions& o) {
   DZ_ASSIGN_OR_RETURN(const Adapter* adapter, find_adapter_by_family(o.family));
   if (o.out_dir.empty()) return Status::InvalidArgument("make-model: --out is required");
+  const fs::path out = fs::absolute(fs::path(o.out_dir)).lexically_normal();
+  const fs::path target = out.has_filename() ? out : out.parent_path();  // "dir/" names dir
+  std::error_code ec;
+  // An existing folder is replaced only when it is empty or a model folder (config.json).
+  const bool exists = fs::exists(target, ec);
+  if (exists) {
+    if (!fs::is_directory(target, ec))
+      return Status::InvalidArgument("make-model: " + target.string() + " exists and is not a folder");
+    if (!fs::is_empty(target, ec) && !fs::exists(target / "config.json", ec))
+      return Status::InvalidArgument("make-model: " + target.string() +
+                                     " exists, is not empty and holds no config.json; refusing to replace it");
+  }
+  // Written into a sibling and renamed at the end, so a failure never leaves half a model.
+  fs::create_directories(target.parent_path(), ec);
+  if (ec) return Status::IoError("make-model: cannot create " + target.parent_path().string() + ": " + ec.message());
+  const std::string tag = ".make-model-" + std::to_string(::getpid());
+  const fs::path tmp = target.parent_path() / (target.filename().string() + tag);
+  fs::remove_all(tmp, ec);
+  fs::create_directory(tmp, ec);
+  if (ec) return Status::IoError("make-model: cannot create " + tmp.string() + ": " + ec.message());
+  Status s = write_model(o, adapter, tmp);
+  if (s.ok() && exists) {
+    const fs::path old = target.parent_path() / (target.filename().string() + tag + ".old");
+    fs::rename(target, old, ec);
+    if (!ec) fs::remove_all(old, ec);
+    if (ec) s = Status::IoError("make-model: cannot replace " + target.string() + ": " + ec.message());
+  }
+  if (s.ok()) {
+    fs::rename(tmp, target, ec);
+    if (ec) s = Status::IoError("make-model: cannot rename " + tmp.string() + " to " + target.string() + ": " + ec.message());
+  }
+  if (!s.ok()) fs::remove_all(tmp, ec);
+  return s;
+}
+
+namespace {
+
+Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::path& out) {
   if (o.dtype != DType::kBF16 && o.dtype != DType::kF16 && o.dtype != DType::kF32 && o.dtype != DType::kF8_E4M3)
     return Status::InvalidArgument(std::string("make-model: dtype ") + dtype_name(o.dtype) +
                                    " is not one of BF16, F16, F32, F8_E4M3");
@@ -197,13 +236,10 @@ Status make_model(const MakeModelOptions& o) {
   const bool fp8 = o.dtype == DType::kF8_E4M3;
   const DType dense_dtype = fp8 ? DType::kBF16 : o.dtype;
   if (o.shards < 1) return Status::InvalidArgument("make-model: --shards must be at least 1");
-  const fs::path out(o.out_dir);
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec) return Status::IoError("cannot create " + out.string() + ": " + ec.message());
 
   DZ_ASSIGN_OR_RETURN(TokenizerIds tids, write_tokenizer(o, out));
   ModelShape shape = o.shape;
+  adapter->fill_tiny_defaults(shape);
   shape.n_vocab = std::max(shape.n_vocab, tids.vocab);
   shape.bos_id = tids.bos;
   shape.eos_id = tids.eos;
@@ -220,7 +256,9 @@ Status make_model(const MakeModelOptions& o) {
   DZ_RETURN_IF_ERROR(write_text(out / "generation_config.json", gen.dump(2)));
 
   // The specs come from parsing the config we just wrote: what the loader will expect.
-  DZ_ASSIGN_OR_RETURN(HParams hp, adapter->parse_hparams(config));
+  auto parsed = adapter->parse_hparams(config);
+  if (!parsed.ok()) return parsed.status().with_context("the sizes give an invalid " + o.family + " config");
+  const HParams hp = std::move(parsed).value();
   const std::vector<TensorSpec> specs = adapter->tensor_specs(hp);
   std::set<std::string> scale_names;  // written with their weight
   for (const auto& s : specs)
@@ -283,6 +321,8 @@ Status make_model(const MakeModelOptions& o) {
   return Status::Ok();
 }
 
+}  // namespace
+
 Status read_make_model_yaml(const std::string& path, MakeModelOptions& o) {
   try {
     const YAML::Node y = YAML::LoadFile(path);
@@ -323,4 +363,4 @@ Status read_make_model_yaml(const std::string& path, MakeModelOptions& o) {
   return Status::Ok();
 }
 
-}  // namespace dayzero::model
+}  // namespace dayzero::tools
