@@ -28,6 +28,7 @@
 #include "runtime/progress.h"
 #include "runtime/watchdog.h"
 #include "comm/groups.h"
+#include "plan/plan_request.h"
 #include "plan/planner.h"
 #include "plan/slicing.h"
 #include "tokenizer/tokenizer.h"
@@ -164,7 +165,7 @@ Status Run::setup_config() {
 }
 
 Status Run::open_model_and_tokenizer() {
-  DZ_ASSIGN_OR_RETURN(model_, open_model(cfg_.model.path));
+  DZ_ASSIGN_OR_RETURN(model_, model::open_model_folder(cfg_.model.path, model::WeightsNeeded::kRequired));
   DZ_RETURN_IF_ERROR(check_tensors(model_));
   DZ_ASSIGN_OR_RETURN(tok_, tokenizer::Tokenizer::load(cfg_.model.path));
   // Every prompt is tokenized and bounded before any weight is read.
@@ -198,38 +199,31 @@ Status Run::open_model_and_tokenizer() {
 }
 
 Status Run::make_plan() {
-  plan::PlanRequest req;
-  req.hp = model_.hp;
-  req.specs = model_.specs;
-  req.names = plan::edge_names(*model_.adapter, model_.hp);
-  DZ_ASSIGN_OR_RETURN(req.topo, discover_topology(env_, cfg_.topology));
-  req.world_size = env_.world_size();
-  req.dp = cfg_.parallel.dp;
-  req.pp = cfg_.parallel.pp;
-  req.tp = cfg_.parallel.tp;
-  req.ep = cfg_.parallel.ep;
-  req.etp = cfg_.parallel.etp;
+  plan::RequestInputs in;
+  DZ_ASSIGN_OR_RETURN(in.topo, discover_topology(env_, cfg_.topology));
+  in.world_size = env_.world_size();
+  in.dp = cfg_.parallel.dp;
+  in.pp = cfg_.parallel.pp;
+  in.tp = cfg_.parallel.tp;
+  in.ep = cfg_.parallel.ep;
+  in.etp = cfg_.parallel.etp;
   switch (cfg_.model.weights_on_device) {
-    case config::WeightsOnDevice::kAsStored:
-      // Each tensor at its own stored size (FP8 1 byte plus its f32 scales, BF16 2); a tensor
-      // the checkpoint lacks (only skip_load ones may) counts as the embedding's dtype.
-      req.bytes_per_weight = static_cast<int64_t>(dtype_size(model_.catalog.find(model_.specs[0].name)->dtype));
-      req.stored_bytes.reserve(model_.specs.size());
-      for (const auto& spec : model_.specs) {
-        const auto* t = model_.catalog.find(spec.name);
-        req.stored_bytes.push_back(t ? static_cast<int64_t>(dtype_size(t->dtype)) : req.bytes_per_weight);
-      }
-      break;
-    case config::WeightsOnDevice::kBF16: req.bytes_per_weight = 2; break;
-    case config::WeightsOnDevice::kF32: req.bytes_per_weight = 4; break;
+    case config::WeightsOnDevice::kAsStored: in.weights = plan::WeightsOnDevice::kAsStored; break;
+    case config::WeightsOnDevice::kBF16: in.weights = plan::WeightsOnDevice::kBF16; break;
+    case config::WeightsOnDevice::kF32: in.weights = plan::WeightsOnDevice::kF32; break;
   }
-  req.bytes_per_activation = 4;  // the CPU computes in f32
+  in.bytes_per_activation = 4;  // the CPU computes in f32
+  // Every prompt of a replica may be resident at once, up to generate.max_batch, each with a
+  // KV cache as long as the longest prompt + reference + new tokens.
   int64_t longest = 1;
   for (const auto& pr : prompts_)
     longest = std::max<int64_t>(longest, static_cast<int64_t>(pr.ids.size() + pr.reference_ids.size()) +
                                              cfg_.generate.max_new_tokens);
-  req.max_context_tokens = longest;
-  auto chosen = plan::choose_plan(req);
+  in.context_tokens = longest;
+  in.batch = plan::resident_batch(cfg_.generate.max_batch, static_cast<int64_t>(prompts_.size()));
+  auto req = plan::make_plan_request(model_, in);
+  if (!req.ok()) return req.status().with_context(cfg_.source_name);
+  auto chosen = plan::choose_plan(*req);
   if (!chosen.ok()) return chosen.status().with_context(cfg_.source_name);
   plan_ = std::move(chosen).value();
   DZ_ASSIGN_OR_RETURN(auto groups, comm::ProcessGroups::create(plan_, env_.rank(), &timeline_));

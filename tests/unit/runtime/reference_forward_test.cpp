@@ -162,7 +162,7 @@ TEST_P(ReferenceForward, LogitsMatchNaiveLoops) {
   o.shape.tie_embeddings = family == "qwen2";
   ASSERT_TRUE(model::make_model(o).ok());
 
-  auto info = runtime::open_model(dir.string());
+  auto info = model::open_model_folder(dir.string(), model::WeightsNeeded::kRequired);
   ASSERT_TRUE(info.ok()) << info.status().message();
   ASSERT_TRUE(runtime::check_tensors(*info).ok());
   auto be = backend::make_backend({});

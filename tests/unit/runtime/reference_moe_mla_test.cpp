@@ -350,7 +350,7 @@ void check_family(const std::string& family, const model::ModelShape& shape,
     std::ofstream(dir / "config.json") << cfg.dump(2);
   }
 
-  auto info = runtime::open_model(dir.string());
+  auto info = model::open_model_folder(dir.string(), model::WeightsNeeded::kRequired);
   ASSERT_TRUE(info.ok()) << info.status().message();
   ASSERT_TRUE(runtime::check_tensors(*info).ok());
   auto be = backend::make_backend({});
