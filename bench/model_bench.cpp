@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
       return 3;
     }
   }
-  auto info = runtime::open_model(dir);
+  auto info = model::open_model_folder(dir, model::WeightsNeeded::kRequired);
   if (!info.ok()) {
     std::fprintf(stderr, "%s\n", info.status().message().c_str());
     return 2;

@@ -5,13 +5,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include "core/json.h"
-#include "model/registry.h"
-#include "plan/planner.h"
+#include "model/model_folder.h"
+#include "plan/plan_request.h"
 
 using namespace dayzero;
 
@@ -22,27 +20,26 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--config")) config_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--reps")) reps = std::max(1, std::atoi(argv[i + 1]));
   }
-  auto parsed = read_json_file(config_path);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "plan_bench: %s\n", parsed.status().message().c_str());
+  auto m = model::open_model_folder(config_path, model::WeightsNeeded::kIfPresent);
+  if (!m.ok()) {
+    std::fprintf(stderr, "plan_bench: %s\n", m.status().message().c_str());
     return 2;
   }
-  const nlohmann::json config = std::move(parsed).value();
-  auto adapter = model::find_adapter(config);
-  if (!adapter.ok()) return 2;
-  auto hp = (*adapter)->parse_hparams(config);
-  if (!hp.ok()) return 2;
+  const model::HParams* hp = &m->hp;
 
   std::printf("choose_plan, %s (%lld layers), nodes of 8 x 80 GiB, median of %d runs\n", config_path.c_str(),
               static_cast<long long>(hp->n_layer), reps);
   for (int nodes : {1, 16, 128}) {
-    plan::PlanRequest req;
-    req.hp = *hp;
-    req.specs = (*adapter)->tensor_specs(req.hp);
-    req.names = plan::edge_names(**adapter, req.hp);
-    req.topo.nodes = nodes;
-    req.topo.gpus_per_node = 8;
-    req.topo.device_memory_bytes = int64_t{80} << 30;
+    plan::RequestInputs in;
+    in.topo.nodes = nodes;
+    in.topo.gpus_per_node = 8;
+    in.topo.device_memory_bytes = int64_t{80} << 30;
+    auto request = plan::make_plan_request(*m, in);
+    if (!request.ok()) {
+      std::fprintf(stderr, "plan_bench: %s\n", request.status().message().c_str());
+      return 2;
+    }
+    const plan::PlanRequest& req = *request;
     std::vector<double> ms;
     std::string verdict;
     size_t considered = 0;

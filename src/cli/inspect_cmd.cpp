@@ -3,8 +3,6 @@
 // quantization, features. A folder with weights also gets the tensor check; a bare
 // config.json (or a folder with only config.json) is described from its config alone.
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -13,13 +11,11 @@
 #include "cli/commands.h"
 #include "core/json.h"
 #include "model/inspect.h"
-#include "model/registry.h"
+#include "model/model_folder.h"
 #include "runtime/model_loader.h"
 
 namespace dayzero::cli {
 namespace {
-
-namespace fs = std::filesystem;
 
 // 671026419712 -> "671,026,419,712".
 std::string grouped(int64_t v) {
@@ -41,40 +37,7 @@ std::string human(double v) {
   return b;
 }
 
-struct Described {
-  nlohmann::json config;
-  model::HParams hp;
-  std::vector<model::TensorSpec> specs;
-  std::unique_ptr<runtime::ModelInfo> weights;  // null: config only
-};
-
-Result<Described> describe(const std::string& path) {
-  Described d;
-  const fs::path p(path);
-  std::error_code ec;
-  const bool is_dir = fs::is_directory(p, ec);
-  if (is_dir && (fs::exists(p / checkpoint::kIndexFileName) || fs::exists(p / checkpoint::kSingleFileName))) {
-    DZ_ASSIGN_OR_RETURN(runtime::ModelInfo m, runtime::open_model(path));
-    d.config = m.config;
-    d.hp = m.hp;
-    d.specs = m.specs;
-    d.weights = std::make_unique<runtime::ModelInfo>(std::move(m));
-    return d;
-  }
-  const fs::path config_path = is_dir ? p / "config.json" : p;
-  if (!fs::exists(config_path))
-    return Status::NotFound(config_path.string() + ": cannot open (a model folder or a config.json?)");
-  DZ_ASSIGN_OR_RETURN(d.config, read_json_file(config_path.string()));
-  auto adapter = model::find_adapter(d.config);
-  if (!adapter.ok()) return adapter.status().with_context(config_path.string());
-  auto hp = (*adapter)->parse_hparams(d.config);
-  if (!hp.ok()) return hp.status().with_context(config_path.string());
-  d.hp = std::move(hp).value();
-  d.specs = (*adapter)->tensor_specs(d.hp);
-  return d;
-}
-
-void print_text(const Described& d, const model::ParamReport& r) {
+void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
   const model::HParams& hp = d.hp;
   std::ostream& o = std::cout;
   o << "family      " << hp.family << " (model_type " << hp.model_type << ")\n"
@@ -152,15 +115,15 @@ void add_inspect_command(CLI::App& app, Commands& commands) {
   cmd->add_flag("--json", *json, "Print the figures as JSON");
   cmd->callback([&commands, path, json] {
     commands.action = [path, json] {
-      auto d = describe(*path);
+      auto d = model::open_model_folder(*path, model::WeightsNeeded::kIfPresent);
       if (!d.ok()) {
         std::cerr << "dayzero inspect: " << d.status().message() << std::endl;
         return d.status().exit_code();
       }
       const model::ParamReport r =
-          model::inspect_params(d->hp, d->specs, d->config, d->weights ? &d->weights->catalog : nullptr);
+          model::inspect_params(d->hp, d->specs, d->config, d->has_weights ? &d->catalog : nullptr);
       Status check = Status::Ok();
-      if (d->weights) check = runtime::check_tensors(*d->weights);
+      if (d->has_weights) check = runtime::check_tensors(*d);
       if (*json) {
         nlohmann::json j = model::to_json(r);
         j["family"] = d->hp.family;
@@ -170,14 +133,14 @@ void add_inspect_command(CLI::App& app, Commands& commands) {
         j["n_vocab"] = d->hp.n_vocab;
         j["n_expert"] = d->hp.n_expert;
         j["n_expert_used"] = d->hp.n_expert_used;
-        j["weights"] = d->weights != nullptr;
-        if (d->weights) j["check"] = check.ok() ? "ok" : check.message();
+        j["weights"] = d->has_weights;
+        if (d->has_weights) j["check"] = check.ok() ? "ok" : check.message();
         std::cout << j.dump(2) << std::endl;
       } else {
         print_text(*d, r);
-        if (d->weights)
-          std::cout << "tensors     " << d->weights->catalog.tensors().size() << " in "
-                    << d->weights->catalog.files().size() << " file(s), " << d->weights->catalog.total_bytes()
+        if (d->has_weights)
+          std::cout << "tensors     " << d->catalog.tensors().size() << " in "
+                    << d->catalog.files().size() << " file(s), " << d->catalog.total_bytes()
                     << " bytes\n"
                     << "check       " << (check.ok() ? "ok" : check.message()) << std::endl;
         else

@@ -1,5 +1,6 @@
 // dayzero plan: choose dp x pp x tp for a model on a topology and show why, from config.json
-// alone (no MPI, no weights; with --model DIR the safetensors headers give the stored dtype).
+// alone (no MPI, no weights; with --model DIR the safetensors headers give the stored dtypes).
+// The model and the request come from model_folder.h and plan_request.h, as in `dayzero run`.
 // Prints the plan, a per-rank memory table and the rejected candidates; writes plan.json and
 // an HTML report on request. Exit 2 when nothing fits or the input is bad.
 #include <algorithm>
@@ -12,10 +13,9 @@
 #include <optional>
 #include <sstream>
 
-#include "checkpoint/catalog.h"
-#include "core/json.h"
 #include "cli/commands.h"
-#include "model/registry.h"
+#include "model/model_folder.h"
+#include "plan/plan_request.h"
 #include "plan/planner.h"
 #include "plan/report.h"
 
@@ -43,89 +43,6 @@ struct PlanArgs {
 int fail(const Status& s) {
   std::cerr << "dayzero plan: " << s.message() << std::endl;
   return s.exit_code();
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-// Element size of a torch dtype name ("bfloat16", "torch.float32", "float8_e4m3fn"); 0 when unknown.
-int64_t torch_dtype_size(std::string name) {
-  name = lower(name);
-  if (name.rfind("torch.", 0) == 0) name = name.substr(6);
-  if (name == "float32" || name == "float") return 4;
-  if (name == "bfloat16" || name == "float16" || name == "half") return 2;
-  if (name.rfind("float8", 0) == 0) return 1;
-  return 0;
-}
-
-struct WeightsDtype {
-  int64_t bytes = 2;
-  std::string label;
-  std::vector<int64_t> per_spec;  // as stored: each spec's element size (PlanRequest::stored_bytes)
-};
-
-// The dtype of weights_dtype below, before the per-tensor sizes.
-Result<WeightsDtype> base_weights_dtype(const PlanArgs& a, const nlohmann::json& config) {
-  if (a.weights_dtype == "bfloat16") return WeightsDtype{2, "bfloat16"};
-  if (a.weights_dtype == "float32") return WeightsDtype{4, "float32"};
-  if (a.weights_dtype != "as_stored")
-    return Status::InvalidArgument("--weights-dtype " + a.weights_dtype + ": expected as_stored, bfloat16 or float32");
-  if (!a.model_dir.empty() && (fs::exists(fs::path(a.model_dir) / checkpoint::kIndexFileName) ||
-                               fs::exists(fs::path(a.model_dir) / checkpoint::kSingleFileName))) {
-    auto cat = checkpoint::Catalog::open(a.model_dir);
-    if (!cat.ok()) return cat.status();
-    std::map<DType, uint64_t> bytes;
-    for (const auto& t : cat->tensors()) bytes[t.dtype] += t.nbytes;
-    if (!bytes.empty()) {
-      auto most = std::max_element(bytes.begin(), bytes.end(),
-                                   [](const auto& x, const auto& y) { return x.second < y.second; });
-      return WeightsDtype{static_cast<int64_t>(dtype_size(most->first)),
-                          std::string(dtype_name(most->first)) + ", as stored"};
-    }
-  }
-  for (const char* key : {"torch_dtype", "dtype"}) {
-    if (config.contains(key) && config[key].is_string()) {
-      const std::string name = config[key].get<std::string>();
-      const int64_t size = torch_dtype_size(name);
-      if (size == 0) return Status::Unsupported("config.json " + std::string(key) + " '" + name + "' is not a dtype the planner knows");
-      return WeightsDtype{size, name + ", as stored per config.json"};
-    }
-  }
-  return WeightsDtype{2, "bfloat16, assumed: config.json names no torch_dtype"};
-}
-
-// as_stored: the checkpoint's dtype holding the most bytes when safetensors are present, else
-// config.json's torch_dtype (or dtype), else bfloat16 with a note; plus each tensor's own size
-// (per_spec): the checkpoint's dtype of each tensor, or without a checkpoint, FP8 (1 byte plus
-// f32 block scales) for the quantized Linears of a quantization_config fp8 model.
-Result<WeightsDtype> weights_dtype(const PlanArgs& a, const nlohmann::json& config,
-                                   const std::vector<model::TensorSpec>& specs) {
-  DZ_ASSIGN_OR_RETURN(WeightsDtype wd, base_weights_dtype(a, config));
-  if (a.weights_dtype != "as_stored") return wd;
-  if (!a.model_dir.empty() && (fs::exists(fs::path(a.model_dir) / checkpoint::kIndexFileName) ||
-                               fs::exists(fs::path(a.model_dir) / checkpoint::kSingleFileName))) {
-    auto cat = checkpoint::Catalog::open(a.model_dir);
-    if (!cat.ok()) return cat.status();
-    if (!cat->tensors().empty()) {
-      for (const auto& s : specs) {
-        const auto* t = cat->find(s.name);
-        wd.per_spec.push_back(t ? static_cast<int64_t>(dtype_size(t->dtype)) : wd.bytes);
-      }
-      wd.label += "; each tensor at its stored size";
-      return wd;
-    }
-  }
-  bool quantized = false;
-  for (const auto& s : specs) quantized = quantized || !s.scale_name.empty();
-  if (quantized) {
-    // torch_dtype then names the unquantized tensors (a float8 one: taken as bfloat16).
-    if (wd.bytes == 1) wd.bytes = 2;
-    wd.per_spec = plan::stored_bytes_from_config(specs, wd.bytes);
-    wd.label += "; fp8 Linear weights 1 B + f32 block scales (quantization_config)";
-  }
-  return wd;
 }
 
 // Table figures in GiB, or MiB when the cap is under 1 GiB (tiny models, CPU budgets).
@@ -250,26 +167,17 @@ Status write_file(const std::string& path, const std::string& text) {
 }
 
 int run_plan(const PlanArgs& a) {
-  // Model: config.json, adapter, hparams, specs.
-  const std::string config_path = a.config_path.empty() ? (fs::path(a.model_dir) / "config.json").string() : a.config_path;
-  auto parsed = read_json_file(config_path);
-  if (!parsed.ok()) return fail(parsed.status());
-  const nlohmann::json config = std::move(parsed).value();
-  auto adapter = model::find_adapter(config);
-  if (!adapter.ok()) return fail(adapter.status().with_context(config_path));
-  auto hp = (*adapter)->parse_hparams(config);
-  if (!hp.ok()) return fail(hp.status().with_context(config_path));
+  const std::string source = a.config_path.empty() ? a.model_dir : a.config_path;
+  auto m = model::open_model_folder(source, model::WeightsNeeded::kIfPresent);
+  if (!m.ok()) return fail(m.status());
+  const std::string& config_path = m->config_path;
 
-  plan::PlanRequest req;
-  req.hp = *hp;
-  req.specs = (*adapter)->tensor_specs(req.hp);
-  req.names = plan::edge_names(**adapter, req.hp);
-
+  plan::RequestInputs in;
   // Topology: file, then flags.
   if (!a.topology_path.empty()) {
     auto t = plan::load_topology(a.topology_path);
     if (!t.ok()) return fail(t.status());
-    req.topo = *t;
+    in.topo = *t;
   }
   plan::TopologyOverrides o;
   o.nodes = a.nodes;
@@ -284,29 +192,32 @@ int run_plan(const PlanArgs& a) {
   o.inter_node_gbps = a.inter_gbps;
   o.device_tflops = a.tflops;
   o.device_hbm_gbps = a.hbm_gbps;
-  plan::apply_overrides(req.topo, o);
-  if (req.topo.device_memory_bytes <= 0)
+  plan::apply_overrides(in.topo, o);
+  if (in.topo.device_memory_bytes <= 0)
     return fail(Status::InvalidArgument("the device memory is not given: --gpu-mem 80GiB (or device_memory in --topology)"));
-  if (Status s = plan::validate(req.topo); !s.ok()) return fail(s);
+  if (Status s = plan::validate(in.topo); !s.ok()) return fail(s);
 
-  auto wd = weights_dtype(a, config, req.specs);
-  if (!wd.ok()) return fail(wd.status());
-  req.bytes_per_weight = wd->bytes;
-  req.stored_bytes = wd->per_spec;
-  if (a.compute_dtype == "bfloat16" || a.compute_dtype == "float16") req.bytes_per_activation = 2;
-  else if (a.compute_dtype == "float32") req.bytes_per_activation = 4;
+  auto weights = plan::parse_weights_on_device(a.weights_dtype, "--weights-dtype");
+  if (!weights.ok()) return fail(weights.status());
+  in.weights = *weights;
+  if (a.compute_dtype == "bfloat16" || a.compute_dtype == "float16") in.bytes_per_activation = 2;
+  else if (a.compute_dtype == "float32") in.bytes_per_activation = 4;
   else return fail(Status::InvalidArgument("--compute-dtype " + a.compute_dtype + ": expected bfloat16, float16 or float32"));
   auto headroom = plan::parse_bytes(a.headroom);
   if (!headroom.ok() && a.headroom != "0") return fail(headroom.status().with_context("--headroom"));
-  req.headroom_bytes = headroom.ok() ? *headroom : 0;
+  in.headroom_bytes = headroom.ok() ? *headroom : 0;
   if (a.context < 1 || a.batch < 1) return fail(Status::InvalidArgument("--context and --batch must be >= 1"));
-  req.max_context_tokens = a.context;
-  req.batch = a.batch;
-  req.dp = a.dp;
-  req.pp = a.pp;
-  req.tp = a.tp;
-  req.ep = a.ep;
-  req.etp = a.etp;
+  in.context_tokens = a.context;
+  in.batch = a.batch;
+  in.dp = a.dp;
+  in.pp = a.pp;
+  in.tp = a.tp;
+  in.ep = a.ep;
+  in.etp = a.etp;
+  plan::WeightSizes wd;
+  auto request = plan::make_plan_request(*m, in, &wd);
+  if (!request.ok()) return fail(request.status());
+  const plan::PlanRequest& req = *request;
 
   int64_t params = 0;
   for (const auto& s : req.specs) params += shape_numel(s.shape);
@@ -316,8 +227,8 @@ int run_plan(const PlanArgs& a) {
             << ", head_dim " << h.head_dim << ", ffn " << h.n_ff << ", vocab " << h.n_vocab
             << (h.tie_embeddings ? " (tied)" : "") << ", " << params << " parameters\n"
             << "            weights "
-            << (wd->per_spec.empty() ? std::to_string(wd->bytes) + " B/element" : std::string("per tensor as stored"))
-            << " (" << wd->label << "), KV cache and activations "
+            << (wd.stored_bytes.empty() ? std::to_string(wd.bytes_per_weight) + " B/element" : std::string("per tensor as stored"))
+            << " (" << wd.label << "), KV cache and activations "
             << a.compute_dtype << ", context " << a.context << " x batch " << a.batch << "\n"
             << "topology    " << req.topo.nodes << " node(s) x " << req.topo.gpus_per_node << " GPUs = "
             << req.topo.world_size() << " ranks, " << plan::format_bytes(req.topo.device_memory_bytes)
@@ -347,7 +258,7 @@ int run_plan(const PlanArgs& a) {
     plan::ReportOptions ro;
     ro.title = "dayzero plan: " + (a.model_dir.empty() ? config_path : a.model_dir);
     ro.notes.push_back(h.family + ", " + std::to_string(h.n_layer) + " layers, " + std::to_string(params) +
-                       " parameters; weights " + wd->label + "; context " + std::to_string(a.context) + " x batch " +
+                       " parameters; weights " + wd.label + "; context " + std::to_string(a.context) + " x batch " +
                        std::to_string(a.batch));
     ro.notes.push_back(std::to_string(req.topo.nodes) + " node(s) x " + std::to_string(req.topo.gpus_per_node) +
                        " GPUs, " + plan::format_bytes(req.topo.device_memory_bytes) + " per device");

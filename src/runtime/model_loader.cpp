@@ -1,4 +1,4 @@
-// Model folder checks and the weight loading loop.
+// The tensor check of a model folder and the weight loading loop.
 #include "runtime/model_loader.h"
 
 #include <filesystem>
@@ -8,31 +8,10 @@
 
 #include "checkpoint/fp8.h"
 #include "core/clock.h"
-#include "core/json.h"
 #include "model/registry.h"
 
 namespace dayzero::runtime {
 namespace fs = std::filesystem;
-
-Result<ModelInfo> open_model(const std::string& dir) {
-  ModelInfo m;
-  m.dir = dir;
-  const fs::path config_path = fs::path(dir) / "config.json";
-  std::error_code ec;
-  if (!fs::exists(config_path, ec))
-    return Status::NotFound(config_path.string() + ": cannot open (is '" + dir + "' a model folder?)");
-  DZ_ASSIGN_OR_RETURN(m.config, read_json_file(config_path.string()));
-  auto adapter = model::find_adapter(m.config);
-  // find_adapter names config.json itself; the folder completes the path.
-  if (!adapter.ok()) return adapter.status().with_context(dir);
-  m.adapter = *adapter;
-  auto hp = m.adapter->parse_hparams(m.config);
-  if (!hp.ok()) return hp.status().with_context(dir);
-  m.hp = std::move(hp).value();
-  m.specs = m.adapter->tensor_specs(m.hp);
-  DZ_ASSIGN_OR_RETURN(m.catalog, checkpoint::Catalog::open(dir));
-  return m;
-}
 
 Status check_tensors(const ModelInfo& m) {
   std::set<std::string> claimed;

@@ -1,7 +1,7 @@
-// Opening a model folder: config.json -> adapter and hparams, safetensors catalog, and the
-// check of every expected tensor (presence, shape, dtype) and of unclaimed tensors, all
-// before a byte of weights is read. Then loading: every spec read by byte range, converted
-// to f32 and placed on the backend, with one WeightRecord per tensor for the dump.
+// The check of an opened model folder (model/model_folder.h): every expected tensor (presence,
+// shape, dtype) and no unclaimed tensors, all before a byte of weights is read. Then loading:
+// every spec read by byte range, converted to f32 and placed on the backend, with one
+// WeightRecord per tensor for the dump. Opening the folder is not here.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,21 +13,13 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/load.h"
 #include "model/adapter.h"
+#include "model/model_folder.h"
 #include "backend/backend.h"
 
 namespace dayzero::runtime {
 
-struct ModelInfo {
-  std::string dir;
-  nlohmann::json config;  // config.json
-  const model::Adapter* adapter = nullptr;
-  model::HParams hp;
-  std::vector<model::TensorSpec> specs;
-  checkpoint::Catalog catalog;
-};
-
-// Errors name the folder, file and tensor; all are bad input (exit 2).
-Result<ModelInfo> open_model(const std::string& dir);
+// A model opened with its weights: model::open_model_folder(dir, WeightsNeeded::kRequired).
+using ModelInfo = model::ModelFolder;
 
 // Checks the catalog against the specs: every spec present with its shape and a float
 // dtype, every checkpoint tensor claimed by a spec.

@@ -1,8 +1,9 @@
 // `dayzero run`: one Day-0 run of a run config on this MPI job, from config to dump.
-// Phases: config -> model check -> run folder -> load -> prompts -> dump; each ends with an
-// agreement over all ranks, so every rank goes on or every rank stops with the same exit code.
-// Data parallel over the world: rank r runs prompts r, r + world, ... (each rank holds the
-// whole model); tensor and pipeline partitions are rejected with the reason.
+// Phases (src/runtime/run/, one file each): config -> model check -> plan -> run folder ->
+// backend -> dump file -> load -> coverage -> prompts -> dump; each ends with an agreement
+// over all ranks, so every rank goes on or every rank stops with the same exit code.
+// Replica d of the plan's dp runs prompts d, d + dp, ...; inside a replica the model is split
+// over pp stages and tp ranks as planned.
 #pragma once
 
 #include <string>

@@ -30,7 +30,7 @@ inline constexpr size_t kPrefill = 7;
 // the parsed hyper-parameters first (negative controls). Empty on failure (with a gtest failure).
 inline std::vector<float> runtime_logits(const std::filesystem::path& dir,
                                          const std::function<void(model::HParams&)>& perturb = {}) {
-  auto info = runtime::open_model(dir.string());
+  auto info = model::open_model_folder(dir.string(), model::WeightsNeeded::kRequired);
   EXPECT_TRUE(info.ok()) << info.status().message();
   if (!info.ok()) return {};
   EXPECT_TRUE(runtime::check_tensors(*info).ok());

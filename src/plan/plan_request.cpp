@@ -1,0 +1,102 @@
+// The plan request from a model and a command's inputs (plan_request.h).
+#include "plan/plan_request.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include "core/dtype.h"
+#include "plan/memory.h"
+
+namespace dayzero::plan {
+namespace {
+
+// As stored from config.json alone: torch_dtype, then dtype, then bfloat16 with a note.
+Result<WeightSizes> config_dtype(const nlohmann::json& config) {
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (config.contains(key) && config[key].is_string()) {
+      const std::string name = config[key].get<std::string>();
+      const int64_t size = torch_dtype_size(name);
+      if (size == 0)
+        return Status::Unsupported("config.json " + std::string(key) + " '" + name +
+                                   "' is not a dtype the planner knows");
+      return WeightSizes{size, {}, name + ", as stored per config.json"};
+    }
+  }
+  return WeightSizes{2, {}, "bfloat16, assumed: config.json names no torch_dtype"};
+}
+
+}  // namespace
+
+Result<WeightsOnDevice> parse_weights_on_device(const std::string& name, const std::string& what) {
+  if (name == "as_stored") return WeightsOnDevice::kAsStored;
+  if (name == "bfloat16") return WeightsOnDevice::kBF16;
+  if (name == "float32") return WeightsOnDevice::kF32;
+  return Status::InvalidArgument(what + " " + name + ": expected as_stored, bfloat16 or float32");
+}
+
+int64_t torch_dtype_size(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (name.rfind("torch.", 0) == 0) name = name.substr(6);
+  if (name == "float32" || name == "float") return 4;
+  if (name == "bfloat16" || name == "float16" || name == "half") return 2;
+  if (name.rfind("float8", 0) == 0) return 1;
+  return 0;
+}
+
+Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice weights) {
+  if (weights == WeightsOnDevice::kBF16) return WeightSizes{2, {}, "bfloat16"};
+  if (weights == WeightsOnDevice::kF32) return WeightSizes{4, {}, "float32"};
+  if (m.has_weights && !m.catalog.tensors().empty()) {
+    std::map<DType, uint64_t> bytes;
+    for (const auto& t : m.catalog.tensors()) bytes[t.dtype] += t.nbytes;
+    const auto most = std::max_element(bytes.begin(), bytes.end(),
+                                       [](const auto& x, const auto& y) { return x.second < y.second; });
+    WeightSizes w{static_cast<int64_t>(dtype_size(most->first)), {},
+                  std::string(dtype_name(most->first)) + ", as stored; each tensor at its stored size"};
+    w.stored_bytes.reserve(m.specs.size());
+    for (const auto& s : m.specs) {
+      const auto* t = m.catalog.find(s.name);
+      w.stored_bytes.push_back(t ? static_cast<int64_t>(dtype_size(t->dtype)) : w.bytes_per_weight);
+    }
+    return w;
+  }
+  DZ_ASSIGN_OR_RETURN(WeightSizes w, config_dtype(m.config));
+  const bool quantized = std::any_of(m.specs.begin(), m.specs.end(), [](const auto& s) { return !s.scale_name.empty(); });
+  if (quantized) {
+    // torch_dtype then names the unquantized tensors (a float8 one: taken as bfloat16).
+    if (w.bytes_per_weight == 1) w.bytes_per_weight = 2;
+    w.stored_bytes = stored_bytes_from_config(m.specs, w.bytes_per_weight);
+    w.label += "; fp8 Linear weights 1 B + f32 block scales (quantization_config)";
+  }
+  return w;
+}
+
+Result<PlanRequest> make_plan_request(const model::ModelFolder& m, const RequestInputs& in, WeightSizes* sizes) {
+  DZ_ASSIGN_OR_RETURN(WeightSizes w, weight_sizes(m, in.weights));
+  PlanRequest req;
+  req.hp = m.hp;
+  req.specs = m.specs;
+  req.names = edge_names(*m.adapter, m.hp);
+  req.topo = in.topo;
+  req.world_size = in.world_size;
+  req.dp = in.dp;
+  req.pp = in.pp;
+  req.tp = in.tp;
+  req.ep = in.ep;
+  req.etp = in.etp;
+  req.bytes_per_weight = w.bytes_per_weight;
+  req.stored_bytes = w.stored_bytes;
+  req.bytes_per_activation = in.bytes_per_activation;
+  req.max_context_tokens = in.context_tokens;
+  req.batch = in.batch;
+  req.headroom_bytes = in.headroom_bytes;
+  if (sizes) *sizes = std::move(w);
+  return req;
+}
+
+int resident_batch(int max_batch, int64_t prompts) {
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(max_batch, prompts)));
+}
+
+}  // namespace dayzero::plan

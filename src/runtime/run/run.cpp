@@ -1,0 +1,68 @@
+// The phase sequence of `dayzero run` (runner.h): each phase, then an agreement of its status
+// over the world, both under the watchdog; the exit path of a failed phase; the summaries
+// printed by rank 0 and the agreement on the prompts' expects. The phases themselves are in
+// the other files of this folder.
+#include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/groups.h"
+#include "runtime/run/run.h"
+
+namespace dayzero::runtime {
+
+int Run::fail(const Status& s) {
+  if (env_.rank() == 0) std::cerr << "dayzero: error: " << s.message() << std::endl;
+  if (heartbeat_) heartbeat_->stop();
+  return s.exit_code();
+}
+
+void Run::on_abort(const std::string& why) {
+  if (events_) (void)events_->append(realtime_ns(), "begin", "abort", why, "", -1, 0);
+}
+
+int Run::execute() {
+  Watchdog::install_sigterm_handler();
+  using Phase = Status (Run::*)();
+  const std::pair<const char*, Phase> phases[] = {
+      {"config", &Run::read_config},          {"model check", &Run::open_model_and_prompts},
+      {"plan", &Run::plan_and_partition},     {"run folder", &Run::make_run_folder},
+      {"backend", &Run::create_backend},      {"dump file", &Run::open_dump_file},
+      {"load", &Run::load_checkpoint},        {"coverage", &Run::check_coverage},
+      {"prompts", &Run::run_prompts},         {"dump", &Run::finish},
+  };
+  for (const auto& [name, phase] : phases) {
+    Status local;
+    {
+      WatchdogScope w(watchdog_, std::string("phase '") + name + "'", phase_timeout());
+      local = (this->*phase)();
+    }
+    Status agreed;
+    {
+      WatchdogScope w(watchdog_, std::string("the agreement after phase '") + name + "'", collective_timeout());
+      agreed = comm::agree(local);
+    }
+    if (!agreed.ok()) return fail(agreed);
+  }
+  heartbeat_->set_phase("done");
+  heartbeat_->set_current("");
+  heartbeat_->stop();
+  // Every rank's summary goes to rank 0, which prints them in rank order: output forwarded
+  // by the launcher from several ranks would interleave.
+  const std::vector<std::string> summaries = comm::all_gather_strings(summary_text());
+  if (env_.rank() == 0) {
+    for (const auto& text : summaries) std::cout << text;
+    std::cout << "dump: " << run_dir_ << "\n" << std::flush;
+  }
+  std::string failed;
+  for (const PromptRun& pr : prompts_)
+    if (writes_outputs_ && !pr.failed_expect.empty()) failed += (failed.empty() ? "" : "; ") + ("prompt '" + pr.prompt->id + "': " + pr.failed_expect);
+  const Status s = comm::agree(failed.empty() ? Status::Ok() : Status::CheckFailed(failed));
+  if (!s.ok()) return fail(s);
+  return 0;
+}
+
+int run(const comm::MpiEnv& env, const RunArgs& args) { return Run(env, args).execute(); }
+
+}  // namespace dayzero::runtime

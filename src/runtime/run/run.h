@@ -1,0 +1,100 @@
+// The Run of `dayzero run` (runner.h), shared by the files of this folder, one per phase:
+// run_config_phase.cpp, run_plan.cpp, run_folder.cpp, run_backend.cpp, run_load.cpp,
+// run_prompts.cpp, run_summary.cpp; run.cpp holds the phase sequence and the exit path.
+// Internal to the runtime: nothing outside src/runtime/run/ includes it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/load.h"
+#include "comm/groups.h"
+#include "comm/mpi_env.h"
+#include "config/run_config.h"
+#include "core/clock.h"
+#include "dump/dump_writer.h"
+#include "dump/event_log.h"
+#include "dump/heartbeat.h"
+#include "dump/timeline.h"
+#include "model/weights.h"
+#include "plan/plan.h"
+#include "runtime/forward.h"
+#include "runtime/generate.h"
+#include "runtime/model_loader.h"
+#include "runtime/runner.h"
+#include "runtime/watchdog.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dayzero::runtime {
+
+struct PromptRun {
+  const config::Prompt* prompt = nullptr;
+  std::vector<int32_t> ids;
+  std::vector<int32_t> reference_ids;
+  Generation gen;
+  std::string text;
+  std::optional<double> nll;
+  std::string failed_expect;  // empty when every expect holds
+};
+
+// "3 17 42": token ids for messages and the summary.
+std::string join_ids(const std::vector<int32_t>& ids);
+
+class Run {
+ public:
+  Run(const comm::MpiEnv& env, const RunArgs& args)
+      : env_(env), args_(args), watchdog_(env.rank(), [this](const std::string& why) { on_abort(why); }) {}
+  int execute();
+
+ private:
+  // The phases, in order (run.cpp); each is followed by an agreement over the world.
+  Status read_config();             // run_config_phase.cpp: the run config YAML
+  Status open_model_and_prompts();  // run_config_phase.cpp: model folder, tensor check, tokenized prompts
+  Status plan_and_partition();      // run_plan.cpp: topology, plan, groups, this rank's partition and prompts
+  Status make_run_folder();         // run_folder.cpp: folder, config.yaml, plan.json, event log, heartbeat
+  Status create_backend();          // run_backend.cpp: the compute backend of this rank
+  Status open_dump_file();          // run_folder.cpp: this rank's HDF5 file and its root attributes
+  Status load_checkpoint();         // run_load.cpp: this rank's slices, checked against the plan
+  Status check_coverage();          // run_load.cpp: every tensor held by some rank; job-wide load figures
+  Status run_prompts();             // run_prompts.cpp: prefill, decode, reference NLL, outputs
+  Status finish();                  // run_summary.cpp: summary attributes, timeline, complete flag
+  std::string summary_text() const;            // run_summary.cpp
+  nlohmann::json expert_load_report() const;   // run_summary.cpp
+  int fail(const Status& s);
+  // Called by the watchdog thread just before the job ends: leaves the reason in the event log.
+  void on_abort(const std::string& why);
+  double phase_timeout() const { return config_loaded_ ? cfg_.watchdog.phase_timeout_s : 3600; }
+  double collective_timeout() const { return config_loaded_ ? cfg_.watchdog.collective_timeout_s : 300; }
+
+  const comm::MpiEnv& env_;
+  RunArgs args_;
+  config::RunConfig cfg_;
+  std::string run_dir_;
+  ModelInfo model_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  std::unique_ptr<backend::Backend> be_;
+  model::Weights weights_;
+  std::vector<checkpoint::WeightRecord> records_;
+  LoadStats load_stats_;
+  std::vector<PromptRun> prompts_;  // this rank's share, tokenized
+  plan::Plan plan_;
+  std::optional<comm::ProcessGroups> groups_;
+  Partition part_;
+  bool writes_outputs_ = true;  // last stage, tp rank 0: owns logits and outputs
+  bool writes_activations_ = true;  // tp rank 0 of its stage
+  std::vector<std::vector<int64_t>> expert_tokens_;  // [layer][expert] routed tokens, this stage
+  std::unique_ptr<dump::EventLog> events_;
+  dump::Timeline timeline_;
+  std::unique_ptr<dump::Heartbeat> heartbeat_;
+  std::unique_ptr<dump::DumpWriter> writer_;
+  int64_t started_ns_ = realtime_ns();
+  bool config_loaded_ = false;
+  Watchdog watchdog_;
+};
+
+}  // namespace dayzero::runtime

@@ -1,0 +1,54 @@
+// The first two phases of a run: read the run config, then open the model folder, check its
+// tensors and tokenize and bound every prompt, all before a byte of weights is read. Not the
+// plan (run_plan.cpp) nor the run folder (run_folder.cpp): a bad input stops here with nothing
+// written.
+#include <string>
+
+#include "model/model_folder.h"
+#include "runtime/run/run.h"
+
+namespace dayzero::runtime {
+
+Status Run::read_config() {
+  DZ_ASSIGN_OR_RETURN(cfg_, config::load_run_config(args_.config_path));
+  config_loaded_ = true;
+  if (cfg_.backend == config::Backend::kCuda)
+    return Status::Unsupported(cfg_.source_name + ": backend: cuda is not available in this build; use cpu or auto");
+  return Status::Ok();
+}
+
+Status Run::open_model_and_prompts() {
+  DZ_ASSIGN_OR_RETURN(model_, model::open_model_folder(cfg_.model.path, model::WeightsNeeded::kRequired));
+  DZ_RETURN_IF_ERROR(check_tensors(model_));
+  DZ_ASSIGN_OR_RETURN(tok_, tokenizer::Tokenizer::load(cfg_.model.path));
+  // Every prompt is tokenized and bounded before any weight is read.
+  for (size_t i = 0; i < cfg_.prompts.size(); ++i) {
+    const config::Prompt& p = cfg_.prompts[i];
+    PromptRun run;
+    run.prompt = &p;
+    run.ids = p.tokens ? *p.tokens : tok_->encode(*p.text, true);
+    if (!p.images.empty())
+      return Status::Unsupported(cfg_.source_name + ": prompts[" + std::to_string(i) + "] ('" + p.id +
+                                 "'): images need a vision adapter; " + model_.adapter->family() + " has none");
+    if (run.ids.empty())
+      return Status::InvalidArgument(cfg_.source_name + ": prompt '" + p.id + "' has no tokens");
+    if (static_cast<int64_t>(run.ids.size()) > cfg_.limits.max_prompt_tokens)
+      return Status::InvalidArgument(cfg_.source_name + ": prompt '" + p.id + "' has " +
+                                     std::to_string(run.ids.size()) + " tokens, more than limits.max_prompt_tokens (" +
+                                     std::to_string(cfg_.limits.max_prompt_tokens) + ")");
+    for (int32_t id : run.ids)
+      if (id < 0 || id >= model_.hp.n_vocab)
+        return Status::InvalidArgument(cfg_.source_name + ": prompt '" + p.id + "': token id " + std::to_string(id) +
+                                       " is outside the vocabulary (" + std::to_string(model_.hp.n_vocab) + ")");
+    if (p.reference) run.reference_ids = tok_->encode(*p.reference, false);
+    const int64_t total = static_cast<int64_t>(run.ids.size() + run.reference_ids.size()) + cfg_.generate.max_new_tokens;
+    if (total > model_.hp.max_position)
+      return Status::InvalidArgument(cfg_.source_name + ": prompt '" + p.id + "' needs " + std::to_string(total) +
+                                     " positions, more than max_position_embeddings (" +
+                                     std::to_string(model_.hp.max_position) + ")");
+    prompts_.push_back(std::move(run));
+  }
+  return Status::Ok();
+}
+
+}  // namespace dayzero::runtime

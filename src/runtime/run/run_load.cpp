@@ -1,0 +1,100 @@
+// The load phases of a run: this rank's slices of the checkpoint, read by byte range with
+// progress and checked against the bytes the plan's slices hold, the /weights rows of the
+// dump; then the coverage check over the world and the job-wide load figures. Not the reading
+// itself (runtime/model_loader.h, checkpoint/).
+#include <mpi.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/log.h"
+#include "dump/schema.h"
+#include "plan/slicing.h"
+#include "runtime/progress.h"
+#include "runtime/run/run.h"
+
+namespace dayzero::runtime {
+namespace fs = std::filesystem;
+
+Status Run::load_checkpoint() {
+  heartbeat_->set_phase("load");
+  dump::ScopedEvent ev(timeline_, "phase", "load");
+  if (env_.rank() == 0) DZ_LOG_INFO("backend {}", be_->describe());
+  const plan::EdgeNames names = plan::edge_names(*model_.adapter, model_.hp);
+  // The bytes this rank will read, from the plan's slices: the progress total and the check below.
+  uint64_t expected = 0;
+  for (const auto& spec : model_.specs) {
+    if (spec.skip_load) continue;
+    const plan::Slice s = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
+    if (s.held)
+      expected += static_cast<uint64_t>(
+          plan::slice_bytes(spec, s, static_cast<int64_t>(dtype_size(model_.catalog.find(spec.name)->dtype))));
+  }
+  uint64_t loaded = 0;
+  heartbeat_->set_progress(0, static_cast<int64_t>(expected));
+  std::optional<ProgressReporter> progress;
+  if (env_.rank() == 0) progress.emplace(run_dir_, env_.world_size(), "load");
+  const SliceFn slice_of = [&](const model::TensorSpec& spec) {
+    const plan::Slice s = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
+    return TensorSlice{s.held, s.dim, s.begin, s.end};
+  };
+  DZ_ASSIGN_OR_RETURN(load_stats_, load_weights(
+                                       model_, *be_, weights_, records_,
+                                       [&](const checkpoint::WeightRecord& r) {
+                                         loaded += r.bytes_read;
+                                         heartbeat_->set_current("load " + r.name);
+                                         heartbeat_->set_progress(static_cast<int64_t>(loaded),
+                                                                  static_cast<int64_t>(expected));
+                                       },
+                                       slice_of, static_cast<size_t>(cfg_.runtime.staging_mib.value_or(256)) << 20));
+  // The loader's own counters against the plan: exactly the bytes of this rank's slices.
+  if (expected != load_stats_.bytes_read)
+    return Status::Internal("loaded " + std::to_string(load_stats_.bytes_read) + " bytes, the plan's slices hold " +
+                            std::to_string(expected));
+  if (!writer_) return Status::Ok();
+  std::vector<dump::WeightRow> rows;
+  for (const auto& r : records_) {
+    dump::WeightRow w;
+    w.name = r.name;
+    // The shard's name, or its real path when the folder links it (a Hugging Face cache).
+    const checkpoint::TensorInfo* t = model_.catalog.find(r.name);
+    w.file = t && !t->resolved.empty() ? t->resolved : fs::path(r.file).filename().string();
+    w.dtype = dtype_name(r.dtype);
+    w.shape = r.shape;
+    w.offset = r.ranges.empty() ? 0 : r.ranges.front().first;
+    w.bytes_read = r.bytes_read;
+    w.ranges = r.ranges.size();
+    w.checksum = r.checksum;
+    w.nan_count = r.nan_count;
+    w.inf_count = r.inf_count;
+    rows.push_back(std::move(w));
+  }
+  return writer_->write_weights(rows);
+}
+
+Status Run::check_coverage() {
+  // Collective over the world: every checkpoint tensor (every spec; check_tensors matched
+  // them one to one) must be held by at least one rank.
+  std::vector<int64_t> held(model_.specs.size(), 0);
+  for (size_t i = 0; i < model_.specs.size(); ++i)  // skip_load specs are claimed, never held
+    held[i] = model_.specs[i].skip_load || weights_.has(model_.specs[i].name) ? 1 : 0;
+  DZ_RETURN_IF_ERROR(groups_->world().all_reduce_max_int(held.data(), static_cast<int>(held.size())));
+  for (size_t i = 0; i < held.size(); ++i)
+    if (!held[i])
+      return Status::Internal("coverage: tensor " + model_.specs[i].name + " is held by no rank under the plan");
+  // The job-wide load figures: bytes over all ranks, time of the slowest rank.
+  int64_t totals[2] = {static_cast<int64_t>(load_stats_.bytes_read), static_cast<int64_t>(load_stats_.seconds * 1e9)};
+  int64_t bytes_all = totals[0];
+  DZ_RETURN_IF_ERROR(groups_->world().all_reduce_max_int(&totals[1], 1));
+  MPI_Allreduce(&totals[0], &bytes_all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  const double secs = static_cast<double>(totals[1]) * 1e-9;
+  if (env_.rank() == 0)
+    DZ_LOG_INFO("[load] 100% {:.3f} GB of checkpoint {:.3f} GB read by {} rank(s) in {:.3f} s ({:.2f} GB/s)",
+                static_cast<double>(bytes_all) * 1e-9, static_cast<double>(model_.catalog.total_bytes()) * 1e-9,
+                env_.world_size(), secs, secs > 0 ? static_cast<double>(bytes_all) * 1e-9 / secs : 0.0);
+  return Status::Ok();
+}
+
+}  // namespace dayzero::runtime

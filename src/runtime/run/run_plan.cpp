@@ -1,0 +1,116 @@
+// The plan phase of a run: the topology of this job (discovered over MPI, overridden by the
+// run config), the plan through the one request path (plan/plan_request.h), the process
+// groups, this rank's partition (layers, vocabulary rows) and its replica's share of the
+// prompts. Not the run folder: plan.json is written by run_folder.cpp.
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "comm/groups.h"
+#include "core/log.h"
+#include "plan/plan_request.h"
+#include "plan/planner.h"
+#include "plan/slicing.h"
+#include "runtime/run/run.h"
+
+namespace dayzero::runtime {
+namespace {
+
+// The topology of this job: nodes from the ranks' host names, ranks per node as GPUs per node,
+// and the per-rank memory budget (run config, else this node's memory shared by its ranks).
+// Collective over MPI_COMM_WORLD; every rank gets the same value (or the same error).
+Result<plan::Topology> discover_topology(const comm::MpiEnv& env, const config::TopologyConfig& tc) {
+  std::vector<std::string> hosts = comm::all_gather_strings(env.hostname());
+  plan::Topology t;
+  std::vector<std::string> names;
+  for (const auto& h : hosts)
+    if (std::find(names.begin(), names.end(), h) == names.end()) names.push_back(h);
+  t.nodes = static_cast<int>(names.size());
+  t.node_names = names;
+  t.gpus_per_node = (env.world_size() + t.nodes - 1) / t.nodes;
+  int64_t budget = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / std::max(1, env.local_size());
+  budget = comm::all_reduce_min(budget);
+  t.device_memory_bytes = budget;
+  // A topology file replaces what was discovered; the run config's keys override both.
+  if (tc.file) {
+    DZ_ASSIGN_OR_RETURN(t, plan::load_topology(*tc.file, t));
+  }
+  if (tc.device_memory_gib) t.device_memory_bytes = static_cast<int64_t>(*tc.device_memory_gib * (1LL << 30));
+  if (tc.memory_fraction) t.memory_fraction = *tc.memory_fraction;
+  if (tc.nodes) t.nodes = *tc.nodes;
+  if (tc.gpus_per_node) t.gpus_per_node = *tc.gpus_per_node;
+  return t;
+}
+
+}  // namespace
+
+Status Run::plan_and_partition() {
+  plan::RequestInputs in;
+  DZ_ASSIGN_OR_RETURN(in.topo, discover_topology(env_, cfg_.topology));
+  in.world_size = env_.world_size();
+  in.dp = cfg_.parallel.dp;
+  in.pp = cfg_.parallel.pp;
+  in.tp = cfg_.parallel.tp;
+  in.ep = cfg_.parallel.ep;
+  in.etp = cfg_.parallel.etp;
+  switch (cfg_.model.weights_on_device) {
+    case config::WeightsOnDevice::kAsStored: in.weights = plan::WeightsOnDevice::kAsStored; break;
+    case config::WeightsOnDevice::kBF16: in.weights = plan::WeightsOnDevice::kBF16; break;
+    case config::WeightsOnDevice::kF32: in.weights = plan::WeightsOnDevice::kF32; break;
+  }
+  in.bytes_per_activation = 4;  // the CPU computes in f32
+  // Every prompt of a replica may be resident at once, up to generate.max_batch, each with a
+  // KV cache as long as the longest prompt + reference + new tokens.
+  int64_t longest = 1;
+  for (const auto& pr : prompts_)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(pr.ids.size() + pr.reference_ids.size()) +
+                                             cfg_.generate.max_new_tokens);
+  in.context_tokens = longest;
+  in.batch = plan::resident_batch(cfg_.generate.max_batch, static_cast<int64_t>(prompts_.size()));
+  auto req = plan::make_plan_request(model_, in);
+  if (!req.ok()) return req.status().with_context(cfg_.source_name);
+  auto chosen = plan::choose_plan(*req);
+  if (!chosen.ok()) return chosen.status().with_context(cfg_.source_name);
+  plan_ = std::move(chosen).value();
+  DZ_ASSIGN_OR_RETURN(auto groups, comm::ProcessGroups::create(plan_, env_.rank(), &timeline_));
+  groups_.emplace(std::move(groups));
+
+  const plan::RankCoord& me = plan_.coord(env_.rank());
+  const plan::Stage& stage = plan_.stage_of(env_.rank());
+  part_.layer_begin = stage.layer_begin;
+  part_.layer_end = stage.layer_end;
+  part_.first_stage = stage.has_embedding;
+  part_.last_stage = stage.has_lm_head;
+  part_.tp = plan_.tp > 1 ? &groups_->tp() : nullptr;
+  part_.pp = plan_.pp > 1 ? &groups_->pp() : nullptr;
+  const plan::EdgeNames names = plan::edge_names(*model_.adapter, model_.hp);
+  for (const auto& spec : model_.specs)
+    if (spec.name == names.embed) {
+      const plan::Slice s = plan::tp_slice(spec, plan_.tp, me.tp_rank);
+      if (s.dim == 0) {
+        part_.vocab_begin = s.begin;
+        part_.vocab_end = s.end;
+      }
+    }
+  writes_activations_ = me.tp_rank == 0;
+  writes_outputs_ = me.tp_rank == 0 && stage.has_lm_head;
+  // Data parallel: replica d runs prompts d, d + dp, ...
+  std::vector<PromptRun> mine;
+  for (size_t i = 0; i < prompts_.size(); ++i)
+    if (static_cast<int>(i) % plan_.dp == me.dp_rank) mine.push_back(std::move(prompts_[i]));
+  prompts_ = std::move(mine);
+  if (env_.rank() == 0) {
+    std::string stages;
+    for (const auto& st : plan_.stages)
+      stages += " | stage " + std::to_string(st.pp) + ": layers " + std::to_string(st.layer_begin) + "-" +
+                std::to_string(st.layer_end - 1) + (st.has_embedding ? " +embedding" : "") +
+                (st.has_lm_head ? " +lm_head" : "");
+    DZ_LOG_INFO("plan: dp={} pp={} tp={} (ep={} etp={}) over {} rank(s){}", plan_.dp, plan_.pp, plan_.tp, plan_.ep,
+                plan_.etp, plan_.world_size, stages);
+  }
+  return Status::Ok();
+}
+
+}  // namespace dayzero::runtime

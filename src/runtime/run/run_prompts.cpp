@@ -1,0 +1,93 @@
+// The prompts phase of a run: this replica's prompts prefilled, decoded greedily, scored
+// against their reference text, checked against their expect, and written to the dump by
+// the output owner. Not the forward pass or generation (runtime/forward.h, generate.h).
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dump/schema.h"
+#include "runtime/dump_sink.h"
+#include "runtime/run/run.h"
+
+namespace dayzero::runtime {
+namespace {
+
+std::string check_expect(const config::Expect& e, const std::string& text, const std::vector<int32_t>& ids) {
+  for (const auto& s : e.contains)
+    if (text.find(s) == std::string::npos) return "expected the output to contain \"" + s + "\"";
+  for (const auto& s : e.not_contains)
+    if (text.find(s) != std::string::npos) return "expected the output not to contain \"" + s + "\"";
+  for (size_t i = 0; i < e.first_tokens.size(); ++i)
+    if (i >= ids.size() || ids[i] != e.first_tokens[i])
+      return "expected first tokens [" + join_ids(e.first_tokens) + "], got [" + join_ids(ids) + "]";
+  return "";
+}
+
+}  // namespace
+
+Status Run::run_prompts() {
+  Forward fwd(*be_, *model_.adapter, model_.hp, weights_, part_);
+  if (model_.hp.n_expert > 0) fwd.count_expert_tokens(&expert_tokens_);
+  GenerateOptions go;
+  go.max_new_tokens = cfg_.generate.max_new_tokens;
+  go.stop_at_eos = cfg_.generate.stop_at_eos;
+  go.eos_ids = tok_->eos_ids();
+  go.top_k = cfg_.generate.top_k_record;
+  const auto& sel = cfg_.dump.activations;
+  const auto make_sink = [&](const std::string& id, const char* phase, bool wanted) -> std::unique_ptr<DumpSink> {
+    if (!writer_ || !writes_activations_ || !wanted) return nullptr;
+    return std::make_unique<DumpSink>(*writer_, *be_, sel, id, phase);
+  };
+  // A failed dump write is kept and reported after the loops: returning early would leave
+  // the other ranks of the replica waiting in a collective.
+  Status dump_status;
+  const auto keep = [&](const Status& s) {
+    if (dump_status.ok() && !s.ok()) dump_status = s;
+  };
+
+  // Prefill every prompt first, back to back, so pipeline stages overlap across prompts.
+  std::vector<Sequence> seqs;
+  for (PromptRun& pr : prompts_) {
+    heartbeat_->set_phase("prefill " + pr.prompt->id);
+    dump::ScopedEvent ev(timeline_, "prefill", pr.prompt->id);
+    auto sink = make_sink(pr.prompt->id, dump::kPhasePrefill, sel.wants_prefill());
+    seqs.push_back(prefill(fwd, model_.hp, pr.ids, go, sink.get()));
+    if (sink) keep(sink->status());
+  }
+  for (size_t i = 0; i < prompts_.size(); ++i) {
+    PromptRun& pr = prompts_[i];
+    const config::Prompt& p = *pr.prompt;
+    heartbeat_->set_phase("decode " + p.id);
+    dump::ScopedEvent ev(timeline_, "decode", p.id);
+    auto sink = make_sink(p.id, dump::kPhaseDecode, sel.wants_decode());
+    pr.gen = decode(fwd, model_.hp, std::move(seqs[i]), go, sink.get());
+    if (sink) keep(sink->status());
+    pr.text = tok_->decode(pr.gen.generated_ids, true);
+    if (!pr.reference_ids.empty()) {
+      fwd.count_expert_tokens(nullptr);  // the expert load covers prompts and generated tokens only
+      pr.nll = reference_nll(fwd, model_.hp, pr.ids, pr.reference_ids);
+      if (model_.hp.n_expert > 0) fwd.count_expert_tokens(&expert_tokens_);
+    }
+    pr.failed_expect = check_expect(p.expect, pr.text, pr.gen.generated_ids);
+    if (!writer_ || !writes_outputs_) continue;
+    dump::OutputRecord out;
+    out.prompt_id = p.id;
+    out.prompt_ids = pr.ids;
+    out.generated_ids = pr.gen.generated_ids;
+    out.text = pr.text;
+    out.logits_last = pr.gen.logits_last;
+    out.topk = std::min<int64_t>(go.top_k, model_.hp.n_vocab);
+    out.step_topk_ids = pr.gen.step_topk_ids;
+    out.step_topk_logits = pr.gen.step_topk_logits;
+    if (pr.nll) {
+      out.reference_nll = *pr.nll;
+      out.reference_tokens = static_cast<int64_t>(pr.reference_ids.size());
+    }
+    keep(writer_->write_output(out));
+    keep(writer_->flush());
+  }
+  return dump_status;
+}
+
+}  // namespace dayzero::runtime

@@ -1,0 +1,95 @@
+// The KV-cache term of the memory model against hand counts for a GQA model (Llama-3.1-405B)
+// and an MLA model (DeepSeek-V3), both opened from their published config.json through
+// model_folder.h: batch x context rows per layer of the k and v the runtime keeps (MLA: the
+// expanded per-head k and v padded to max(qk_head_dim, v_head_dim), not the latent), and
+// the activations of a batch. Also the weight sizes plan_request.h gives from a config alone.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "model/model_folder.h"
+#include "plan/memory.h"
+#include "plan/plan_request.h"
+
+namespace dayzero::plan {
+namespace {
+
+model::ModelFolder open_fixture(const std::string& name) {
+  auto m = model::open_model_folder(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/" + name + "/config.json",
+                                    model::WeightsNeeded::kIfPresent);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return m.ok() ? std::move(m).value() : model::ModelFolder{};
+}
+
+MemoryParams params(int64_t context, int batch, int64_t bytes_per_activation) {
+  MemoryParams p;
+  p.max_context_tokens = context;
+  p.batch = batch;
+  p.bytes_per_activation = bytes_per_activation;
+  return p;
+}
+
+TEST(KvCache, GqaHandCount) {
+  const model::ModelFolder m = open_fixture("Meta-Llama-3.1-405B");
+  ASSERT_EQ(m.hp.n_head_kv, 8);
+  ASSERT_EQ(m.hp.head_dim, 128);
+  EXPECT_FALSE(m.has_weights);
+  // 63 layers of a stage, context 4096, 8 sequences resident, bf16.
+  // tp=8: 1 kv head per rank: 2 (k, v) x 63 x 1 x 128 x 4096 x 8 x 2 B = 1,056,964,608 B.
+  EXPECT_EQ(kv_cache_bytes(m.hp, 63, 8, params(4096, 8, 2)), 1056964608);
+  // tp=4: 2 kv heads per rank, twice that.
+  EXPECT_EQ(kv_cache_bytes(m.hp, 63, 4, params(4096, 8, 2)), 2113929216);
+  // tp=16: the 8 kv heads are replicated on pairs of ranks, 1 head each, as with tp=8.
+  EXPECT_EQ(kv_cache_bytes(m.hp, 63, 16, params(4096, 8, 2)), 1056964608);
+  // One sequence holds an eighth of it.
+  EXPECT_EQ(kv_cache_bytes(m.hp, 63, 8, params(4096, 1, 2)), 1056964608 / 8);
+}
+
+TEST(KvCache, MlaHandCount) {
+  const model::ModelFolder m = open_fixture("DeepSeek-V3");
+  ASSERT_GT(m.hp.mla.kv_lora_rank, 0);
+  // The cache holds every head's expanded k (nope 128 + rope 64) and v (128), both padded to
+  // max(192, 128) = 192 (model/blocks/mla.h), 128 heads split over tp.
+  // tp=8, all 61 layers, context 4096, 8 sequences, bf16:
+  // 2 x 61 x 16 x 192 x 4096 x 8 x 2 B = 24,561,844,224 B.
+  EXPECT_EQ(kv_cache_bytes(m.hp, 61, 8, params(4096, 8, 2)), 24561844224);
+  // f32 (the CPU backend), one sequence: 2 x 61 x 16 x 192 x 4096 x 1 x 4 B.
+  EXPECT_EQ(kv_cache_bytes(m.hp, 61, 8, params(4096, 1, 4)), 6140461056);
+}
+
+TEST(KvCache, ActivationsOfABatch) {
+  const model::ModelFolder m = open_fixture("Meta-Llama-3.1-405B");
+  // T = context x batch rows of every buffer, so a batch of 3 is three times one sequence.
+  const int64_t one = activation_bytes(m.hp, 8, true, params(1000, 1, 2));
+  EXPECT_GT(one, 0);
+  EXPECT_EQ(activation_bytes(m.hp, 8, true, params(1000, 3, 2)), 3 * one);
+}
+
+TEST(PlanRequestBuilder, WeightSizesFromConfigAlone) {
+  // Llama-3.1-405B's config.json says bfloat16: every weight 2 B, no per-spec sizes.
+  const model::ModelFolder llama = open_fixture("Meta-Llama-3.1-405B");
+  auto w = weight_sizes(llama, WeightsOnDevice::kAsStored);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  EXPECT_EQ(w->bytes_per_weight, 2);
+  EXPECT_TRUE(w->stored_bytes.empty());
+  // DeepSeek-V3 is fp8-quantized: the block-quantized Linears 1 B, their scales 4 B, the rest 2 B.
+  const model::ModelFolder ds = open_fixture("DeepSeek-V3");
+  auto q = weight_sizes(ds, WeightsOnDevice::kAsStored);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  ASSERT_EQ(q->stored_bytes.size(), ds.specs.size());
+  EXPECT_EQ(q->stored_bytes, stored_bytes_from_config(ds.specs, 2));
+  // Converted: one size, whatever is stored.
+  auto f = weight_sizes(ds, WeightsOnDevice::kF32);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->bytes_per_weight, 4);
+  EXPECT_TRUE(f->stored_bytes.empty());
+}
+
+TEST(PlanRequestBuilder, ResidentBatch) {
+  EXPECT_EQ(resident_batch(8, 3), 3);   // fewer prompts than max_batch: all resident
+  EXPECT_EQ(resident_batch(8, 20), 8);  // more: max_batch at a time
+  EXPECT_EQ(resident_batch(8, 0), 1);
+}
+
+}  // namespace
+}  // namespace dayzero::plan
