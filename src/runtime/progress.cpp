@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/clock.h"
+#include "core/json.h"
 #include "dump/run_folder.h"
 
 namespace dayzero::runtime {
@@ -37,11 +38,18 @@ bool ProgressReporter::report(bool final_line) {
   int64_t done = 0, total = 0;
   int seen = 0;
   for (int r = 0; r < world_size_; ++r) {
-    std::ifstream f(dump::heartbeat_path(run_dir_, r));
-    const auto j = nlohmann::json::parse(f, nullptr, false);
-    if (j.is_discarded() || !j.contains("progress")) continue;
-    done += j["progress"].value("done", int64_t{0});
-    total += j["progress"].value("total", int64_t{0});
+    // Another process's file, read while it is rewritten: anything unexpected is skipped,
+    // never thrown on this background thread.
+    auto parsed = read_json_file(dump::heartbeat_path(run_dir_, r));
+    if (!parsed.ok()) continue;
+    const nlohmann::json& j = *parsed;
+    if (!j.is_object() || !j.contains("progress") || !j["progress"].is_object()) continue;
+    const nlohmann::json& p = j["progress"];
+    if (!p.contains("done") || !p.contains("total") || !p["done"].is_number_integer() ||
+        !p["total"].is_number_integer())
+      continue;
+    done += p["done"].get<int64_t>();
+    total += p["total"].get<int64_t>();
     ++seen;
   }
   if (total <= 0) return false;
