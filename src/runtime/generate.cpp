@@ -34,7 +34,8 @@ Sequence prefill(Forward& fwd, const model::HParams& hp, std::span<const int32_t
 }
 
 std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std::vector<Sequence>&& seqs,
-                                     const GenerateOptions& opts, std::span<model::ActivationSink* const> sinks) {
+                                     const GenerateOptions& opts, std::span<model::ActivationSink* const> sinks,
+                                     const std::function<void(size_t)>& on_leave) {
   DZ_CHECK(sinks.empty() || sinks.size() == seqs.size(), sinks.size() << " sinks for " << seqs.size() << " sequences");
   const size_t n_seq = seqs.size();
   std::vector<Generation> gens(n_seq);
@@ -75,6 +76,7 @@ std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std
       if (eos && opts.stop_at_eos) g.stopped_at_eos = true;
       if ((eos && opts.stop_at_eos) || step + 1 == opts.max_new_tokens) {
         seqs[live[j]].cache.release();
+        if (on_leave) on_leave(live[j]);
         continue;
       }
       next_live.push_back(live[j]);
@@ -102,6 +104,8 @@ std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std
     for (size_t i : live) gens[i].decode_seconds += share;
     live = std::move(next_live);
   }
+  if (on_leave)  // max_new_tokens 0: nobody took a step
+    for (size_t i : live) on_leave(i);
   for (Sequence& sq : seqs) sq.cache.release();
   return gens;
 }

@@ -4,6 +4,7 @@
 // a reference continuation. Not concerned with where outputs go (the runner writes them).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -53,11 +54,13 @@ Sequence prefill(Forward& fwd, const model::HParams& hp, std::span<const int32_t
 // released, when it emits an EOS (with stop_at_eos) or its max_new_tokens-th token. The next
 // tokens of all live sequences travel in one pp broadcast per step, so every stage agrees on
 // the live set. sinks[i] (may be null; sinks may be empty) receives sequence i's decode rows.
-// Returns one Generation per sequence, in order.
+// on_leave(i), when given, is called as sequence i leaves (after its last token, on every
+// stage). Returns one Generation per sequence, in order.
 // Collective over tp and pp: every rank of the replica calls it with the same batch.
 // REQUIRES: sinks empty or sinks.size() == seqs.size().
 std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std::vector<Sequence>&& seqs,
-                                     const GenerateOptions& opts, std::span<model::ActivationSink* const> sinks);
+                                     const GenerateOptions& opts, std::span<model::ActivationSink* const> sinks,
+                                     const std::function<void(size_t)>& on_leave = {});
 // decode_batch of one sequence.
 Generation decode(Forward& fwd, const model::HParams& hp, Sequence&& seq, const GenerateOptions& opts,
                   model::ActivationSink* sink);

@@ -442,12 +442,12 @@ Status Run::run_prompts() {
       sink_ptrs.push_back(decode_sinks.back().get());
       names += (names.empty() ? "" : ",") + prompts_[i].prompt->id;
     }
-    std::vector<Generation> gens;
-    {
-      heartbeat_->set_phase("decode " + names);
-      dump::ScopedEvent ev(timeline_, "decode", names);
-      gens = decode_batch(fwd, model_.hp, std::move(seqs), go, sink_ptrs);
-    }
+    // One decode event per prompt, from the wave's first step until the prompt leaves the batch.
+    heartbeat_->set_phase("decode " + names);
+    std::vector<dump::Timeline::Handle> decoding;
+    for (size_t i = begin; i < end; ++i) decoding.push_back(timeline_.begin("decode", prompts_[i].prompt->id));
+    std::vector<Generation> gens =
+        decode_batch(fwd, model_.hp, std::move(seqs), go, sink_ptrs, [&](size_t i) { timeline_.end(decoding[i]); });
     for (const auto& sink : decode_sinks)
       if (sink) keep(sink->status());
     for (size_t i = begin; i < end; ++i) {
