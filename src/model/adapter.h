@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,15 +23,27 @@ class Backend;
 
 namespace dayzero::model {
 
+// One sequence's share of a forward call: a contiguous range of the batch's rows and this
+// layer's cache of that sequence. Prefill is one segment of n tokens; batched decode is one
+// segment of one token per live sequence. Row-wise blocks (norms, MLP, MoE) never look at
+// segments; attention appends each segment's keys and values to its own cache and attends
+// over that cache only.
+struct SeqSegment {
+  Tensor* k_cache = nullptr;  // [n_ctx, n_head_kv, head_dim] of this layer and sequence
+  Tensor* v_cache = nullptr;  // [n_ctx, n_head_kv, head_dim]
+  int64_t pos0 = 0;           // position of the segment's first row in its sequence
+  int64_t row0 = 0;           // first row of the segment in the batch
+  int64_t n_rows = 0;         // rows (tokens) of the segment
+};
+
 // What one decoder layer needs from the forward pass.
 struct LayerContext {
   backend::Backend& be;
   const HParams& hp;
   const Weights& w;
-  Tensor& k_cache;           // [n_ctx, n_head_kv, head_dim] of this layer
-  Tensor& v_cache;           // [n_ctx, n_head_kv, head_dim]
-  int64_t pos0;              // position of the first token of this call
-  const Tensor& positions;   // int32 [n_tokens]
+  // The batch's sequences in row order; they tile [0, n_tokens) without gaps.
+  std::span<const SeqSegment> segments;
+  const Tensor& positions;   // int32 [n_tokens], per row (each row's position in its sequence)
   const Tensor& inv_freq;    // f32 [head_dim / 2]
   ActivationSink* sink;      // may be null
   // Sums a row-parallel partial result over the tensor-parallel group (absent: tp = 1).

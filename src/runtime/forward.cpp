@@ -13,12 +13,46 @@ constexpr int kHiddenTag = 11;
 void check_comm(const Status& s, const char* what) { DZ_CHECK(s.ok(), what << ": " << s.message()); }
 }  // namespace
 
-KvCache::KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx)
-    : layer_begin_(layer_begin), n_ctx_(n_ctx) {
+KvCache::KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx,
+                 KvLedger* ledger)
+    : layer_begin_(layer_begin), n_ctx_(n_ctx), ledger_(ledger) {
   for (int l = layer_begin; l < layer_end; ++l) {
     k_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
     v_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
   }
+  if (ledger_) ledger_->add(bytes());
+}
+
+KvCache::KvCache(KvCache&& o) noexcept
+    : layer_begin_(o.layer_begin_), n_ctx_(o.n_ctx_), k_(std::move(o.k_)), v_(std::move(o.v_)), ledger_(o.ledger_) {
+  o.k_.clear();
+  o.v_.clear();
+  o.n_ctx_ = 0;
+  o.ledger_ = nullptr;
+}
+
+KvCache& KvCache::operator=(KvCache&& o) noexcept {
+  if (this != &o) {
+    release();
+    layer_begin_ = o.layer_begin_;
+    n_ctx_ = o.n_ctx_;
+    k_ = std::move(o.k_);
+    v_ = std::move(o.v_);
+    ledger_ = o.ledger_;
+    o.k_.clear();
+    o.v_.clear();
+    o.n_ctx_ = 0;
+    o.ledger_ = nullptr;
+  }
+  return *this;
+}
+
+void KvCache::release() {
+  if (ledger_) ledger_->remove(bytes());
+  ledger_ = nullptr;
+  k_.clear();
+  v_.clear();
+  n_ctx_ = 0;
 }
 
 int64_t KvCache::bytes() const {
@@ -44,21 +78,46 @@ Forward::Forward(backend::Backend& be, const model::Adapter& adapter, const mode
 
 KvCache Forward::new_cache(int64_t n_ctx) const {
   const int64_t n_head_kv = plan::local_kv_heads(hp_, part_.tp ? part_.tp->size() : 1);
-  return KvCache(be_, part_.layer_begin, part_.layer_end, n_head_kv, hp_.head_dim, n_ctx);
+  return KvCache(be_, part_.layer_begin, part_.layer_end, n_head_kv, hp_.head_dim, n_ctx, &kv_ledger_);
 }
 
 Tensor Forward::run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cache, model::ActivationSink* sink,
                     bool all_logits) {
-  const auto n = static_cast<int64_t>(tokens.size());
-  DZ_CHECK(n > 0 && pos0 + n <= cache.n_ctx(), "forward of " << n << " tokens at " << pos0 << " exceeds the cache");
+  const SeqInput one{tokens, pos0, &cache};
+  return run_batch({&one, 1}, sink, all_logits);
+}
+
+Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink* sink, bool all_logits) {
+  DZ_CHECK(!seqs.empty(), "forward of an empty batch");
+  int64_t n = 0;
+  for (const SeqInput& s : seqs) {
+    const auto len = static_cast<int64_t>(s.tokens.size());
+    DZ_CHECK(len > 0 && s.pos0 + len <= s.cache->n_ctx(),
+             "forward of " << len << " tokens at " << s.pos0 << " exceeds the cache");
+    n += len;
+  }
+  // Stacked rows: ids and per-row positions; one segment per sequence.
   Tensor pos_host = Tensor::host(DType::kI32, {n});
-  for (int64_t i = 0; i < n; ++i) static_cast<int32_t*>(pos_host.data())[i] = static_cast<int32_t>(pos0 + i);
+  Tensor ids_host = Tensor::host(DType::kI32, {n});
+  auto* pos_p = static_cast<int32_t*>(pos_host.data());
+  auto* ids_p = static_cast<int32_t*>(ids_host.data());
+  std::vector<model::SeqSegment> segments(seqs.size());
+  int64_t row = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const auto len = static_cast<int64_t>(seqs[i].tokens.size());
+    for (int64_t t = 0; t < len; ++t) {
+      pos_p[row + t] = static_cast<int32_t>(seqs[i].pos0 + t);
+      ids_p[row + t] = seqs[i].tokens[static_cast<size_t>(t)];
+    }
+    segments[i].pos0 = seqs[i].pos0;
+    segments[i].row0 = row;
+    segments[i].n_rows = len;
+    row += len;
+  }
   const Tensor positions = be_.to_device(pos_host);
 
   Tensor hidden = be_.empty(DType::kF32, {n, hp_.n_embd});
   if (part_.first_stage) {
-    Tensor ids_host = Tensor::host(DType::kI32, {n});
-    std::memcpy(ids_host.data(), tokens.data(), static_cast<size_t>(n) * sizeof(int32_t));
     be_.embedding(be_.to_device(ids_host), w_.get(adapter_.embed_name()), part_.vocab_begin, hidden);
     // Vocabulary-parallel: each tp rank filled the rows of its vocabulary range.
     if (part_.vocab_end - part_.vocab_begin < hp_.n_vocab && tp_all_reduce_) tp_all_reduce_(hidden);
@@ -69,7 +128,11 @@ Tensor Forward::run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cach
   }
 
   for (int l = part_.layer_begin; l < part_.layer_end; ++l) {
-    model::LayerContext ctx{be_, hp_, w_, cache.k(l), cache.v(l), pos0, positions, inv_freq_, sink,
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      segments[i].k_cache = &seqs[i].cache->k(l);
+      segments[i].v_cache = &seqs[i].cache->v(l);
+    }
+    model::LayerContext ctx{be_, hp_, w_, segments, positions, inv_freq_, sink,
                             tp_all_reduce_ ? &tp_all_reduce_ : nullptr, expert_tokens_};
     adapter_.forward_layer(ctx, l, hidden);
   }
@@ -81,7 +144,20 @@ Tensor Forward::run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cach
   Tensor normed = be_.empty(DType::kF32, {n, hp_.n_embd});
   be_.rmsnorm(hidden, w_.get(adapter_.final_norm_name()), static_cast<float>(hp_.rms_eps), normed);
   model::emit(sink, "final_norm", normed);
-  Tensor logits = lm_head(all_logits ? normed : normed.rows(n - 1, n));
+  Tensor last_rows;  // [n_seqs, n_embd]: each sequence's last row
+  if (all_logits || n == static_cast<int64_t>(seqs.size())) {
+    last_rows = normed;
+  } else if (seqs.size() == 1) {
+    last_rows = normed.rows(n - 1, n);
+  } else {
+    last_rows = be_.empty(DType::kF32, {static_cast<int64_t>(seqs.size()), hp_.n_embd});
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const int64_t end = segments[i].row0 + segments[i].n_rows;
+      Tensor dst = last_rows.rows(static_cast<int64_t>(i), static_cast<int64_t>(i) + 1);
+      be_.copy(normed.rows(end - 1, end), dst);
+    }
+  }
+  Tensor logits = lm_head(last_rows);
   model::emit(sink, "logits", logits);
   return logits;
 }
@@ -125,6 +201,14 @@ int32_t Forward::share_from_last_stage(int32_t value) const {
   static_cast<int32_t*>(t.data())[0] = value;
   check_comm(part_.pp->broadcast(t, part_.pp->size() - 1), "pipeline broadcast of the next token");
   return static_cast<int32_t*>(t.data())[0];
+}
+
+void Forward::share_from_last_stage(std::vector<int32_t>& values) const {
+  if (!part_.pp || values.empty()) return;
+  Tensor t = Tensor::host(DType::kI32, {static_cast<int64_t>(values.size())});
+  std::memcpy(t.data(), values.data(), values.size() * sizeof(int32_t));
+  check_comm(part_.pp->broadcast(t, part_.pp->size() - 1), "pipeline broadcast of the next tokens");
+  std::memcpy(values.data(), t.data(), values.size() * sizeof(int32_t));
 }
 
 double Forward::share_from_last_stage(double value) const {

@@ -2,10 +2,12 @@
 // embedding (vocabulary-parallel over tp) on the first stage, the stage's decoder layers
 // (heads and FFN split over tp, partial sums all-reduced), final norm and lm_head
 // (vocabulary-parallel, logits gathered) on the last stage; hidden states travel between
-// stages with send/recv. A KV cache makes prefill and greedy decode one code path.
+// stages with send/recv. A KV cache makes prefill and greedy decode one code path; one call
+// may carry several sequences (a batch), each with its own cache, as one set of rows.
 // With one rank every group is absent and this is the plain single-device forward.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <span>
@@ -29,20 +31,52 @@ struct Partition {
   comm::Comm* pp = nullptr;  // pipeline group (same dp, same tp index); null when pp = 1
 };
 
+// The KV cache bytes resident at once on this rank: every cache a Forward makes adds its
+// bytes while it lives, so the peak covers whatever coexisted (a decode batch, a reference
+// pass). Not thread-safe; one per Forward.
+struct KvLedger {
+  int64_t resident = 0, peak = 0;
+  void add(int64_t b) {
+    resident += b;
+    peak = std::max(peak, resident);
+  }
+  void remove(int64_t b) { resident -= b; }
+};
+
 // Keys and values of this rank's layers for one sequence, on the backend's device.
+// Move-only; counted in its ledger (if any) until destroyed or released. REQUIRES: the
+// ledger outlives the cache.
 class KvCache {
  public:
   // n_head_kv: the kv heads this rank holds (after the tp split or replication).
-  KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx);
+  KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx,
+          KvLedger* ledger = nullptr);
+  KvCache(KvCache&& o) noexcept;
+  KvCache& operator=(KvCache&& o) noexcept;
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+  ~KvCache() { release(); }
+
   int64_t n_ctx() const { return n_ctx_; }
   Tensor& k(int layer) { return k_[layer - layer_begin_]; }  // [n_ctx, n_head_kv, head_dim]
   Tensor& v(int layer) { return v_[layer - layer_begin_]; }
   int64_t bytes() const;
+  // Frees the tensors and leaves the ledger; n_ctx() becomes 0.
+  void release();
 
  private:
   int layer_begin_;
   int64_t n_ctx_;
   std::vector<Tensor> k_, v_;
+  KvLedger* ledger_ = nullptr;
+};
+
+// One sequence of a batched forward call: its tokens at positions pos0 .. pos0 + n - 1 and its
+// cache. REQUIRES: tokens non-empty, pos0 + tokens.size() <= cache->n_ctx().
+struct SeqInput {
+  std::span<const int32_t> tokens;
+  int64_t pos0 = 0;
+  KvCache* cache = nullptr;
 };
 
 class Forward {
@@ -51,7 +85,11 @@ class Forward {
           Partition part = {});
 
   const Partition& partition() const { return part_; }
+  // A cache for n_ctx positions, counted in this Forward's ledger. REQUIRES: it does not
+  // outlive this Forward.
   KvCache new_cache(int64_t n_ctx) const;
+  // The most KV cache bytes resident at once among the caches made by new_cache.
+  int64_t kv_cache_peak_bytes() const { return kv_ledger_.peak; }
 
   // Runs tokens at positions pos0 .. pos0 + n - 1 through this rank's part, appending to the
   // cache. On the last stage returns host logits: [n, n_vocab] when all_logits, else [1, n_vocab]
@@ -60,6 +98,13 @@ class Forward {
   // REQUIRES: pos0 + tokens.size() <= cache.n_ctx().
   Tensor run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cache, model::ActivationSink* sink,
              bool all_logits);
+  // The same for a batch: the sequences' tokens are stacked in order into one set of rows
+  // [sum n_i, n_embd], so every GEMM and every collective runs once for the batch; each
+  // sequence appends to and attends over its own cache. The sink sees the stacked rows. On the
+  // last stage returns [sum n_i, n_vocab] when all_logits, else [n_seqs, n_vocab] (each
+  // sequence's last token, in order).
+  // Collective over tp and pp: every rank of the replica calls it with the same batch.
+  Tensor run_batch(std::span<const SeqInput> seqs, model::ActivationSink* sink, bool all_logits);
 
   // Counts routed tokens per [layer][expert] of this rank's MoE layers into `counts` (sized
   // [n_layer] here), or stops counting when null.
@@ -68,6 +113,9 @@ class Forward {
   // The last stage's value on every stage. Collective over pp.
   int32_t share_from_last_stage(int32_t value) const;
   double share_from_last_stage(double value) const;
+  // Every element of the last stage's values on every stage, in one broadcast.
+  // REQUIRES: the same values.size() on every stage.
+  void share_from_last_stage(std::vector<int32_t>& values) const;
 
  private:
   Tensor lm_head(const Tensor& normed);
@@ -80,6 +128,7 @@ class Forward {
   Tensor inv_freq_;  // [head_dim / 2] on the device
   std::function<void(Tensor&)> tp_all_reduce_;
   std::vector<std::vector<int64_t>>* expert_tokens_ = nullptr;
+  mutable KvLedger kv_ledger_;
 };
 
 }  // namespace dayzero::runtime

@@ -1,4 +1,4 @@
-// Prefill + greedy decode, and reference NLL.
+// Prefill + batched greedy decode, and reference NLL.
 #include "runtime/generate.h"
 
 #include <algorithm>
@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "kernels/ops.h"
+#include "runtime/batch_sink.h"
 
 namespace dayzero::runtime {
 
@@ -32,40 +33,89 @@ Sequence prefill(Forward& fwd, const model::HParams& hp, std::span<const int32_t
   return seq;
 }
 
-Generation decode(Forward& fwd, const model::HParams& hp, Sequence&& seq, const GenerateOptions& opts,
-                  model::ActivationSink* sink) {
-  Generation g = std::move(seq.gen);
+std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std::vector<Sequence>&& seqs,
+                                     const GenerateOptions& opts, std::span<model::ActivationSink* const> sinks,
+                                     const std::function<void(size_t)>& on_leave) {
+  DZ_CHECK(sinks.empty() || sinks.size() == seqs.size(), sinks.size() << " sinks for " << seqs.size() << " sequences");
+  const size_t n_seq = seqs.size();
+  std::vector<Generation> gens(n_seq);
   const int k = static_cast<int>(std::min<int64_t>(opts.top_k, hp.n_vocab));
   const bool last = fwd.partition().last_stage;  // only the last stage has logits
-  const int64_t t0 = monotonic_ns();
-  Tensor logits = std::move(seq.logits);
-  int64_t pos = seq.pos;
-  for (int step = 0; step < opts.max_new_tokens; ++step) {
-    int32_t token = -1;
+  std::vector<size_t> live(n_seq);  // indices into seqs, in batch row order
+  std::iota(live.begin(), live.end(), size_t{0});
+  std::vector<Tensor> logits(n_seq);  // [1, n_vocab] per live sequence on the last stage
+  for (size_t i = 0; i < n_seq; ++i) {
+    gens[i] = std::move(seqs[i].gen);
+    logits[i] = std::move(seqs[i].logits);
+  }
+  std::vector<int32_t> tokens;
+  for (int step = 0; step < opts.max_new_tokens && !live.empty(); ++step) {
+    const int64_t t0 = monotonic_ns();
+    tokens.assign(live.size(), -1);
     if (last) {
-      const float* row = logits.f32();
-      token = static_cast<int32_t>(kernels::cpu::argmax(hp.n_vocab, row));
-      if (k > 0) {
-        g.step_topk_ids.resize(g.step_topk_ids.size() + k);
-        g.step_topk_logits.resize(g.step_topk_logits.size() + k);
-        top_k(row, hp.n_vocab, k, g.step_topk_ids.data() + step * k, g.step_topk_logits.data() + step * k);
+      for (size_t j = 0; j < live.size(); ++j) {
+        Generation& g = gens[live[j]];
+        const float* row = logits[live[j]].f32();
+        tokens[j] = static_cast<int32_t>(kernels::cpu::argmax(hp.n_vocab, row));
+        if (k > 0) {
+          const size_t at = g.step_topk_ids.size();
+          g.step_topk_ids.resize(at + k);
+          g.step_topk_logits.resize(at + k);
+          top_k(row, hp.n_vocab, k, g.step_topk_ids.data() + at, g.step_topk_logits.data() + at);
+        }
       }
     }
-    token = fwd.share_from_last_stage(token);
-    g.generated_ids.push_back(token);
-    const bool eos = std::find(opts.eos_ids.begin(), opts.eos_ids.end(), token) != opts.eos_ids.end();
-    if (eos && opts.stop_at_eos) {
-      g.stopped_at_eos = true;
-      break;
+    fwd.share_from_last_stage(tokens);  // one broadcast for the whole batch
+    // Who stays: not stopped at EOS and not at its last token (which needs no forward pass).
+    std::vector<size_t> next_live;
+    std::vector<int32_t> next_tokens;
+    for (size_t j = 0; j < live.size(); ++j) {
+      Generation& g = gens[live[j]];
+      g.generated_ids.push_back(tokens[j]);
+      const bool eos = std::find(opts.eos_ids.begin(), opts.eos_ids.end(), tokens[j]) != opts.eos_ids.end();
+      if (eos && opts.stop_at_eos) g.stopped_at_eos = true;
+      if ((eos && opts.stop_at_eos) || step + 1 == opts.max_new_tokens) {
+        seqs[live[j]].cache.release();
+        if (on_leave) on_leave(live[j]);
+        continue;
+      }
+      next_live.push_back(live[j]);
+      next_tokens.push_back(tokens[j]);
     }
-    if (step + 1 == opts.max_new_tokens) break;  // the last token needs no forward pass
-    const int32_t next[1] = {token};
-    logits = fwd.run(next, pos, seq.cache, sink, false);
-    ++pos;
-    ++g.decode_tokens;
+    if (!next_live.empty()) {
+      std::vector<SeqInput> batch;
+      std::vector<BatchSink::Part> parts;
+      batch.reserve(next_live.size());
+      for (size_t j = 0; j < next_live.size(); ++j) {
+        Sequence& sq = seqs[next_live[j]];
+        batch.push_back({std::span<const int32_t>(&next_tokens[j], 1), sq.pos, &sq.cache});
+        parts.push_back({static_cast<int64_t>(j), 1, sinks.empty() ? nullptr : sinks[next_live[j]]});
+      }
+      BatchSink sink(std::move(parts));
+      const Tensor out = fwd.run_batch(batch, sink.any() ? &sink : nullptr, false);  // [n_live, n_vocab]
+      for (size_t j = 0; j < next_live.size(); ++j) {
+        Sequence& sq = seqs[next_live[j]];
+        ++sq.pos;
+        ++gens[next_live[j]].decode_tokens;
+        if (last) logits[next_live[j]] = out.rows(static_cast<int64_t>(j), static_cast<int64_t>(j) + 1);
+      }
+    }
+    const double share = static_cast<double>(monotonic_ns() - t0) * 1e-9 / static_cast<double>(live.size());
+    for (size_t i : live) gens[i].decode_seconds += share;
+    live = std::move(next_live);
   }
-  g.decode_seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
-  return g;
+  if (on_leave)  // max_new_tokens 0: nobody took a step
+    for (size_t i : live) on_leave(i);
+  for (Sequence& sq : seqs) sq.cache.release();
+  return gens;
+}
+
+Generation decode(Forward& fwd, const model::HParams& hp, Sequence&& seq, const GenerateOptions& opts,
+                  model::ActivationSink* sink) {
+  std::vector<Sequence> one;
+  one.push_back(std::move(seq));
+  model::ActivationSink* const sinks[1] = {sink};
+  return std::move(decode_batch(fwd, hp, std::move(one), opts, sinks).front());
 }
 
 double reference_nll(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt,

@@ -1,8 +1,10 @@
-// Greedy generation for one prompt: prefill, then one-token decode steps with the KV cache,
+// Greedy generation: prefill of one prompt, then one-token decode steps with the KV cache for a
+// batch of prefilled prompts decoded together (one forward per step over the live sequences),
 // recording the top-k logits of every step; and the teacher-forced negative log-likelihood of
 // a reference continuation. Not concerned with where outputs go (the runner writes them).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -24,8 +26,13 @@ struct Generation {
   std::vector<float> logits_last;         // [n_vocab] at the last prompt position
   std::vector<int32_t> step_topk_ids;     // [n_steps, top_k]
   std::vector<float> step_topk_logits;    // [n_steps, top_k]
-  double prefill_seconds = 0, decode_seconds = 0;
-  int64_t decode_tokens = 0;              // forward passes of one token
+  double prefill_seconds = 0;
+  // This sequence's share of the batch's decode wall time: each step's time (argmax, the
+  // token broadcast, the forward) divided equally among the sequences live in that step, so
+  // the shares of a batch add up to its wall time and tokens / seconds summed over the
+  // sequences is the batch's throughput.
+  double decode_seconds = 0;
+  int64_t decode_tokens = 0;              // decode rows this sequence contributed (one per forward step)
   bool stopped_at_eos = false;
 };
 
@@ -42,7 +49,19 @@ struct Sequence {
 // still works on prompt i (hidden states travel with blocking send/recv).
 Sequence prefill(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt, const GenerateOptions& opts,
                  model::ActivationSink* sink);
-// Greedy decode of a prefilled prompt. Collective over tp and pp (the token is shared by pp).
+// Greedy decode of prefilled prompts together: each step runs one forward over every live
+// sequence (one row each, each on its own cache); a sequence leaves the batch, and its cache is
+// released, when it emits an EOS (with stop_at_eos) or its max_new_tokens-th token. The next
+// tokens of all live sequences travel in one pp broadcast per step, so every stage agrees on
+// the live set. sinks[i] (may be null; sinks may be empty) receives sequence i's decode rows.
+// on_leave(i), when given, is called as sequence i leaves (after its last token, on every
+// stage). Returns one Generation per sequence, in order.
+// Collective over tp and pp: every rank of the replica calls it with the same batch.
+// REQUIRES: sinks empty or sinks.size() == seqs.size().
+std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std::vector<Sequence>&& seqs,
+                                     const GenerateOptions& opts, std::span<model::ActivationSink* const> sinks,
+                                     const std::function<void(size_t)>& on_leave = {});
+// decode_batch of one sequence.
 Generation decode(Forward& fwd, const model::HParams& hp, Sequence&& seq, const GenerateOptions& opts,
                   model::ActivationSink* sink);
 // Mean negative log-likelihood (nats per token) of `continuation` after `prompt`, teacher-forced

@@ -1,4 +1,5 @@
-// Attention block: projections, optional q/k norm, RoPE, cache append, causal GQA, output.
+// Attention block: projections, optional q/k norm, RoPE (over every row of the batch at once),
+// then per sequence segment the cache append and causal GQA over that sequence's cache; output.
 #include "model/blocks/attention.h"
 
 #include <cmath>
@@ -35,14 +36,19 @@ Tensor attention(LayerContext& ctx, const AttentionNames& n, const Tensor& x) {
   be.rope(q, ctx.positions, ctx.inv_freq);
   be.rope(k, ctx.positions, ctx.inv_freq);
 
-  Tensor k_rows = ctx.k_cache.rows(ctx.pos0, ctx.pos0 + n_tokens);
-  Tensor v_rows = ctx.v_cache.rows(ctx.pos0, ctx.pos0 + n_tokens);
-  be.copy(k, k_rows);
-  be.copy(v, v_rows);
-
+  // Each sequence appends to its own cache and attends over it: rows of other sequences of
+  // the batch are never seen.
   Tensor attn = be.empty(DType::kF32, {n_tokens, n_head, hd});
-  be.attention(q, ctx.k_cache, ctx.v_cache, ctx.pos0, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
-               attn);
+  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  for (const SeqSegment& s : ctx.segments) {
+    const int64_t r0 = s.row0, r1 = s.row0 + s.n_rows;
+    Tensor k_rows = s.k_cache->rows(s.pos0, s.pos0 + s.n_rows);
+    Tensor v_rows = s.v_cache->rows(s.pos0, s.pos0 + s.n_rows);
+    be.copy(k.rows(r0, r1), k_rows);
+    be.copy(v.rows(r0, r1), v_rows);
+    Tensor out_rows = attn.rows(r0, r1);
+    be.attention(q.rows(r0, r1), *s.k_cache, *s.v_cache, s.pos0, scale, out_rows);
+  }
   // Row-parallel output: partial sums over this rank's heads, reduced, then the bias once.
   Tensor out = linear(be, ctx.w, n.o, "", attn.reshape({n_tokens, n_head * hd}), n_tokens);
   ctx.reduce_tp(out);

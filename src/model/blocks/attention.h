@@ -16,7 +16,8 @@ struct AttentionNames {
 };
 
 // Returns the attention output [n_tokens, n_embd] (after o_proj) for x [n_tokens, n_embd]
-// (already normalised); appends this call's keys and values to the layer's cache.
+// (already normalised); appends each segment's keys and values to that sequence's cache of the
+// layer and attends over it (ctx.segments). REQUIRES: the segments tile the rows of x.
 Tensor attention(LayerContext& ctx, const AttentionNames& names, const Tensor& x);
 
 }  // namespace dayzero::model::blocks

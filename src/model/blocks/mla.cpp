@@ -1,4 +1,5 @@
-// MLA: projections on the backend, the per-head assembly and RoPE on the host.
+// MLA: projections on the backend over every row of the batch, the per-head assembly and RoPE
+// (per-row positions) on the host, then cache append and attention per sequence segment.
 #include "model/blocks/mla.h"
 
 #include <cmath>
@@ -94,7 +95,7 @@ Tensor mla_attention(LayerContext& ctx, const MlaNames& n, const Tensor& x) {
   const HParams& hp = ctx.hp;
   const MlaParams& m = hp.mla;
   const int64_t n_tokens = x.dim(0), nope = m.qk_nope_head_dim, rope = m.qk_rope_head_dim, vd = m.v_head_dim;
-  const int64_t qk = m.qk_head_dim(), hd = ctx.k_cache.dim(2), lora = m.kv_lora_rank;
+  const int64_t qk = m.qk_head_dim(), hd = ctx.segments.front().k_cache->dim(2), lora = m.kv_lora_rank;
   // transformers builds q_a_layernorm / kv_a_layernorm as DeepseekV3RMSNorm(rank) with its
   // default eps 1e-6, whatever rms_norm_eps says.
   constexpr float eps = 1e-6f;
@@ -144,12 +145,17 @@ Tensor mla_attention(LayerContext& ctx, const MlaNames& n, const Tensor& x) {
   rope_host(qf.f32(), n_tokens, n_head, hd, nope, rope, pos, inv_host.f32(), factor, m.rope_interleave);
   rope_host(kf.f32(), n_tokens, n_head, hd, nope, rope, pos, inv_host.f32(), factor, m.rope_interleave);
 
-  Tensor k_rows = ctx.k_cache.rows(ctx.pos0, ctx.pos0 + n_tokens);
-  Tensor v_rows = ctx.v_cache.rows(ctx.pos0, ctx.pos0 + n_tokens);
-  be.copy(be.to_device(kf), k_rows);
-  be.copy(be.to_device(vf), v_rows);
+  const Tensor k_dev = be.to_device(kf), v_dev = be.to_device(vf), q_dev = be.to_device(qf);
   Tensor attn = be.empty(DType::kF32, {n_tokens, n_head, hd});
-  be.attention(be.to_device(qf), ctx.k_cache, ctx.v_cache, ctx.pos0, static_cast<float>(m.softmax_scale), attn);
+  for (const SeqSegment& s : ctx.segments) {  // each sequence over its own cache
+    const int64_t r0 = s.row0, r1 = s.row0 + s.n_rows;
+    Tensor k_rows = s.k_cache->rows(s.pos0, s.pos0 + s.n_rows);
+    Tensor v_rows = s.v_cache->rows(s.pos0, s.pos0 + s.n_rows);
+    be.copy(k_dev.rows(r0, r1), k_rows);
+    be.copy(v_dev.rows(r0, r1), v_rows);
+    Tensor out_rows = attn.rows(r0, r1);
+    be.attention(q_dev.rows(r0, r1), *s.k_cache, *s.v_cache, s.pos0, static_cast<float>(m.softmax_scale), out_rows);
+  }
   Tensor attn_host = host_copy(be, attn);
   Tensor packed = Tensor::host(DType::kF32, {n_tokens, n_head * vd});
   for (int64_t t = 0; t < n_tokens; ++t)

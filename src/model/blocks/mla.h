@@ -24,7 +24,8 @@ MlaNames mla_names(const HParams& hp, int layer);
 std::vector<TensorSpec> mla_specs(const HParams& hp, int layer);
 
 // Returns the attention output [n_tokens, n_embd] for x [n_tokens, n_embd] (normalised);
-// appends this call's keys and values to the layer's cache ([n_ctx, n_head_local, head_dim]).
+// appends each segment's keys and values to that sequence's cache of the layer
+// ([n_ctx, n_head_local, head_dim]) and attends over it. REQUIRES: the segments tile x's rows.
 // Collective over the tp group.
 Tensor mla_attention(LayerContext& ctx, const MlaNames& names, const Tensor& x);
 

@@ -88,6 +88,7 @@ class Run {
   bool writes_outputs_ = true;  // last stage, tp rank 0: owns logits and outputs
   bool writes_activations_ = true;  // tp rank 0 of its stage
   std::vector<std::vector<int64_t>> expert_tokens_;  // [layer][expert] routed tokens, this stage
+  int64_t peak_kv_cache_bytes_ = 0;  // most KV cache bytes resident at once on this rank
   std::unique_ptr<dump::EventLog> events_;
   dump::Timeline timeline_;
   std::unique_ptr<dump::Heartbeat> heartbeat_;

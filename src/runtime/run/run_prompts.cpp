@@ -46,47 +46,67 @@ Status Run::run_prompts() {
     if (dump_status.ok() && !s.ok()) dump_status = s;
   };
 
-  // Prefill every prompt first, back to back, so pipeline stages overlap across prompts.
-  std::vector<Sequence> seqs;
-  for (PromptRun& pr : prompts_) {
-    heartbeat_->set_phase("prefill " + pr.prompt->id);
-    dump::ScopedEvent ev(timeline_, "prefill", pr.prompt->id);
-    auto sink = make_sink(pr.prompt->id, dump::kPhasePrefill, sel.wants_prefill());
-    seqs.push_back(prefill(fwd, model_.hp, pr.ids, go, sink.get()));
-    if (sink) keep(sink->status());
-  }
-  for (size_t i = 0; i < prompts_.size(); ++i) {
-    PromptRun& pr = prompts_[i];
-    const config::Prompt& p = *pr.prompt;
-    heartbeat_->set_phase("decode " + p.id);
-    dump::ScopedEvent ev(timeline_, "decode", p.id);
-    auto sink = make_sink(p.id, dump::kPhaseDecode, sel.wants_decode());
-    pr.gen = decode(fwd, model_.hp, std::move(seqs[i]), go, sink.get());
-    if (sink) keep(sink->status());
-    pr.text = tok_->decode(pr.gen.generated_ids, true);
-    if (!pr.reference_ids.empty()) {
-      fwd.count_expert_tokens(nullptr);  // the expert load covers prompts and generated tokens only
-      pr.nll = reference_nll(fwd, model_.hp, pr.ids, pr.reference_ids);
-      if (model_.hp.n_expert > 0) fwd.count_expert_tokens(&expert_tokens_);
+  // Waves of at most generate.max_batch prompts: a wave is prefilled back to back (pipeline
+  // stages overlap across its prompts), then decoded as one batch; its caches are gone before
+  // the next wave, so at most max_batch sequences are resident at once.
+  const size_t wave = static_cast<size_t>(std::max(1, cfg_.generate.max_batch));
+  for (size_t begin = 0; begin < prompts_.size(); begin += wave) {
+    const size_t end = std::min(prompts_.size(), begin + wave);
+    std::vector<Sequence> seqs;
+    for (size_t i = begin; i < end; ++i) {
+      PromptRun& pr = prompts_[i];
+      heartbeat_->set_phase("prefill " + pr.prompt->id);
+      dump::ScopedEvent ev(timeline_, "prefill", pr.prompt->id);
+      auto sink = make_sink(pr.prompt->id, dump::kPhasePrefill, sel.wants_prefill());
+      seqs.push_back(prefill(fwd, model_.hp, pr.ids, go, sink.get()));
+      if (sink) keep(sink->status());
     }
-    pr.failed_expect = check_expect(p.expect, pr.text, pr.gen.generated_ids);
-    if (!writer_ || !writes_outputs_) continue;
-    dump::OutputRecord out;
-    out.prompt_id = p.id;
-    out.prompt_ids = pr.ids;
-    out.generated_ids = pr.gen.generated_ids;
-    out.text = pr.text;
-    out.logits_last = pr.gen.logits_last;
-    out.topk = std::min<int64_t>(go.top_k, model_.hp.n_vocab);
-    out.step_topk_ids = pr.gen.step_topk_ids;
-    out.step_topk_logits = pr.gen.step_topk_logits;
-    if (pr.nll) {
-      out.reference_nll = *pr.nll;
-      out.reference_tokens = static_cast<int64_t>(pr.reference_ids.size());
+    std::vector<std::unique_ptr<DumpSink>> decode_sinks;
+    std::vector<model::ActivationSink*> sink_ptrs;
+    std::string names;
+    for (size_t i = begin; i < end; ++i) {
+      decode_sinks.push_back(make_sink(prompts_[i].prompt->id, dump::kPhaseDecode, sel.wants_decode()));
+      sink_ptrs.push_back(decode_sinks.back().get());
+      names += (names.empty() ? "" : ",") + prompts_[i].prompt->id;
     }
-    keep(writer_->write_output(out));
-    keep(writer_->flush());
+    // One decode event per prompt, from the wave's first step until the prompt leaves the batch.
+    heartbeat_->set_phase("decode " + names);
+    std::vector<dump::Timeline::Handle> decoding;
+    for (size_t i = begin; i < end; ++i) decoding.push_back(timeline_.begin("decode", prompts_[i].prompt->id));
+    std::vector<Generation> gens =
+        decode_batch(fwd, model_.hp, std::move(seqs), go, sink_ptrs, [&](size_t i) { timeline_.end(decoding[i]); });
+    for (const auto& sink : decode_sinks)
+      if (sink) keep(sink->status());
+    for (size_t i = begin; i < end; ++i) {
+      PromptRun& pr = prompts_[i];
+      const config::Prompt& p = *pr.prompt;
+      pr.gen = std::move(gens[i - begin]);
+      pr.text = tok_->decode(pr.gen.generated_ids, true);
+      if (!pr.reference_ids.empty()) {
+        fwd.count_expert_tokens(nullptr);  // the expert load covers prompts and generated tokens only
+        pr.nll = reference_nll(fwd, model_.hp, pr.ids, pr.reference_ids);
+        if (model_.hp.n_expert > 0) fwd.count_expert_tokens(&expert_tokens_);
+      }
+      pr.failed_expect = check_expect(p.expect, pr.text, pr.gen.generated_ids);
+      if (!writer_ || !writes_outputs_) continue;
+      dump::OutputRecord out;
+      out.prompt_id = p.id;
+      out.prompt_ids = pr.ids;
+      out.generated_ids = pr.gen.generated_ids;
+      out.text = pr.text;
+      out.logits_last = pr.gen.logits_last;
+      out.topk = std::min<int64_t>(go.top_k, model_.hp.n_vocab);
+      out.step_topk_ids = pr.gen.step_topk_ids;
+      out.step_topk_logits = pr.gen.step_topk_logits;
+      if (pr.nll) {
+        out.reference_nll = *pr.nll;
+        out.reference_tokens = static_cast<int64_t>(pr.reference_ids.size());
+      }
+      keep(writer_->write_output(out));
+      keep(writer_->flush());
+    }
   }
+  peak_kv_cache_bytes_ = fwd.kv_cache_peak_bytes();
   return dump_status;
 }
 

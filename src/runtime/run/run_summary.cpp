@@ -24,6 +24,8 @@ Status Run::finish() {
   nlohmann::json summary = {{"load_seconds", load_stats_.seconds},
                             {"load_bytes", load_stats_.bytes_read},
                             {"peak_memory_bytes", mem.peak_bytes},
+                            {"peak_kv_cache_bytes", peak_kv_cache_bytes_},
+                            {"max_batch", cfg_.generate.max_batch},
                             {"gemm", be_->describe()}};
   DZ_RETURN_IF_ERROR(writer_->set_attribute("summary", summary.dump()));
   if (writes_activations_ && model_.hp.n_expert > 0)
@@ -95,12 +97,12 @@ std::string Run::summary_text() const {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "\nrank %d timings: load %.3f s (%.2f GB/s, %llu tensors) | prefill %lld tok in %.3f s (%.1f tok/s) | "
-                "decode %lld tok in %.3f s (%.1f tok/s) | peak memory %.1f MiB\n",
+                "decode %lld tok in %.3f s (%.1f tok/s, batches of <= %d) | peak memory %.1f MiB\n",
                 env_.rank(), load_stats_.seconds,
                 load_stats_.seconds > 0 ? static_cast<double>(load_stats_.bytes_read) / load_stats_.seconds * 1e-9 : 0.0,
                 static_cast<unsigned long long>(load_stats_.tensors), static_cast<long long>(prefill_tok), prefill_s,
                 prefill_s > 0 ? static_cast<double>(prefill_tok) / prefill_s : 0.0, static_cast<long long>(decode_tok),
-                decode_s, decode_s > 0 ? static_cast<double>(decode_tok) / decode_s : 0.0,
+                decode_s, decode_s > 0 ? static_cast<double>(decode_tok) / decode_s : 0.0, cfg_.generate.max_batch,
                 static_cast<double>(mem.peak_bytes) / (1 << 20));
   os << buf;
   return os.str();

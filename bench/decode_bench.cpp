@@ -1,0 +1,145 @@
+// Decode benchmark (not a test): greedy decode tokens/s of one model with 1 sequence and with
+// B sequences decoded together (one forward per step over the batch), measured in one run on
+// this machine, and their ratio. No MPI: one rank, the whole model.
+// Usage: decode_bench [--dir DIR] [--batch B] [--steps N] [--prompt P] [--threads T] [--repeats R]
+// The model (a ~100M-parameter llama in f32) is generated once per folder.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "kernels/ops.h"
+#include "tools/make_model.h"
+#include "runtime/forward.h"
+#include "runtime/generate.h"
+#include "runtime/model_loader.h"
+
+namespace fs = std::filesystem;
+using namespace dayzero;
+
+namespace {
+
+struct Figure {
+  double tokens_per_s = 0;
+  int64_t tokens = 0;
+  double seconds = 0;
+  std::vector<int32_t> first_ids;  // generated ids of sequence 0, for the cross-check
+};
+
+// Prefills `batch` prompts of `prompt` tokens each (different tokens per sequence), then times
+// one decode_batch of `steps` tokens per sequence (no EOS stops).
+Figure decode_once(runtime::Forward& fwd, const model::HParams& hp, int batch, int prompt, int steps) {
+  runtime::GenerateOptions go;
+  go.max_new_tokens = steps;
+  go.stop_at_eos = false;
+  go.top_k = 0;
+  std::vector<runtime::Sequence> seqs;
+  for (int b = 0; b < batch; ++b) {
+    std::vector<int32_t> ids(static_cast<size_t>(prompt));
+    for (int i = 0; i < prompt; ++i) ids[i] = static_cast<int32_t>((1 + b * 131 + i * 7919) % hp.n_vocab);
+    seqs.push_back(runtime::prefill(fwd, hp, ids, go, nullptr));
+  }
+  const int64_t t0 = monotonic_ns();
+  std::vector<runtime::Generation> gens = runtime::decode_batch(fwd, hp, std::move(seqs), go, {});
+  Figure f;
+  f.seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
+  for (const auto& g : gens) f.tokens += g.decode_tokens;
+  f.tokens_per_s = static_cast<double>(f.tokens) / f.seconds;
+  f.first_ids = gens.front().generated_ids;
+  return f;
+}
+
+double load_average() {
+  double l = -1;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1;
+    std::fclose(f);
+  }
+  return l;
+}
+
+Figure median(std::vector<Figure> v) {
+  std::sort(v.begin(), v.end(), [](const Figure& a, const Figure& b) { return a.tokens_per_s < b.tokens_per_s; });
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir = "build/bench-decode";
+  int batch = 8, steps = 33, prompt = 16, threads = 2, repeats = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--dir") dir = argv[i + 1];
+    else if (a == "--batch") batch = std::atoi(argv[i + 1]);
+    else if (a == "--steps") steps = std::atoi(argv[i + 1]);
+    else if (a == "--prompt") prompt = std::atoi(argv[i + 1]);
+    else if (a == "--threads") threads = std::atoi(argv[i + 1]);
+    else if (a == "--repeats") repeats = std::atoi(argv[i + 1]);
+  }
+  if (!fs::exists(fs::path(dir) / "config.json")) {
+    tools::MakeModelOptions o;
+    o.family = "llama";
+    o.out_dir = dir;
+    o.shape = {.n_vocab = 8192, .n_embd = 768, .n_layer = 12, .n_head = 12, .n_head_kv = 4, .head_dim = 0, .n_ff = 2560};
+    o.dtype = DType::kF32;
+    if (auto s = tools::make_model(o); !s.ok()) {
+      std::fprintf(stderr, "make-model: %s\n", s.message().c_str());
+      return 3;
+    }
+  }
+  auto info = model::open_model_folder(dir, model::WeightsNeeded::kRequired);
+  if (!info.ok()) {
+    std::fprintf(stderr, "%s\n", info.status().message().c_str());
+    return 2;
+  }
+  backend::BackendOptions bo;
+  bo.threads = threads;
+  auto be = backend::make_backend(bo);
+  if (!be.ok()) {
+    std::fprintf(stderr, "%s\n", be.status().message().c_str());
+    return 3;
+  }
+  model::Weights w;
+  std::vector<checkpoint::WeightRecord> recs;
+  if (auto st = runtime::load_weights(*info, **be, w, recs); !st.ok()) {
+    std::fprintf(stderr, "%s\n", st.status().message().c_str());
+    return 3;
+  }
+  const auto& hp = info->hp;
+  int64_t params = 0;
+  for (const auto& s : info->specs) {
+    int64_t n = 1;
+    for (int64_t d : s.shape) n *= d;
+    params += n;
+  }
+  std::printf("model: %s, llama, %.1fM parameters (f32), n_embd %lld, %lld layers, n_ff %lld, n_vocab %lld\n",
+              dir.c_str(), static_cast<double>(params) * 1e-6, static_cast<long long>(hp.n_embd),
+              static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_ff), static_cast<long long>(hp.n_vocab));
+  std::printf("backend: %s (%s)\n", (*be)->describe().c_str(), kernels::cpu::gemm_info().path.c_str());
+  std::printf("decode: prompts of %d tokens, %d generated tokens each (%d forward steps), median of %d interleaved "
+              "runs; load average %.2f at start\n\n",
+              prompt, steps, steps - 1, repeats, load_average());
+
+  runtime::Forward fwd(**be, *info->adapter, hp, w);
+  (void)decode_once(fwd, hp, 1, prompt, 3);  // warm-up: first-touch of buffers and GEMM paths
+  std::vector<Figure> ones, batched;
+  for (int r = 0; r < repeats; ++r) {
+    ones.push_back(decode_once(fwd, hp, 1, prompt, steps));
+    batched.push_back(decode_once(fwd, hp, batch, prompt, steps));
+  }
+  const Figure one = median(ones), many = median(batched);
+  std::printf("batch 1   %8.1f tok/s (%lld tokens in %.3f s)\n", one.tokens_per_s, static_cast<long long>(one.tokens),
+              one.seconds);
+  std::printf("batch %-3d %8.1f tok/s (%lld tokens in %.3f s)\n", batch, many.tokens_per_s,
+              static_cast<long long>(many.tokens), many.seconds);
+  std::printf("ratio     %.2f  (batch %d / batch 1); load average %.2f at end\n", many.tokens_per_s / one.tokens_per_s,
+              batch, load_average());
+  // Sequence 0 has the same prompt in both: its greedy ids must not depend on the batch.
+  const bool same = one.first_ids == many.first_ids;
+  std::printf("sequence 0 generated ids %s in batch 1 and batch %d\n", same ? "identical" : "DIFFER", batch);
+  return same ? 0 : 1;
+}
