@@ -1,10 +1,13 @@
 // Loading one tensor (or one rank's slice of it) from a catalogued checkpoint into a host F32
-// tensor, streaming through a bounded staging buffer, with a record of exactly what was read.
-// Not the shard-rule logic (which rank owns which slice): callers pass the slice bounds.
+// tensor, streaming through a bounded staging ring, with a record of exactly what was read.
+// A Loader keeps its helper threads and staging across tensors; the free functions load on the
+// calling thread alone. Not the shard-rule logic (which rank owns which slice): callers pass
+// the slice bounds.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,9 +19,11 @@
 
 namespace dayzero::checkpoint {
 
-// Upper bound on host memory used for raw on-disk bytes while loading one tensor.
-// Staging per rank: two buffers of half this size (one read while the other is converted).
+// Upper bound on host memory used for raw on-disk bytes while loading one tensor (the staging
+// ring, all slots together). Each slot holds one chunk: at most half of this, and at most
+// kChunkBytes, so that a chunk is still in cache when it is hashed and converted.
 inline constexpr size_t kDefaultStagingBytes = 256ull << 20;
+inline constexpr size_t kChunkBytes = 1ull << 20;
 
 struct WeightRecord {
   std::string name, file;
@@ -34,8 +39,39 @@ struct WeightRecord {
   uint64_t aux_bytes_read = 0;
 };
 
-// The whole tensor `name` as a host F32 tensor of its shape. rec (may be null) is overwritten.
-// staging_bytes caps the staging buffer (both buffers together; each at least one element).
+// A reusable load pipeline. Per tensor, the calling thread reads chunks in file order (one
+// pread per coalesced range piece) and hashes each chunk while it is in cache; helper threads
+// fault in the destination pages ahead of the reads (first touch of fresh memory costs more
+// than the copy) and convert and NaN/Inf-scan finished chunks; the caller joins that work
+// whenever it would otherwise wait. Results (values, checksum, counts, reads) are identical for
+// any thread count. F32 on disk is read straight into the result; other dtypes go through the
+// staging ring, whose slots are allocated once and reused for every tensor (the shape a device
+// loader's pinned staging takes).
+// Not thread-safe: one caller at a time. Helper threads sleep when there is no work.
+class Loader {
+ public:
+  // threads: threads working on a tensor, the caller included; 1 (or less) starts no helper
+  // thread and does everything inline. staging_bytes as for load_f32.
+  explicit Loader(int threads = 1, size_t staging_bytes = kDefaultStagingBytes);
+  ~Loader();  // joins the helper threads
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  int threads() const;
+  // As load_f32 / load_slice_f32 below.
+  Result<Tensor> load(const Catalog& catalog, const std::string& name, ByteReader& reader, WeightRecord* rec);
+  Result<Tensor> load_slice(const Catalog& catalog, const std::string& name, int dim, int64_t begin, int64_t end,
+                            ByteReader& reader, WeightRecord* rec);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The whole tensor `name` as a host F32 tensor of its shape, loaded on the calling thread.
+// rec (may be null) is overwritten.
+// staging_bytes caps the staging ring (all slots together; each slot at least one element).
 // Errors: NotFound (no such tensor in the catalog), Unsupported (non-numeric dtype, e.g. BOOL),
 // and those of ByteReader::read; each names the tensor.
 Result<Tensor> load_f32(const Catalog& catalog, const std::string& name, ByteReader& reader,

@@ -8,6 +8,7 @@
 
 #include "checkpoint/fp8.h"
 #include "core/clock.h"
+#include "kernels/ops.h"
 #include "model/registry.h"
 
 namespace dayzero::runtime {
@@ -67,10 +68,13 @@ Status check_tensors(const ModelInfo& m) {
 Result<LoadStats> load_weights(const ModelInfo& m, Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,
                                const std::function<void(const checkpoint::WeightRecord&)>& on_tensor,
-                               const SliceFn& slice_of, size_t staging_bytes) {
+                               const SliceFn& slice_of, size_t staging_bytes, int threads) {
   LoadStats stats;
   const int64_t t0 = monotonic_ns();
   checkpoint::ByteReader reader;
+  // The threads the backend computes with (DAYZERO_THREADS, runtime.threads or cores / ranks
+  // per node): they are idle while weights load.
+  checkpoint::Loader loader(threads > 0 ? threads : kernels::cpu::gemm_info().threads, staging_bytes);
   for (const auto& spec : m.specs) {
     if (spec.skip_load) continue;
     const TensorSlice slice = slice_of ? slice_of(spec) : TensorSlice{};
@@ -83,9 +87,8 @@ Result<LoadStats> load_weights(const ModelInfo& m, Backend& be, model::Weights& 
       loaded = checkpoint::load_fp8_dequant_f32(m.catalog, spec.name, spec.scale_name, q, reader, &rec, slice.dim,
                                                 slice.begin, slice.end, staging_bytes);
     } else {
-      loaded = slice.dim < 0 ? checkpoint::load_f32(m.catalog, spec.name, reader, &rec, staging_bytes)
-                             : checkpoint::load_slice_f32(m.catalog, spec.name, slice.dim, slice.begin, slice.end,
-                                                          reader, &rec, staging_bytes);
+      loaded = slice.dim < 0 ? loader.load(m.catalog, spec.name, reader, &rec)
+                             : loader.load_slice(m.catalog, spec.name, slice.dim, slice.begin, slice.end, reader, &rec);
     }
     DZ_ASSIGN_OR_RETURN(Tensor host, std::move(loaded));
     if (rec.nan_count || rec.inf_count)
