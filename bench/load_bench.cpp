@@ -4,7 +4,7 @@
 // buffer, and a read into fresh anonymous memory of the size the loader produces (f32). Prints
 // every run, the medians and the ratios with their targets; checks that every run's records
 // equal a single-threaded load's.
-// Usage: load_bench [--dir DIR] [--runs N] [--threads T] [--dtype float32|bfloat16]
+// Usage: load_bench [--dir DIR] [--runs N] [--threads T] [--dtype float32|bfloat16] [--only-load 1]
 // (models go to DIR-f32 and DIR-bf16; T defaults to DAYZERO_THREADS, else the cores).
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -78,6 +78,18 @@ double fresh_read_seconds(const std::vector<std::string>& files, int expand) {
   return seconds_since(t0);
 }
 
+// Kilobytes of this process's anonymous memory in transparent huge pages.
+long anon_huge_kb() {
+  FILE* f = std::fopen("/proc/self/smaps_rollup", "r");
+  if (!f) return -1;
+  char line[256];
+  long kb = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb;
+}
+
 bool same_records(const std::vector<checkpoint::WeightRecord>& a, const std::vector<checkpoint::WeightRecord>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -86,6 +98,8 @@ bool same_records(const std::vector<checkpoint::WeightRecord>& a, const std::vec
       return false;
   return true;
 }
+
+bool g_only_load = false;  // --only-load: skip the baselines (for profiling the loader)
 
 int bench_one(const std::string& dir, DType dtype, int n_layer, int runs, int threads) {
   if (!fs::exists(fs::path(dir) / "config.json")) {
@@ -130,13 +144,17 @@ int bench_one(const std::string& dir, DType dtype, int n_layer, int runs, int th
       std::fprintf(stderr, "%s\n", st.status().message().c_str());
       return 3;
     }
-    std::printf("  1-thread load (reference records): %.2f GB/s (%.3f s, %.3f CPU s)\n",
-                static_cast<double>(st->bytes_read) / st->seconds * 1e-9, st->seconds, cpu);
+    std::printf("  1-thread load (reference records): %.2f GB/s (%.3f s, %.3f CPU s), %.0f MB of it in huge pages\n",
+                static_cast<double>(st->bytes_read) / st->seconds * 1e-9, st->seconds, cpu, anon_huge_kb() * 1e-3 * 1.024);
   }
   std::vector<double> raw, fresh, load;
   for (int r = 0; r < runs; ++r) {
-    raw.push_back(disk / reused_read_seconds(files) * 1e-9);
-    fresh.push_back(disk / fresh_read_seconds(files, expand) * 1e-9);
+    double c0 = cpu_seconds();
+    raw.push_back(g_only_load ? 0 : disk / reused_read_seconds(files) * 1e-9);
+    const double raw_cpu = cpu_seconds() - c0;
+    c0 = cpu_seconds();
+    fresh.push_back(g_only_load ? 0 : disk / fresh_read_seconds(files, expand) * 1e-9);
+    const double fresh_cpu = cpu_seconds() - c0;
     model::Weights w;
     std::vector<checkpoint::WeightRecord> recs;
     const double cpu0 = cpu_seconds();
@@ -151,8 +169,9 @@ int bench_one(const std::string& dir, DType dtype, int n_layer, int runs, int th
       return 1;
     }
     load.push_back(static_cast<double>(st->bytes_read) / st->seconds * 1e-9);
-    std::printf("  run %d: reused-buffer read %.2f GB/s, fresh-memory read %.2f GB/s, load %.2f GB/s (%.3f s, %.3f CPU s)\n",
-                r, raw[r], fresh[r], load[r], st->seconds, cpu);
+    std::printf("  run %d: reused-buffer read %.2f GB/s (%.3f CPU s), fresh-memory read %.2f GB/s (%.3f CPU s), "
+                "load %.2f GB/s (%.3f s, %.3f CPU s)\n",
+                r, raw[r], raw_cpu, fresh[r], fresh_cpu, load[r], st->seconds, cpu);
   }
   const double mr = median(raw), mf = median(fresh), ml = median(load);
   std::printf("  median of %d (GB/s of on-disk bytes): reused-buffer read %.2f, fresh-memory read %.2f, load %.2f\n",
@@ -174,6 +193,7 @@ int main(int argc, char** argv) {
     else if (a == "--runs") runs = std::max(1, std::atoi(argv[i + 1]));
     else if (a == "--threads") threads = std::atoi(argv[i + 1]);
     else if (a == "--dtype") only = argv[i + 1];
+    else if (a == "--only-load") g_only_load = std::string(argv[i + 1]) == "1";
   }
   if (threads <= 0) {
     const char* e = std::getenv("DAYZERO_THREADS");

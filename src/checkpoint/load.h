@@ -40,25 +40,39 @@ struct WeightRecord {
 };
 
 // A reusable load pipeline. Per tensor, the calling thread reads chunks in file order (one
-// pread per coalesced range piece) and hashes each chunk while it is in cache; helper threads
-// fault in the destination pages ahead of the reads (first touch of fresh memory costs more
-// than the copy) and convert and NaN/Inf-scan finished chunks; the caller joins that work
-// whenever it would otherwise wait. Results (values, checksum, counts, reads) are identical for
-// any thread count. F32 on disk is read straight into the result; other dtypes go through the
-// staging ring, whose slots are allocated once and reused for every tensor (the shape a device
-// loader's pinned staging takes).
+// pread per coalesced range piece); helper threads hash them in chunk order (XXH64 is one
+// sequential state per tensor), convert and NaN/Inf-scan them, and fault in the destination
+// pages ahead of the reads (first touch of fresh memory costs more than the copy). The caller
+// joins that work whenever it would otherwise wait. submit() returns once the tensor's bytes
+// are read, so the caller reads the next tensor while helpers finish the last: the reads, the
+// one part that must stay on one thread, never wait for a tensor's tail. Results (values,
+// checksum, counts, reads) are identical for any thread count. F32 on disk is read straight
+// into the result; other dtypes go through a ring of staging slots allocated once and reused
+// for every tensor (the shape a device loader's pinned staging takes).
 // Not thread-safe: one caller at a time. Helper threads sleep when there is no work.
 class Loader {
  public:
   // threads: threads working on a tensor, the caller included; 1 (or less) starts no helper
   // thread and does everything inline. staging_bytes as for load_f32.
   explicit Loader(int threads = 1, size_t staging_bytes = kDefaultStagingBytes);
-  ~Loader();  // joins the helper threads
+  ~Loader();  // joins the helper threads; tensors still queued are dropped
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
   int threads() const;
-  // As load_f32 / load_slice_f32 below.
+
+  // Queues tensor `name`, whole (dim -1) or the slice [begin, end) of dim 0 or 1 (as
+  // load_slice_f32); its bytes are read before this returns. Errors: as load_f32 /
+  // load_slice_f32; nothing is queued then, and tensors queued before stay queued.
+  Status submit(const Catalog& catalog, const std::string& name, ByteReader& reader, int dim = -1,
+                int64_t begin = 0, int64_t end = 0);
+  // Tensors queued and not yet taken by next().
+  size_t pending() const;
+  // The oldest queued tensor, once complete; rec (may be null) is overwritten with its record.
+  // REQUIRES: pending() > 0.
+  Tensor next(WeightRecord* rec);
+
+  // submit + next, for one tensor. REQUIRES: pending() == 0.
   Result<Tensor> load(const Catalog& catalog, const std::string& name, ByteReader& reader, WeightRecord* rec);
   Result<Tensor> load_slice(const Catalog& catalog, const std::string& name, int dim, int64_t begin, int64_t end,
                             ByteReader& reader, WeightRecord* rec);

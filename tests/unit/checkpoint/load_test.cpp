@@ -291,6 +291,24 @@ TEST_F(LoaderThreadsTest, SameValuesAndRecordsAsInline) {
   EXPECT_EQ(rec.reads, (kR * kC * 2 + 31) / 32u);  // chunks of half the staging
 }
 
+TEST_F(LoaderThreadsTest, QueuedTensorsComeBackInOrder) {
+  const std::vector<std::string> names = {"f32", "BF16", "F16", "f8", "BF16", "f32"};
+  for (int threads : {1, 2, 3}) {
+    Loader loader(threads, 200);
+    ByteReader r1, r2;
+    for (const auto& name : names) ASSERT_TRUE(loader.submit(catalog_, name, r2, 1, 2, 30).ok()) << name;
+    EXPECT_EQ(loader.pending(), names.size());
+    for (const auto& name : names) {
+      WeightRecord a, b;
+      auto inline_load = load_slice_f32(catalog_, name, 1, 2, 30, r1, &a, 200);
+      Tensor queued = loader.next(&b);
+      expect_same(inline_load, a, Result<Tensor>(std::move(queued)), b, name + ", threads " + std::to_string(threads));
+      EXPECT_EQ(b.name, name);
+    }
+    EXPECT_EQ(loader.pending(), 0u);
+  }
+}
+
 TEST_F(LoaderThreadsTest, ReadErrorMidTensorStopsHelpers) {
   const TensorInfo* first = &catalog_.tensors().front();
   const TensorInfo* last = first;
