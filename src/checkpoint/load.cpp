@@ -1,14 +1,10 @@
 // Streaming loads: read coalesced byte ranges chunk by chunk, hash, convert to f32, count NaN/Inf.
-// The reads and the hash stay on the calling thread (one reader, one hash state, file order);
-// helper threads fault in destination pages ahead of the reads and convert/scan behind them.
+// Every thread of a Loader takes whole chunks (read, first touch of the destination, convert,
+// scan, all in its own cache); only the XXH64 state, which must see the chunks in file order,
+// passes from thread to thread.
 #include "checkpoint/load.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -16,10 +12,6 @@
 #include <thread>
 
 #include "checkpoint/xxhash.h"
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL and prefaulting stops
-#endif
 
 namespace dayzero::checkpoint {
 namespace {
@@ -125,21 +117,6 @@ Counts finish_chunk(DType dtype, const uint8_t* src, float* dst, size_t count) {
   return scan_f32(reinterpret_cast<const uint32_t*>(dst), count);
 }
 
-std::atomic<bool> g_populate_supported{true};
-
-// Faults in the whole pages inside [p, p + len) without changing their contents, so that the
-// thread that writes them next does not pay for first touch. Only an optimisation: failures
-// are ignored (and an unsupported kernel turns it off).
-void prefault(void* p, size_t len) {
-  if (!g_populate_supported.load(std::memory_order_relaxed)) return;
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + len) / page * page;
-  if (e <= b) return;
-  if (madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
-    g_populate_supported.store(false, std::memory_order_relaxed);
-}
-
 size_t chunk_bytes_for(size_t staging_bytes, size_t esize) {
   return std::max(esize, std::min(kChunkBytes, staging_bytes / 2) / esize * esize);
 }
@@ -148,10 +125,11 @@ size_t chunk_bytes_for(size_t staging_bytes, size_t esize) {
 
 // One queued tensor. The fields above the mu-guarded ones are fixed once it is queued.
 //
-// Per chunk i: prefault P (destination pages, before the read of an F32 chunk or the
-// conversion of another), read R (the calling thread only, in file order), hash H (in chunk
-// order, one thread at a time, after R), finish F (convert and scan, after R). A staging slot
-// is released once its chunk is hashed and finished.
+// A thread claims the next chunk, reads it (into the result for F32, else into its own
+// staging slot), faulting in the destination as it goes, hashes it when the hash state has
+// reached it (else converts and scans it first, then waits for the state), and converts and
+// scans it. The first read error stops the job: unclaimed chunks stay unread, and waiting
+// threads give up the hash.
 struct Job {
   DType dtype = DType::kF32;
   size_t esize = 4;
@@ -162,158 +140,119 @@ struct Job {
   uint8_t* out_bytes = nullptr;
   WeightRecord rec;  // all but checksum and counts once queued
 
-  // Guarded by Loader::Impl::mu (hash: by `hashing`, handed over under mu).
-  enum : uint8_t { kClaimed = 1, kPrefaulted = 2, kRead = 4, kHashed = 8, kFinished = 16 };
-  std::vector<uint8_t> state;    // per chunk
-  std::vector<uint8_t*> src;     // per chunk: where its bytes are read to (staged: a slot)
-  std::vector<int> slot;         // per chunk: its staging slot, -1 when none
-  size_t next_prefault = 0;      // first chunk a helper may still claim for prefaulting
-  size_t next_hash = 0;          // chunks before it are hashed
-  bool hashing = false;          // a thread is hashing chunk next_hash
-  std::deque<size_t> ready;      // read, waiting to be converted and scanned
-  size_t finished = 0;
-  int in_flight = 0;  // tasks running on this job, on any thread
+  // Guarded by Loader::Impl::mu (hash: owned by the thread whose chunk is next_hash).
+  size_t next_claim = 0;  // chunks before it are taken
+  size_t next_hash = 0;   // chunks before it are hashed
+  size_t done = 0;        // chunks fully processed (or given up after an error)
+  int in_flight = 0;      // threads working on a chunk of this job
+  Status error;
   Xxh64 hash;
   Counts counts;
 
   uint8_t* dst_of(size_t i) const { return out_bytes + chunks[i].elem0 * 4; }
   size_t count_of(size_t i) const { return chunks[i].bytes / esize; }
-  size_t n() const { return state.size(); }
-  bool can_hash() const { return !hashing && next_hash < n() && (state[next_hash] & kRead); }
-  bool can_prefault() const { return next_prefault < n(); }
-  bool done() const { return next_hash == n() && finished == n(); }
+  size_t n() const { return chunks.size(); }
+  bool claimable() const { return next_claim < n() && error.ok(); }
+  bool complete() const { return in_flight == 0 && (done == n() || (!error.ok() && done == next_claim)); }
 };
 
 struct Loader::Impl {
   int threads = 1;
   size_t staging_bytes = kDefaultStagingBytes;
-
-  // The staging ring: allocated on first use, kept. busy[s]: slot s holds a chunk not yet
-  // hashed and finished.
-  std::vector<std::unique_ptr<uint8_t[]>> ring;
-  std::vector<bool> busy;
-  size_t ring_next = 0;
+  // One staging slot per thread (the caller's is [0]): allocated on first use, kept.
+  std::vector<std::unique_ptr<uint8_t[]>> slots;
 
   mutable std::mutex mu;
-  std::condition_variable work_cv;  // helpers wait for work
-  std::condition_variable done_cv;  // the caller waits for tasks to end
+  std::condition_variable work_cv;   // helpers wait for chunks to claim
+  std::condition_variable chain_cv;  // the hash moved on, or a job completed
   bool stop = false;
   std::deque<std::unique_ptr<Job>> jobs;  // queued, oldest first
   std::vector<std::thread> helpers;
 
   // Every staged dtype's chunk fits: chunk_bytes_for is at most this for esize <= 8.
   size_t slot_bytes() const { return std::max<size_t>(8, std::min(kChunkBytes, staging_bytes / 2)); }
-  size_t ring_slots() const {
-    return helpers.empty() ? 1 : std::clamp<size_t>(staging_bytes / slot_bytes(), 1, 4);
+  uint8_t* slot(int worker) {
+    std::lock_guard<std::mutex> lk(slot_mu);
+    if (slots.empty()) slots.resize(threads);
+    if (!slots[worker]) slots[worker].reset(new (std::align_val_t(64)) uint8_t[slot_bytes()]);
+    return slots[worker].get();
   }
+  std::mutex slot_mu;
 
-  // A chunk of the newest job a helper may prefault, claimed; or null. REQUIRES: mu held.
-  Job* claim_prefault(size_t* i) {
-    if (jobs.empty()) return nullptr;
-    Job& j = *jobs.back();
-    while (j.next_prefault < j.n()) {
-      const size_t k = j.next_prefault++;
-      if (!(j.state[k] & Job::kClaimed)) {
-        j.state[k] |= Job::kClaimed;
-        *i = k;
-        return &j;
-      }
-    }
+  Job* claimable_job() {
+    for (auto& j : jobs)
+      if (j->claimable()) return j.get();
     return nullptr;
   }
 
-  // Releases chunk i's staging slot once it is hashed and finished. REQUIRES: mu held.
-  void maybe_release(Job& j, size_t i) {
-    constexpr uint8_t kDone = Job::kHashed | Job::kFinished;
-    if ((j.state[i] & kDone) == kDone && j.slot[i] >= 0) {
-      busy[j.slot[i]] = false;
-      j.slot[i] = -1;
-    }
-  }
-
-  bool has_task(bool may_prefault) const {
-    for (const auto& j : jobs)
-      if (j->can_hash() || !j->ready.empty()) return true;
-    return may_prefault && !jobs.empty() && jobs.back()->can_prefault();
-  }
-
-  // Each runs one task of its kind on this thread, or returns false when there is none.
-  // REQUIRES: lk holds mu; released while the task runs.
-  bool hash_one(Job& j, std::unique_lock<std::mutex>& lk) {
-    if (!j.can_hash()) return false;
-    const size_t i = j.next_hash;
-    j.hashing = true;
+  // Processes one claimed chunk i of j with `reader` on worker `worker`'s slot.
+  // REQUIRES: lk holds mu; released while reading, converting and hashing.
+  void process(Job& j, size_t i, ByteReader& reader, int worker, std::unique_lock<std::mutex>& lk) {
     ++j.in_flight;
     lk.unlock();
-    j.hash.update(j.src[i], j.chunks[i].bytes);
-    lk.lock();
-    --j.in_flight;
-    j.hashing = false;
-    j.state[i] |= Job::kHashed;
-    ++j.next_hash;
-    maybe_release(j, i);
-    return true;
-  }
-  bool hash_any(std::unique_lock<std::mutex>& lk) {  // the oldest job's chain first
-    for (auto& j : jobs)
-      if (hash_one(*j, lk)) return true;
-    return false;
-  }
-  bool finish_any(std::unique_lock<std::mutex>& lk) {
-    for (auto& jp : jobs) {
-      Job& j = *jp;
-      if (j.ready.empty()) continue;
-      const size_t i = j.ready.front();
-      j.ready.pop_front();
-      ++j.in_flight;
-      lk.unlock();
-      const Counts c = finish_chunk(j.dtype, j.src[i], reinterpret_cast<float*>(j.dst_of(i)), j.count_of(i));
-      lk.lock();
-      --j.in_flight;
-      j.counts.nan += c.nan;
-      j.counts.inf += c.inf;
-      j.state[i] |= Job::kFinished;
-      ++j.finished;
-      maybe_release(j, i);
-      return true;
+    uint8_t* src = nullptr;
+    Status st;
+    try {
+      src = j.direct ? j.dst_of(i) : slot(worker);
+    } catch (const std::bad_alloc&) {
+      st = Status::OutOfMemory(j.rec.file + ": tensor '" + j.rec.name + "': cannot allocate " +
+                               std::to_string(slot_bytes()) + " bytes of staging");
     }
-    return false;
-  }
-  bool prefault_one(std::unique_lock<std::mutex>& lk) {
-    size_t i;
-    Job* j = claim_prefault(&i);
-    if (!j) return false;
-    ++j->in_flight;
-    lk.unlock();
-    prefault(j->dst_of(i), j->count_of(i) * 4);
+    uint8_t* buf = src;
+    for (size_t p = j.chunks[i].first_piece; st.ok() && p < j.chunks[i].first_piece + j.chunks[i].n_pieces; ++p) {
+      st = reader.read(j.rec.file, j.pieces[p].offset, j.pieces[p].len, buf).with_context("tensor '" + j.rec.name + "'");
+      buf += j.pieces[p].len;
+    }
     lk.lock();
-    --j->in_flight;
-    j->state[i] |= Job::kPrefaulted;
-    return true;
+    if (!st.ok()) {
+      if (j.error.ok()) j.error = st;
+      ++j.done;
+      --j.in_flight;
+      chain_cv.notify_all();
+      return;
+    }
+    Counts c;
+    bool finished = false;
+    if (j.next_hash != i) {
+      // Earlier chunks are still being read or hashed: convert and scan meanwhile.
+      lk.unlock();
+      c = finish_chunk(j.dtype, src, reinterpret_cast<float*>(j.dst_of(i)), j.count_of(i));
+      finished = true;
+      lk.lock();
+      chain_cv.wait(lk, [&] { return j.next_hash == i || !j.error.ok(); });
+    }
+    if (j.next_hash == i) {
+      lk.unlock();
+      j.hash.update(src, j.chunks[i].bytes);
+      lk.lock();
+      ++j.next_hash;
+      chain_cv.notify_all();
+    }
+    if (!finished) {
+      lk.unlock();
+      c = finish_chunk(j.dtype, src, reinterpret_cast<float*>(j.dst_of(i)), j.count_of(i));
+      lk.lock();
+    }
+    j.counts.nan += c.nan;
+    j.counts.inf += c.inf;
+    ++j.done;
+    --j.in_flight;
+    if (j.complete()) chain_cv.notify_all();
   }
 
-  void helper_loop() {
+  void helper_loop(int worker) {
+    ByteReader reader;  // its own descriptors, opened and checked as the caller's are
     std::unique_lock<std::mutex> lk(mu);
     for (;;) {
-      work_cv.wait(lk, [&] { return stop || has_task(true); });
+      work_cv.wait(lk, [&] { return stop || claimable_job(); });
       if (stop) return;
-      // Helpers take what the reading thread should not: first touch of the destination ahead
-      // of the reads, then conversions; a hash only when the reader has fallen behind on it.
-      if (!prefault_one(lk) && !finish_any(lk)) hash_any(lk);
-      done_cv.notify_all();
-    }
-  }
-
-  // The caller's wait for `until`: it runs tasks itself rather than sleep while there are any.
-  template <class Pred>
-  void help_until(std::unique_lock<std::mutex>& lk, Pred until) {
-    while (!until()) {
-      if (!hash_any(lk) && !finish_any(lk)) done_cv.wait(lk);
+      Job& j = *claimable_job();
+      process(j, j.next_claim++, reader, worker, lk);
     }
   }
 
   Status submit(const TensorInfo& t, Shape shape, const Ranges& ranges, ByteReader& reader);
-  Tensor next(WeightRecord* rec);
+  Result<Tensor> next(WeightRecord* rec);
 };
 
 Status Loader::Impl::submit(const TensorInfo& t, Shape shape, const Ranges& ranges, ByteReader& reader) {
@@ -343,108 +282,44 @@ Status Loader::Impl::submit(const TensorInfo& t, Shape shape, const Ranges& rang
       pos += n;
     }
   }
-  const size_t n = j.chunks.size();
-  j.state.assign(n, 0);
-  j.src.assign(n, nullptr);
-  j.slot.assign(n, -1);
   try {
     j.out = Tensor::host_uninitialized(DType::kF32, shape);
-    if (!j.direct && n > 0 && ring.empty()) {
-      for (size_t s = ring_slots(); s > 0; --s) ring.emplace_back(new (std::align_val_t(64)) uint8_t[slot_bytes()]);
-      busy.assign(ring.size(), false);
-    }
   } catch (const std::bad_alloc&) {
     return Status::OutOfMemory(t.file + ": tensor '" + t.name + "': cannot allocate " +
                                std::to_string(shape_numel(shape) * 4) + " bytes of F32");
   }
   j.out_bytes = static_cast<uint8_t*>(j.out.data());
-  for (size_t i = 0; i < n && j.direct; ++i) j.src[i] = j.dst_of(i);
   j.rec.name = t.name;
   j.rec.file = t.file;
   j.rec.dtype = t.dtype;
   j.rec.shape = std::move(shape);
   j.rec.ranges = ranges;
   j.rec.bytes_read = total;
-
-  const uint64_t reads_before = reader.reads();
-  const auto read_chunk = [&](size_t i) -> Status {
-    uint8_t* buf = j.src[i];
-    for (size_t p = j.chunks[i].first_piece; p < j.chunks[i].first_piece + j.chunks[i].n_pieces; ++p) {
-      DZ_RETURN_IF_ERROR_CTX(reader.read(t.file, j.pieces[p].offset, j.pieces[p].len, buf),
-                             "tensor '" + t.name + "'");
-      buf += j.pieces[p].len;
-    }
-    return Status::Ok();
-  };
-
-  if (helpers.empty()) {
-    for (size_t i = 0; i < n; ++i) {
-      if (!j.direct) j.src[i] = ring[0].get();
-      DZ_RETURN_IF_ERROR(read_chunk(i));
-      j.hash.update(j.src[i], j.chunks[i].bytes);
-      const Counts c = finish_chunk(j.dtype, j.src[i], reinterpret_cast<float*>(j.dst_of(i)), j.count_of(i));
-      j.counts.nan += c.nan;
-      j.counts.inf += c.inf;
-    }
-    j.next_hash = j.finished = n;
-    j.rec.reads = reader.reads() - reads_before;
-    std::lock_guard<std::mutex> lk(mu);
-    jobs.push_back(std::move(job));
-    return Status::Ok();
-  }
+  j.rec.reads = j.pieces.size();  // one read call per piece, whichever thread issues it
 
   std::unique_lock<std::mutex> lk(mu);
   jobs.push_back(std::move(job));
   work_cv.notify_all();
-  Status failed;
-  for (size_t i = 0; i < n && failed.ok(); ++i) {
-    if (j.direct) {
-      // The read writes the result itself: let a helper's prefault in progress end, and take
-      // the chunk so that no helper starts one.
-      help_until(lk, [&] { return !(j.state[i] & Job::kClaimed) || (j.state[i] & Job::kPrefaulted); });
-      j.state[i] |= Job::kClaimed;
-    } else {
-      const size_t s = ring_next;
-      help_until(lk, [&] { return !busy[s]; });
-      busy[s] = true;
-      ring_next = (s + 1) % ring.size();
-      j.slot[i] = static_cast<int>(s);
-      j.src[i] = ring[s].get();
-    }
-    lk.unlock();
-    failed = read_chunk(i);
-    lk.lock();
-    if (failed.ok()) {
-      j.state[i] |= Job::kRead;
-      j.ready.push_back(i);
-      work_cv.notify_all();
-      // The chunk is in this core's cache now: hash it here when the chain has reached it.
-      if (j.next_hash == i) hash_one(j, lk);
-    }
-  }
-  j.rec.reads = reader.reads() - reads_before;
-  if (failed.ok()) return Status::Ok();
-  // Nothing more of this tensor is hashed, converted or prefaulted; its tasks in progress
-  // end before its buffers go.
-  j.ready.clear();
-  j.next_prefault = n;
-  help_until(lk, [&] { return j.in_flight == 0; });
-  for (size_t i = 0; i < n; ++i)
-    if (j.slot[i] >= 0) busy[j.slot[i]] = false;
+  // The caller takes chunks too, until none is left to claim; helpers may still be finishing
+  // theirs when this returns.
+  while (j.claimable()) process(j, j.next_claim++, reader, 0, lk);
+  if (j.error.ok()) return Status::Ok();
+  chain_cv.wait(lk, [&] { return j.complete(); });
+  Status failed = j.error;
   jobs.erase(std::find_if(jobs.begin(), jobs.end(), [&](const auto& p) { return p.get() == &j; }));
   return failed;
 }
 
-Tensor Loader::Impl::next(WeightRecord* rec) {
+Result<Tensor> Loader::Impl::next(WeightRecord* rec) {
   std::unique_lock<std::mutex> lk(mu);
   DZ_CHECK(!jobs.empty(), "Loader::next with nothing queued");
   Job& j = *jobs.front();
-  help_until(lk, [&] { return j.done(); });
-  j.next_prefault = j.n();
-  help_until(lk, [&] { return j.in_flight == 0; });
+  // Helpers may still hold chunks of it; the caller helps with later queued tensors meanwhile.
+  chain_cv.wait(lk, [&] { return j.complete(); });
   std::unique_ptr<Job> job = std::move(jobs.front());
   jobs.pop_front();
   lk.unlock();
+  if (!j.error.ok()) return j.error;
   if (rec) {
     *rec = std::move(j.rec);
     rec->checksum = j.hash.digest();
@@ -457,7 +332,7 @@ Tensor Loader::Impl::next(WeightRecord* rec) {
 Loader::Loader(int threads, size_t staging_bytes) : impl_(std::make_unique<Impl>()) {
   impl_->threads = std::max(1, threads);
   impl_->staging_bytes = staging_bytes;
-  for (int i = 1; i < impl_->threads; ++i) impl_->helpers.emplace_back([this] { impl_->helper_loop(); });
+  for (int i = 1; i < impl_->threads; ++i) impl_->helpers.emplace_back([this, i] { impl_->helper_loop(i); });
 }
 
 Loader::~Loader() {
@@ -476,7 +351,7 @@ size_t Loader::pending() const {
   return impl_->jobs.size();
 }
 
-Tensor Loader::next(WeightRecord* rec) { return impl_->next(rec); }
+Result<Tensor> Loader::next(WeightRecord* rec) { return impl_->next(rec); }
 
 Status Loader::submit(const Catalog& catalog, const std::string& name, ByteReader& reader, int dim, int64_t begin,
                       int64_t end) {

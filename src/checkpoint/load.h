@@ -19,9 +19,9 @@
 
 namespace dayzero::checkpoint {
 
-// Upper bound on host memory used for raw on-disk bytes while loading one tensor (the staging
-// ring, all slots together). Each slot holds one chunk: at most half of this, and at most
-// kChunkBytes, so that a chunk is still in cache when it is hashed and converted.
+// Caps the chunk a thread reads at once: half of this, and at most kChunkBytes, so that a
+// chunk is still in cache when it is hashed and converted. Staging memory is one chunk per
+// thread of the loader.
 inline constexpr size_t kDefaultStagingBytes = 256ull << 20;
 inline constexpr size_t kChunkBytes = 1ull << 20;
 
@@ -39,17 +39,17 @@ struct WeightRecord {
   uint64_t aux_bytes_read = 0;
 };
 
-// A reusable load pipeline. Per tensor, the calling thread reads chunks in file order (one
-// pread per coalesced range piece); helper threads hash them in chunk order (XXH64 is one
-// sequential state per tensor), convert and NaN/Inf-scan them, and fault in the destination
-// pages ahead of the reads (first touch of fresh memory costs more than the copy). The caller
-// joins that work whenever it would otherwise wait. submit() returns once the tensor's bytes
-// are read, so the caller reads the next tensor while helpers finish the last: the reads, the
-// one part that must stay on one thread, never wait for a tensor's tail. Results (values,
-// checksum, counts, reads) are identical for any thread count. F32 on disk is read straight
-// into the result; other dtypes go through a ring of staging slots allocated once and reused
-// for every tensor (the shape a device loader's pinned staging takes).
-// Not thread-safe: one caller at a time. Helper threads sleep when there is no work.
+// A reusable load pipeline. Every thread (the caller and threads - 1 helpers) takes whole
+// chunks in turn: it reads one (one pread per coalesced range piece), which also gives the
+// destination its first touch, and converts and NaN/Inf-scans it, all while the chunk is in its
+// own cache; the XXH64 state, which must see the chunks in file order, passes from thread to
+// thread. submit() returns once every chunk of the tensor is taken, so the caller starts on
+// the next tensor while helpers end the last one. Results (values, checksum, counts, reads)
+// are identical for any thread count. F32 on disk is read straight into the result; other
+// dtypes go through one staging slot per thread, allocated once and reused for every tensor
+// (the shape a device loader's pinned staging takes). Helpers read through their own
+// ByteReader (same open path and checks), so the caller's reader counts only its own reads.
+// Not thread-safe: one caller at a time. Helper threads sleep when there is nothing to take.
 class Loader {
  public:
   // threads: threads working on a tensor, the caller included; 1 (or less) starts no helper
@@ -62,15 +62,15 @@ class Loader {
   int threads() const;
 
   // Queues tensor `name`, whole (dim -1) or the slice [begin, end) of dim 0 or 1 (as
-  // load_slice_f32); its bytes are read before this returns. Errors: as load_f32 /
-  // load_slice_f32; nothing is queued then, and tensors queued before stay queued.
+  // load_slice_f32); the caller reads chunks of it until none is left to take. Errors: as
+  // load_f32 / load_slice_f32; nothing is queued then, and tensors queued before stay queued.
   Status submit(const Catalog& catalog, const std::string& name, ByteReader& reader, int dim = -1,
                 int64_t begin = 0, int64_t end = 0);
   // Tensors queued and not yet taken by next().
   size_t pending() const;
   // The oldest queued tensor, once complete; rec (may be null) is overwritten with its record.
-  // REQUIRES: pending() > 0.
-  Tensor next(WeightRecord* rec);
+  // Errors: a helper's read error of that tensor (as load_f32). REQUIRES: pending() > 0.
+  Result<Tensor> next(WeightRecord* rec);
 
   // submit + next, for one tensor. REQUIRES: pending() == 0.
   Result<Tensor> load(const Catalog& catalog, const std::string& name, ByteReader& reader, WeightRecord* rec);
@@ -85,7 +85,7 @@ class Loader {
 
 // The whole tensor `name` as a host F32 tensor of its shape, loaded on the calling thread.
 // rec (may be null) is overwritten.
-// staging_bytes caps the staging ring (all slots together; each slot at least one element).
+// staging_bytes sets the chunk size as above (each chunk at least one element).
 // Errors: NotFound (no such tensor in the catalog), Unsupported (non-numeric dtype, e.g. BOOL),
 // and those of ByteReader::read; each names the tensor.
 Result<Tensor> load_f32(const Catalog& catalog, const std::string& name, ByteReader& reader,

@@ -91,7 +91,7 @@ Result<LoadStats> load_weights(const ModelInfo& m, Backend& be, model::Weights& 
   const auto take_queued = [&]() -> Status {
     if (!queued) return Status::Ok();
     checkpoint::WeightRecord rec;
-    Tensor host = loader.next(&rec);
+    DZ_ASSIGN_OR_RETURN(Tensor host, loader.next(&rec));
     const model::TensorSpec& spec = *queued;
     queued = nullptr;
     return place(spec, std::move(host), std::move(rec));
