@@ -1,5 +1,5 @@
 // Loading one tensor (or one rank's slice of it) from a catalogued checkpoint into a host F32
-// tensor, streaming through a bounded staging ring, with a record of exactly what was read.
+// tensor, streaming in bounded chunks, with a record of exactly what was read.
 // A Loader keeps its helper threads and staging across tensors; the free functions load on the
 // calling thread alone. Not the shard-rule logic (which rank owns which slice): callers pass
 // the slice bounds.
