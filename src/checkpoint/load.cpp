@@ -67,8 +67,7 @@ Counts count_non_finite(const uint32_t* bits, size_t n) {
   return c;
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) uint32_t max_magnitude(
-    const uint32_t* bits, size_t n) {
+uint32_t max_magnitude(const uint32_t* bits, size_t n) {
   uint32_t m = 0;
   for (size_t j = 0; j < n; ++j) m = std::max(m, bits[j] & 0x7fffffffu);
   return m;
@@ -87,8 +86,7 @@ Counts scan_f32(const uint32_t* bits, size_t n) {
 }
 
 // BF16 widening (exact: a shift), returning the largest magnitude bits seen.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) uint16_t widen_bf16(
-    const uint16_t* in, uint32_t* out, size_t n) {
+uint16_t widen_bf16(const uint16_t* in, uint32_t* out, size_t n) {
   uint16_t m = 0;
   for (size_t j = 0; j < n; ++j) {
     out[j] = static_cast<uint32_t>(in[j]) << 16;
