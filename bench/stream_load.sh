@@ -8,7 +8,7 @@
 # build/bench-load-bf16 work too).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-$here/build}"
+build="$(cd "${1:-$here/build}" && pwd)"  # absolute: the run config lives in a temp folder
 bin="$build/src/cli/dayzero"
 model="${2:-$build/bench-model}"
 work="$(mktemp -d)"
@@ -18,6 +18,7 @@ if [[ ! -f "$model/config.json" ]]; then
   "$bin" make-model --family llama --n-vocab 8192 --n-embd 1024 --n-layer 8 --n-head 16 --n-head-kv 8 \
     --n-ff 2816 --shards 2 --out "$model" >/dev/null
 fi
+model="$(cd "$model" && pwd)"
 cat "$model"/*.safetensors >/dev/null  # warm the page cache
 bytes=$(cat "$model"/*.safetensors | wc -c)
 t0=$(date +%s.%N); cat "$model"/*.safetensors >/dev/null; t1=$(date +%s.%N)
