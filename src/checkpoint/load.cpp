@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <new>
@@ -158,7 +159,10 @@ struct Loader::Impl {
   int threads = 1;
   size_t staging_bytes = kDefaultStagingBytes;
   // One staging slot per thread (the caller's is [0]): allocated on first use, kept.
-  std::vector<std::unique_ptr<uint8_t[]>> slots;
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<uint8_t, Free>> slots;
 
   mutable std::mutex mu;
   std::condition_variable work_cv;   // helpers wait for chunks to claim
@@ -172,7 +176,11 @@ struct Loader::Impl {
   uint8_t* slot(int worker) {
     std::lock_guard<std::mutex> lk(slot_mu);
     if (slots.empty()) slots.resize(threads);
-    if (!slots[worker]) slots[worker].reset(new (std::align_val_t(64)) uint8_t[slot_bytes()]);
+    if (!slots[worker]) {
+      auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (slot_bytes() + 63) / 64 * 64));
+      if (!p) throw std::bad_alloc();
+      slots[worker].reset(p);
+    }
     return slots[worker].get();
   }
   std::mutex slot_mu;
