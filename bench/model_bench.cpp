@@ -1,13 +1,8 @@
-// Model-level benchmark (not a test): prints, measured in one run on this machine,
-//  1. checkpoint load throughput vs a plain sequential read of the same files, both with a
-//     warm page cache (target ratio >= 0.8);
-//  2. prefill GFLOP/s of a model with hidden size >= 1024 vs the GEMM path alone at the same
-//     shapes (target ratio >= 0.5).
+// Model-level benchmark (not a test): prefill GFLOP/s of a model with hidden size >= 1024 vs
+// the GEMM path alone at the same shapes, measured in one run on this machine (target ratio
+// >= 0.5). Checkpoint loading has its own benchmark, load_bench.
 // Usage: model_bench [--dir DIR] [--tokens N] [--threads T] [--dtype bfloat16|float32].
 // The model is generated once per folder.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -27,38 +22,6 @@ using namespace dayzero;
 namespace {
 
 double seconds_since(int64_t t0) { return static_cast<double>(monotonic_ns() - t0) * 1e-9; }
-
-// Reads every file front to back into one reused buffer: the ceiling for loading.
-double sequential_read_seconds(const std::vector<std::string>& files, uint64_t* bytes) {
-  std::vector<char> buf(16 << 20);
-  *bytes = 0;
-  const int64_t t0 = monotonic_ns();
-  for (const auto& f : files) {
-    const int fd = open(f.c_str(), O_RDONLY);
-    ssize_t n;
-    while ((n = read(fd, buf.data(), buf.size())) > 0) *bytes += static_cast<uint64_t>(n);
-    close(fd);
-  }
-  return seconds_since(t0);
-}
-
-// Reads every file into newly allocated memory of twice its size (the f32 the loader must
-// produce from bf16), touching every page: what any loader pays for fresh destination memory.
-double fresh_memory_read_seconds(const std::vector<std::string>& files) {
-  const int64_t t0 = monotonic_ns();
-  for (const auto& f : files) {
-    const auto size = static_cast<size_t>(fs::file_size(f));
-    Tensor dst = Tensor::host_uninitialized(DType::kF32, {static_cast<int64_t>(size / 2)});
-    const int fd = open(f.c_str(), O_RDONLY);
-    auto* p = static_cast<char*>(dst.data());
-    size_t done = 0;
-    ssize_t n;
-    while (done < size && (n = read(fd, p + done, std::min<size_t>(16 << 20, size - done))) > 0) done += n;
-    close(fd);
-    for (size_t i = size; i < 2 * size; i += 4096) p[i] = 0;  // touch the other half
-  }
-  return seconds_since(t0);
-}
 
 }  // namespace
 
@@ -99,39 +62,7 @@ int main(int argc, char** argv) {
               static_cast<double>(info->catalog.total_bytes()) / (1 << 20));
   std::printf("backend: %s\n\n", (*be)->describe().c_str());
 
-  // 1. Load vs raw read, page cache warmed by a first read; best of `repeats`.
-  uint64_t raw_bytes = 0;
-  sequential_read_seconds(info->catalog.files(), &raw_bytes);
-  double raw_s = 1e30, load_s = 1e30, fresh_s = 1e30, first_load_s = 0;
-  uint64_t load_bytes = 0;
-  for (int r = 0; r < repeats; ++r) {
-    raw_s = std::min(raw_s, sequential_read_seconds(info->catalog.files(), &raw_bytes));
-    fresh_s = std::min(fresh_s, fresh_memory_read_seconds(info->catalog.files()));
-    model::Weights w;
-    std::vector<checkpoint::WeightRecord> recs;
-    auto st = runtime::load_weights(*info, **be, w, recs);
-    if (!st.ok()) {
-      std::fprintf(stderr, "%s\n", st.status().message().c_str());
-      return 3;
-    }
-    if (r == 0) first_load_s = st->seconds;  // the process's first load: fresh memory, as in a run
-    load_s = std::min(load_s, st->seconds);
-    load_bytes = st->bytes_read;
-  }
-  const double raw_gbs = static_cast<double>(raw_bytes) / raw_s * 1e-9;
-  const double load_gbs = static_cast<double>(load_bytes) / load_s * 1e-9;
-  std::printf("load      %.3f GB/s (%.1f MiB in %.3f s, %s -> f32)\n", load_gbs,
-              static_cast<double>(load_bytes) / (1 << 20), load_s,
-              dtype_name(info->catalog.find(info->specs[0].name)->dtype));
-  std::printf("raw read  %.3f GB/s (%.1f MiB in %.3f s, sequential read(2), warm cache)\n", raw_gbs,
-              static_cast<double>(raw_bytes) / (1 << 20), raw_s);
-  const double fresh_gbs = static_cast<double>(raw_bytes) / fresh_s * 1e-9;
-  std::printf("ratio     %.2f  (target >= 0.80); first load of the process %.3f GB/s, ratio %.2f\n",
-              load_gbs / raw_gbs, static_cast<double>(load_bytes) / first_load_s * 1e-9,
-              static_cast<double>(load_bytes) / first_load_s * 1e-9 / raw_gbs);
-  std::printf("raw read into fresh f32-sized memory %.3f GB/s; load / that = %.2f\n\n", fresh_gbs, load_gbs / fresh_gbs);
-
-  // 2. Prefill of `tokens` tokens vs the same GEMMs alone.
+  // Prefill of `tokens` tokens vs the same GEMMs alone.
   model::Weights w;
   std::vector<checkpoint::WeightRecord> recs;
   (void)runtime::load_weights(*info, **be, w, recs);

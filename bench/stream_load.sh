@@ -3,12 +3,14 @@
 # For 1, 2 and 4 ranks (tensor-parallel, so every rank reads its own slices of every
 # tensor), runs `dayzero run` on the bench model with max_new_tokens 0 and prints each rank's
 # load GB/s (bytes of its slices / its load time) next to a plain sequential read of the
-# checkpoint files with a warm page cache. Usage: bench/stream_load.sh [build dir]
+# checkpoint files with a warm page cache. Usage: bench/stream_load.sh [build dir] [model dir]
+# (default: the bf16 bench model, generated once; load_bench's build/bench-load-f32 and
+# build/bench-load-bf16 work too).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-$here/build}"
+build="$(cd "${1:-$here/build}" && pwd)"  # absolute: the run config lives in a temp folder
 bin="$build/src/cli/dayzero"
-model="$build/bench-model"
+model="${2:-$build/bench-model}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
@@ -16,6 +18,7 @@ if [[ ! -f "$model/config.json" ]]; then
   "$bin" make-model --family llama --n-vocab 8192 --n-embd 1024 --n-layer 8 --n-head 16 --n-head-kv 8 \
     --n-ff 2816 --shards 2 --out "$model" >/dev/null
 fi
+model="$(cd "$model" && pwd)"
 cat "$model"/*.safetensors >/dev/null  # warm the page cache
 bytes=$(cat "$model"/*.safetensors | wc -c)
 t0=$(date +%s.%N); cat "$model"/*.safetensors >/dev/null; t1=$(date +%s.%N)

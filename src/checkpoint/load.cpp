@@ -1,11 +1,16 @@
 // Streaming loads: read coalesced byte ranges chunk by chunk, hash, convert to f32, count NaN/Inf.
+// Every thread of a Loader takes whole chunks (read, first touch of the destination, convert,
+// scan, all in its own cache); only the XXH64 state, which must see the chunks in file order,
+// passes from thread to thread.
 #include "checkpoint/load.h"
 
 #include <algorithm>
-#include <cmath>
-#include <future>
-#include <memory>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
 #include <new>
+#include <thread>
 
 #include "checkpoint/xxhash.h"
 
@@ -13,7 +18,6 @@ namespace dayzero::checkpoint {
 namespace {
 
 using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
-constexpr uint64_t kOverlapMinBytes = 1u << 20;  // below this a chunk is read on the calling thread
 
 Result<const TensorInfo*> find_numeric(const Catalog& catalog, const std::string& name) {
   const TensorInfo* t = catalog.find(name);
@@ -34,118 +38,335 @@ void add_range(Ranges& ranges, uint64_t offset, uint64_t len) {
   }
 }
 
-// The two staging buffers of this thread, grown on demand and kept: faulting in fresh pages
-// for every tensor costs more than the copy itself.
-uint8_t* staging_buffer(int which, size_t bytes) {
-  thread_local std::vector<uint8_t> buffers[2];
-  if (buffers[which].size() < bytes) {
-    buffers[which] = std::vector<uint8_t>();
-    buffers[which].resize(bytes);
+// One read call: len bytes at file offset `offset`.
+struct Piece {
+  uint64_t offset, len;
+};
+// Consecutive pieces that land contiguously in one buffer, hashed as one run of bytes.
+struct Chunk {
+  size_t first_piece = 0, n_pieces = 0;
+  uint64_t bytes = 0;  // on-disk bytes
+  uint64_t elem0 = 0;  // index of its first element in the result
+};
+
+struct Counts {
+  int64_t nan = 0, inf = 0;
+};
+
+// NaN and Inf by their exponent bits. Non-finite values are rare: a block whose largest
+// magnitude bits are below Inf's is skipped after one max-reduction (two vector ops per
+// vector), and only a block that holds one is counted exactly.
+constexpr size_t kScanBlock = 4096;
+
+Counts count_non_finite(const uint32_t* bits, size_t n) {
+  Counts c;
+  for (size_t j = 0; j < n; ++j) {
+    const uint32_t a = bits[j] & 0x7fffffffu;
+    c.inf += a == 0x7f800000u;
+    c.nan += a > 0x7f800000u;
   }
-  return buffers[which].data();
+  return c;
 }
 
-// Reads ranges of t's file in order, converting each staged chunk into the next elements of a
-// host F32 tensor of shape (whose numel matches the ranges' total). The staging buffer holds at
-// most staging_bytes, rounded down to whole elements.
-Result<Tensor> stream(const TensorInfo& t, Shape shape, const Ranges& ranges, ByteReader& reader,
-                      WeightRecord* rec, size_t staging_bytes) {
-  const size_t esize = dtype_size(t.dtype);
-  const size_t chunk = std::max(esize, staging_bytes / 2 / esize * esize);
-  uint64_t total = 0;
-  for (const auto& r : ranges) total += r.second;
+uint32_t max_magnitude(const uint32_t* bits, size_t n) {
+  uint32_t m = 0;
+  for (size_t j = 0; j < n; ++j) m = std::max(m, bits[j] & 0x7fffffffu);
+  return m;
+}
 
-  // Chunks in read order; while one is hashed and converted, the next is read on a helper
-  // thread (double buffering), so page-cache copies overlap conversion.
-  struct Chunk {
-    uint64_t offset, len;
-  };
-  std::vector<Chunk> chunks;
-  for (const auto& [offset, len] : ranges)
-    for (uint64_t pos = 0; pos < len; pos += chunk) chunks.push_back({offset + pos, std::min<uint64_t>(chunk, len - pos)});
-  Tensor out;
-  uint8_t* bufs[2] = {nullptr, nullptr};
-  try {
-    out = Tensor::host_uninitialized(DType::kF32, shape);
-    const size_t need = std::min<uint64_t>(chunk, std::max<uint64_t>(total, 1));
-    bufs[0] = staging_buffer(0, need);
-    if (chunks.size() > 1) bufs[1] = staging_buffer(1, need);
-  } catch (const std::bad_alloc&) {
-    return Status::OutOfMemory(t.file + ": tensor '" + t.name + "': cannot allocate " +
-                               std::to_string(shape_numel(shape) * 4) + " bytes of F32");
+Counts scan_f32(const uint32_t* bits, size_t n) {
+  Counts c;
+  for (size_t b = 0; b < n; b += kScanBlock) {
+    const size_t len = std::min(kScanBlock, n - b);
+    if (max_magnitude(bits + b, len) < 0x7f800000u) continue;
+    const Counts k = count_non_finite(bits + b, len);
+    c.nan += k.nan;
+    c.inf += k.inf;
   }
-  float* dst = out.f32();
-  Xxh64 hash;
-  int64_t nan_count = 0, inf_count = 0;
-  const uint64_t reads_before = reader.reads();
-  // F32 on disk needs no conversion: chunks are read straight into the result.
-  const bool direct = t.dtype == DType::kF32;
-  std::vector<uint8_t*> chunk_dst;
-  if (direct) {
-    auto* p = reinterpret_cast<uint8_t*>(dst);
-    for (const auto& c : chunks) {
-      chunk_dst.push_back(p);
-      p += c.len;
-    }
+  return c;
+}
+
+// BF16 widening (exact: a shift), returning the largest magnitude bits seen.
+uint16_t widen_bf16(const uint16_t* in, uint32_t* out, size_t n) {
+  uint16_t m = 0;
+  for (size_t j = 0; j < n; ++j) {
+    out[j] = static_cast<uint32_t>(in[j]) << 16;
+    m = std::max<uint16_t>(m, in[j] & 0x7fffu);
   }
-  const auto read_chunk = [&](size_t i) {
-    return reader.read(t.file, chunks[i].offset, chunks[i].len, direct ? chunk_dst[i] : bufs[i % 2]);
-  };
-  std::future<Status> pending;
-  Status first = chunks.empty() ? Status::Ok() : read_chunk(0);
-  DZ_RETURN_IF_ERROR_CTX(first, "tensor '" + t.name + "'");
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    // Small chunks (rows of a column slice) are read inline: a thread per row costs more.
-    const bool next = i + 1 < chunks.size();
-    const bool overlap = next && chunks[i + 1].len >= kOverlapMinBytes;
-    if (overlap) pending = std::async(std::launch::async, read_chunk, i + 1);
-    const uint8_t* buf = direct ? chunk_dst[i] : bufs[i % 2];
-    const uint64_t n = chunks[i].len;
-    hash.update(buf, n);
-    const size_t count = n / esize;
-    if (!direct) convert_to_f32(t.dtype, buf, dst, count);
-    // NaN and Inf by their exponent bits: integer compares the compiler vectorises.
-    const auto* bits = reinterpret_cast<const uint32_t*>(dst);
-    int64_t non_finite = 0, infinite = 0;
-    for (size_t j = 0; j < count; ++j) {
-      non_finite += (bits[j] & 0x7f800000u) == 0x7f800000u;
-      infinite += (bits[j] & 0x7fffffffu) == 0x7f800000u;
-    }
-    nan_count += non_finite - infinite;
-    inf_count += infinite;
-    dst += count;
-    if (overlap) DZ_RETURN_IF_ERROR_CTX(pending.get(), "tensor '" + t.name + "'");
-    else if (next) DZ_RETURN_IF_ERROR_CTX(read_chunk(i + 1), "tensor '" + t.name + "'");
+  return m;
+}
+
+Counts widen_bf16_scan(const uint16_t* in, uint32_t* out, size_t n) {
+  Counts c;
+  for (size_t b = 0; b < n; b += kScanBlock) {
+    const size_t len = std::min(kScanBlock, n - b);
+    if (widen_bf16(in + b, out + b, len) < 0x7f80u) continue;
+    const Counts k = count_non_finite(out + b, len);
+    c.nan += k.nan;
+    c.inf += k.inf;
   }
-  if (rec) {
-    *rec = WeightRecord{};
-    rec->name = t.name;
-    rec->file = t.file;
-    rec->dtype = t.dtype;
-    rec->shape = std::move(shape);
-    rec->ranges = ranges;
-    rec->bytes_read = total;
-    rec->checksum = hash.digest();
-    rec->nan_count = nan_count;
-    rec->inf_count = inf_count;
-    rec->reads = reader.reads() - reads_before;
-  }
-  return out;
+  return c;
+}
+
+// Converts (unless the bytes are already the result) and scans one chunk.
+Counts finish_chunk(DType dtype, const uint8_t* src, float* dst, size_t count) {
+  if (dtype == DType::kBF16) return widen_bf16_scan(reinterpret_cast<const uint16_t*>(src),
+                                                    reinterpret_cast<uint32_t*>(dst), count);
+  if (dtype != DType::kF32 || src != reinterpret_cast<const uint8_t*>(dst)) convert_to_f32(dtype, src, dst, count);
+  return scan_f32(reinterpret_cast<const uint32_t*>(dst), count);
+}
+
+size_t chunk_bytes_for(size_t staging_bytes, size_t esize) {
+  return std::max(esize, std::min(kChunkBytes, staging_bytes / 2) / esize * esize);
 }
 
 }  // namespace
 
-Result<Tensor> load_f32(const Catalog& catalog, const std::string& name, ByteReader& reader,
-                        WeightRecord* rec, size_t staging_bytes) {
-  DZ_ASSIGN_OR_RETURN(const TensorInfo* t, find_numeric(catalog, name));
-  Ranges ranges;
-  add_range(ranges, t->offset, t->nbytes);
-  return stream(*t, t->shape, ranges, reader, rec, staging_bytes);
+// One queued tensor. The fields above the mu-guarded ones are fixed once it is queued.
+//
+// A thread claims the next chunk, reads it (into the result for F32, else into its own
+// staging slot), faulting in the destination as it goes, hashes it when the hash state has
+// reached it (else converts and scans it first, then waits for the state), and converts and
+// scans it. The first read error stops the job: unclaimed chunks stay unread, and waiting
+// threads give up the hash.
+struct Job {
+  DType dtype = DType::kF32;
+  size_t esize = 4;
+  bool direct = false;  // F32 on disk: read straight into the result
+  std::vector<Piece> pieces;
+  std::vector<Chunk> chunks;
+  Tensor out;
+  uint8_t* out_bytes = nullptr;
+  WeightRecord rec;  // all but checksum and counts once queued
+
+  // Guarded by Loader::Impl::mu (hash: owned by the thread whose chunk is next_hash).
+  size_t next_claim = 0;  // chunks before it are taken
+  size_t next_hash = 0;   // chunks before it are hashed
+  size_t done = 0;        // chunks fully processed (or given up after an error)
+  int in_flight = 0;      // threads working on a chunk of this job
+  Status error;
+  Xxh64 hash;
+  Counts counts;
+
+  uint8_t* dst_of(size_t i) const { return out_bytes + chunks[i].elem0 * 4; }
+  size_t count_of(size_t i) const { return chunks[i].bytes / esize; }
+  size_t n() const { return chunks.size(); }
+  bool claimable() const { return next_claim < n() && error.ok(); }
+  bool complete() const { return in_flight == 0 && (done == n() || (!error.ok() && done == next_claim)); }
+};
+
+struct Loader::Impl {
+  int threads = 1;
+  size_t staging_bytes = kDefaultStagingBytes;
+  // One staging slot per thread (the caller's is [0]): allocated on first use, kept.
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<uint8_t, Free>> slots;
+
+  mutable std::mutex mu;
+  std::condition_variable work_cv;   // helpers wait for chunks to claim
+  std::condition_variable chain_cv;  // the hash moved on, or a job completed
+  bool stop = false;
+  std::deque<std::unique_ptr<Job>> jobs;  // queued, oldest first
+  std::vector<std::thread> helpers;
+
+  // Every staged dtype's chunk fits: chunk_bytes_for is at most this for esize <= 8.
+  size_t slot_bytes() const { return std::max<size_t>(8, std::min(kChunkBytes, staging_bytes / 2)); }
+  uint8_t* slot(int worker) {
+    std::lock_guard<std::mutex> lk(slot_mu);
+    if (slots.empty()) slots.resize(threads);
+    if (!slots[worker]) {
+      auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (slot_bytes() + 63) / 64 * 64));
+      if (!p) throw std::bad_alloc();
+      slots[worker].reset(p);
+    }
+    return slots[worker].get();
+  }
+  std::mutex slot_mu;
+
+  Job* claimable_job() {
+    for (auto& j : jobs)
+      if (j->claimable()) return j.get();
+    return nullptr;
+  }
+
+  // Processes one claimed chunk i of j with `reader` on worker `worker`'s slot.
+  // REQUIRES: lk holds mu; released while reading, converting and hashing.
+  void process(Job& j, size_t i, ByteReader& reader, int worker, std::unique_lock<std::mutex>& lk) {
+    ++j.in_flight;
+    lk.unlock();
+    uint8_t* src = nullptr;
+    Status st;
+    try {
+      src = j.direct ? j.dst_of(i) : slot(worker);
+    } catch (const std::bad_alloc&) {
+      st = Status::OutOfMemory(j.rec.file + ": tensor '" + j.rec.name + "': cannot allocate " +
+                               std::to_string(slot_bytes()) + " bytes of staging");
+    }
+    uint8_t* buf = src;
+    for (size_t p = j.chunks[i].first_piece; st.ok() && p < j.chunks[i].first_piece + j.chunks[i].n_pieces; ++p) {
+      st = reader.read(j.rec.file, j.pieces[p].offset, j.pieces[p].len, buf).with_context("tensor '" + j.rec.name + "'");
+      buf += j.pieces[p].len;
+    }
+    lk.lock();
+    if (!st.ok()) {
+      if (j.error.ok()) j.error = st;
+      ++j.done;
+      --j.in_flight;
+      chain_cv.notify_all();
+      return;
+    }
+    Counts c;
+    bool finished = false;
+    if (j.next_hash != i) {
+      // Earlier chunks are still being read or hashed: convert and scan meanwhile.
+      lk.unlock();
+      c = finish_chunk(j.dtype, src, reinterpret_cast<float*>(j.dst_of(i)), j.count_of(i));
+      finished = true;
+      lk.lock();
+      chain_cv.wait(lk, [&] { return j.next_hash == i || !j.error.ok(); });
+    }
+    if (j.next_hash == i) {
+      lk.unlock();
+      j.hash.update(src, j.chunks[i].bytes);
+      lk.lock();
+      ++j.next_hash;
+      chain_cv.notify_all();
+    }
+    if (!finished) {
+      lk.unlock();
+      c = finish_chunk(j.dtype, src, reinterpret_cast<float*>(j.dst_of(i)), j.count_of(i));
+      lk.lock();
+    }
+    j.counts.nan += c.nan;
+    j.counts.inf += c.inf;
+    ++j.done;
+    --j.in_flight;
+    if (j.complete()) chain_cv.notify_all();
+  }
+
+  void helper_loop(int worker) {
+    ByteReader reader;  // its own descriptors, opened and checked as the caller's are
+    std::unique_lock<std::mutex> lk(mu);
+    for (;;) {
+      work_cv.wait(lk, [&] { return stop || claimable_job(); });
+      if (stop) return;
+      Job& j = *claimable_job();
+      process(j, j.next_claim++, reader, worker, lk);
+    }
+  }
+
+  Status submit(const TensorInfo& t, Shape shape, const Ranges& ranges, ByteReader& reader);
+  Result<Tensor> next(WeightRecord* rec);
+};
+
+Status Loader::Impl::submit(const TensorInfo& t, Shape shape, const Ranges& ranges, ByteReader& reader) {
+  auto job = std::make_unique<Job>();
+  Job& j = *job;
+  j.dtype = t.dtype;
+  j.esize = dtype_size(t.dtype);
+  j.direct = t.dtype == DType::kF32;
+  const size_t chunk = chunk_bytes_for(staging_bytes, j.esize);
+  uint64_t total = 0;
+  for (const auto& r : ranges) total += r.second;
+  // Pieces of at most one chunk, grouped in file order into chunks (rows of a column slice are
+  // many small pieces of one chunk).
+  for (const auto& [offset, len] : ranges) {
+    for (uint64_t pos = 0; pos < len;) {
+      if (j.chunks.empty() || j.chunks.back().bytes == chunk) {
+        Chunk c;
+        c.first_piece = j.pieces.size();
+        c.elem0 = j.chunks.empty() ? 0 : j.chunks.back().elem0 + j.chunks.back().bytes / j.esize;
+        j.chunks.push_back(c);
+      }
+      Chunk& c = j.chunks.back();
+      const uint64_t n = std::min<uint64_t>(chunk - c.bytes, len - pos);
+      j.pieces.push_back({offset + pos, n});
+      ++c.n_pieces;
+      c.bytes += n;
+      pos += n;
+    }
+  }
+  try {
+    j.out = Tensor::host_uninitialized(DType::kF32, shape);
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory(t.file + ": tensor '" + t.name + "': cannot allocate " +
+                               std::to_string(shape_numel(shape) * 4) + " bytes of F32");
+  }
+  j.out_bytes = static_cast<uint8_t*>(j.out.data());
+  j.rec.name = t.name;
+  j.rec.file = t.file;
+  j.rec.dtype = t.dtype;
+  j.rec.shape = std::move(shape);
+  j.rec.ranges = ranges;
+  j.rec.bytes_read = total;
+  j.rec.reads = j.pieces.size();  // one read call per piece, whichever thread issues it
+
+  std::unique_lock<std::mutex> lk(mu);
+  jobs.push_back(std::move(job));
+  work_cv.notify_all();
+  // The caller takes chunks too, until none is left to claim; helpers may still be finishing
+  // theirs when this returns.
+  while (j.claimable()) process(j, j.next_claim++, reader, 0, lk);
+  if (j.error.ok()) return Status::Ok();
+  chain_cv.wait(lk, [&] { return j.complete(); });
+  Status failed = j.error;
+  jobs.erase(std::find_if(jobs.begin(), jobs.end(), [&](const auto& p) { return p.get() == &j; }));
+  return failed;
 }
 
-Result<Tensor> load_slice_f32(const Catalog& catalog, const std::string& name, int dim, int64_t begin,
-                              int64_t end, ByteReader& reader, WeightRecord* rec, size_t staging_bytes) {
+Result<Tensor> Loader::Impl::next(WeightRecord* rec) {
+  std::unique_lock<std::mutex> lk(mu);
+  DZ_CHECK(!jobs.empty(), "Loader::next with nothing queued");
+  Job& j = *jobs.front();
+  // Helpers may still hold chunks of it; the caller helps with later queued tensors meanwhile.
+  chain_cv.wait(lk, [&] { return j.complete(); });
+  std::unique_ptr<Job> job = std::move(jobs.front());
+  jobs.pop_front();
+  lk.unlock();
+  if (!j.error.ok()) return j.error;
+  if (rec) {
+    *rec = std::move(j.rec);
+    rec->checksum = j.hash.digest();
+    rec->nan_count = j.counts.nan;
+    rec->inf_count = j.counts.inf;
+  }
+  return std::move(j.out);
+}
+
+Loader::Loader(int threads, size_t staging_bytes) : impl_(std::make_unique<Impl>()) {
+  impl_->threads = std::max(1, threads);
+  impl_->staging_bytes = staging_bytes;
+  for (int i = 1; i < impl_->threads; ++i) impl_->helpers.emplace_back([this, i] { impl_->helper_loop(i); });
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->work_cv.notify_all();
+  for (auto& h : impl_->helpers) h.join();
+}
+
+int Loader::threads() const { return impl_->threads; }
+
+size_t Loader::pending() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->jobs.size();
+}
+
+Result<Tensor> Loader::next(WeightRecord* rec) { return impl_->next(rec); }
+
+Status Loader::submit(const Catalog& catalog, const std::string& name, ByteReader& reader, int dim, int64_t begin,
+                      int64_t end) {
   DZ_ASSIGN_OR_RETURN(const TensorInfo* t, find_numeric(catalog, name));
+  Ranges ranges;
+  if (dim == -1) {
+    add_range(ranges, t->offset, t->nbytes);
+    return impl_->submit(*t, t->shape, ranges, reader);
+  }
   const std::string where = t->file + ": tensor '" + name + "' " + shape_str(t->shape);
   if (dim != 0 && dim != 1) {
     return Status::InvalidArgument(where + ": can only slice dim 0 or 1, not " + std::to_string(dim));
@@ -160,7 +381,6 @@ Result<Tensor> load_slice_f32(const Catalog& catalog, const std::string& name, i
   Shape shape = t->shape;
   shape[dim] = end - begin;
   const uint64_t esize = dtype_size(t->dtype);
-  Ranges ranges;
   if (dim == 0) {
     const uint64_t row_bytes = t->shape[0] ? t->nbytes / t->shape[0] : 0;
     add_range(ranges, t->offset + begin * row_bytes, (end - begin) * row_bytes);
@@ -170,7 +390,50 @@ Result<Tensor> load_slice_f32(const Catalog& catalog, const std::string& name, i
       add_range(ranges, t->offset + r * row_bytes + begin * esize, (end - begin) * esize);
     }
   }
-  return stream(*t, std::move(shape), ranges, reader, rec, staging_bytes);
+  return impl_->submit(*t, std::move(shape), ranges, reader);
+}
+
+Result<Tensor> Loader::load(const Catalog& catalog, const std::string& name, ByteReader& reader, WeightRecord* rec) {
+  DZ_CHECK(pending() == 0, "Loader::load with tensors queued");
+  DZ_RETURN_IF_ERROR(submit(catalog, name, reader));
+  return next(rec);
+}
+
+Result<Tensor> Loader::load_slice(const Catalog& catalog, const std::string& name, int dim, int64_t begin, int64_t end,
+                                  ByteReader& reader, WeightRecord* rec) {
+  DZ_CHECK(pending() == 0, "Loader::load_slice with tensors queued");
+  if (dim == -1) {
+    const TensorInfo* t = catalog.find(name);
+    return Status::InvalidArgument((t ? t->file : catalog.dir()) + ": tensor '" + name +
+                                   "': can only slice dim 0 or 1, not -1");
+  }
+  DZ_RETURN_IF_ERROR(submit(catalog, name, reader, dim, begin, end));
+  return next(rec);
+}
+
+namespace {
+
+// The calling thread's inline loader, kept so that its staging slot is faulted in once.
+Loader& inline_loader(size_t staging_bytes) {
+  thread_local std::unique_ptr<Loader> loader;
+  thread_local size_t loader_staging = 0;
+  if (!loader || loader_staging != staging_bytes) {
+    loader = std::make_unique<Loader>(1, staging_bytes);
+    loader_staging = staging_bytes;
+  }
+  return *loader;
+}
+
+}  // namespace
+
+Result<Tensor> load_f32(const Catalog& catalog, const std::string& name, ByteReader& reader, WeightRecord* rec,
+                        size_t staging_bytes) {
+  return inline_loader(staging_bytes).load(catalog, name, reader, rec);
+}
+
+Result<Tensor> load_slice_f32(const Catalog& catalog, const std::string& name, int dim, int64_t begin,
+                              int64_t end, ByteReader& reader, WeightRecord* rec, size_t staging_bytes) {
+  return inline_loader(staging_bytes).load_slice(catalog, name, dim, begin, end, reader, rec);
 }
 
 }  // namespace dayzero::checkpoint

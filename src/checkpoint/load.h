@@ -1,10 +1,13 @@
 // Loading one tensor (or one rank's slice of it) from a catalogued checkpoint into a host F32
-// tensor, streaming through a bounded staging buffer, with a record of exactly what was read.
-// Not the shard-rule logic (which rank owns which slice): callers pass the slice bounds.
+// tensor, streaming in bounded chunks, with a record of exactly what was read.
+// A Loader keeps its helper threads and staging across tensors; the free functions load on the
+// calling thread alone. Not the shard-rule logic (which rank owns which slice): callers pass
+// the slice bounds.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,9 +19,11 @@
 
 namespace dayzero::checkpoint {
 
-// Upper bound on host memory used for raw on-disk bytes while loading one tensor.
-// Staging per rank: two buffers of half this size (one read while the other is converted).
+// Caps the chunk a thread reads at once: half of this, and at most kChunkBytes, so that a
+// chunk is still in cache when it is hashed and converted. Staging memory is one chunk per
+// thread of the loader.
 inline constexpr size_t kDefaultStagingBytes = 256ull << 20;
+inline constexpr size_t kChunkBytes = 1ull << 20;
 
 struct WeightRecord {
   std::string name, file;
@@ -34,8 +39,53 @@ struct WeightRecord {
   uint64_t aux_bytes_read = 0;
 };
 
-// The whole tensor `name` as a host F32 tensor of its shape. rec (may be null) is overwritten.
-// staging_bytes caps the staging buffer (both buffers together; each at least one element).
+// A reusable load pipeline. Every thread (the caller and threads - 1 helpers) takes whole
+// chunks in turn: it reads one (one pread per coalesced range piece), which also gives the
+// destination its first touch, and converts and NaN/Inf-scans it, all while the chunk is in its
+// own cache; the XXH64 state, which must see the chunks in file order, passes from thread to
+// thread. submit() returns once every chunk of the tensor is taken, so the caller starts on
+// the next tensor while helpers end the last one. Results (values, checksum, counts, reads)
+// are identical for any thread count. F32 on disk is read straight into the result; other
+// dtypes go through one staging slot per thread, allocated once and reused for every tensor
+// (the shape a device loader's pinned staging takes). Helpers read through their own
+// ByteReader (same open path and checks), so the caller's reader counts only its own reads.
+// Not thread-safe: one caller at a time. Helper threads sleep when there is nothing to take.
+class Loader {
+ public:
+  // threads: threads working on a tensor, the caller included; 1 (or less) starts no helper
+  // thread and does everything inline. staging_bytes as for load_f32.
+  explicit Loader(int threads = 1, size_t staging_bytes = kDefaultStagingBytes);
+  ~Loader();  // joins the helper threads; tensors still queued are dropped
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  int threads() const;
+
+  // Queues tensor `name`, whole (dim -1) or the slice [begin, end) of dim 0 or 1 (as
+  // load_slice_f32); the caller reads chunks of it until none is left to take. Errors: as
+  // load_f32 / load_slice_f32; nothing is queued then, and tensors queued before stay queued.
+  Status submit(const Catalog& catalog, const std::string& name, ByteReader& reader, int dim = -1,
+                int64_t begin = 0, int64_t end = 0);
+  // Tensors queued and not yet taken by next().
+  size_t pending() const;
+  // The oldest queued tensor, once complete; rec (may be null) is overwritten with its record.
+  // Errors: a helper's read error of that tensor (as load_f32). REQUIRES: pending() > 0.
+  Result<Tensor> next(WeightRecord* rec);
+
+  // submit + next, for one tensor. REQUIRES: pending() == 0.
+  Result<Tensor> load(const Catalog& catalog, const std::string& name, ByteReader& reader, WeightRecord* rec);
+  Result<Tensor> load_slice(const Catalog& catalog, const std::string& name, int dim, int64_t begin, int64_t end,
+                            ByteReader& reader, WeightRecord* rec);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The whole tensor `name` as a host F32 tensor of its shape, loaded on the calling thread.
+// rec (may be null) is overwritten.
+// staging_bytes sets the chunk size as above (each chunk at least one element).
 // Errors: NotFound (no such tensor in the catalog), Unsupported (non-numeric dtype, e.g. BOOL),
 // and those of ByteReader::read; each names the tensor.
 Result<Tensor> load_f32(const Catalog& catalog, const std::string& name, ByteReader& reader,

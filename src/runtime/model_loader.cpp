@@ -8,6 +8,7 @@
 
 #include "checkpoint/fp8.h"
 #include "core/clock.h"
+#include "kernels/ops.h"
 #include "model/registry.h"
 
 namespace dayzero::runtime {
@@ -44,27 +45,14 @@ Status check_tensors(const ModelInfo& m) {
 Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,
                                const std::function<void(const checkpoint::WeightRecord&)>& on_tensor,
-                               const SliceFn& slice_of, size_t staging_bytes) {
+                               const SliceFn& slice_of, size_t staging_bytes, int threads) {
   LoadStats stats;
   const int64_t t0 = monotonic_ns();
   checkpoint::ByteReader reader;
-  for (const auto& spec : m.specs) {
-    if (spec.skip_load) continue;
-    const TensorSlice slice = slice_of ? slice_of(spec) : TensorSlice{};
-    if (!slice.held) continue;
-    checkpoint::WeightRecord rec;
-    Result<Tensor> loaded = Status::Internal("unreachable");
-    if (!spec.scale_name.empty()) {
-      // Block-quantized FP8: dequantized with its scales, only the blocks of this slice read.
-      const checkpoint::BlockQuant q{spec.quant_block_rows, spec.quant_block_cols};
-      loaded = checkpoint::load_fp8_dequant_f32(m.catalog, spec.name, spec.scale_name, q, reader, &rec, slice.dim,
-                                                slice.begin, slice.end, staging_bytes);
-    } else {
-      loaded = slice.dim < 0 ? checkpoint::load_f32(m.catalog, spec.name, reader, &rec, staging_bytes)
-                             : checkpoint::load_slice_f32(m.catalog, spec.name, slice.dim, slice.begin, slice.end,
-                                                          reader, &rec, staging_bytes);
-    }
-    DZ_ASSIGN_OR_RETURN(Tensor host, std::move(loaded));
+  // The threads the backend computes with (DAYZERO_THREADS, runtime.threads or cores / ranks
+  // per node): they are idle while weights load.
+  checkpoint::Loader loader(threads > 0 ? threads : kernels::cpu::gemm_info().threads, staging_bytes);
+  const auto place = [&](const model::TensorSpec& spec, Tensor host, checkpoint::WeightRecord rec) -> Status {
     if (rec.nan_count || rec.inf_count)
       return Status::Corrupt(rec.file + ": tensor " + spec.name + " holds " + std::to_string(rec.nan_count) +
                              " NaN and " + std::to_string(rec.inf_count) + " infinite values");
@@ -73,7 +61,38 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
     ++stats.tensors;
     if (on_tensor) on_tensor(rec);
     records.push_back(std::move(rec));
+    return Status::Ok();
+  };
+  // One tensor stays queued: its hashing and conversion finish while the next one is read.
+  const model::TensorSpec* queued = nullptr;
+  const auto take_queued = [&]() -> Status {
+    if (!queued) return Status::Ok();
+    checkpoint::WeightRecord rec;
+    DZ_ASSIGN_OR_RETURN(Tensor host, loader.next(&rec));
+    const model::TensorSpec& spec = *queued;
+    queued = nullptr;
+    return place(spec, std::move(host), std::move(rec));
+  };
+  for (const auto& spec : m.specs) {
+    if (spec.skip_load) continue;
+    const TensorSlice slice = slice_of ? slice_of(spec) : TensorSlice{};
+    if (!slice.held) continue;
+    if (!spec.scale_name.empty()) {
+      // Block-quantized FP8: dequantized with its scales, only the blocks of this slice read.
+      DZ_RETURN_IF_ERROR(take_queued());
+      checkpoint::WeightRecord rec;
+      const checkpoint::BlockQuant q{spec.quant_block_rows, spec.quant_block_cols};
+      DZ_ASSIGN_OR_RETURN(Tensor host, checkpoint::load_fp8_dequant_f32(m.catalog, spec.name, spec.scale_name, q,
+                                                                        reader, &rec, slice.dim, slice.begin,
+                                                                        slice.end, staging_bytes));
+      DZ_RETURN_IF_ERROR(place(spec, std::move(host), std::move(rec)));
+      continue;
+    }
+    DZ_RETURN_IF_ERROR(loader.submit(m.catalog, spec.name, reader, slice.dim, slice.begin, slice.end));
+    DZ_RETURN_IF_ERROR(take_queued());
+    queued = &spec;
   }
+  DZ_RETURN_IF_ERROR(take_queued());
   stats.seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
   return stats;
 }

@@ -41,11 +41,13 @@ using SliceFn = std::function<TensorSlice(const model::TensorSpec&)>;
 
 // Loads this rank's slice of every spec (all of every spec when slice_of is empty) to the
 // backend, reading only the bytes of the slice. on_tensor (optional) is called after each
-// tensor with its record: the runner uses it for the timeline and progress.
+// tensor with its record: the runner uses it for the timeline and progress. threads: threads
+// of the load pipeline, this one included (checkpoint::Loader); 0 = the CPU GEMM thread count
+// (kernels::cpu::gemm_info(), set by the backend). Records do not depend on it.
 Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,
                                const std::function<void(const checkpoint::WeightRecord&)>& on_tensor = {},
                                const SliceFn& slice_of = {},
-                               size_t staging_bytes = checkpoint::kDefaultStagingBytes);
+                               size_t staging_bytes = checkpoint::kDefaultStagingBytes, int threads = 0);
 
 }  // namespace dayzero::runtime

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 
 #include "checkpoint/writer.h"
 #include "checkpoint/xxhash.h"
@@ -211,6 +213,115 @@ TEST_F(LoadTest, FileShrunkAfterCatalogIsCorrupt) {
   ByteReader fresh;
   expect_bad(load_f32(catalog_, "m_f32", fresh, nullptr).status(), StatusCode::kCorrupt,
              {"'m_f32'", "model.safetensors"});
+}
+
+
+// The threaded pipeline (Loader with helper threads) against the inline one: bit-identical
+// values and identical records for every dtype, whole tensors and both slice kinds, with
+// staging small enough that a tensor is many chunks and the staging ring wraps many times.
+class LoaderThreadsTest : public ::testing::Test {
+ protected:
+  static constexpr int64_t kR = 61, kC = 37;
+  void SetUp() override {
+    std::vector<float> v(kR * kC);
+    for (int64_t i = 0; i < kR * kC; ++i) v[i] = static_cast<float>((i * 7919) % 2003) * 0.125f - 100.0f;
+    v[5] = NAN;
+    v[kR * kC - 1] = INFINITY;
+    v[kC * 30 + 3] = -INFINITY;
+    SafetensorsWriter w;
+    w.add("f32", DType::kF32, {kR, kC}, bytes_of(v));
+    for (DType d : {DType::kBF16, DType::kF16}) {
+      std::vector<uint8_t> b(v.size() * 2);
+      convert_from_f32(d, v.data(), b.data(), v.size());
+      w.add(dtype_name(d), d, {kR, kC}, b);
+    }
+    std::vector<uint8_t> f8(v.size());
+    for (size_t i = 0; i < f8.size(); ++i) f8[i] = static_cast<uint8_t>(i * 37);
+    w.add("f8", DType::kF8_E4M3, {kR, kC}, f8);
+    ASSERT_TRUE(w.write(dir_.file("model.safetensors")).ok());
+    auto c = Catalog::open(dir_.path());
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    catalog_ = std::move(c).value();
+  }
+
+  TempDir dir_;
+  Catalog catalog_;
+};
+
+void expect_same(const Result<Tensor>& a, const WeightRecord& ra, const Result<Tensor>& b, const WeightRecord& rb,
+                 const std::string& what) {
+  ASSERT_TRUE(a.ok()) << what << ": " << a.status().message();
+  ASSERT_TRUE(b.ok()) << what << ": " << b.status().message();
+  ASSERT_EQ(a->shape(), b->shape()) << what;
+  EXPECT_EQ(std::memcmp(a->data(), b->data(), a->bytes()), 0) << what;
+  EXPECT_EQ(ra.checksum, rb.checksum) << what;
+  EXPECT_EQ(ra.nan_count, rb.nan_count) << what;
+  EXPECT_EQ(ra.inf_count, rb.inf_count) << what;
+  EXPECT_EQ(ra.reads, rb.reads) << what;
+  EXPECT_EQ(ra.bytes_read, rb.bytes_read) << what;
+  EXPECT_EQ(ra.ranges, rb.ranges) << what;
+}
+
+TEST_F(LoaderThreadsTest, SameValuesAndRecordsAsInline) {
+  for (const std::string name : {"f32", "BF16", "F16", "f8"}) {
+    for (size_t staging : {size_t{64}, size_t{1000}, kDefaultStagingBytes}) {
+      for (int threads : {2, 3}) {
+        Loader loader(threads, staging);
+        const std::string what = name + ", staging " + std::to_string(staging) + ", threads " + std::to_string(threads);
+        ByteReader r1, r2;
+        WeightRecord a, b;
+        // Twice through the same loader: its staging ring and helpers are reused.
+        for (int rep = 0; rep < 2; ++rep) {
+          expect_same(load_f32(catalog_, name, r1, &a, staging), a, loader.load(catalog_, name, r2, &b), b, what);
+          expect_same(load_slice_f32(catalog_, name, 0, 7, 50, r1, &a, staging), a,
+                      loader.load_slice(catalog_, name, 0, 7, 50, r2, &b), b, what + ", rows");
+          expect_same(load_slice_f32(catalog_, name, 1, 3, 20, r1, &a, staging), a,
+                      loader.load_slice(catalog_, name, 1, 3, 20, r2, &b), b, what + ", columns");
+        }
+      }
+    }
+  }
+  WeightRecord rec;
+  Loader loader(2, 64);
+  ByteReader reader;
+  ASSERT_TRUE(loader.load(catalog_, "BF16", reader, &rec).ok());
+  EXPECT_EQ(rec.nan_count, 1);
+  EXPECT_EQ(rec.inf_count, 2);
+  EXPECT_EQ(rec.reads, (kR * kC * 2 + 31) / 32u);  // chunks of half the staging
+}
+
+TEST_F(LoaderThreadsTest, QueuedTensorsComeBackInOrder) {
+  const std::vector<std::string> names = {"f32", "BF16", "F16", "f8", "BF16", "f32"};
+  for (int threads : {1, 2, 3}) {
+    Loader loader(threads, 200);
+    ByteReader r1, r2;
+    for (const auto& name : names) ASSERT_TRUE(loader.submit(catalog_, name, r2, 1, 2, 30).ok()) << name;
+    EXPECT_EQ(loader.pending(), names.size());
+    for (const auto& name : names) {
+      WeightRecord a, b;
+      auto inline_load = load_slice_f32(catalog_, name, 1, 2, 30, r1, &a, 200);
+      expect_same(inline_load, a, loader.next(&b), b, name + ", threads " + std::to_string(threads));
+      EXPECT_EQ(b.name, name);
+    }
+    EXPECT_EQ(loader.pending(), 0u);
+  }
+}
+
+TEST_F(LoaderThreadsTest, ReadErrorMidTensorStopsHelpers) {
+  const TensorInfo* first = &catalog_.tensors().front();
+  const TensorInfo* last = first;
+  for (const auto& t : catalog_.tensors()) {
+    if (t.offset < first->offset) first = &t;
+    if (t.offset > last->offset) last = &t;
+  }
+  std::filesystem::resize_file(dir_.file("model.safetensors"), last->offset + last->nbytes / 2);
+  for (int threads : {1, 2, 3}) {
+    Loader loader(threads, 64);
+    ByteReader reader;
+    expect_bad(loader.load(catalog_, last->name, reader, nullptr).status(), StatusCode::kCorrupt,
+               {"'" + last->name + "'", "model.safetensors"});
+    ASSERT_TRUE(loader.load(catalog_, first->name, reader, nullptr).ok());  // the loader is still usable
+  }
 }
 
 }  // namespace
