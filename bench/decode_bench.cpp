@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "bench_model.h"
 #include "core/clock.h"
 #include "kernels/ops.h"
-#include "tools/make_model.h"
 #include "runtime/forward.h"
 #include "runtime/generate.h"
 #include "runtime/model_loader.h"
@@ -80,29 +80,11 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::atoi(argv[i + 1]);
     else if (a == "--repeats") repeats = std::atoi(argv[i + 1]);
   }
-  if (!fs::exists(fs::path(dir) / "config.json")) {
-    tools::MakeModelOptions o;
-    o.family = "llama";
-    o.out_dir = dir;
-    o.shape = {.n_vocab = 8192, .n_embd = 768, .n_layer = 12, .n_head = 12, .n_head_kv = 4, .head_dim = 0, .n_ff = 2560};
-    o.dtype = DType::kF32;
-    if (auto s = tools::make_model(o); !s.ok()) {
-      std::fprintf(stderr, "make-model: %s\n", s.message().c_str());
-      return 3;
-    }
-  }
-  auto info = model::open_model_folder(dir, model::WeightsNeeded::kRequired);
-  if (!info.ok()) {
-    std::fprintf(stderr, "%s\n", info.status().message().c_str());
-    return 2;
-  }
-  backend::BackendOptions bo;
-  bo.threads = threads;
-  auto be = backend::make_backend(bo);
-  if (!be.ok()) {
-    std::fprintf(stderr, "%s\n", be.status().message().c_str());
-    return 3;
-  }
+  int code = 0;
+  auto bm = bench::open_bench_model(dir, {.n_vocab = 8192, .n_embd = 768, .n_layer = 12, .n_head = 12, .n_head_kv = 4, .head_dim = 0, .n_ff = 2560}, DType::kF32, 1, threads, &code);
+  if (!bm) return code;
+  const model::ModelFolder* info = &bm->info;
+  std::unique_ptr<backend::Backend>* be = &bm->be;
   model::Weights w;
   std::vector<checkpoint::WeightRecord> recs;
   if (auto st = runtime::load_weights(*info, **be, w, recs); !st.ok()) {

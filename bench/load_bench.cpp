@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench_model.h"
 #include "core/clock.h"
-#include "tools/make_model.h"
 #include "runtime/model_loader.h"
 
 namespace fs = std::filesystem;
@@ -127,31 +127,11 @@ double in_child(const std::function<double()>& f) {
 bool g_only_load = false;  // --only-load: skip the baselines (for profiling the loader)
 
 int bench_one(const std::string& dir, DType dtype, int n_layer, int runs, int threads) {
-  if (!fs::exists(fs::path(dir) / "config.json")) {
-    tools::MakeModelOptions o;
-    o.family = "llama";
-    o.out_dir = dir;
-    o.shape = {.n_vocab = 8192, .n_embd = 1024, .n_layer = n_layer, .n_head = 16, .n_head_kv = 8, .head_dim = 0,
-               .n_ff = 2816};
-    o.dtype = dtype;
-    o.shards = 2;
-    if (auto s = tools::make_model(o); !s.ok()) {
-      std::fprintf(stderr, "make-model: %s\n", s.message().c_str());
-      return 3;
-    }
-  }
-  auto info = model::open_model_folder(dir, model::WeightsNeeded::kRequired);
-  if (!info.ok()) {
-    std::fprintf(stderr, "%s\n", info.status().message().c_str());
-    return 2;
-  }
-  backend::BackendOptions bo;
-  bo.threads = threads;
-  auto be = backend::make_backend(bo);
-  if (!be.ok()) {
-    std::fprintf(stderr, "%s\n", be.status().message().c_str());
-    return 3;
-  }
+  int code = 0;
+  auto bm = bench::open_bench_model(dir, {.n_vocab = 8192, .n_embd = 1024, .n_layer = n_layer, .n_head = 16, .n_head_kv = 8, .head_dim = 0, .n_ff = 2816}, dtype, 2, threads, &code);
+  if (!bm) return code;
+  const model::ModelFolder* info = &bm->info;
+  std::unique_ptr<backend::Backend>* be = &bm->be;
   const auto& files = info->catalog.files();
   const double disk = static_cast<double>(info->catalog.total_bytes());
   const int expand = dtype == DType::kF32 ? 1 : 2;

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "bench_model.h"
 #include "core/clock.h"
 #include "kernels/ops.h"
-#include "tools/make_model.h"
 #include "runtime/forward.h"
 #include "runtime/model_loader.h"
 
@@ -36,26 +36,11 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::atoi(argv[i + 1]);
     else if (a == "--dtype") dtype = std::string(argv[i + 1]) == "float32" ? DType::kF32 : DType::kBF16;
   }
-  if (!fs::exists(fs::path(dir) / "config.json")) {
-    tools::MakeModelOptions o;
-    o.family = "llama";
-    o.out_dir = dir;
-    o.shape = {.n_vocab = 8192, .n_embd = 1024, .n_layer = 8, .n_head = 16, .n_head_kv = 8, .head_dim = 0, .n_ff = 2816};
-    o.dtype = dtype;
-    o.shards = 2;
-    if (auto s = tools::make_model(o); !s.ok()) {
-      std::fprintf(stderr, "make-model: %s\n", s.message().c_str());
-      return 3;
-    }
-  }
-  auto info = model::open_model_folder(dir, model::WeightsNeeded::kRequired);
-  if (!info.ok()) {
-    std::fprintf(stderr, "%s\n", info.status().message().c_str());
-    return 2;
-  }
-  backend::BackendOptions bo;
-  bo.threads = threads;
-  auto be = backend::make_backend(bo);
+  int code = 0;
+  auto bm = bench::open_bench_model(dir, {.n_vocab = 8192, .n_embd = 1024, .n_layer = 8, .n_head = 16, .n_head_kv = 8, .head_dim = 0, .n_ff = 2816}, dtype, 2, threads, &code);
+  if (!bm) return code;
+  const model::ModelFolder* info = &bm->info;
+  std::unique_ptr<backend::Backend>* be = &bm->be;
   std::printf("model: %s, n_embd %lld, %lld layers, n_ff %lld, %zu files, %.1f MiB on disk\n", dir.c_str(),
               static_cast<long long>(info->hp.n_embd), static_cast<long long>(info->hp.n_layer),
               static_cast<long long>(info->hp.n_ff), info->catalog.files().size(),
@@ -65,7 +50,10 @@ int main(int argc, char** argv) {
   // Prefill of `tokens` tokens vs the same GEMMs alone.
   model::Weights w;
   std::vector<checkpoint::WeightRecord> recs;
-  (void)runtime::load_weights(*info, **be, w, recs);
+  if (auto st = runtime::load_weights(*info, **be, w, recs); !st.ok()) {
+    std::fprintf(stderr, "%s\n", st.status().message().c_str());
+    return 3;
+  }
   const auto& hp = info->hp;
   runtime::Forward fwd(**be, *info->adapter, hp, w);
   std::vector<int32_t> ids(tokens);
