@@ -9,6 +9,8 @@
 #include <cstring>
 #include <utility>
 
+#include "core/file.h"
+
 namespace dayzero::checkpoint {
 namespace {
 
@@ -41,26 +43,8 @@ void ByteReader::close_all() {
 
 Result<int> ByteReader::fd_for(const std::string& path) {
   if (auto it = fds_.find(path); it != fds_.end()) return it->second;
-  int fd;
-  do {
-    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return Status::NotFound(path + ": no such file");
-    return Status::IoError(path + ": open failed: " + errno_str(err));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return Status::IoError(path + ": fstat failed: " + errno_str(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::InvalidArgument(path + ": not a regular file (a FIFO, device or folder is refused)");
-  }
+  DZ_ASSIGN_OR_RETURN(const RegularFile file, open_regular_file(path));
+  const int fd = file.fd;
   fds_.emplace(path, fd);
   return fd;
 }

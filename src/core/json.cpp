@@ -1,5 +1,5 @@
 // parse_json_limited: an nlohmann SAX handler that builds the tree itself, counting depth and
-// keys per object; read_regular_file: open with O_NONBLOCK, fstat, then read.
+// keys per object; read_regular_file: open_regular_file (core/file.h), then bounded reads.
 #include "core/json.h"
 
 #include <fcntl.h>
@@ -10,6 +10,8 @@
 #include <cstring>
 #include <set>
 #include <vector>
+
+#include "core/file.h"
 
 namespace dayzero {
 namespace {
@@ -110,31 +112,14 @@ Result<json> parse_json_limited(std::string_view text, const std::string& source
 }
 
 Result<std::string> read_regular_file(const std::string& path, uint64_t max_bytes) {
-  int fd;
-  do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return Status::NotFound(path + ": no such file");
-    return Status::IoError(path + ": open failed: " + std::strerror(err));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
+  DZ_ASSIGN_OR_RETURN(const RegularFile file, open_regular_file(path));
+  const int fd = file.fd;
+  if (file.size > max_bytes) {
     ::close(fd);
-    return Status::IoError(path + ": fstat failed: " + std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::InvalidArgument(path + ": not a regular file");
-  }
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    return Status::InvalidArgument(path + ": " + std::to_string(st.st_size) + " bytes exceed the limit of " +
+    return Status::InvalidArgument(path + ": " + std::to_string(file.size) + " bytes exceed the limit of " +
                                    std::to_string(max_bytes));
   }
-  std::string out(static_cast<size_t>(st.st_size), '\0');
+  std::string out(static_cast<size_t>(file.size), '\0');
   size_t done = 0;
   while (done < out.size()) {
     const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
