@@ -75,17 +75,6 @@ std::string run_config(const fs::path& model, const std::string& parallel, int m
          "  activations: {layers: all, phase: both, mode: full}\n";
 }
 
-double rel_l2(const std::vector<float>& want, const std::vector<float>& got) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  if (den == 0) return num == 0 ? 0 : INFINITY;
-  return std::sqrt(num / den);
-}
-
 struct Plan {
   const char* name;
   int ranks;
@@ -191,34 +180,12 @@ TEST_P(BatchDecode, MatchesOneSequenceAtATime) {
   for (const auto& [k, v] : one) keys_one.insert(k);
   for (const auto& [k, v] : batch) keys_batch.insert(k);
   ASSERT_EQ(keys_one, keys_batch) << label << ": the batched run writes other keys";
-  double worst = 0;
-  std::string worst_key;
-  std::vector<std::string> bad;
-  for (const auto& [key, w] : one) {
-    const DumpArray& g = batch.at(key);
-    if (g.shape != w.shape || g.integer != w.integer) {
-      bad.push_back(key + ": another shape or element type");
-      continue;
-    }
-    if (w.integer) {
-      if (g.ids != w.ids) bad.push_back(key + ": ids differ");
-      continue;
-    }
-    const double e = rel_l2(w.values, g.values);
-    if (!(e <= kRelL2Tol)) {
-      std::ostringstream os;
-      os << key << ": relative L2 " << e;
-      bad.push_back(os.str());
-    }
-    if (!(e <= worst)) {
-      worst = e;
-      worst_key = key;
-    }
-  }
-  std::ostringstream msg;
-  msg << label << ": " << bad.size() << " datasets differ (tolerance " << kRelL2Tol << ")";
-  for (size_t i = 0; i < bad.size() && i < 8; ++i) msg << "\n  " << bad[i];
-  EXPECT_TRUE(bad.empty()) << msg.str();
+  const DumpDiff diff = diff_dumps(one, batch, kRelL2Tol);
+  std::ostringstream heading;
+  heading << label << ": datasets differ (tolerance " << kRelL2Tol << ")";
+  EXPECT_TRUE(diff.mismatches.empty()) << first_lines(heading.str(), diff.mismatches);
+  const double worst = diff.worst;
+  const std::string& worst_key = diff.worst_key;
   std::printf("[ worst    ] %-18s max_batch 8 vs 1: relative L2 %.3g%s%s\n", label.c_str(), worst,
               worst_key.empty() ? "" : " at ", worst_key.c_str());
 

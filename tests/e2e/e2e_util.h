@@ -7,6 +7,9 @@
 
 #include <array>
 #include <chrono>
+#include <sstream>
+#include <iomanip>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -185,6 +188,83 @@ inline void merge_rank_files(const fs::path& run_dir, int world, MergedDump& int
       }
     }
   }
+}
+
+// ||got - want|| / ||want|| (0 when both are zero, +inf when only want is).
+inline double rel_l2(const std::vector<float>& want, const std::vector<float>& got) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  if (den == 0) return num == 0 ? 0 : INFINITY;
+  return std::sqrt(num / den);
+}
+
+// Where |got - want| is largest, for failure messages: [row, column] of a [rows, width] dataset,
+// [index] when width is 0 (a vector).
+inline std::string worst_element(const std::vector<float>& want, const std::vector<float>& got, size_t width) {
+  size_t at = 0;
+  double worst = -1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (d > worst || std::isnan(d)) {
+      worst = d;
+      at = i;
+      if (std::isnan(d)) break;
+    }
+  }
+  std::ostringstream os;
+  os << "largest difference at [";
+  if (width > 0) os << at / width << ", " << at % width;
+  else os << at;
+  os << "]: " << std::setprecision(9) << want[at] << " vs " << got[at];
+  return os.str();
+}
+
+// Every dataset of want against got's dataset of the same key (REQUIRES: got has every key of
+// want): ids must be equal, floats within tol relative L2. mismatches name the key and, for
+// floats, the error and the largest difference; worst is the largest float error.
+struct DumpDiff {
+  double worst = 0;
+  std::string worst_key;  // empty when every float dataset is bit-identical
+  std::vector<std::string> mismatches;
+};
+
+inline DumpDiff diff_dumps(const MergedDump& want, const MergedDump& got, double tol) {
+  DumpDiff d;
+  for (const auto& [key, w] : want) {
+    const DumpArray& g = got.at(key);
+    if (g.shape != w.shape || g.integer != w.integer) {
+      d.mismatches.push_back(key + ": another shape or element type");
+      continue;
+    }
+    if (w.integer) {
+      if (g.ids != w.ids) d.mismatches.push_back(key + ": ids differ");
+      continue;
+    }
+    const double e = rel_l2(w.values, g.values);
+    if (!(e <= tol)) {
+      std::ostringstream os;
+      os << key << ": relative L2 " << e << ", "
+         << worst_element(w.values, g.values, w.shape.size() < 2 ? 0 : static_cast<size_t>(w.shape.back()));
+      d.mismatches.push_back(os.str());
+    }
+    if (!(e <= d.worst)) {
+      d.worst = e;
+      d.worst_key = key;
+    }
+  }
+  return d;
+}
+
+// A heading with the count of lines and the first few of them.
+inline std::string first_lines(const std::string& heading, const std::vector<std::string>& lines) {
+  std::ostringstream os;
+  os << heading << ": " << lines.size() << " in all";
+  for (size_t i = 0; i < lines.size() && i < 8; ++i) os << "\n  " << lines[i];
+  return os.str();
 }
 
 }  // namespace dayzero::e2e
