@@ -19,6 +19,20 @@ Tensor linear(backend::Backend& be, const Weights& w, const std::string& weight,
 }
 }  // namespace
 
+void cached_attention(LayerContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
+  // Each sequence appends to its own cache and attends over it: rows of other sequences of
+  // the batch are never seen.
+  for (const SeqSegment& s : ctx.segments) {
+    const int64_t r0 = s.row0, r1 = s.row0 + s.n_rows;
+    Tensor k_rows = s.k_cache->rows(s.pos0, s.pos0 + s.n_rows);
+    Tensor v_rows = s.v_cache->rows(s.pos0, s.pos0 + s.n_rows);
+    ctx.be.copy(k.rows(r0, r1), k_rows);
+    ctx.be.copy(v.rows(r0, r1), v_rows);
+    Tensor out_rows = out.rows(r0, r1);
+    ctx.be.attention(q.rows(r0, r1), *s.k_cache, *s.v_cache, s.pos0, scale, out_rows);
+  }
+}
+
 Tensor attention(LayerContext& ctx, const AttentionNames& n, const Tensor& x) {
   auto& be = ctx.be;
   const HParams& hp = ctx.hp;
@@ -36,19 +50,8 @@ Tensor attention(LayerContext& ctx, const AttentionNames& n, const Tensor& x) {
   be.rope(q, ctx.positions, ctx.inv_freq);
   be.rope(k, ctx.positions, ctx.inv_freq);
 
-  // Each sequence appends to its own cache and attends over it: rows of other sequences of
-  // the batch are never seen.
   Tensor attn = be.empty(DType::kF32, {n_tokens, n_head, hd});
-  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  for (const SeqSegment& s : ctx.segments) {
-    const int64_t r0 = s.row0, r1 = s.row0 + s.n_rows;
-    Tensor k_rows = s.k_cache->rows(s.pos0, s.pos0 + s.n_rows);
-    Tensor v_rows = s.v_cache->rows(s.pos0, s.pos0 + s.n_rows);
-    be.copy(k.rows(r0, r1), k_rows);
-    be.copy(v.rows(r0, r1), v_rows);
-    Tensor out_rows = attn.rows(r0, r1);
-    be.attention(q.rows(r0, r1), *s.k_cache, *s.v_cache, s.pos0, scale, out_rows);
-  }
+  cached_attention(ctx, q, k, v, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))), attn);
   // Row-parallel output: partial sums over this rank's heads, reduced, then the bias once.
   Tensor out = linear(be, ctx.w, n.o, "", attn.reshape({n_tokens, n_head * hd}), n_tokens);
   ctx.reduce_tp(out);

@@ -15,6 +15,11 @@ struct AttentionNames {
   std::string q_norm, k_norm;              // [head_dim] each, empty when absent
 };
 
+// The batch's keys and values k, v [n_rows, n_head_kv, head_dim] appended to each sequence's
+// cache (ctx.segments), then q [n_rows, n_head, head_dim] of each sequence attended causally
+// over its own cache only, into out [n_rows, n_head, head_dim]. Shared by GQA and MLA.
+void cached_attention(LayerContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out);
+
 // Returns the attention output [n_tokens, n_embd] (after o_proj) for x [n_tokens, n_embd]
 // (already normalised); appends each segment's keys and values to that sequence's cache of the
 // layer and attends over it (ctx.segments). REQUIRES: the segments tile the rows of x.

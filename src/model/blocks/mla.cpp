@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#include "model/blocks/attention.h"
 
 namespace dayzero::model::blocks {
 namespace {
@@ -147,15 +148,7 @@ Tensor mla_attention(LayerContext& ctx, const MlaNames& n, const Tensor& x) {
 
   const Tensor k_dev = be.to_device(kf), v_dev = be.to_device(vf), q_dev = be.to_device(qf);
   Tensor attn = be.empty(DType::kF32, {n_tokens, n_head, hd});
-  for (const SeqSegment& s : ctx.segments) {  // each sequence over its own cache
-    const int64_t r0 = s.row0, r1 = s.row0 + s.n_rows;
-    Tensor k_rows = s.k_cache->rows(s.pos0, s.pos0 + s.n_rows);
-    Tensor v_rows = s.v_cache->rows(s.pos0, s.pos0 + s.n_rows);
-    be.copy(k_dev.rows(r0, r1), k_rows);
-    be.copy(v_dev.rows(r0, r1), v_rows);
-    Tensor out_rows = attn.rows(r0, r1);
-    be.attention(q_dev.rows(r0, r1), *s.k_cache, *s.v_cache, s.pos0, static_cast<float>(m.softmax_scale), out_rows);
-  }
+  cached_attention(ctx, q_dev, k_dev, v_dev, static_cast<float>(m.softmax_scale), attn);
   Tensor attn_host = host_copy(be, attn);
   Tensor packed = Tensor::host(DType::kF32, {n_tokens, n_head * vd});
   for (int64_t t = 0; t < n_tokens; ++t)
