@@ -1,13 +1,16 @@
 // dayzero inspect MODEL_DIR|config.json [--json]: what a model is and whether dayzero can run
 // it: architecture, parameters by component, total and activated per token, dtypes and
 // quantization, features. A folder with weights also gets the tensor check; a bare
-// config.json (or a folder with only config.json) is described from its config alone.
+// config.json (or a folder with only config.json) is described from its config alone. A model
+// without an adapter (or a published index without its shards) gets the family-independent
+// analysis (analysis/analysis.h) instead of a refusal; known families get its feature list too.
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <memory>
 #include <sstream>
 
+#include "analysis/analysis.h"
 #include "cli/commands.h"
 #include "core/json.h"
 #include "model/inspect.h"
@@ -116,6 +119,20 @@ void add_inspect_command(CLI::App& app, Commands& commands) {
   cmd->callback([&commands, path, json] {
     commands.action = [path, json] {
       auto d = model::open_model_folder(*path, model::WeightsNeeded::kIfPresent);
+      auto generic = analysis::analyze_path(*path);
+      const bool fallback = !d.ok() && generic.ok() &&
+                            (d.status().code() == StatusCode::kUnsupported || generic->source == analysis::Source::kIndexNames);
+      if (fallback) {
+        if (*json) {
+          nlohmann::json j = analysis::to_json(*generic);
+          j["adapter_status"] = d.status().message();
+          std::cout << j.dump(2) << std::endl;
+        } else {
+          std::cout << "adapter     " << d.status().message() << "\n";
+          analysis::print_text(std::cout, *generic);
+        }
+        return 0;
+      }
       if (!d.ok()) {
         std::cerr << "dayzero inspect: " << d.status().message() << std::endl;
         return d.status().exit_code();
@@ -135,9 +152,11 @@ void add_inspect_command(CLI::App& app, Commands& commands) {
         j["n_expert_used"] = d->hp.n_expert_used;
         j["weights"] = d->has_weights;
         if (d->has_weights) j["check"] = check.ok() ? "ok" : check.message();
+        if (generic.ok()) j["analysis"] = analysis::to_json(*generic);
         std::cout << j.dump(2) << std::endl;
       } else {
         print_text(*d, r);
+        if (generic.ok()) analysis::print_features(std::cout, *generic);
         if (d->has_weights)
           std::cout << "tensors     " << d->catalog.tensors().size() << " in "
                     << d->catalog.files().size() << " file(s), " << d->catalog.total_bytes()

@@ -1,0 +1,433 @@
+// The analysis itself (analysis.h): counts by component and template from the tensors, the
+// features with their evidence and support status, the precision-sensitive points, and the
+// text and JSON forms that `dayzero inspect` prints.
+#include <algorithm>
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+
+#include "analysis/analysis.h"
+#include "checkpoint/catalog.h"
+#include "core/dtype.h"
+#include "core/json.h"
+#include "model/registry.h"
+
+namespace dayzero::analysis {
+namespace fs = std::filesystem;
+namespace {
+
+using model::Component;
+
+int64_t& slot(model::ComponentParams& c, Component k) {
+  switch (k) {
+    case Component::kEmbedding: return c.embedding;
+    case Component::kAttention: return c.attention;
+    case Component::kMlp: return c.dense_mlp;
+    case Component::kRoutedExpert: return c.routed_experts;
+    case Component::kSharedExpert: return c.shared_experts;
+    case Component::kRouter: return c.router;
+    case Component::kNorm: return c.norms;
+    case Component::kLmHead: return c.lm_head;
+    case Component::kVision: return c.vision;
+    case Component::kMtpHead: return c.mtp_head;
+    default: return c.other;
+  }
+}
+
+std::string dense_dtype(const std::string& torch_dtype) {
+  std::string t = torch_dtype.rfind("torch.", 0) == 0 ? torch_dtype.substr(6) : torch_dtype;
+  if (t == "float16") return "F16";
+  if (t == "float32") return "F32";
+  return "BF16";
+}
+
+std::string num(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+bool any_part(const Analysis& a, const std::string& part) { return a.parts.count(part) && a.parts.at(part) > 0; }
+
+const Group* first_group(const Analysis& a, const std::string& part) {
+  for (const auto& g : a.groups)
+    if (g.part == part) return &g;
+  return nullptr;
+}
+
+std::string pattern(const Analysis& a, const std::string& part, const std::string& fallback) {
+  const Group* g = first_group(a, part);
+  if (!g) return fallback;
+  std::string t = g->tmpl;
+  // model.layers.{L}.self_attn.indexer.wk.weight -> model.layers.{L}.self_attn.indexer.*
+  for (const char* key : {"indexer.", "linear_attn.", "experts.{E}.", "shared_expert.", "shared_experts.", "visual.",
+                          "vision_model.", "multi_modal_projector.", "merger."})
+    if (auto p = t.find(key); p != std::string::npos) return t.substr(0, p + std::string(key).size()) + "*";
+  return t;
+}
+
+void add_features(Analysis& a) {
+  const TextDims& t = a.dims.text;
+  const bool known = !a.adapter.empty();
+  auto ok = [&](const std::string& name, const std::string& detail, const std::string& evidence, const std::string& block) {
+    if (known) a.features.push_back({name, detail, evidence, FeatureStatus::kAdapter, a.adapter});
+    else a.features.push_back({name, detail, evidence, FeatureStatus::kBlock, block});
+  };
+  auto missing = [&](const std::string& name, const std::string& detail, const std::string& evidence,
+                     const std::string& what) {
+    a.features.push_back({name, detail, evidence, FeatureStatus::kNewBlock, what});
+  };
+  const std::string heads = std::to_string(t.n_head) + " q / " + std::to_string(t.n_head_kv) + " kv heads, head_dim " +
+                            std::to_string(t.head_dim);
+  int64_t n_linear = 0, n_sliding = 0;
+  for (int64_t l = 0; l < t.n_layer; ++l) n_linear += t.is_linear_layer(l), n_sliding += t.is_sliding_layer(l);
+  const int64_t n_full = t.n_layer - n_linear;
+  if (t.kv_lora > 0) {
+    ok("MLA", "q_lora " + std::to_string(t.q_lora) + ", kv_lora " + std::to_string(t.kv_lora) + ", qk " +
+                  std::to_string(t.qk_nope) + "+" + std::to_string(t.qk_rope) + " (rope), v " + std::to_string(t.v_head),
+       "kv_lora_rank", "blocks/mla");
+  } else if (n_full > 0) {
+    const char* kind = t.n_head_kv == 1 ? "MQA" : t.n_head_kv < t.n_head ? "GQA" : "MHA";
+    ok(kind, heads + (n_linear ? " in " + std::to_string(n_full) + " full-attention layers" : ""),
+       "num_attention_heads / num_key_value_heads", "blocks/attention");
+  }
+  if (t.index_topk > 0)
+    missing("sparse attention indexer (DSA)",
+            "index_topk " + std::to_string(t.index_topk) + ", " + std::to_string(t.index_heads) + " heads x " +
+                std::to_string(t.index_head_dim),
+            "index_topk; tensors " + pattern(a, "sparse-attention indexer", "(none in the checkpoint)"),
+            "an indexer that picks the top-k keys per query before MLA");
+  if (n_linear > 0)
+    missing("linear attention (Gated DeltaNet)",
+            std::to_string(n_linear) + " of " + std::to_string(t.n_layer) + " layers, " + std::to_string(t.lin_k_heads) +
+                " k / " + std::to_string(t.lin_v_heads) + " v heads, conv kernel " + std::to_string(t.lin_conv),
+            "layer_types; tensors " + pattern(a, "linear attention", "(none)"),
+            "a gated delta-rule recurrent block with its conv state");
+  if (t.attn_output_gate)
+    missing("attention output gate", "sigmoid gate on the attention output (q_proj doubled)", "attn_output_gate",
+            "a gated attention output in blocks/attention");
+  if (n_sliding > 0)
+    missing("sliding window", "window " + std::to_string(t.sliding_window) + " in " + std::to_string(n_sliding) + " layers",
+            t.layer_types.empty() ? "sliding_window" : "layer_types", "a bounded-window KV cache and mask");
+  if (any_part(a, "attention sinks"))
+    missing("attention sinks", "learned per-head sink logits", "tensors " + pattern(a, "attention sinks", ""),
+            "a sink term in the attention softmax");
+  if (t.qk_norm && t.kv_lora == 0) ok("q/k norm", "per-head RMSNorm of q and k", "model_type / use_qk_norm", "blocks/attention");
+  if (t.attn_qkv_bias) ok("attention bias", t.attn_o_bias ? "q/k/v/o" : "q/k/v", "attention_bias", "blocks/attention");
+  // RoPE
+  if (t.rope_type == "yarn" || t.rope_type == "llama3" || t.rope_type == "linear")
+    ok("RoPE scaling", t.rope_type + " x" + num(t.rope_factor), "rope_scaling", "model/hparams rope_inv_freq");
+  else if (t.rope_type != "default")
+    missing("RoPE scaling", t.rope_type + " x" + num(t.rope_factor), "rope_scaling", "the " + t.rope_type + " rope type");
+  if (t.mrope) missing("multimodal RoPE (M-RoPE)", "sections over t/h/w", "rope_parameters.mrope_section", "3-D rotary positions");
+  if (t.partial_rotary < 1.0 && t.kv_lora == 0)
+    missing("partial rotary", num(t.partial_rotary) + " of head_dim rotated", "partial_rotary_factor",
+            "rotary embedding of a head_dim fraction in blocks/attention");
+  // MLP / MoE
+  if (t.n_expert > 0) {
+    int64_t moe = 0;
+    for (int64_t l = 0; l < t.n_layer; ++l) moe += t.is_moe_layer(l);
+    const std::string experts = "top-" + std::to_string(t.top_k) + " of " + std::to_string(t.n_expert) + " experts (ffn " +
+                                std::to_string(t.moe_ff) + ") in " + std::to_string(moe) + " of " +
+                                std::to_string(t.n_layer) + " layers";
+    if (t.scoring == "sigmoid")
+      ok("MoE sigmoid routing", experts + (t.topk_method.empty() ? "" : ", " + t.topk_method), "scoring_func",
+         "blocks/moe_sigmoid");
+    else
+      ok("MoE softmax routing", experts, "num_experts_per_tok", "blocks/moe");
+    if (t.n_shared > 0)
+      ok("shared experts", std::to_string(t.n_shared) + " x " + std::to_string(t.moe_ff), "n_shared_experts",
+         "blocks/moe_sigmoid");
+    if (t.shared_ff > 0)
+      missing("gated shared expert", "ffn " + std::to_string(t.shared_ff) + " behind a sigmoid gate",
+              "shared_expert_intermediate_size; tensors " + pattern(a, "shared experts", "(none)"),
+              "a shared expert with a per-token gate beside the routed experts");
+  }
+  if (a.main.dense_mlp > 0) ok("dense SwiGLU MLP", "ffn " + std::to_string(t.ff), "intermediate_size", "blocks/mlp");
+  if (t.tie_embeddings) ok("tied embeddings", "lm_head = embed_tokens", "tie_word_embeddings", "blocks/dense_decoder");
+  if (t.n_mtp > 0)
+    a.features.push_back({"MTP", std::to_string(t.n_mtp) + " multi-token-prediction layer(s), checked, never run",
+                          t.mtp_qwen_style ? "mtp_num_hidden_layers" : "num_nextn_predict_layers", FeatureStatus::kSkipped,
+                          "declared and counted apart"});
+  if (a.dims.vision) {
+    const VisionDims& v = *a.dims.vision;
+    missing("vision tower", v.model_type + " " + std::to_string(v.n_layer) + " layers, hidden " + std::to_string(v.hidden) +
+                                ", patch " + std::to_string(v.patch),
+            "vision_config; tensors " + pattern(a, "vision tower", "(none)"), "a vision encoder block");
+    missing("projector", "vision " + std::to_string(v.hidden) + " -> text " + std::to_string(t.hidden),
+            "tensors " + pattern(a, "projector", "(none)"), "a multimodal projector and image-token merge");
+  }
+  if (a.dims.has_audio) missing("audio tower", "", "audio_config", "an audio encoder block");
+  if (!a.dims.quant_method.empty()) {
+    const std::string what = a.dims.quant_method + " " + a.dims.quant_detail;
+    if (a.dims.quant_method == "fp8" && a.dims.quant_block_rows > 0)
+      ok("FP8 block scales", what, "quantization_config", "checkpoint/fp8 (dequantized at load)");
+    else
+      missing("quantized weights", what, "quantization_config.quant_method", "a " + a.dims.quant_method + " weight format");
+  }
+  // Tensor groups no rule explains.
+  for (const auto& g : a.groups)
+    if (g.component == Component::kUnknown)
+      a.features.push_back({"unknown tensors", std::to_string(g.tensors) + " tensor(s), " + std::to_string(g.bytes) + " bytes",
+                            g.tmpl, FeatureStatus::kUnknown, "no rule explains this group"});
+  // Precision-sensitive points.
+  if (!a.dims.quant_method.empty()) a.precision.push_back("quantized weights: " + a.dims.quant_method + " " + a.dims.quant_detail);
+  if (t.rope_type == "yarn" && t.rope_factor >= 8)
+    a.precision.push_back("YaRN with factor " + num(t.rope_factor) + " (attention scale and long-context frequencies)");
+  if (t.scoring == "sigmoid") a.precision.push_back("sigmoid routing with a selection bias (ties in top-k flip experts)");
+  if (any_part(a, "attention sinks")) a.precision.push_back("attention sinks in the softmax");
+  if (t.vocab >= 150000) a.precision.push_back("large vocabulary (" + std::to_string(t.vocab) + "): logits near-ties");
+  if (n_linear > 0) a.precision.push_back("linear-attention recurrent state accumulated over the sequence (keep f32)");
+}
+
+}  // namespace
+
+const char* source_name(Source s) {
+  switch (s) {
+    case Source::kHeaders: return "safetensors headers";
+    case Source::kIndexNames: return "index names + shapes from the config";
+    case Source::kConfig: return "config estimate";
+  }
+  return "?";
+}
+
+const char* feature_status_name(FeatureStatus s) {
+  switch (s) {
+    case FeatureStatus::kBlock: return "supported by block";
+    case FeatureStatus::kAdapter: return "supported by adapter";
+    case FeatureStatus::kNewBlock: return "needs a new block";
+    case FeatureStatus::kSkipped: return "skipped";
+    case FeatureStatus::kUnknown: return "unknown";
+  }
+  return "?";
+}
+
+Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> tensors, Source source) {
+  Analysis a;
+  DZ_ASSIGN_OR_RETURN(a.dims, read_dims(config));
+  if (auto ad = model::find_adapter(config); ad.ok()) a.adapter = (*ad)->family();
+  a.source = source;
+  if (source == Source::kConfig) tensors = synthesize_tensors(a.dims);
+  const TextDims& t = a.dims.text;
+  const std::string dense = dense_dtype(a.dims.torch_dtype);
+  const bool fp8 = a.dims.quant_method == "fp8" && a.dims.quant_block_rows > 0;
+  std::vector<TensorInfo> scales;
+  std::map<std::string, Group> groups;
+  std::map<int64_t, int64_t> routed_by_layer;
+  for (auto& x : tensors) {
+    const Classified c = classify(x.name, a.dims);
+    const int64_t n = shape_numel(x.shape);
+    if (source != Source::kHeaders) {
+      // FP8 checkpoints store the layers' Linear weights as e4m3 with f32 block scales.
+      const bool quant = fp8 && c.layer >= 0 && x.shape.size() == 2 && c.component != Component::kRouter &&
+                         c.component != Component::kVision && c.component != Component::kMtpHead &&
+                         c.component != Component::kQuantScale && c.component != Component::kNorm;
+      x.dtype = c.component == Component::kQuantScale ? "F32" : quant ? "F8_E4M3" : dense;
+      x.bytes = static_cast<uint64_t>(n) * (x.dtype == "F32" ? 4 : x.dtype == "F8_E4M3" ? 1 : 2);
+      if (quant && source == Source::kConfig) {
+        TensorInfo s{x.name + "_scale_inv", *shape_from_name(x.name + "_scale_inv", a.dims), "F32", 0};
+        s.bytes = static_cast<uint64_t>(shape_numel(s.shape)) * 4;
+        scales.push_back(std::move(s));
+      }
+    }
+    a.weight_bytes += x.bytes;
+    Group& g = groups[name_template(x.name)];
+    if (g.tensors == 0) g = {name_template(x.name), c.part, c.component, 0, 0, 0};
+    g.tensors += 1;
+    g.bytes += x.bytes;
+    if (c.component == Component::kQuantScale) {
+      a.scale_tensors += 1;
+      continue;
+    }
+    g.params += n;
+    if (c.component == Component::kUnknown) a.unknown_tensors += 1, a.unknown_bytes += x.bytes;
+    a.parts[c.part] += n;
+    slot(c.mtp ? a.mtp : a.main, c.component) += n;
+    if (!c.mtp && c.component == Component::kRoutedExpert) routed_by_layer[c.layer] += n;
+  }
+  for (auto& s : scales) {
+    a.weight_bytes += s.bytes;
+    a.scale_tensors += 1;
+    Group& g = groups[name_template(s.name)];
+    if (g.tensors == 0) g = {name_template(s.name), "quantization scales", Component::kQuantScale, 0, 0, 0};
+    g.tensors += 1;
+    g.bytes += s.bytes;
+    tensors.push_back(std::move(s));
+  }
+  a.tensors = std::move(tensors);
+  for (auto& [k, g] : groups) a.groups.push_back(std::move(g));
+  a.total = a.main.total();
+  a.mtp_total = a.mtp.total();
+  a.n_moe_layers = static_cast<int64_t>(routed_by_layer.size());
+  int64_t routed_active = 0;
+  for (const auto& [layer, n] : routed_by_layer) routed_active += t.n_expert > 0 ? n / t.n_expert * t.top_k : n;
+  a.activated = a.total - a.main.routed_experts + routed_active;
+  if (source == Source::kConfig)
+    a.notes.push_back("parameters and bytes are an estimate from config.json (no weight index or headers)");
+  if (source == Source::kIndexNames)
+    a.notes.push_back("tensor names from the weight index; shapes derived from config.json (shards absent)");
+  if (a.unknown_tensors > 0)
+    a.notes.push_back(std::to_string(a.unknown_tensors) + " tensor(s) no rule explains (" +
+                      std::to_string(a.unknown_bytes) + " bytes), counted under other");
+  add_features(a);
+  return a;
+}
+
+Result<Analysis> analyze_path(const std::string& path) {
+  std::error_code ec;
+  const bool dir = fs::is_directory(path, ec);
+  const std::string config_path = dir ? (fs::path(path) / "config.json").string() : path;
+  DZ_ASSIGN_OR_RETURN(nlohmann::json config, read_json_file(config_path));
+  if (!dir) return analyze(config, {}, Source::kConfig);
+  const fs::path index = fs::path(path) / checkpoint::kIndexFileName;
+  const bool has_index = fs::exists(index, ec), has_single = fs::exists(fs::path(path) / checkpoint::kSingleFileName, ec);
+  if (!has_index && !has_single) return analyze(config, {}, Source::kConfig);
+  auto catalog = checkpoint::Catalog::open(path);
+  if (catalog.ok()) {
+    std::vector<TensorInfo> ts;
+    for (const auto& x : catalog->tensors()) ts.push_back({x.name, x.shape, dtype_name(x.dtype), x.nbytes});
+    DZ_ASSIGN_OR_RETURN(Analysis a, analyze(config, std::move(ts), Source::kHeaders));
+    a.index_total_size = catalog->total_bytes();
+    return a;
+  }
+  // An index whose shards are absent (a published index alone): names from the index.
+  if (!has_index || catalog.status().code() != StatusCode::kNotFound) return catalog.status();
+  DZ_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(index.string()));
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    return Status::Corrupt(index.string() + ": key 'weight_map' must be an object");
+  DZ_ASSIGN_OR_RETURN(ModelDims dims, read_dims(config));
+  std::vector<TensorInfo> ts;
+  for (const auto& [name, file] : j["weight_map"].items()) ts.push_back({name, shape_from_name(name, dims).value_or(Shape{}), "", 0});
+  DZ_ASSIGN_OR_RETURN(Analysis a, analyze(config, std::move(ts), Source::kIndexNames));
+  if (j.contains("metadata") && j["metadata"].is_object() && j["metadata"].contains("total_size") &&
+      j["metadata"]["total_size"].is_number_unsigned())
+    a.index_total_size = j["metadata"]["total_size"].get<uint64_t>();
+  for (const auto& x : a.tensors)
+    if (x.shape.empty()) {
+      a.notes.push_back("no shape rule for " + x.name + " (and others of its kind): counted as 0");
+      break;
+    }
+  return a;
+}
+
+namespace {
+
+nlohmann::json components_json(const model::ComponentParams& c) {
+  return {{"embedding", c.embedding},   {"attention", c.attention}, {"dense_mlp", c.dense_mlp},
+          {"routed_experts", c.routed_experts}, {"shared_experts", c.shared_experts}, {"router", c.router},
+          {"norms", c.norms},           {"lm_head", c.lm_head},     {"vision", c.vision},
+          {"mtp_head", c.mtp_head},     {"other", c.other},         {"total", c.total()}};
+}
+
+std::string grouped(int64_t v) {
+  std::string s = std::to_string(v), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out;
+}
+
+std::string human(double v) {
+  const char* unit[] = {"", "K", "M", "B", "T"};
+  int u = 0;
+  while (v >= 1000 && u < 4) v /= 1000, ++u;
+  char b[32];
+  std::snprintf(b, sizeof b, u == 0 ? "%.0f%s" : "%.2f%s", v, unit[u]);
+  return b;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Analysis& a) {
+  const TextDims& t = a.dims.text;
+  nlohmann::json j;
+  j["model_type"] = a.dims.model_type;
+  j["architecture"] = a.dims.architecture;
+  j["adapter"] = a.adapter;
+  j["source"] = source_name(a.source);
+  j["text"] = {{"model_type", t.model_type}, {"layers", t.n_layer},    {"hidden", t.hidden},
+               {"heads", t.n_head},          {"kv_heads", t.n_head_kv}, {"head_dim", t.head_dim},
+               {"vocab", t.vocab},           {"experts", t.n_expert},   {"experts_per_token", t.top_k},
+               {"moe_layers", a.n_moe_layers}, {"mtp_layers", t.n_mtp}};
+  if (a.dims.vision)
+    j["vision"] = {{"model_type", a.dims.vision->model_type}, {"layers", a.dims.vision->n_layer},
+                   {"hidden", a.dims.vision->hidden}};
+  j["parameters"] = components_json(a.main);
+  j["parameters"]["mtp"] = components_json(a.mtp);
+  j["parts"] = a.parts;
+  j["total"] = a.total;
+  j["mtp_total"] = a.mtp_total;
+  j["activated"] = a.activated;
+  j["weight_bytes"] = a.weight_bytes;
+  j["index_total_size"] = a.index_total_size;
+  j["scale_tensors"] = a.scale_tensors;
+  j["quantization"] = {{"method", a.dims.quant_method}, {"detail", a.dims.quant_detail}};
+  j["torch_dtype"] = a.dims.torch_dtype;
+  nlohmann::json g = nlohmann::json::array();
+  for (const auto& x : a.groups)
+    g.push_back({{"template", x.tmpl}, {"part", x.part}, {"component", model::component_name(x.component)},
+                 {"tensors", x.tensors}, {"params", x.params}, {"bytes", x.bytes}});
+  j["groups"] = g;
+  nlohmann::json f = nlohmann::json::array();
+  for (const auto& x : a.features)
+    f.push_back({{"name", x.name}, {"detail", x.detail}, {"evidence", x.evidence},
+                 {"status", feature_status_name(x.status)}, {"block", x.block}});
+  j["features"] = f;
+  j["precision"] = a.precision;
+  j["notes"] = a.notes;
+  return j;
+}
+
+void print_features(std::ostream& o, const Analysis& a) {
+  o << "features    (generic analysis)\n";
+  for (const auto& f : a.features)
+    o << "  " << std::left << std::setw(34) << f.name << std::setw(22) << feature_status_name(f.status) << f.block
+      << "\n      " << f.detail << (f.detail.empty() ? "" : "; ") << "evidence: " << f.evidence << "\n"
+      << std::right;
+  if (!a.precision.empty()) {
+    o << "precision-sensitive\n";
+    for (const auto& p : a.precision) o << "  " << p << "\n";
+  }
+}
+
+void print_text(std::ostream& o, const Analysis& a) {
+  const TextDims& t = a.dims.text;
+  o << "model_type  " << a.dims.model_type << " (" << a.dims.architecture << "), "
+    << (a.adapter.empty() ? "no adapter: generic analysis" : "adapter " + a.adapter) << "\n"
+    << "source      " << source_name(a.source) << "\n"
+    << "text        " << t.n_layer << " layers";
+  if (t.n_expert > 0) o << " (" << t.n_layer - a.n_moe_layers << " dense, " << a.n_moe_layers << " MoE)";
+  o << ", hidden " << t.hidden << ", heads " << t.n_head << "/" << t.n_head_kv << ", vocab " << t.vocab << "\n";
+  if (t.n_expert > 0)
+    o << "experts     " << t.n_expert << " routed (top-" << t.top_k << ", ffn " << t.moe_ff << ")"
+      << (t.n_shared ? ", " + std::to_string(t.n_shared) + " shared" : "")
+      << (t.shared_ff ? ", gated shared ffn " + std::to_string(t.shared_ff) : "") << "\n";
+  if (a.dims.vision)
+    o << "vision      " << a.dims.vision->model_type << ": " << a.dims.vision->n_layer << " layers, hidden "
+      << a.dims.vision->hidden << "\n";
+  o << "parameters  by part" << (a.source == Source::kConfig ? " (estimate)" : "") << "\n";
+  for (const auto& [part, n] : a.parts)
+    if (n > 0)
+      o << "  " << std::left << std::setw(26) << part << std::right << std::setw(20) << grouped(n) << "  "
+        << human(static_cast<double>(n)) << "\n";
+  o << "  total (main)              " << std::setw(20) << grouped(a.total) << "  " << human(static_cast<double>(a.total))
+    << "\n  activated/token           " << std::setw(20) << grouped(a.activated) << "  "
+    << human(static_cast<double>(a.activated)) << "\n";
+  if (a.mtp_total > 0)
+    o << "  mtp (apart)               " << std::setw(20) << grouped(a.mtp_total) << "  "
+      << human(static_cast<double>(a.mtp_total)) << "\n";
+  o << "bytes       " << grouped(static_cast<int64_t>(a.weight_bytes)) << " ("
+    << (a.source == Source::kHeaders ? "headers" : "from " + (a.dims.torch_dtype.empty() ? std::string("bf16") : a.dims.torch_dtype))
+    << ")";
+  if (a.index_total_size) o << ", index total_size " << grouped(static_cast<int64_t>(a.index_total_size));
+  o << "\nquantization " << (a.dims.quant_method.empty() ? "none" : a.dims.quant_method + " " + a.dims.quant_detail)
+    << "\nlayer template (" << a.groups.size() << " groups)\n";
+  for (const auto& g : a.groups)
+    o << "  " << std::left << std::setw(72) << g.tmpl << std::setw(26) << g.part << std::right << std::setw(8)
+      << g.tensors << " " << std::setw(16) << grouped(g.params) << "\n";
+  print_features(o, a);
+  for (const auto& n : a.notes) o << "note        " << n << "\n";
+}
+
+}  // namespace dayzero::analysis

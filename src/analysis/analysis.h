@@ -1,0 +1,150 @@
+// Family-independent static analysis of a model: config.json (nested text/vision configs and
+// the keys families spell differently) plus, when present, the safetensors headers or the
+// index's tensor names. Groups tensors into layer templates, detects components and features,
+// counts parameters from real shapes (or estimates them from the config, and says so) and gives
+// each feature a support status. Needs no adapter; never reads tensor bytes.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "model/inspect.h"
+#include "model/tensor_spec.h"
+
+namespace dayzero::analysis {
+
+// The text decoder's sizes, read from config.json or its text_config (keys as each family
+// spells them; defaults of the nested model_type where a published config omits them).
+struct TextDims {
+  std::string model_type;
+  int64_t vocab = 0, hidden = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, ff = 0;
+  bool tie_embeddings = false, attn_qkv_bias = false, attn_o_bias = false, attn_output_gate = false, qk_norm = false;
+  bool mlp_bias = false;
+  // MoE (n_expert 0: dense)
+  int64_t n_expert = 0, top_k = 0, moe_ff = 0, n_shared = 0, shared_ff = 0;
+  int64_t first_dense = 0, moe_freq = 1;  // first_k_dense_replace, moe_layer_freq / decoder_sparse_step
+  std::vector<int64_t> dense_layers;      // mlp_only_layers
+  std::string scoring = "softmax";        // scoring_func
+  std::string topk_method;
+  // MLA (kv_lora 0: none)
+  int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
+  // Sparse-attention indexer (index_topk 0: none)
+  int64_t index_topk = 0, index_heads = 0, index_head_dim = 0;
+  // Hybrid layers: layer_types, and the linear-attention (Gated DeltaNet) sizes
+  std::vector<std::string> layer_types;
+  int64_t lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, lin_conv = 0;
+  int64_t sliding_window = 0;
+  // RoPE
+  std::string rope_type = "default";
+  double rope_factor = 1.0, partial_rotary = 1.0;
+  bool mrope = false;
+  // Multi-token prediction
+  int64_t n_mtp = 0;
+  bool mtp_qwen_style = false;  // mtp_num_hidden_layers (mtp.* tensors) vs num_nextn_predict_layers
+  int64_t max_position = 0;
+
+  bool is_moe_layer(int64_t l) const;
+  bool is_linear_layer(int64_t l) const;
+  bool is_sliding_layer(int64_t l) const;
+};
+
+struct VisionDims {
+  std::string model_type, style;  // style: "clip" (vision_tower.vision_model.*) or "vit" (model.visual.*)
+  int64_t hidden = 0, ff = 0, n_layer = 0, n_head = 0, patch = 0, channels = 3, image = 0, temporal = 1,
+          merge = 1, out_hidden = 0, n_pos = 0;
+};
+
+struct ModelDims {
+  std::string model_type, architecture, torch_dtype;
+  TextDims text;
+  std::optional<VisionDims> vision;
+  bool has_audio = false;
+  std::string quant_method, quant_detail;  // quantization_config
+  int64_t quant_block_rows = 0, quant_block_cols = 0;  // weight_block_size (FP8 block scales)
+  bool nested_text = false;                // sizes came from text_config
+};
+
+// Errors: InvalidArgument naming the key when a size has the wrong type or the text sizes are
+// missing (hidden_size, num_hidden_layers, num_attention_heads, vocab_size with no default).
+Result<ModelDims> read_dims(const nlohmann::json& config);
+
+struct TensorInfo {
+  std::string name;
+  Shape shape;
+  std::string dtype;  // safetensors name ("BF16"); from the config when not from headers
+  uint64_t bytes = 0;
+};
+
+enum class Source { kHeaders, kIndexNames, kConfig };
+const char* source_name(Source s);  // "safetensors headers", "index names + config shapes", "config estimate"
+
+// The tensors a model of these dims has, named as Hugging Face does: the config estimate.
+std::vector<TensorInfo> synthesize_tensors(const ModelDims& d);
+// The shape of a tensor from its name and the dims (nullopt: no rule knows the name).
+std::optional<Shape> shape_from_name(const std::string& name, const ModelDims& d);
+
+// What a tensor is: component (as model::inspect counts), the finer part ("MLA latent",
+// "indexer", "linear attention", "projector", ...) and its layer (-1 outside layers).
+struct Classified {
+  model::Component component = model::Component::kUnknown;
+  std::string part;
+  int64_t layer = -1;
+  bool mtp = false;
+};
+Classified classify(const std::string& name, const ModelDims& d);
+// "model.layers.{L}.mlp.experts.{E}.up_proj.weight" of "model.layers.3.mlp.experts.7.up_proj.weight".
+std::string name_template(const std::string& name);
+
+struct Group {  // one layer-template name with the tensors that expand it
+  std::string tmpl, part;
+  model::Component component = model::Component::kUnknown;
+  int64_t tensors = 0, params = 0;
+  uint64_t bytes = 0;
+};
+
+enum class FeatureStatus { kBlock, kAdapter, kNewBlock, kSkipped, kUnknown };
+const char* feature_status_name(FeatureStatus s);
+
+struct Finding {
+  std::string name, detail, evidence;  // evidence: the config key or tensor pattern
+  FeatureStatus status = FeatureStatus::kBlock;
+  std::string block;  // kBlock: the block; kAdapter: the family; kNewBlock: what is missing
+};
+
+struct Analysis {
+  ModelDims dims;
+  Source source = Source::kConfig;
+  std::string adapter;                  // the registered adapter of this config, "" when none
+  std::vector<TensorInfo> tensors;
+  std::vector<Group> groups;            // sorted by template
+  model::ComponentParams main, mtp;     // parameters as model::inspect_params counts them
+  std::map<std::string, int64_t> parts; // finer breakdown (main and MTP)
+  int64_t total = 0, mtp_total = 0, activated = 0, n_moe_layers = 0;
+  int64_t scale_tensors = 0, unknown_tensors = 0;
+  uint64_t weight_bytes = 0, unknown_bytes = 0, index_total_size = 0;  // index metadata.total_size (0: none)
+  std::vector<Finding> features;
+  std::vector<std::string> precision;   // precision-sensitive points
+  std::vector<std::string> notes;       // what rests on estimates
+};
+
+// Analyses config (already parsed) with the given tensors (empty with kConfig: synthesized).
+Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> tensors, Source source);
+
+// path: a model folder or a config.json. Reads config.json; takes the tensors from the
+// safetensors headers when the shards are there, else the index's names with shapes from the
+// config, else the config estimate. Errors name the file (exit 2).
+Result<Analysis> analyze_path(const std::string& path);
+
+nlohmann::json to_json(const Analysis& a);
+void print_text(std::ostream& o, const Analysis& a);
+void print_features(std::ostream& o, const Analysis& a);
+
+}  // namespace dayzero::analysis

@@ -1,0 +1,223 @@
+// config.json -> ModelDims (analysis.h): the text decoder's sizes under every spelling the
+// published families use, the nested vision config, quantization. Wrong types are refused by
+// the checked helpers of model/hparams.h, naming the key.
+#include <algorithm>
+
+#include "analysis/analysis.h"
+#include "model/hparams.h"
+
+namespace dayzero::analysis {
+namespace {
+
+using model::json_bool_or;
+using model::json_double_or;
+using model::json_int_or;
+using model::json_string_or;
+
+// The first of keys present (non-null) in j, read as an integer; fallback when none is.
+Result<int64_t> first_int(const nlohmann::json& j, std::initializer_list<const char*> keys, int64_t fallback) {
+  for (const char* k : keys)
+    if (j.contains(k) && !j[k].is_null()) return json_int_or(j, k, fallback);
+  return fallback;
+}
+
+Result<std::vector<std::string>> string_list(const nlohmann::json& j, const char* key) {
+  std::vector<std::string> out;
+  if (!j.contains(key) || j[key].is_null()) return out;
+  if (!j[key].is_array()) return Status::InvalidArgument(std::string("config.json: key '") + key + "' must be a list");
+  for (const auto& v : j[key]) {
+    if (!v.is_string())
+      return Status::InvalidArgument(std::string("config.json: key '") + key + "' must be a list of strings");
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+Status read_rope(const nlohmann::json& t, TextDims& x) {
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!t.contains(key) || !t[key].is_object()) continue;
+    const auto& r = t[key];
+    DZ_ASSIGN_OR_RETURN(std::string type, json_string_or(r, "rope_type", ""));
+    if (type.empty()) {
+      DZ_ASSIGN_OR_RETURN(type, json_string_or(r, "type", "default"));
+    }
+    x.rope_type = type;
+    DZ_ASSIGN_OR_RETURN(x.rope_factor, json_double_or(r, "factor", 1.0));
+    DZ_ASSIGN_OR_RETURN(x.partial_rotary, json_double_or(r, "partial_rotary_factor", x.partial_rotary));
+    if (r.contains("mrope_section") && !r["mrope_section"].is_null()) x.mrope = true;
+  }
+  DZ_ASSIGN_OR_RETURN(x.partial_rotary, json_double_or(t, "partial_rotary_factor", x.partial_rotary));
+  return Status::Ok();
+}
+
+Status read_text(const nlohmann::json& t, bool nested, TextDims& x) {
+  DZ_ASSIGN_OR_RETURN(x.model_type, json_string_or(t, "model_type", ""));
+  // A nested llama text_config (llava) leaves LlamaConfig's defaults out of the file.
+  const bool llama_defaults = nested && x.model_type == "llama";
+  DZ_ASSIGN_OR_RETURN(x.vocab, json_int_or(t, "vocab_size", llama_defaults ? 32000 : 0));
+  DZ_ASSIGN_OR_RETURN(x.hidden, json_int_or(t, "hidden_size", llama_defaults ? 4096 : 0));
+  DZ_ASSIGN_OR_RETURN(x.n_layer, json_int_or(t, "num_hidden_layers", llama_defaults ? 32 : 0));
+  DZ_ASSIGN_OR_RETURN(x.n_head, json_int_or(t, "num_attention_heads", llama_defaults ? 32 : 0));
+  DZ_ASSIGN_OR_RETURN(x.ff, json_int_or(t, "intermediate_size", llama_defaults ? 11008 : 0));
+  for (auto [key, v] : {std::pair{"vocab_size", x.vocab}, {"hidden_size", x.hidden}, {"num_hidden_layers", x.n_layer},
+                        {"num_attention_heads", x.n_head}})
+    if (v <= 0)
+      return Status::InvalidArgument(std::string("config.json") + (nested ? " text_config" : "") + ": key '" + key +
+                                     "' is missing or not positive");
+  DZ_ASSIGN_OR_RETURN(x.n_head_kv, json_int_or(t, "num_key_value_heads", x.n_head));
+  DZ_ASSIGN_OR_RETURN(x.head_dim, json_int_or(t, "head_dim", x.hidden / x.n_head));
+  DZ_ASSIGN_OR_RETURN(x.max_position, json_int_or(t, "max_position_embeddings", 0));
+  DZ_ASSIGN_OR_RETURN(x.tie_embeddings, json_bool_or(t, "tie_word_embeddings", false));
+  DZ_ASSIGN_OR_RETURN(bool bias, json_bool_or(t, "attention_bias", false));
+  x.attn_qkv_bias = bias || x.model_type == "qwen2";  // Qwen2 carries q/k/v biases without a key
+  x.attn_o_bias = bias;
+  DZ_ASSIGN_OR_RETURN(x.mlp_bias, json_bool_or(t, "mlp_bias", false));
+  DZ_ASSIGN_OR_RETURN(x.attn_output_gate, json_bool_or(t, "attn_output_gate", false));
+  DZ_ASSIGN_OR_RETURN(bool use_qk_norm, json_bool_or(t, "use_qk_norm", false));
+  x.qk_norm = use_qk_norm || x.model_type.rfind("qwen3", 0) == 0;  // every Qwen3 text model has q/k norm
+  // MoE
+  DZ_ASSIGN_OR_RETURN(x.n_expert, first_int(t, {"num_local_experts", "num_experts", "n_routed_experts"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.top_k, first_int(t, {"num_experts_per_tok", "moe_topk", "num_experts_per_token"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.moe_ff, first_int(t, {"moe_intermediate_size"}, x.ff));
+  DZ_ASSIGN_OR_RETURN(x.n_shared, first_int(t, {"n_shared_experts"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.shared_ff, first_int(t, {"shared_expert_intermediate_size"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.first_dense, first_int(t, {"first_k_dense_replace"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.moe_freq, first_int(t, {"moe_layer_freq", "decoder_sparse_step"}, 1));
+  DZ_ASSIGN_OR_RETURN(x.dense_layers, model::json_int_list_or_empty(t, "mlp_only_layers"));
+  DZ_ASSIGN_OR_RETURN(x.scoring, json_string_or(t, "scoring_func", "softmax"));
+  DZ_ASSIGN_OR_RETURN(x.topk_method, json_string_or(t, "topk_method", ""));
+  // MLA and the sparse-attention indexer
+  DZ_ASSIGN_OR_RETURN(x.kv_lora, first_int(t, {"kv_lora_rank"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.q_lora, first_int(t, {"q_lora_rank"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.qk_nope, first_int(t, {"qk_nope_head_dim"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.qk_rope, first_int(t, {"qk_rope_head_dim"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.v_head, first_int(t, {"v_head_dim"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.index_topk, first_int(t, {"index_topk"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.index_heads, first_int(t, {"index_n_heads"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.index_head_dim, first_int(t, {"index_head_dim"}, 0));
+  // Hybrid layers
+  DZ_ASSIGN_OR_RETURN(x.layer_types, string_list(t, "layer_types"));
+  DZ_ASSIGN_OR_RETURN(int64_t interval, first_int(t, {"full_attention_interval"}, 0));
+  if (x.layer_types.empty() && interval > 0 && t.contains("linear_num_value_heads"))
+    for (int64_t l = 0; l < x.n_layer; ++l)
+      x.layer_types.push_back((l + 1) % interval == 0 ? "full_attention" : "linear_attention");
+  DZ_ASSIGN_OR_RETURN(x.lin_k_heads, first_int(t, {"linear_num_key_heads"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.lin_v_heads, first_int(t, {"linear_num_value_heads"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.lin_k_dim, first_int(t, {"linear_key_head_dim"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.lin_v_dim, first_int(t, {"linear_value_head_dim"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.lin_conv, first_int(t, {"linear_conv_kernel_dim"}, 4));
+  DZ_ASSIGN_OR_RETURN(bool use_sw, json_bool_or(t, "use_sliding_window", true));
+  DZ_ASSIGN_OR_RETURN(int64_t sw, first_int(t, {"sliding_window"}, 0));
+  x.sliding_window = use_sw ? sw : 0;
+  DZ_RETURN_IF_ERROR(read_rope(t, x));
+  // Multi-token prediction
+  DZ_ASSIGN_OR_RETURN(int64_t nextn, first_int(t, {"num_nextn_predict_layers"}, 0));
+  DZ_ASSIGN_OR_RETURN(int64_t mtp, first_int(t, {"mtp_num_hidden_layers"}, 0));
+  x.n_mtp = nextn > 0 ? nextn : mtp;
+  x.mtp_qwen_style = nextn == 0 && mtp > 0;
+  return Status::Ok();
+}
+
+Status read_vision(const nlohmann::json& v, const TextDims& text, VisionDims& x) {
+  DZ_ASSIGN_OR_RETURN(x.model_type, json_string_or(v, "model_type", ""));
+  if (v.contains("depth") || v.contains("vt_hidden_size")) {  // Qwen-VL ViT, Kimi MoonViT (vt_*)
+    x.style = "vit";
+    DZ_ASSIGN_OR_RETURN(x.hidden, first_int(v, {"hidden_size", "vt_hidden_size"}, 0));
+    DZ_ASSIGN_OR_RETURN(x.ff, first_int(v, {"intermediate_size", "vt_intermediate_size"}, 4 * x.hidden));
+    DZ_ASSIGN_OR_RETURN(x.n_layer, first_int(v, {"depth", "vt_num_hidden_layers"}, 0));
+    DZ_ASSIGN_OR_RETURN(x.n_head, first_int(v, {"num_heads", "vt_num_attention_heads"}, 0));
+    DZ_ASSIGN_OR_RETURN(x.patch, first_int(v, {"patch_size"}, 14));
+    DZ_ASSIGN_OR_RETURN(x.channels, first_int(v, {"in_channels", "in_chans"}, 3));
+    DZ_ASSIGN_OR_RETURN(x.temporal, first_int(v, {"temporal_patch_size"}, 1));
+    DZ_ASSIGN_OR_RETURN(x.merge, first_int(v, {"spatial_merge_size"}, 0));
+    if (x.merge == 0 && v.contains("merge_kernel_size") && v["merge_kernel_size"].is_array() &&
+        !v["merge_kernel_size"].empty() && v["merge_kernel_size"][0].is_number_integer())
+      x.merge = v["merge_kernel_size"][0].get<int64_t>();
+    if (x.merge == 0) x.merge = 1;
+    DZ_ASSIGN_OR_RETURN(x.out_hidden, first_int(v, {"out_hidden_size", "text_hidden_size"}, text.hidden));
+    DZ_ASSIGN_OR_RETURN(int64_t h, first_int(v, {"init_pos_emb_height"}, 0));
+    DZ_ASSIGN_OR_RETURN(int64_t w, first_int(v, {"init_pos_emb_width"}, 0));
+    DZ_ASSIGN_OR_RETURN(x.n_pos, first_int(v, {"num_position_embeddings"}, h * w));
+  } else {  // CLIP / SigLIP vision_model (CLIPVisionConfig's defaults where omitted)
+    x.style = "clip";
+    DZ_ASSIGN_OR_RETURN(x.hidden, first_int(v, {"hidden_size"}, 768));
+    DZ_ASSIGN_OR_RETURN(x.ff, first_int(v, {"intermediate_size"}, 3072));
+    DZ_ASSIGN_OR_RETURN(x.n_layer, first_int(v, {"num_hidden_layers"}, 12));
+    DZ_ASSIGN_OR_RETURN(x.n_head, first_int(v, {"num_attention_heads"}, 12));
+    DZ_ASSIGN_OR_RETURN(x.patch, first_int(v, {"patch_size"}, 32));
+    DZ_ASSIGN_OR_RETURN(x.image, first_int(v, {"image_size"}, 224));
+    DZ_ASSIGN_OR_RETURN(x.channels, first_int(v, {"num_channels"}, 3));
+    x.n_pos = (x.image / x.patch) * (x.image / x.patch) + 1;
+    x.out_hidden = text.hidden;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool TextDims::is_moe_layer(int64_t l) const {
+  if (n_expert <= 0 || l < first_dense) return false;
+  if (std::find(dense_layers.begin(), dense_layers.end(), l) != dense_layers.end()) return false;
+  return moe_freq <= 1 || (l + 1) % moe_freq == 0;
+}
+bool TextDims::is_linear_layer(int64_t l) const {
+  return l >= 0 && l < static_cast<int64_t>(layer_types.size()) && layer_types[l] == "linear_attention";
+}
+bool TextDims::is_sliding_layer(int64_t l) const {
+  if (l >= 0 && l < static_cast<int64_t>(layer_types.size())) return layer_types[l] == "sliding_attention";
+  return sliding_window > 0 && layer_types.empty();
+}
+
+Result<ModelDims> read_dims(const nlohmann::json& config) {
+  if (!config.is_object()) return Status::InvalidArgument("config.json: top level is not an object");
+  ModelDims d;
+  DZ_ASSIGN_OR_RETURN(d.model_type, json_string_or(config, "model_type", ""));
+  if (config.contains("architectures") && config["architectures"].is_array() && !config["architectures"].empty() &&
+      config["architectures"][0].is_string())
+    d.architecture = config["architectures"][0].get<std::string>();
+  d.nested_text = config.contains("text_config") && config["text_config"].is_object();
+  const nlohmann::json& t = d.nested_text ? config["text_config"] : config;
+  Status text = read_text(t, d.nested_text, d.text);
+  if (!text.ok()) return d.nested_text ? text.with_context("text_config") : text;
+  if (d.nested_text && !t.contains("tie_word_embeddings")) {
+    DZ_ASSIGN_OR_RETURN(d.text.tie_embeddings, json_bool_or(config, "tie_word_embeddings", false));
+  }
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    for (const nlohmann::json* j : {&config, &t})
+      if (d.torch_dtype.empty() && j->contains(key) && (*j)[key].is_string()) d.torch_dtype = (*j)[key].get<std::string>();
+  }
+  if (config.contains("vision_config") && config["vision_config"].is_object()) {
+    VisionDims v;
+    DZ_RETURN_IF_ERROR(read_vision(config["vision_config"], d.text, v).with_context("vision_config"));
+    d.vision = v;
+  }
+  d.has_audio = config.contains("audio_config") && config["audio_config"].is_object();
+  for (const nlohmann::json* j : {&config, &t}) {
+    if (!d.quant_method.empty() || !j->contains("quantization_config") || !(*j)["quantization_config"].is_object())
+      continue;
+    const auto& q = (*j)["quantization_config"];
+    DZ_ASSIGN_OR_RETURN(d.quant_method, json_string_or(q, "quant_method", "unknown"));
+    DZ_ASSIGN_OR_RETURN(std::string fmt, json_string_or(q, "fmt", ""));
+    DZ_ASSIGN_OR_RETURN(std::string format, json_string_or(q, "format", ""));
+    d.quant_detail = fmt.empty() ? format : fmt;
+    if (q.contains("weight_block_size") && q["weight_block_size"].is_array() && q["weight_block_size"].size() == 2)
+    {
+      d.quant_detail += " " + q["weight_block_size"][0].dump() + "x" + q["weight_block_size"][1].dump() + " blocks";
+      if (q["weight_block_size"][0].is_number_integer() && q["weight_block_size"][1].is_number_integer()) {
+        d.quant_block_rows = q["weight_block_size"][0].get<int64_t>();
+        d.quant_block_cols = q["weight_block_size"][1].get<int64_t>();
+      }
+    }
+    if (q.contains("config_groups") && q["config_groups"].is_object())
+      for (const auto& [name, g] : q["config_groups"].items())
+        if (g.is_object() && g.contains("weights") && g["weights"].is_object()) {
+          const auto& w = g["weights"];
+          if (w.contains("num_bits")) d.quant_detail += " " + w["num_bits"].dump() + "-bit";
+          if (w.contains("type") && w["type"].is_string()) d.quant_detail += " " + w["type"].get<std::string>();
+          if (w.contains("group_size")) d.quant_detail += " group " + w["group_size"].dump();
+        }
+  }
+  return d;
+}
+
+}  // namespace dayzero::analysis
