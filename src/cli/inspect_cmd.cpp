@@ -133,6 +133,11 @@ void add_inspect_command(CLI::App& app, Commands& commands) {
         }
         return 0;
       }
+      if (!d.ok() && d.status().code() == StatusCode::kUnsupported && !generic.ok()) {
+        std::cerr << "dayzero inspect: " << d.status().message() << "; generic analysis: " << generic.status().message()
+                  << std::endl;
+        return generic.status().exit_code();
+      }
       if (!d.ok()) {
         std::cerr << "dayzero inspect: " << d.status().message() << std::endl;
         return d.status().exit_code();

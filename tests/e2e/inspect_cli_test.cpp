@@ -1,6 +1,9 @@
 // dayzero inspect: a bare config.json (--json, parsed back), a folder holding only config.json,
-// a generated checkpoint (figures plus the tensor check), and an unknown architecture (exit 2).
+// a generated checkpoint (figures plus the tensor check), an unknown architecture (the generic
+// analysis, exit 0) and an unknown architecture whose config lacks its sizes (exit 2).
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -60,10 +63,27 @@ TEST(InspectCli, CheckpointFolderRunsTheTensorCheck) {
   EXPECT_GT(j["quantization"]["scale_tensors"].get<int64_t>(), 0);
 }
 
-TEST(InspectCli, UnknownArchitectureIsBadInput) {
+TEST(InspectCli, UnknownArchitectureGetsTheGenericAnalysis) {
   const Outcome o = run_dayzero("inspect " + fixture_config("llava-1.5-7b-hf"));
-  EXPECT_EQ(o.exit_code, 2) << o.output;
+  ASSERT_EQ(o.exit_code, 0) << o.output;
   EXPECT_NE(o.output.find("unknown architecture"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("vision tower"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("needs a new block"), std::string::npos) << o.output;
+  const Outcome j = run_dayzero("inspect --json " + fixture_config("GLM-5"));
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  const nlohmann::json r = parse_json(j);
+  EXPECT_EQ(r["source"], "config estimate");
+  bool dsa = false;
+  for (const auto& f : r["features"]) dsa = dsa || (f["name"] == "sparse attention indexer (DSA)" && f["status"] == "needs a new block");
+  EXPECT_TRUE(dsa) << r["features"].dump();
+}
+
+TEST(InspectCli, UnknownArchitectureWithoutSizesIsBadInput) {
+  const std::string path = ::testing::TempDir() + "dayzero-inspect-nosizes.json";
+  std::ofstream(path) << R"({"model_type": "brand_new", "hidden_size": "wide"})";
+  const Outcome o = run_dayzero("inspect " + path);
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("hidden_size"), std::string::npos) << o.output;
 }
 
 }  // namespace
