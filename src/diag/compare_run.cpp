@@ -136,7 +136,8 @@ Result<TensorResult> compare_tensor(const dump::DumpReader& ra, const dump::Dump
   return t;
 }
 
-// The first differing generated position, the near-tie test and the logits metrics.
+}  // namespace
+
 OutputResult compare_outputs(const dump::OutputRecord& a, const dump::OutputRecord& b, const OutputTolerance& tol) {
   OutputResult o;
   o.prompt = a.prompt_id;
@@ -198,6 +199,8 @@ OutputResult compare_outputs(const dump::OutputRecord& a, const dump::OutputReco
   }
   return o;
 }
+
+namespace {
 
 // Marks blame: walking units in forward order, the first unit with a broken tensor whose input
 // (everything before it) agreed is blamed; broken tensors after it are inherited.

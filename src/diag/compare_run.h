@@ -77,6 +77,11 @@ struct OutputResult {
   std::vector<std::string> reasons;  // why it failed or what is noteworthy
 };
 
+// One prompt's outputs: generated-token agreement (the first differing position, a near-tie
+// when the top-1/top-2 gap of step_topk_logits there is within tol.near_tie on either side),
+// logits_last metrics and the reference NLL difference; pass is false for a real difference.
+OutputResult compare_outputs(const dump::OutputRecord& a, const dump::OutputRecord& b, const OutputTolerance& tol);
+
 struct CompareResult {
   std::string run_a, run_b;
   TolerancePolicy tolerance;

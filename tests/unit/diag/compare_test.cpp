@@ -14,6 +14,7 @@
 #include "diag/compare.h"
 #include "diag/compare_run.h"
 #include "diag/compare_tolerance.h"
+#include "dump/schema.h"
 
 namespace dayzero::diag {
 namespace {
@@ -210,6 +211,54 @@ TEST(Tolerance, PresetsFileOverridesAndDtypes) {
   auto bad = load_tolerance_file(path, "f32");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("points.ffn_out.rel_l3"), std::string::npos) << bad.status().message();
+}
+
+}  // namespace
+}  // namespace dayzero::diag
+
+namespace dayzero::diag {
+namespace {
+
+dump::OutputRecord output(std::vector<int32_t> generated, std::vector<float> topk_logits) {
+  dump::OutputRecord r;
+  r.prompt_id = "p";
+  r.generated_ids = std::move(generated);
+  r.logits_last = {0.5f, 2.0f, -1.0f, 0.25f, 1.0f, 0.0f};
+  r.topk = 2;
+  r.step_topk_logits = std::move(topk_logits);
+  return r;
+}
+
+TEST(CompareOutputs, ANearTieIsToldApartFromARealDifference) {
+  const OutputTolerance tol = tolerance_preset("f32")->outputs;
+  // Step 1 chose between two logits 1e-6 apart: a tie at f32 (near_tie 1e-5 of the top logit).
+  const dump::OutputRecord a = output({4, 7, 9}, {3.0f, 1.0f, 2.0f, 1.999998f, 2.5f, 1.0f});
+  dump::OutputRecord b = a;
+  b.generated_ids = {4, 8, 1};
+  OutputResult o = compare_outputs(a, b, tol);
+  EXPECT_EQ(o.first_diff, 1);
+  EXPECT_TRUE(o.near_tie);
+  EXPECT_TRUE(o.pass) << o.reasons.front();
+  // The same difference where the gap is 0.5: a regression.
+  dump::OutputRecord c = output({4, 7, 9}, {3.0f, 1.0f, 2.0f, 1.5f, 2.5f, 1.0f});
+  dump::OutputRecord d = c;
+  d.generated_ids = {4, 8, 1};
+  o = compare_outputs(c, d, tol);
+  EXPECT_EQ(o.first_diff, 1);
+  EXPECT_FALSE(o.near_tie);
+  EXPECT_FALSE(o.pass);
+  EXPECT_NEAR(o.tie_gap, 0.5, 1e-6);
+  // Identical outputs: exact.
+  o = compare_outputs(a, a, tol);
+  EXPECT_EQ(o.first_diff, -1);
+  EXPECT_TRUE(o.pass);
+  EXPECT_EQ(o.logits.kl, 0.0);
+  EXPECT_EQ(o.logits.nmse, 0.0);
+  // A reference NLL that moved.
+  dump::OutputRecord e = a, f = a;
+  e.reference_nll = 2.0;
+  f.reference_nll = 2.1;
+  EXPECT_FALSE(compare_outputs(e, f, tol).pass);
 }
 
 }  // namespace
