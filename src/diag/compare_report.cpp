@@ -118,7 +118,10 @@ std::string format_compare_table(const CompareResult& r) {
          << pad(t.stats ? "-" : num(m.max_rel), 10) << pad(t.stats ? "-" : num(m.frac_rel_1e3, "%.4f"), 8)
          << pad(t.stats ? "-" : num(m.frac_rel_5e3, "%.4f"), 8)
          << pad(t.stats ? "-" : "[" + std::to_string(m.worst_row) + "," + std::to_string(m.worst_col) + "]", 12)
-         << verdict_name(u.verdict) << "\n";
+         << verdict_name(u.verdict);
+      if (m.nan_a + m.nan_b + m.inf_a + m.inf_b > 0)
+        os << "  nan " << m.nan_a << "/" << m.nan_b << " inf " << m.inf_a << "/" << m.inf_b;
+      os << "\n";
     }
   }
   if (!r.outputs.empty()) {

@@ -211,6 +211,17 @@ TEST(Compare, IncompleteFilesAreRefusedUnlessAllowed) {
   o = run_dayzero("compare " + ref.string() + " " + dir.string() + " --allow-incomplete");
   EXPECT_EQ(o.exit_code, 0) << "the one key both hold agrees\n" << o.output;
   EXPECT_NE(o.output.find("only in a: activations/capital/prefill/layers.0.attn_norm"), std::string::npos) << o.output;
+  // An unfinished file that shares no key with the reference: nothing matched is exit 2.
+  const fs::path other = scratch_dir("compare-incomplete-other");
+  {
+    auto w = dump::DumpWriter::create(rank0_dump(other).string(), *attrs);
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    ASSERT_TRUE((*w)->write_activation("elsewhere", "prefill", "embed", embed->data.data(), embed->shape[0],
+                                       embed->shape[1]).ok());
+  }
+  o = run_dayzero("compare " + ref.string() + " " + other.string() + " --allow-incomplete");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("nothing matched"), std::string::npos) << o.output;
 }
 
 // debug.perturb scales layers.3.ffn_out by 1.001 on the 4-rank run: layer 3 is blamed at
@@ -240,6 +251,20 @@ TEST(Compare, PerturbationIsBlamedOnItsLayerAndInheritedAfter) {
   }
   const std::string table = run_dayzero("compare " + ref.string() + " " + p.string()).output;
   EXPECT_NE(table.find("blamed layers.3 at layers.3.ffn_out"), std::string::npos) << table;
+  // A tolerance file that lets ffn_out differ by 2e-3 moves the blame to the next point of the
+  // layer; one that names the tensor itself does the same; a bad key is exit 2 naming it.
+  const fs::path tol = report / "tolerance.yaml";
+  for (const char* points : {"{ffn_out: {rel_l2: 2e-3}}", "{layers.3.ffn_out: {rel_l2: 2e-3}}"}) {
+    write_file(tol, std::string("points: ") + points + "\n");
+    const Compared moved = compare(ref, p, "--tolerance " + tol.string());
+    ASSERT_EQ(moved.o.exit_code, 1) << moved.o.output;
+    for (const json& g : moved.j.at("groups")) EXPECT_EQ(g.at("blamed_point"), "layers.3.layer_out") << points;
+  }
+  write_file(tol, "points: {ffn_out: {rel: 2e-3}}\n");
+  const Outcome bad = run_dayzero("compare " + ref.string() + " " + p.string() + " --tolerance " + tol.string());
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("points.ffn_out.rel: unknown key"), std::string::npos) << bad.output;
+  EXPECT_EQ(run_dayzero("compare " + ref.string() + " " + p.string() + " --tolerance fp16").exit_code, 2);
 
   // The report: every SVG well-formed (Python's XML parser), one curve and one blamed marker
   // per prompt.
