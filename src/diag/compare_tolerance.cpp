@@ -52,7 +52,7 @@ Result<TolerancePolicy> tolerance_preset(const std::string& name) {
   t.name = name;
   if (name == "f32") {
     t.base = {4e-6, 0};
-    t.outputs = {1.6e-11, 1e-10, 1e-5, 1e-5};
+    t.outputs = {1.6e-11, 1e-11, 1e-5, 1e-5};
   } else if (name == "bf16") {
     t.base = {3e-2, 0};
     t.outputs = {1e-3, 1e-2, 2e-2, 2e-2};
