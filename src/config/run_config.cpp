@@ -258,6 +258,7 @@ class Parser {
   Status parse_activations(const YAML::Node& n, const std::string& path, DumpSelection* sel);
   Status parse_watchdog(const YAML::Node& n);
   Status parse_runtime(const YAML::Node& n);
+  Status parse_debug(const YAML::Node& n);
 
   RunConfig* cfg_;
 };
@@ -265,7 +266,7 @@ class Parser {
 Status Parser::parse_root(const YAML::Node& root) {
   if (!given(root)) return Status::InvalidArgument(cfg_->source_name + ": the run config is empty");
   DZ_RETURN_IF_ERROR(check_map(root, "", {"model", "backend", "comm", "parallel", "topology", "limits",
-                                          "prompts", "generate", "dump", "watchdog", "runtime"}));
+                                          "prompts", "generate", "dump", "watchdog", "runtime", "debug"}));
   if (!given(root["model"])) return error(root, "model", "missing required section (model: {path: ...})");
   DZ_RETURN_IF_ERROR(parse_model(root["model"]));
   if (given(root["backend"]))
@@ -285,6 +286,7 @@ Status Parser::parse_root(const YAML::Node& root) {
   if (given(root["dump"])) DZ_RETURN_IF_ERROR(parse_dump(root["dump"]));
   if (given(root["watchdog"])) DZ_RETURN_IF_ERROR(parse_watchdog(root["watchdog"]));
   if (given(root["runtime"])) DZ_RETURN_IF_ERROR(parse_runtime(root["runtime"]));
+  if (given(root["debug"])) DZ_RETURN_IF_ERROR(parse_debug(root["debug"]));
   return Status::Ok();
 }
 
@@ -469,6 +471,21 @@ Status Parser::parse_runtime(const YAML::Node& n) {
   return get_opt_int(n["threads"], "runtime.threads", &cfg_->runtime.threads);
 }
 
+Status Parser::parse_debug(const YAML::Node& n) {
+  DZ_RETURN_IF_ERROR(check_map(n, "debug", {"perturb", "stall"}));
+  if (given(n["perturb"])) {
+    const YAML::Node p = n["perturb"];
+    DZ_RETURN_IF_ERROR(check_map(p, "debug.perturb", {"point", "scale"}));
+    PerturbConfig pc;
+    if (!given(p["point"])) return error(p, "debug.perturb.point", "missing required key (a dump point, e.g. layers.3.ffn_out)");
+    DZ_RETURN_IF_ERROR(get_string(p["point"], "debug.perturb.point", &pc.point));
+    if (!given(p["scale"])) return error(p, "debug.perturb.scale", "missing required key (e.g. 1.001)");
+    DZ_RETURN_IF_ERROR(get_double(p["scale"], "debug.perturb.scale", &pc.scale));
+    cfg_->debug.perturb = pc;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* backend_name(Backend b) {
@@ -513,7 +530,7 @@ const char* dump_mode_name(DumpMode m) {
 
 const std::vector<UnbuiltKey>& unbuilt_keys() {
   static const std::vector<UnbuiltKey> keys = {
-      {"debug", "the fault-injection hooks (debug.perturb, debug.stall) are not built yet"},
+      {"debug.stall", "the stall hook (debug.stall) is not built yet"},
       {"limits.max_image_pixels", "the image path is not built yet (prompts with images are refused)"},
   };
   return keys;

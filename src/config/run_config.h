@@ -131,6 +131,15 @@ struct RuntimeConfig {
   std::optional<int> staging_mib;  // host staging for weight reads per rank, MiB (default 256)
 };
 
+// debug: fault injection for tests only.
+struct PerturbConfig {
+  std::string point;   // a dump point produced by emit: "layers.3.ffn_out", "embed", "logits"
+  double scale = 1.0;  // that tensor is multiplied by scale where it is produced (every rank)
+};
+struct DebugConfig {
+  std::optional<PerturbConfig> perturb;
+};
+
 struct RunConfig {
   ModelConfig model;
   Backend backend = Backend::kAuto;
@@ -143,6 +152,7 @@ struct RunConfig {
   DumpConfig dump;
   WatchdogConfig watchdog;
   RuntimeConfig runtime;
+  DebugConfig debug;
 
   std::string source_text;  // the YAML exactly as read: echoed into the run folder and dumps
   std::string source_name;  // file name used in messages

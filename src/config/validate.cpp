@@ -1,6 +1,8 @@
 // validate(): the rules of a run config that hold whatever YAML spelled it (ranges, prompt ids,
 // text xor tokens, ep/etp against tp, dump placeholders). It does not look at the checkpoint or
 // the machine; whether a plan fits is plan/'s question.
+#include <cmath>
+#include <regex>
 #include <set>
 
 #include "config/run_config.h"
@@ -145,6 +147,18 @@ Status validate(const RunConfig& cfg) {
     return c.error("watchdog.collective_timeout_s", "must be >= 0 (0 disables it), got " + num(w.collective_timeout_s));
   if (w.phase_timeout_s < 0)
     return c.error("watchdog.phase_timeout_s", "must be >= 0 (0 disables it), got " + num(w.phase_timeout_s));
+
+  if (cfg.debug.perturb) {
+    const PerturbConfig& pb = *cfg.debug.perturb;
+    // The points a block produces through emit(); topk_ids are ids and vision points are not
+    // run yet, so neither can be scaled.
+    static const std::regex kPoint(R"((embed|final_norm|logits|layers\.(0|[1-9][0-9]*)\.(attn_norm|attn_out|ffn_norm|router_logits|ffn_out|layer_out)))");
+    if (!std::regex_match(pb.point, kPoint))
+      return c.error("debug.perturb.point", "\"" + pb.point +
+                                                "\" is not a point that can be scaled (embed, layers.{L}.attn_norm|attn_out|"
+                                                "ffn_norm|router_logits|ffn_out|layer_out, final_norm, logits)");
+    if (!std::isfinite(pb.scale)) return c.error("debug.perturb.scale", "must be a finite number, got " + num(pb.scale));
+  }
 
   DZ_RETURN_IF_ERROR(c.at_least("runtime.threads", cfg.runtime.threads, 1));
   DZ_RETURN_IF_ERROR(c.at_least("runtime.staging_mib", cfg.runtime.staging_mib, 1));

@@ -1,5 +1,6 @@
 // Forward pass: [recv | embed] -> this stage's layers -> [send | final norm -> lm_head].
 #include "runtime/forward.h"
+#include "runtime/perturb_sink.h"
 
 #include <cstring>
 
@@ -87,8 +88,15 @@ Tensor Forward::run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cach
   return run_batch({&one, 1}, sink, all_logits);
 }
 
+void Forward::set_perturbation(std::string point, double scale) {
+  perturb_point_ = std::move(point);
+  perturb_scale_ = scale;
+}
+
 Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink* sink, bool all_logits) {
   DZ_CHECK(!seqs.empty(), "forward of an empty batch");
+  PerturbSink perturb(be_, perturb_point_, perturb_scale_, sink);
+  if (!perturb_point_.empty()) sink = &perturb;
   int64_t n = 0;
   for (const SeqInput& s : seqs) {
     const auto len = static_cast<int64_t>(s.tokens.size());

@@ -110,6 +110,11 @@ class Forward {
   // [n_layer] here), or stops counting when null.
   void count_expert_tokens(std::vector<std::vector<int64_t>>* counts);
 
+  // debug.perturb (tests only): from now on the dump point `point` is multiplied by scale where
+  // it is produced, in every forward pass (perturb_sink.h). Every rank of the replica must set
+  // the same perturbation.
+  void set_perturbation(std::string point, double scale);
+
   // The last stage's value on every stage. Collective over pp.
   int32_t share_from_last_stage(int32_t value) const;
   double share_from_last_stage(double value) const;
@@ -128,6 +133,8 @@ class Forward {
   Tensor inv_freq_;  // [head_dim / 2] on the device
   std::function<void(Tensor&)> tp_all_reduce_;
   std::vector<std::vector<int64_t>>* expert_tokens_ = nullptr;
+  std::string perturb_point_;  // empty: no perturbation
+  double perturb_scale_ = 1.0;
   mutable KvLedger kv_ledger_;
 };
 

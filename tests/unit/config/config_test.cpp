@@ -115,23 +115,34 @@ TEST(RunConfig, DesignPageExampleStillParses) {
   const size_t begin = doc.find("```yaml\n", section);
   ASSERT_NE(begin, std::string::npos);
   const size_t end = doc.find("```", begin + 8);
-  YAML::Node example = YAML::Load(doc.substr(begin + 8, end - begin - 8));
-  for (const UnbuiltKey& u : unbuilt_keys()) {
-    const std::string path = u.path;
+  const YAML::Node example = YAML::Load(doc.substr(begin + 8, end - begin - 8));
+  // Removes key path (one or two levels) from n; false when n does not hold it.
+  const auto remove = [](YAML::Node n, const std::string& path) {
     const size_t dot = path.find('.');
-    YAML::Node parent = dot == std::string::npos ? example : example[path.substr(0, dot)];
+    YAML::Node parent = dot == std::string::npos ? n : n[path.substr(0, dot)];
     const std::string leaf = dot == std::string::npos ? path : path.substr(dot + 1);
-    if (!parent.IsMap() || !parent[leaf]) continue;
-    YAML::Emitter with;
-    with << example;
-    auto refused = parse(with.c_str());
-    ASSERT_FALSE(refused.ok()) << path << " is accepted although it is listed as unbuilt";
-    EXPECT_NE(refused.status().message().find(path + ": cannot take effect: "), std::string::npos)
-        << refused.status().message();
+    if (!parent.IsMap() || !parent[leaf]) return false;
     parent.remove(leaf);
+    return true;
+  };
+  // Each unbuilt key alone (the others removed) must be refused by name: which one the parser
+  // meets first depends on where it sits.
+  for (const UnbuiltKey& u : unbuilt_keys()) {
+    YAML::Node only = YAML::Clone(example);
+    for (const UnbuiltKey& other : unbuilt_keys())
+      if (std::string(other.path) != u.path) remove(only, other.path);
+    if (!remove(YAML::Clone(only), u.path)) continue;
+    YAML::Emitter with;
+    with << only;
+    auto refused = parse(with.c_str());
+    ASSERT_FALSE(refused.ok()) << u.path << " is accepted although it is listed as unbuilt";
+    EXPECT_NE(refused.status().message().find(std::string(u.path) + ": cannot take effect: "), std::string::npos)
+        << refused.status().message();
   }
+  YAML::Node all = YAML::Clone(example);
+  for (const UnbuiltKey& u : unbuilt_keys()) remove(all, u.path);
   YAML::Emitter rest;
-  rest << example;
+  rest << all;
   auto r = parse(rest.c_str());
   EXPECT_TRUE(r.ok()) << r.status().message();
 }
@@ -179,6 +190,29 @@ TEST(RunConfig, KeysThatCannotTakeEffectAreRefused) {
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ(ok->generate.seed, 7u);
   EXPECT_EQ(ok->limits.max_image_pixels, 50000000) << "the internal default stays";
+}
+
+// debug.perturb is built (runtime/perturb_sink.h); debug.stall is still refused by name.
+TEST(RunConfig, DebugPerturbParsesAndStallIsRefused) {
+  auto ok = parse(std::string(kMinimal) + "debug: {perturb: {point: layers.3.ffn_out, scale: 1.001}}\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  ASSERT_TRUE(ok->debug.perturb.has_value());
+  EXPECT_EQ(ok->debug.perturb->point, "layers.3.ffn_out");
+  EXPECT_DOUBLE_EQ(ok->debug.perturb->scale, 1.001);
+  EXPECT_FALSE(parse(kMinimal)->debug.perturb.has_value());
+  const std::pair<const char*, const char*> refusals[] = {
+      {"debug: {stall: {rank: 2, before: \"tp all_reduce #40\"}}\n", "debug.stall: cannot take effect"},
+      {"debug: {perturb: {point: layers.3.topk_ids, scale: 2}}\n", "debug.perturb.point: \"layers.3.topk_ids\" is not a point"},
+      {"debug: {perturb: {point: layers.x.ffn_out, scale: 2}}\n", "debug.perturb.point"},
+      {"debug: {perturb: {point: logits}}\n", "debug.perturb.scale: missing required key"},
+      {"debug: {perturb: {point: logits, scale: 2, when: now}}\n", "debug.perturb.when: unknown key"},
+  };
+  for (const auto& [yaml, message] : refusals) {
+    auto r = parse(std::string(kMinimal) + yaml);
+    ASSERT_FALSE(r.ok()) << yaml;
+    EXPECT_EQ(r.status().exit_code(), 2);
+    EXPECT_NE(r.status().message().find(message), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(RunConfig, DefaultsApply) {
