@@ -13,6 +13,7 @@ PKGS=(
   libpcre2-dev libutf8proc-dev
   libstb-dev
   python3-numpy python3-h5py
+  chromium            # renders the compare report headless in its test
 )
 
 missing=()
