@@ -439,5 +439,36 @@ TEST(DumpSelection, LayersAndPoints) {
   EXPECT_FALSE(all->dump.activations.wants_key("layers.1"));
 }
 
+// debug.stall parses into group kind, op and seq; debug.perturb is refused until it is built.
+TEST(DebugConfig, StallParsesAndPerturbIsRefused) {
+  auto r = parse("model: {path: m}\nprompts: [{id: a, text: hi}]\ndebug: {stall: {rank: 2, before: \"tp all_reduce #40\"}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_TRUE(r->debug.stall.has_value());
+  EXPECT_EQ(r->debug.stall->rank, 2);
+  EXPECT_EQ(r->debug.stall->group, "tp");
+  EXPECT_EQ(r->debug.stall->op, "all_reduce");
+  EXPECT_EQ(r->debug.stall->seq, 40);
+  auto none = parse("model: {path: m}\nprompts: [{id: a, text: hi}]\n");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->debug.stall.has_value());
+
+  auto perturb = parse("model: {path: m}\nprompts: [{id: a, text: hi}]\ndebug: {perturb: {point: embed, scale: 2}}\n");
+  ASSERT_FALSE(perturb.ok());
+  EXPECT_NE(perturb.status().message().find("debug.perturb: cannot take effect"), std::string::npos)
+      << perturb.status().message();
+
+  const char* bad[] = {"tp all_reduce", "tp all_reduce 40", "tq all_reduce #40", "tp all_reduce #4x",
+                       "tp all_reduce #40 now", "#40"};
+  for (const char* b : bad) {
+    auto e = parse(std::string("model: {path: m}\nprompts: [{id: a, text: hi}]\ndebug: {stall: {rank: 1, before: \"") + b +
+                   "\"}}\n");
+    ASSERT_FALSE(e.ok()) << b;
+    EXPECT_NE(e.status().message().find("debug.stall.before"), std::string::npos) << e.status().message();
+  }
+  auto neg = parse("model: {path: m}\nprompts: [{id: a, text: hi}]\ndebug: {stall: {rank: -1, before: \"pp send #0\"}}\n");
+  ASSERT_FALSE(neg.ok());
+  EXPECT_NE(neg.status().message().find("debug.stall.rank"), std::string::npos) << neg.status().message();
+}
+
 }  // namespace
 }  // namespace dayzero::config

@@ -1,0 +1,121 @@
+// A peer that stops answering while alive: under tp2 x pp2, debug.stall makes rank 2 sleep
+// (its heartbeat still beating) before one op, in prefill, in decode, and before a pipeline
+// recv. The job must end non-zero within collective_timeout_s + 15 s, and a hang report of a
+// waiting rank must name rank 2 as not inside the op and show, from rank 2's heartbeat, the
+// op it stopped before.
+#include <nlohmann/json.hpp>
+
+#include "e2e_util.h"
+
+namespace dayzero::e2e {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kWorld = 4;
+constexpr double kTimeoutS = 3;
+constexpr double kEndWithinS = kTimeoutS + 15;
+
+const fs::path& model_dir() {
+  static const fs::path dir = [] {
+    const fs::path d = scratch_dir("hang-model");
+    make_model_from_yaml(golden_sizes("llama"), d / "model");
+    return d / "model";
+  }();
+  return dir;
+}
+
+struct Stalled {
+  Outcome outcome;
+  double seconds = 0;
+  fs::path run_dir;
+};
+
+// Runs the tiny llama under tp2 x pp2 with rank 2 stalled before `before`.
+Stalled run_stalled(const std::string& name, const std::string& before) {
+  const fs::path dir = scratch_dir("hang-" + name);
+  write_file(dir / "run.yaml",
+             "model: {path: " + model_dir().string() + "}\n"
+             "parallel: {pp: 2, tp: 2}\n"
+             "prompts:\n  - {id: a, tokens: [1, 5, 9, 13]}\n"
+             "generate: {max_new_tokens: 16, stop_at_eos: false}\n"
+             "dump: {dir: unused}\n"
+             "watchdog: {collective_timeout_s: " + std::to_string(kTimeoutS) + "}\n"
+             "debug: {stall: {rank: 2, before: \"" + before + "\"}}\n");
+  Stalled s;
+  s.run_dir = dir / "run";
+  const auto t0 = std::chrono::steady_clock::now();
+  // The outer limit only keeps a broken build from blocking the suite.
+  s.outcome = run_shell("timeout -k 5 60 mpiexec -n " + std::to_string(kWorld) + " --oversubscribe " + dayzero_bin() +
+                        " run " + (dir / "run.yaml").string() + " --dump-dir " + s.run_dir.string());
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+// The hang reports of the ranks that waited (not rank 2's own).
+std::vector<json> waiter_reports(const fs::path& run_dir) {
+  std::vector<json> out;
+  for (int r = 0; r < kWorld; ++r) {
+    if (r == 2) continue;
+    char name[32];
+    std::snprintf(name, sizeof name, "rank-%05d.json", r);
+    const fs::path p = run_dir / "hang" / name;
+    if (fs::exists(p)) out.push_back(json::parse(read_file(p)));
+  }
+  return out;
+}
+
+// Some waiter's report names rank 2 as a suspect and shows rank 2 stalled before `op_text`.
+void expect_rank2_named(const Stalled& s, const std::string& op_text) {
+  EXPECT_NE(s.outcome.exit_code, 0) << s.outcome.output;
+  EXPECT_NE(s.outcome.exit_code, 124) << "the job did not end by itself:\n" << s.outcome.output;
+  EXPECT_LT(s.seconds, kEndWithinS) << s.outcome.output;
+  const std::vector<json> reports = waiter_reports(s.run_dir);
+  ASSERT_FALSE(reports.empty()) << "no hang report in " << s.run_dir << "\n" << s.outcome.output;
+  bool named = false;
+  for (const json& r : reports) {
+    bool suspect = false;
+    for (const auto& x : r["suspects"]) suspect |= x == 2;
+    if (suspect && r["peers"][2].value("current", "") == "debug.stall before " + op_text) named = true;
+  }
+  EXPECT_TRUE(named) << "no report names rank 2 stalled before " << op_text << "; first: " << reports[0].dump(2);
+  EXPECT_NE(s.outcome.output.find("not inside it, per their heartbeats: rank(s) 2"), std::string::npos)
+      << s.outcome.output;
+}
+
+// Rank 3, rank 2's tp peer, waited inside the stalled collective itself.
+void expect_rank3_inside(const Stalled& s, const std::string& op, int64_t seq) {
+  const fs::path p = s.run_dir / "hang" / "rank-00003.json";
+  ASSERT_TRUE(fs::exists(p)) << s.outcome.output;
+  const json r = json::parse(read_file(p));
+  ASSERT_TRUE(r["op"].is_object()) << r.dump(2);
+  EXPECT_EQ(r["op"]["op"], op);
+  EXPECT_EQ(r["op"]["label"], "tp@pp1.dp0");
+  EXPECT_EQ(r["op"]["seq"], seq);
+  EXPECT_GE(r["op"]["waited_s"].get<double>(), kTimeoutS * 0.99);
+  EXPECT_EQ(r["suspects"], json::array({2}));
+}
+
+TEST(Hang, StallInPrefillAllReduceEndsTheJobAndIsReported) {
+  const Stalled s = run_stalled("prefill", "tp all_reduce #1");
+  expect_rank2_named(s, "all_reduce #1 of tp@pp1.dp0");
+  expect_rank3_inside(s, "all_reduce", 1);
+}
+
+// Under pp1 each decode step is two all_reduces and one all_gather of tp: seq 40 is the
+// second all_reduce of the 13th step after prefill.
+TEST(Hang, StallInDecodeAllReduceEndsTheJobAndIsReported) {
+  const Stalled s = run_stalled("decode", "tp all_reduce #40");
+  expect_rank2_named(s, "all_reduce #40 of tp@pp1.dp0");
+  expect_rank3_inside(s, "all_reduce", 40);
+}
+
+// Stage 0 sends the hidden state of each step to stage 1 (pp seq 0, 2, 4, ...; broadcasts of
+// the new token in between): rank 2 stops before the recv of the second decode step.
+TEST(Hang, StallBeforePipelineRecvEndsTheJobAndIsReported) {
+  const Stalled s = run_stalled("pp-recv", "pp recv #4");
+  expect_rank2_named(s, "recv #4 of pp@dp0.tp0 from 0");
+}
+
+}  // namespace
+}  // namespace dayzero::e2e
