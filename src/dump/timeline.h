@@ -56,6 +56,7 @@ class Timeline {
   EventLog* log_ = nullptr;
   mutable std::mutex mu_;
   std::vector<TimelineEvent> events_;
+  std::vector<bool> logged_;  // [events_.size()]: its begin went to the log (so its end goes too)
   Status log_status_;
 };
 

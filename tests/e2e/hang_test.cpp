@@ -2,8 +2,11 @@
 // (its heartbeat still beating) before one op, in prefill, in decode, and before a pipeline
 // recv. The job must end non-zero within collective_timeout_s + 15 s, and a hang report of a
 // waiting rank must name rank 2 as not inside the op and show, from rank 2's heartbeat, the
-// op it stopped before.
+// op it stopped before. `dayzero timeline` on the files left behind must reach the same
+// verdict, and find no hang in a healthy run (the negative control).
 #include <nlohmann/json.hpp>
+
+#include <set>
 
 #include "e2e_util.h"
 
@@ -33,6 +36,7 @@ struct Stalled {
 
 // Runs the tiny llama under tp2 x pp2 with rank 2 stalled before `before`.
 Stalled run_stalled(const std::string& name, const std::string& before) {
+  const std::string debug = before.empty() ? "" : "debug: {stall: {rank: 2, before: \"" + before + "\"}}\n";
   const fs::path dir = scratch_dir("hang-" + name);
   write_file(dir / "run.yaml",
              "model: {path: " + model_dir().string() + "}\n"
@@ -40,8 +44,8 @@ Stalled run_stalled(const std::string& name, const std::string& before) {
              "prompts:\n  - {id: a, tokens: [1, 5, 9, 13]}\n"
              "generate: {max_new_tokens: 16, stop_at_eos: false}\n"
              "dump: {dir: unused}\n"
-             "watchdog: {collective_timeout_s: " + std::to_string(kTimeoutS) + "}\n"
-             "debug: {stall: {rank: 2, before: \"" + before + "\"}}\n");
+             "watchdog: {collective_timeout_s: " + std::to_string(kTimeoutS) + "}\n" +
+             debug);
   Stalled s;
   s.run_dir = dir / "run";
   const auto t0 = std::chrono::steady_clock::now();
@@ -96,10 +100,55 @@ void expect_rank3_inside(const Stalled& s, const std::string& op, int64_t seq) {
   EXPECT_EQ(r["suspects"], json::array({2}));
 }
 
+// `dayzero timeline RUN --json` of a run folder, parsed.
+json timeline_of(const fs::path& run_dir, const std::string& extra = "") {
+  const Outcome o = run_dayzero("timeline " + run_dir.string() + " --json " + extra + " 2>/dev/null");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  return json::parse(o.output, nullptr, false);
+}
+
+// The timeline names rank 2, alive, as the rank that never entered `op` (as the verdict
+// words it), which the ranks in `entered` did.
+void expect_timeline_verdict(const Stalled& s, const std::string& op, const std::string& label, int64_t seq,
+                             const std::string& verdict_op) {
+  const json t = timeline_of(s.run_dir);
+  ASSERT_TRUE(t.is_object()) << "timeline --json did not print JSON";
+  EXPECT_EQ(t["culprits"], json::array({2})) << t.dump(2);
+  bool found = false;
+  for (const auto& st : t["stuck"])
+    if (st["label"] == label && st["seq"] == seq && st["op"] == op) {
+      found = true;
+      EXPECT_EQ(st["never"], json::array({2})) << st.dump();
+      EXPECT_EQ(st["completed"].size() + 1, st["entered"].size() + (op == "send" ? 1 : 0)) << st.dump();
+    }
+  EXPECT_TRUE(found) << op << " #" << seq << " of " << label << " not among the stuck ops: " << t["stuck"].dump();
+  const std::string v = t["verdict"];
+  EXPECT_EQ(v.rfind("rank 2 (node ", 0), 0u) << v;
+  EXPECT_NE(v.find(", pp 1, tp 0) never entered " + verdict_op + " #" + std::to_string(seq) + " of " + label),
+            std::string::npos)
+      << v;
+  EXPECT_NE(v.find("alive and stuck"), std::string::npos) << v;
+  EXPECT_EQ(t["ranks"][2]["heartbeat"], "alive") << t["ranks"][2].dump();
+  EXPECT_EQ(t["ranks"][2]["waiting_in"], "") << t["ranks"][2].dump();
+}
+
+TEST(Hang, HealthyRunHasNoHangInItsTimeline) {
+  const Stalled s = run_stalled("healthy", "");
+  ASSERT_EQ(s.outcome.exit_code, 0) << s.outcome.output;
+  EXPECT_FALSE(fs::exists(s.run_dir / "hang")) << "a hang report after a healthy run";
+  const json t = timeline_of(s.run_dir);
+  ASSERT_TRUE(t.is_object());
+  EXPECT_EQ(t["culprits"], json::array()) << t.dump(2);
+  EXPECT_EQ(t["stuck"], json::array()) << t["stuck"].dump();
+  EXPECT_EQ(t["verdict"].get<std::string>().rfind("no hang", 0), 0u) << t["verdict"];
+  for (const auto& r : t["ranks"]) EXPECT_EQ(r["heartbeat"], "exited") << r.dump();
+}
+
 TEST(Hang, StallInPrefillAllReduceEndsTheJobAndIsReported) {
   const Stalled s = run_stalled("prefill", "tp all_reduce #1");
   expect_rank2_named(s, "all_reduce #1 of tp@pp1.dp0");
   expect_rank3_inside(s, "all_reduce", 1);
+  expect_timeline_verdict(s, "all_reduce", "tp@pp1.dp0", 1, "all_reduce");
 }
 
 // Under pp1 each decode step is two all_reduces and one all_gather of tp: seq 40 is the
@@ -108,6 +157,20 @@ TEST(Hang, StallInDecodeAllReduceEndsTheJobAndIsReported) {
   const Stalled s = run_stalled("decode", "tp all_reduce #40");
   expect_rank2_named(s, "all_reduce #40 of tp@pp1.dp0");
   expect_rank3_inside(s, "all_reduce", 40);
+  expect_timeline_verdict(s, "all_reduce", "tp@pp1.dp0", 40, "all_reduce");
+
+  // The Chrome trace of the same folder: valid JSON, one named track per rank.
+  const fs::path trace = s.run_dir / "trace.json";
+  (void)timeline_of(s.run_dir, "--chrome-trace " + trace.string());
+  const json tr = json::parse(read_file(trace), nullptr, false);
+  ASSERT_TRUE(tr.is_object() && tr["traceEvents"].is_array()) << "the Chrome trace does not parse";
+  std::set<int> named, with_slices;
+  for (const auto& e : tr["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") EXPECT_TRUE(named.insert(e["tid"].get<int>()).second);
+    if (e["ph"] == "X") with_slices.insert(e["tid"].get<int>());
+  }
+  EXPECT_EQ(named, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(with_slices, (std::set<int>{0, 1, 2, 3}));
 }
 
 // Stage 0 sends the hidden state of each step to stage 1 (pp seq 0, 2, 4, ...; broadcasts of
@@ -115,6 +178,8 @@ TEST(Hang, StallInDecodeAllReduceEndsTheJobAndIsReported) {
 TEST(Hang, StallBeforePipelineRecvEndsTheJobAndIsReported) {
   const Stalled s = run_stalled("pp-recv", "pp recv #4");
   expect_rank2_named(s, "recv #4 of pp@dp0.tp0 from 0");
+  // Rank 0's send is small enough to complete without its recv; rank 2 never posted it.
+  expect_timeline_verdict(s, "send", "pp@dp0.tp0", 4, "the recv matching send");
 }
 
 }  // namespace
