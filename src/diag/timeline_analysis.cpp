@@ -130,6 +130,14 @@ Analysis analyse(const RunTrails& t) {
   // that completed eagerly with its recv never posted shows as stuck with the receiver in
   // never; a group whose members simply ran different numbers of ops shows the same way.
 
+  bool watchdog_expired = false;
+  int64_t first_sigterm_ns = -1;
+  for (const RankTrail& r : t.ranks) {
+    if (r.abort_reason.find("watchdog") != std::string::npos) watchdog_expired = true;
+    if (r.abort_reason.find("SIGTERM") != std::string::npos && r.abort_ns >= 0 &&
+        (first_sigterm_ns < 0 || r.abort_ns < first_sigterm_ns))
+      first_sigterm_ns = r.abort_ns;
+  }
   for (const RankTrail& r : t.ranks) {
     RankState s;
     s.rank = r.rank;
@@ -150,7 +158,14 @@ Analysis analyse(const RunTrails& t) {
       s.heartbeat = "none";
     } else {
       s.heartbeat_age_s = secs(t.end_ns - r.heartbeat_ns);
-      s.heartbeat = r.hb_stopped ? "exited" : s.heartbeat_age_s > kHeartbeatDeadAfterS ? "dead" : "alive";
+      // Ended by the launcher (no watchdog expired, yet ranks were SIGTERMed or ops were left
+      // open): a rank that wrote no abort record and was not blocked in an op is the one that
+      // died; one blocked in an op was waiting until the launcher ended it.
+      const bool by_launcher = !watchdog_expired && (first_sigterm_ns >= 0 || !a.stuck.empty());
+      const bool killed = by_launcher && r.abort_reason.empty() && s.waiting_in.empty();
+      s.heartbeat = r.hb_stopped                                        ? "exited"
+                    : (s.heartbeat_age_s > kHeartbeatDeadAfterS || killed) ? "dead"
+                                                                          : "alive";
     }
     a.ranks.push_back(s);
   }
@@ -207,7 +222,7 @@ Analysis analyse(const RunTrails& t) {
            " s before the end";
     else if (rs.heartbeat == "dead")
       v += ". It is dead (or frozen): its heartbeat stopped " + fmt(rs.heartbeat_age_s, "%.1f") +
-           " s before the end";
+           " s before the end and it left no abort record";
     else
       v += ". Its heartbeat is " + rs.heartbeat;
     v += ". ";

@@ -16,7 +16,11 @@
 namespace dayzero::diag {
 
 // A heartbeat older than this at the end of the trails (the latest time any rank wrote) means
-// the rank stopped beating: its process is gone or frozen. Beats come every second.
+// the rank stopped beating: its process is gone or frozen. Beats come every second, and the
+// launcher ends a job within a second of a rank's death, so age alone cannot tell the killed
+// rank from the others then: when no watchdog expired anywhere yet ranks were SIGTERMed or
+// ops left open (the launcher ended the job), a rank that wrote no abort record and was not
+// blocked in an op is dead; one blocked in an op was waiting until it was ended.
 inline constexpr double kHeartbeatDeadAfterS = 2.5;
 
 struct PhaseStat {

@@ -74,6 +74,7 @@ void read_log(const std::string& path, RankTrail& r) {
     const Key key{str_of(e, "kind"), str_of(e, "name"), str_of(e, "group"), int_of(e, "seq", -1)};
     if (ev == "begin" && std::get<0>(key) == "abort") {
       r.abort_reason = std::get<1>(key);
+      r.abort_ns = t;  // raw until the offset is applied below
       continue;
     }
     if (ev == "begin") {
@@ -96,6 +97,7 @@ void read_log(const std::string& path, RankTrail& r) {
       ++r.skipped_lines;
     }
   }
+  if (r.abort_ns >= 0) r.abort_ns -= r.clock_offset_ns;
   for (size_t i = 0; i < r.slices.size(); ++i) {
     r.slices[i].t_begin_ns = raw_begin[i] - r.clock_offset_ns;
     r.slices[i].t_end_ns = raw_end[i] < 0 ? -1 : raw_end[i] - r.clock_offset_ns;

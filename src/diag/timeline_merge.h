@@ -33,6 +33,7 @@ struct RankTrail {
   int64_t clock_offset_ns = 0;
   std::vector<Slice> slices;  // in begin order; "abort" records excluded (see abort_reason)
   std::string abort_reason;   // the watchdog's or SIGTERM's line, when the rank wrote one
+  int64_t abort_ns = -1;      // when it wrote it, rank 0's clock
   int64_t last_event_ns = -1; // the latest begin or end time of a slice, rank 0's clock
   int skipped_lines = 0;      // malformed or unpaired lines, skipped
   // The heartbeat, when readable: its time in rank 0's clock, phase, current, stopped flag.

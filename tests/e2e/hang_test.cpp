@@ -3,10 +3,16 @@
 // recv. The job must end non-zero within collective_timeout_s + 15 s, and a hang report of a
 // waiting rank must name rank 2 as not inside the op and show, from rank 2's heartbeat, the
 // op it stopped before. `dayzero timeline` on the files left behind must reach the same
-// verdict, and find no hang in a healthy run (the negative control).
+// verdict, and find no hang in a healthy run (the negative control). Last, a rank SIGKILLed
+// in decode (stalled first, so that the kill lands mid-decode on a model this small) ends
+// the job at once with mpirun's 137, and the timeline names it dead, not stuck.
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+
+#include <future>
 #include <set>
+#include <thread>
 
 #include "e2e_util.h"
 
@@ -35,7 +41,7 @@ struct Stalled {
 };
 
 // Runs the tiny llama under tp2 x pp2 with rank 2 stalled before `before`.
-Stalled run_stalled(const std::string& name, const std::string& before) {
+Stalled run_stalled(const std::string& name, const std::string& before, double timeout_s = kTimeoutS) {
   const std::string debug = before.empty() ? "" : "debug: {stall: {rank: 2, before: \"" + before + "\"}}\n";
   const fs::path dir = scratch_dir("hang-" + name);
   write_file(dir / "run.yaml",
@@ -44,7 +50,7 @@ Stalled run_stalled(const std::string& name, const std::string& before) {
              "prompts:\n  - {id: a, tokens: [1, 5, 9, 13]}\n"
              "generate: {max_new_tokens: 16, stop_at_eos: false}\n"
              "dump: {dir: unused}\n"
-             "watchdog: {collective_timeout_s: " + std::to_string(kTimeoutS) + "}\n" +
+             "watchdog: {collective_timeout_s: " + std::to_string(timeout_s) + "}\n" +
              debug);
   Stalled s;
   s.run_dir = dir / "run";
@@ -180,6 +186,38 @@ TEST(Hang, StallBeforePipelineRecvEndsTheJobAndIsReported) {
   expect_rank2_named(s, "recv #4 of pp@dp0.tp0 from 0");
   // Rank 0's send is small enough to complete without its recv; rank 2 never posted it.
   expect_timeline_verdict(s, "send", "pp@dp0.tp0", 4, "the recv matching send");
+}
+
+TEST(Hang, KilledRankEndsTheJobAndTheTimelineNamesItDead) {
+  // The watchdog's timeout is far away: what must end the job is the launcher seeing the kill.
+  constexpr double kLongTimeoutS = 60;
+  const fs::path live = scratch_dir("hang-killed") / "run" / "live" / "rank-00002.json";
+  auto job = std::async(std::launch::async, [&] { return run_stalled("killed", "tp all_reduce #40", kLongTimeoutS); });
+  // scratch_dir above cleared any heartbeat of an earlier run (whose pid must not be killed)
+  // before the job starts; wait for rank 2's stall.
+  int64_t pid = -1;
+  for (int i = 0; i < 300 && pid < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const json hb = json::parse(read_file(live), nullptr, false);
+    if (hb.is_object() && hb.value("current", "").rfind("debug.stall", 0) == 0) pid = hb.value("pid", int64_t{-1});
+  }
+  ASSERT_GT(pid, 0) << "rank 2 never reported its stall in " << live;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a beat or two while stalled
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+  const Stalled s = job.get();
+  const double after_kill = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  EXPECT_EQ(s.outcome.exit_code, 137) << s.outcome.output;
+  EXPECT_LT(after_kill, 15.0) << "the job went on " << after_kill << " s after the kill\n" << s.outcome.output;
+
+  const json t = timeline_of(s.run_dir);
+  ASSERT_TRUE(t.is_object());
+  EXPECT_EQ(t["culprits"], json::array({2})) << t.dump(2);
+  EXPECT_EQ(t["ranks"][2]["heartbeat"], "dead") << t["ranks"][2].dump();
+  for (int r : {0, 1, 3}) EXPECT_EQ(t["ranks"][r]["heartbeat"], "alive") << t["ranks"][r].dump();
+  const std::string v = t["verdict"];
+  EXPECT_NE(v.find("rank 2 (node "), std::string::npos) << v;
+  EXPECT_NE(v.find("It is dead"), std::string::npos) << v;
 }
 
 }  // namespace
