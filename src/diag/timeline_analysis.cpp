@@ -157,7 +157,7 @@ Analysis analyse(const RunTrails& t) {
     if (!r.has_heartbeat) {
       s.heartbeat = "none";
     } else {
-      s.heartbeat_age_s = secs(t.end_ns - r.heartbeat_ns);
+      s.heartbeat_age_s = std::max(0.0, secs(t.end_ns - r.heartbeat_ns));
       // Ended by the launcher (no watchdog expired, yet ranks were SIGTERMed or ops were left
       // open): a rank that wrote no abort record and was not blocked in an op is the one that
       // died; one blocked in an op was waiting until the launcher ended it.

@@ -15,7 +15,8 @@
 
 namespace dayzero::diag {
 
-// A heartbeat older than this at the end of the trails (the latest time any rank wrote) means
+// A heartbeat older than this at the end of the trails (the latest event or abort record of
+// any rank) means
 // the rank stopped beating: its process is gone or frozen. Beats come every second, and the
 // launcher ends a job within a second of a rank's death, so age alone cannot tell the killed
 // rank from the others then: when no watchdog expired anywhere yet ranks were SIGTERMed or

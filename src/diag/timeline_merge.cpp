@@ -140,8 +140,12 @@ Result<RunTrails> load_run_trails(const std::string& run_dir) {
       if (first || s.t_begin_ns < t.t0_ns) t.t0_ns = s.t_begin_ns;
       first = false;
     }
-    t.end_ns = std::max({t.end_ns, r.last_event_ns, r.heartbeat_ns});
+    t.end_ns = std::max({t.end_ns, r.last_event_ns, r.abort_ns});
   }
+  // Heartbeats only where no rank wrote anything else: a rank whose MPI_Abort blocks keeps
+  // beating for the abort's grace period, which must not make the others look dead.
+  if (t.end_ns <= 0)
+    for (const RankTrail& r : t.ranks) t.end_ns = std::max(t.end_ns, r.heartbeat_ns);
   return t;
 }
 

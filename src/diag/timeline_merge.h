@@ -47,7 +47,7 @@ struct RunTrails {
   std::string run_dir;
   std::vector<RankTrail> ranks;  // index = world rank
   int64_t t0_ns = 0;             // earliest time seen, rank 0's clock
-  int64_t end_ns = 0;            // latest event or heartbeat time seen
+  int64_t end_ns = 0;            // latest event or abort record seen (heartbeats: only if none)
 };
 
 // Reads every events/rank-N.jsonl of run_dir (the world size from plan.json when readable,
