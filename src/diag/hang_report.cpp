@@ -32,6 +32,7 @@ nlohmann::ordered_json make_hang_report(const std::string& run_dir, int world_si
   if (!self.op.empty() && self.peer >= 0 && self.peer < static_cast<int>(members.size()))
     suspects.push_back(members[static_cast<size_t>(self.peer)]);
   if (!self.stalled_before.empty()) j["stalled_before"] = self.stalled_before;
+  j["last_events"] = self.last_events;
   nlohmann::ordered_json peers = nlohmann::ordered_json::array();
   for (int r = 0; r < world_size; ++r) {
     nlohmann::ordered_json p;

@@ -15,6 +15,9 @@
 
 namespace dayzero::diag {
 
+// How many of its last events a rank puts in its hang report.
+inline constexpr size_t kHangReportEvents = 32;
+
 // This rank's view at expiry. op is empty when no op was in flight (a phase deadline).
 struct HangSelf {
   int rank = 0;
@@ -27,10 +30,13 @@ struct HangSelf {
   std::vector<int> members;  // world ranks of the group, in group-rank order; empty: the world
   double waited_s = 0;  // since the op began
   std::string stalled_before;  // debug.stall: the op this rank stopped before; else empty
+  // This rank's last events, oldest first, from its in-memory timeline (also the ones begun
+  // before the event log was open): {t_begin_ns, t_end_ns (-1: open), kind, name, group, seq}.
+  nlohmann::ordered_json last_events = nlohmann::ordered_json::array();
 };
 
 // The report object: {"rank", "host", "reason", "t_ns", "phase", "op": {...} or null,
-// "stalled_before" (only under debug.stall),
+// "stalled_before" (only under debug.stall), "last_events" (this rank's last kHangReportEvents),
 // "peers": [{"rank", "phase", "current", "heartbeat_age_s", "stopped", "host", "pid"} or
 // {"rank", "error"}], "suspects": [world ranks]}. suspects: for a send/recv, the other side;
 // for a collective, the members of the group whose heartbeat does not show them inside the

@@ -46,6 +46,12 @@ std::vector<TimelineEvent> Timeline::snapshot() const {
   return events_;
 }
 
+std::vector<TimelineEvent> Timeline::last(size_t n) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t from = events_.size() > n ? events_.size() - n : 0;
+  return std::vector<TimelineEvent>(events_.begin() + static_cast<std::ptrdiff_t>(from), events_.end());
+}
+
 Status Timeline::log_status() const {
   std::lock_guard<std::mutex> lock(mu_);
   return log_status_;

@@ -104,6 +104,13 @@ void expect_rank3_inside(const Stalled& s, const std::string& op, int64_t seq) {
   EXPECT_EQ(r["op"]["seq"], seq);
   EXPECT_GE(r["op"]["waited_s"].get<double>(), kTimeoutS * 0.99);
   EXPECT_EQ(r["suspects"], json::array({2}));
+  // Its last events end with the open collective it waited in.
+  ASSERT_TRUE(r["last_events"].is_array() && !r["last_events"].empty()) << r.dump(2);
+  EXPECT_LE(r["last_events"].size(), 32u);
+  const json& last = r["last_events"].back();
+  EXPECT_EQ(last["name"], op);
+  EXPECT_EQ(last["seq"], seq);
+  EXPECT_EQ(last["t_end_ns"], -1) << last.dump();
 }
 
 // `dayzero timeline RUN --json` of a run folder, parsed.
