@@ -18,5 +18,6 @@ void add_make_model_command(CLI::App& app, Commands& commands);
 void add_inspect_command(CLI::App& app, Commands& commands);
 void add_plan_command(CLI::App& app, Commands& commands);
 void add_compare_command(CLI::App& app, Commands& commands);
+void add_timeline_command(CLI::App& app, Commands& commands);
 
 }  // namespace dayzero::cli

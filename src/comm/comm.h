@@ -16,8 +16,9 @@ namespace dayzero::comm {
 // Contract shared by every method below:
 // - Collective over <group>: every rank of the group must call, in the same order, with
 //   tensors of the same dtype and shape (except where a method says otherwise). A rank that
-//   skips a call leaves the others blocked: the watchdog (runtime/watchdog.h) catches that,
-//   current_op() and the timeline say where each rank is.
+//   skips a call leaves the others blocked: every call reports to the op observer
+//   (op_watch.h) before it is entered, whose watchdog catches that; current_op() and the
+//   timeline say where each rank is.
 // - Argument errors (undefined tensor, a buffer kind or dtype the implementation cannot
 //   move, wrong output shape, root/peer out of range) are found before any communication and
 //   returned as InvalidArgument / Unsupported; no data moved. They depend only on arguments

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/op_watch.h"
 #include "dump/timeline.h"
 
 namespace dayzero::comm {
@@ -91,11 +92,23 @@ bool same_row_shape(const Shape& a, const Shape& b) {
 
 }  // namespace
 
-// Records one call: sets current_op_, takes the next seq, logs the begin (before the caller
-// enters MPI) and, at scope exit, the end.
+// Records one call: reports it to the op observer (op_watch.h: the watchdog, and a debug
+// stall, which must come before the begin is logged so a stalled rank never appears to have
+// entered), sets current_op_, takes the next seq, logs the begin (before the caller enters
+// MPI) and, at scope exit, the end.
 class MpiComm::Op {
  public:
-  Op(MpiComm& comm, const char* kind, const char* name, int64_t bytes) : comm_(comm) {
+  Op(MpiComm& comm, const char* kind, const char* name, int64_t bytes, int peer = -1)
+      : comm_(comm), obs_(op_observer()) {
+    info_.kind = kind;
+    info_.op = name;
+    info_.group = comm_.name_.c_str();
+    info_.label = &comm_.label_;
+    info_.seq = comm_.seq_;
+    info_.bytes = bytes;
+    info_.peer = peer;
+    info_.members = &comm_.world_ranks_;
+    if (obs_ != nullptr) obs_->op_begin(info_);
     comm_.current_op_.store(name, std::memory_order_release);
     const int64_t seq = comm_.seq_++;
     if (comm_.timeline_ != nullptr)
@@ -104,12 +117,15 @@ class MpiComm::Op {
   ~Op() {
     if (comm_.timeline_ != nullptr) comm_.timeline_->end(handle_);
     comm_.current_op_.store(nullptr, std::memory_order_release);
+    if (obs_ != nullptr) obs_->op_end(info_);
   }
   Op(const Op&) = delete;
   Op& operator=(const Op&) = delete;
 
  private:
   MpiComm& comm_;
+  OpObserver* obs_;
+  OpInfo info_;
   dump::Timeline::Handle handle_ = -1;
 };
 
@@ -120,6 +136,17 @@ MpiComm::MpiComm(MPI_Comm comm, bool owns, std::string name, std::string label,
   DZ_CHECK(comm_ != MPI_COMM_NULL, "MpiComm over MPI_COMM_NULL for group " << label_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  {
+    MPI_Group mine, world;
+    MPI_Comm_group(comm_, &mine);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> ranks(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) ranks[static_cast<size_t>(r)] = r;
+    world_ranks_.resize(static_cast<size_t>(size_));
+    MPI_Group_translate_ranks(mine, size_, ranks.data(), world, world_ranks_.data());
+    MPI_Group_free(&mine);
+    MPI_Group_free(&world);
+  }
   // Errors come back as a Status naming the op and the group (the caller fails together at
   // the next agreement) rather than aborting inside MPI. Only on communicators this object
   // owns: a borrowed one keeps its owner's handler.
@@ -237,7 +264,7 @@ Status MpiComm::send(const Tensor& t, int peer, int tag) {
   DZ_RETURN_IF_ERROR_CTX(check_host(t, "t"), ctx);
   DZ_RETURN_IF_ERROR_CTX(check_peer(peer, tag, rank_, size_), ctx);
   DZ_RETURN_IF_ERROR_CTX(check_count(static_cast<int64_t>(t.bytes()), "t (bytes)"), ctx);
-  Op op(*this, "p2p", "send", static_cast<int64_t>(t.bytes()));
+  Op op(*this, "p2p", "send", static_cast<int64_t>(t.bytes()), peer);
   const int bytes = static_cast<int>(t.bytes());
   return mpi_ok(MPI_Send(t.data(), bytes, MPI_BYTE, peer, tag, comm_), "MPI_Send")
       .with_context(ctx);
@@ -248,7 +275,7 @@ Status MpiComm::recv(Tensor& t, int peer, int tag) {
   DZ_RETURN_IF_ERROR_CTX(check_host(t, "t"), ctx);
   DZ_RETURN_IF_ERROR_CTX(check_peer(peer, tag, rank_, size_), ctx);
   DZ_RETURN_IF_ERROR_CTX(check_count(static_cast<int64_t>(t.bytes()), "t (bytes)"), ctx);
-  Op op(*this, "p2p", "recv", static_cast<int64_t>(t.bytes()));
+  Op op(*this, "p2p", "recv", static_cast<int64_t>(t.bytes()), peer);
   // Probe first so a message of the wrong size is drained and reported, never truncated
   // into t.
   MPI_Status st;

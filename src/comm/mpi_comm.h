@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "comm/comm.h"
 
@@ -59,6 +60,8 @@ class MpiComm final : public Comm {
   // The communicator, for host traffic that is not tensor data (e.g. broadcasting an NCCL
   // unique id). Calls made on it directly are not recorded.
   MPI_Comm handle() const { return comm_; }
+  // The world rank of every group rank, in group-rank order.
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
 
  private:
   class Op;  // records one call: current_op_, seq_, the timeline begin/end
@@ -67,6 +70,7 @@ class MpiComm final : public Comm {
   bool owns_ = false;
   int rank_ = 0, size_ = 1;
   std::string name_, label_;
+  std::vector<int> world_ranks_;
   dump::Timeline* timeline_ = nullptr;
   int64_t seq_ = 0;
   std::atomic<const char*> current_op_{nullptr};

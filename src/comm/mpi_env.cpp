@@ -7,17 +7,40 @@
 #include <climits>
 #include <vector>
 
+#include "comm/op_watch.h"
 #include "core/clock.h"
 
 namespace dayzero::comm {
+namespace {
+
+// The helpers below use MPI_COMM_WORLD directly; they report to the op observer as group
+// "env" (label "world.env") with their own sequence, so the watchdog covers them too.
+const std::string kEnvLabel = "world.env";
+int64_t g_env_seq = 0;
+
+OpInfo env_op(const char* name, int64_t bytes) {
+  OpInfo info;
+  info.kind = "collective";
+  info.op = name;
+  info.group = "env";
+  info.label = &kEnvLabel;
+  info.seq = g_env_seq++;
+  info.bytes = bytes;
+  return info;
+}
+
+}  // namespace
 
 MpiEnv::MpiEnv(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    int provided = 0;
-    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    // MULTIPLE so that the watchdog thread may call MPI_Abort (FUNNELED allows MPI calls
+    // from the main thread only); the main thread still makes every other call.
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_);
     owns_ = true;
+  } else {
+    MPI_Query_thread(&thread_level_);
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_);
@@ -38,6 +61,7 @@ MpiEnv::~MpiEnv() {
 }
 
 std::string broadcast_string(const std::string& s) {
+  WatchedOp watched(env_op("broadcast_string", static_cast<int64_t>(s.size())));
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int64_t n = static_cast<int64_t>(s.size());
@@ -48,6 +72,7 @@ std::string broadcast_string(const std::string& s) {
 }
 
 std::vector<std::string> all_gather_strings(const std::string& s) {
+  WatchedOp watched(env_op("all_gather_strings", static_cast<int64_t>(s.size())));
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const int n = static_cast<int>(s.size());
@@ -66,12 +91,14 @@ std::vector<std::string> all_gather_strings(const std::string& s) {
 }
 
 int64_t all_reduce_min(int64_t v) {
+  WatchedOp watched(env_op("all_reduce_min", 8));
   int64_t out = v;
   MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
   return out;
 }
 
 Status agree(const Status& local) {
+  WatchedOp watched(env_op("agree", 4));
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -96,6 +123,7 @@ Status agree(const Status& local) {
 }
 
 int64_t measure_clock_offset_ns() {
+  WatchedOp watched(env_op("clock_offset", 16));
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

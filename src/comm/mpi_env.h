@@ -13,7 +13,7 @@ namespace dayzero::comm {
 
 class MpiEnv {
  public:
-  // Initialises MPI (MPI_THREAD_FUNNELED) unless already initialised.
+  // Initialises MPI, asking for MPI_THREAD_MULTIPLE, unless already initialised.
   MpiEnv(int* argc, char*** argv);
   ~MpiEnv();  // finalises if this object initialised MPI
   MpiEnv(const MpiEnv&) = delete;
@@ -24,12 +24,19 @@ class MpiEnv {
   int local_rank() const { return local_rank_; }    // rank among the ranks of this node
   int local_size() const { return local_size_; }    // ranks on this node
   const std::string& hostname() const { return hostname_; }
+  // The thread level MPI provided (MPI_THREAD_SINGLE .. MPI_THREAD_MULTIPLE). Only at
+  // MPI_THREAD_MULTIPLE may a thread other than the main one call MPI (MPI_Abort included).
+  int thread_level() const { return thread_level_; }
 
  private:
   bool owns_ = false;
-  int rank_ = 0, world_ = 1, local_rank_ = 0, local_size_ = 1;
+  int rank_ = 0, world_ = 1, local_rank_ = 0, local_size_ = 1, thread_level_ = 0;
   std::string hostname_;
 };
+
+// The helpers below each report to the op observer (op_watch.h) as group "env", label
+// "world.env", op "agree", "clock_offset", "broadcast_string", "all_gather_strings" or
+// "all_reduce_min", with one sequence over all of them; so the watchdog covers them.
 
 // Collective over MPI_COMM_WORLD: every rank passes its own status and gets back the same
 // verdict: Ok when all are ok, else the failure of the lowest failing rank (its code and

@@ -465,12 +465,6 @@ Status Parser::parse_watchdog(const YAML::Node& n) {
   return Status::Ok();
 }
 
-Status Parser::parse_runtime(const YAML::Node& n) {
-  DZ_RETURN_IF_ERROR(check_map(n, "runtime", {"threads", "staging_mib"}));
-  DZ_RETURN_IF_ERROR(get_opt_int(n["staging_mib"], "runtime.staging_mib", &cfg_->runtime.staging_mib));
-  return get_opt_int(n["threads"], "runtime.threads", &cfg_->runtime.threads);
-}
-
 Status Parser::parse_debug(const YAML::Node& n) {
   DZ_RETURN_IF_ERROR(check_map(n, "debug", {"perturb", "stall"}));
   if (given(n["perturb"])) {
@@ -483,8 +477,28 @@ Status Parser::parse_debug(const YAML::Node& n) {
     DZ_RETURN_IF_ERROR(get_double(p["scale"], "debug.perturb.scale", &pc.scale));
     cfg_->debug.perturb = pc;
   }
+  if (!given(n["stall"])) return Status::Ok();
+  const YAML::Node st = n["stall"];
+  DZ_RETURN_IF_ERROR(check_map(st, "debug.stall", {"rank", "before"}));
+  if (!given(st["rank"])) return error(st, "debug.stall.rank", "missing required key (the world rank that stalls)");
+  if (!given(st["before"]))
+    return error(st, "debug.stall.before", "missing required key (e.g. \"tp all_reduce #40\")");
+  StallConfig s;
+  DZ_RETURN_IF_ERROR(get_int(st["rank"], "debug.stall.rank", &s.rank));
+  DZ_RETURN_IF_ERROR(get_string(st["before"], "debug.stall.before", &s.before));
+  if (s.rank < 0) return error(st["rank"], "debug.stall.rank", "must be >= 0, got " + std::to_string(s.rank));
+  const Status parsed = parse_stall_target(s.before, &s);
+  if (!parsed.ok()) return error(st["before"], "debug.stall.before", parsed.message());
+  cfg_->debug.stall = s;
   return Status::Ok();
 }
+
+Status Parser::parse_runtime(const YAML::Node& n) {
+  DZ_RETURN_IF_ERROR(check_map(n, "runtime", {"threads", "staging_mib"}));
+  DZ_RETURN_IF_ERROR(get_opt_int(n["staging_mib"], "runtime.staging_mib", &cfg_->runtime.staging_mib));
+  return get_opt_int(n["threads"], "runtime.threads", &cfg_->runtime.threads);
+}
+
 
 }  // namespace
 
@@ -528,9 +542,30 @@ const char* dump_mode_name(DumpMode m) {
   return "?";
 }
 
+Status parse_stall_target(const std::string& before, StallConfig* s) {
+  static const std::vector<std::string> kGroups = {"world", "tp", "pp", "dp", "ep", "etp", "env"};
+  std::istringstream in(before);
+  std::string group, op, seq, extra;
+  in >> group >> op >> seq;
+  const bool more = static_cast<bool>(in >> extra);
+  const auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("\"" + before + "\": " + why +
+                                   "; expected \"<group kind> <op> #<seq>\", e.g. \"tp all_reduce #40\"");
+  };
+  if (group.empty() || op.empty() || seq.empty() || more) return bad("not three words");
+  if (std::find(kGroups.begin(), kGroups.end(), group) == kGroups.end())
+    return bad("unknown group kind \"" + group + "\" (world, tp, pp, dp, ep, etp, env)");
+  if (seq.size() < 2 || seq[0] != '#' || seq.find_first_not_of("0123456789", 1) != std::string::npos ||
+      seq.size() > 12)
+    return bad("the sequence number must be # and digits");
+  s->group = group;
+  s->op = op;
+  s->seq = std::stoll(seq.substr(1));
+  return Status::Ok();
+}
+
 const std::vector<UnbuiltKey>& unbuilt_keys() {
   static const std::vector<UnbuiltKey> keys = {
-      {"debug.stall", "the stall hook (debug.stall) is not built yet"},
       {"limits.max_image_pixels", "the image path is not built yet (prompts with images are refused)"},
   };
   return keys;

@@ -126,18 +126,37 @@ struct WatchdogConfig {
   double phase_timeout_s = 3600;
 };
 
+// debug.stall (tests only): world rank `rank` sleeps forever, its heartbeat still beating,
+// just before the op named by `before`: "<group kind> <op> #<seq>", e.g. "tp all_reduce #40",
+// "pp send #3", "env agree #12". group kind: world, tp, pp, dp, ep, etp, or env (the world
+// helpers of comm/mpi_env.h); op: the op as the timeline names it (all_reduce, all_gather,
+// reduce_scatter, broadcast, send, recv, barrier, all_reduce_max, argmax; env: agree,
+// clock_offset, broadcast_string, all_gather_strings, all_reduce_min); seq: the per-group
+// sequence number the timeline records for it. If that seq is another op, nothing stalls.
+struct StallConfig {
+  int rank = 0;
+  std::string before;  // as written
+  std::string group, op;
+  int64_t seq = 0;
+};
+// Parses the `before` grammar above into s->group, s->op, s->seq; InvalidArgument (the
+// sentence without a key path) when it does not match.
+Status parse_stall_target(const std::string& before, StallConfig* s);
+
 struct RuntimeConfig {
   std::optional<int> threads;  // CPU threads per rank, >= 1; nullopt: runtime's choice
   std::optional<int> staging_mib;  // host staging for weight reads per rank, MiB (default 256)
 };
 
-// debug: fault injection for tests only.
+// debug.perturb (tests only).
 struct PerturbConfig {
   std::string point;   // a dump point produced by emit: "layers.3.ffn_out", "embed", "logits"
   double scale = 1.0;  // that tensor is multiplied by scale where it is produced (every rank)
 };
+// debug: fault injection for tests only.
 struct DebugConfig {
   std::optional<PerturbConfig> perturb;
+  std::optional<StallConfig> stall;
 };
 
 struct RunConfig {

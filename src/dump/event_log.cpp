@@ -36,9 +36,20 @@ Status EventLog::append(int64_t t_ns, std::string_view ev, std::string_view kind
   j["seq"] = seq;
   j["bytes"] = bytes;
   // Replace invalid UTF-8 rather than throw: a tensor name must never stop the log.
-  std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  line.push_back('\n');
+  return write_line(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
 
+Status EventLog::append_meta(int64_t t_ns, const nlohmann::ordered_json& meta) {
+  nlohmann::ordered_json j;
+  j["t_ns"] = t_ns;
+  j["ev"] = "meta";
+  if (meta.is_object())
+    for (auto it = meta.begin(); it != meta.end(); ++it) j[it.key()] = it.value();
+  return write_line(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+Status EventLog::write_line(std::string line) {
+  line.push_back('\n');
   std::lock_guard<std::mutex> lock(mu_);
   // O_APPEND makes each write land at the end; loop only for the rare partial write.
   size_t done = 0;

@@ -30,6 +30,10 @@ std::string heartbeat_path(const std::string& dir, int rank) {
   return (std::filesystem::path(dir) / kLiveDirName / (rank_stem(rank) + ".json")).string();
 }
 
+std::string hang_report_path(const std::string& dir, int rank) {
+  return (std::filesystem::path(dir) / kHangDirName / (rank_stem(rank) + ".json")).string();
+}
+
 Status make_run_folder(const std::string& dir) {
   if (dir.empty()) return Status::InvalidArgument("run folder: empty path");
   const std::filesystem::path root(dir);

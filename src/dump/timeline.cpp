@@ -24,6 +24,9 @@ Timeline::Handle Timeline::begin(std::string kind, std::string name, std::string
   e.bytes = bytes;
   std::lock_guard<std::mutex> lock(mu_);
   events_.push_back(std::move(e));
+  // An event begun before the log was attached keeps its end out of the log as well: an end
+  // line without its begin would read as a malformed trail.
+  logged_.push_back(log_ != nullptr);
   log_line("begin", events_.back().t_begin_ns, events_.back());
   return static_cast<Handle>(events_.size()) - 1;
 }
@@ -35,12 +38,18 @@ void Timeline::end(Handle h) {
   TimelineEvent& e = events_[static_cast<size_t>(h)];
   DZ_CHECK(e.t_end_ns < 0, "timeline event ended twice: " << e.kind << " " << e.name);
   e.t_end_ns = t;
-  log_line("end", t, e);
+  if (logged_[static_cast<size_t>(h)]) log_line("end", t, e);
 }
 
 std::vector<TimelineEvent> Timeline::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   return events_;
+}
+
+std::vector<TimelineEvent> Timeline::last(size_t n) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t from = events_.size() > n ? events_.size() - n : 0;
+  return std::vector<TimelineEvent>(events_.begin() + static_cast<std::ptrdiff_t>(from), events_.end());
 }
 
 Status Timeline::log_status() const {

@@ -46,6 +46,9 @@ class Timeline {
 
   const std::vector<TimelineEvent>& events() const { return events_; }
   std::vector<TimelineEvent> snapshot() const;
+  // The last n events (fewer when there are fewer), oldest first, copied under the lock:
+  // what a fault report shows without copying a long run's whole timeline.
+  std::vector<TimelineEvent> last(size_t n) const;
   // The first event-log write failure, Ok when none: recording never stops for the log, the
   // caller reports this at the next agreement point.
   Status log_status() const;
@@ -56,6 +59,7 @@ class Timeline {
   EventLog* log_ = nullptr;
   mutable std::mutex mu_;
   std::vector<TimelineEvent> events_;
+  std::vector<bool> logged_;  // [events_.size()]: its begin went to the log (so its end goes too)
   Status log_status_;
 };
 

@@ -146,7 +146,7 @@ TEST(DumpContents, RunFolderFiles) {
   ASSERT_FALSE(events.empty()) << "events/rank-00000.jsonl is missing or empty";
   std::map<std::string, std::vector<int64_t>> open;  // kind|name|group|seq -> begin times
   std::istringstream in(events);
-  int lines = 0, begins = 0;
+  int lines = 0, begins = 0, metas = 0;
   std::set<std::string> seen;
   for (std::string line; std::getline(in, line); ++lines) {
     const json e = json::parse(line, nullptr, false);
@@ -155,6 +155,12 @@ TEST(DumpContents, RunFolderFiles) {
                             std::to_string(e.value("seq", int64_t{-2}));
     const auto t = e.value("t_ns", int64_t{0});
     ASSERT_GT(t, 0) << line;
+    if (e.value("ev", "") == "meta") {  // the rank's place and clock offset, once
+      ++metas;
+      EXPECT_EQ(e.value("rank", -1), 0) << line;
+      EXPECT_EQ(e.value("clock_offset_ns", int64_t{-1}), 0) << line;
+      continue;
+    }
     seen.insert(e.value("kind", "") + "|" + e.value("name", ""));
     if (e.value("ev", "") == "begin") {
       open[key].push_back(t);
@@ -167,7 +173,8 @@ TEST(DumpContents, RunFolderFiles) {
     }
   }
   for (const auto& [key, times] : open) EXPECT_TRUE(times.empty()) << "begin without end: " << key;
-  EXPECT_EQ(lines, 2 * begins);
+  EXPECT_EQ(metas, 1);
+  EXPECT_EQ(lines, 2 * begins + metas);
   EXPECT_TRUE(seen.count("phase|load"));
   EXPECT_TRUE(seen.count("prefill|capital") && seen.count("decode|capital"));
   EXPECT_TRUE(seen.count("prefill|raw") && seen.count("decode|raw"));

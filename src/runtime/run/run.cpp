@@ -2,15 +2,28 @@
 // over the world, both under the watchdog; the exit path of a failed phase; the summaries
 // printed by rank 0 and the agreement on the prompts' expects. The phases themselves are in
 // the other files of this folder.
+#include <mpi.h>
+
+#include <cstdio>
 #include <iostream>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "comm/groups.h"
+#include "comm/op_watch.h"
+#include "core/log.h"
+#include "diag/hang_report.h"
+#include "dump/run_folder.h"
 #include "runtime/run/run.h"
 
 namespace dayzero::runtime {
+namespace {
+// How long MPI_Abort may take before the watchdog's second timer _exit(3)s the process.
+constexpr double kAbortGraceS = 5;
+}  // namespace
 
 int Run::fail(const Status& s) {
   if (env_.rank() == 0) std::cerr << "dayzero: error: " << s.message() << std::endl;
@@ -20,10 +33,34 @@ int Run::fail(const Status& s) {
 
 void Run::on_abort(const std::string& why) {
   if (events_) (void)events_->append(realtime_ns(), "begin", "abort", why, "", -1, 0);
+  // run_dir_ is written once by the main thread, before the heartbeat (and so any report) exists.
+  if (run_dir_.empty() || !heartbeat_) return;
+  diag::HangSelf self = hang_watch_.view();
+  self.host = env_.hostname();
+  self.reason = why;
+  for (const dump::TimelineEvent& e : timeline_.last(diag::kHangReportEvents))
+    self.last_events.push_back({{"t_begin_ns", e.t_begin_ns}, {"t_end_ns", e.t_end_ns}, {"kind", e.kind},
+                                {"name", e.name}, {"group", e.group}, {"seq", e.seq}});
+  const nlohmann::ordered_json report = diag::make_hang_report(run_dir_, env_.world_size(), self, realtime_ns());
+  const Status s = diag::write_hang_report(run_dir_, report, env_.rank());
+  if (!s.ok()) std::fprintf(stderr, "dayzero: error: %s\n", s.message().c_str());
+  std::string suspects;
+  for (const auto& r : report["suspects"]) suspects += (suspects.empty() ? "" : ", ") + r.dump();
+  if (!suspects.empty())
+    std::fprintf(stderr, "dayzero: error: rank %d: not inside it, per their heartbeats: rank(s) %s; hang report %s\n",
+                 env_.rank(), suspects.c_str(), dump::hang_report_path(run_dir_, env_.rank()).c_str());
+  std::fflush(stderr);
 }
 
 int Run::execute() {
   Watchdog::install_sigterm_handler();
+  // Only at MPI_THREAD_MULTIPLE may the watchdog thread call MPI_Abort; otherwise it exits and
+  // the launcher ends the job (see docs/usage.md "Watchdog").
+  watchdog_.set_abort_mode(env_.thread_level() == MPI_THREAD_MULTIPLE, kAbortGraceS);
+  comm::set_op_observer(&hang_watch_);
+  struct Uninstall {
+    ~Uninstall() { comm::set_op_observer(nullptr); }
+  } uninstall;
   using Phase = Status (Run::*)();
   const std::pair<const char*, Phase> phases[] = {
       {"config", &Run::read_config},          {"model check", &Run::open_model_and_prompts},
@@ -33,9 +70,13 @@ int Run::execute() {
       {"prompts", &Run::run_prompts},         {"dump", &Run::finish},
   };
   for (const auto& [name, phase] : phases) {
+    hang_watch_.set_phase(name);
     Status local;
     {
       WatchdogScope w(watchdog_, std::string("phase '") + name + "'", phase_timeout());
+      // The dump phase writes /timeline itself, which cannot hold its own end: no event for it.
+      std::optional<dump::ScopedEvent> ev;
+      if (std::string_view(name) != "dump") ev.emplace(timeline_, "phase", name);
       local = (this->*phase)();
     }
     Status agreed;
@@ -44,7 +85,9 @@ int Run::execute() {
       agreed = comm::agree(local);
     }
     if (!agreed.ok()) return fail(agreed);
+    if (heartbeat_) hang_watch_.set_heartbeat(heartbeat_.get());
   }
+  hang_watch_.set_heartbeat(nullptr);
   heartbeat_->set_phase("done");
   heartbeat_->set_current("");
   heartbeat_->stop();

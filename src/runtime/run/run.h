@@ -25,6 +25,7 @@
 #include "plan/plan.h"
 #include "runtime/forward.h"
 #include "runtime/generate.h"
+#include "runtime/hang_watch.h"
 #include "runtime/model_loader.h"
 #include "runtime/runner.h"
 #include "runtime/watchdog.h"
@@ -48,7 +49,8 @@ std::string join_ids(const std::vector<int32_t>& ids);
 class Run {
  public:
   Run(const comm::MpiEnv& env, const RunArgs& args)
-      : env_(env), args_(args), watchdog_(env.rank(), [this](const std::string& why) { on_abort(why); }) {}
+      : env_(env), args_(args), watchdog_(env.rank(), [this](const std::string& why) { on_abort(why); }),
+        hang_watch_(watchdog_, env.rank()) {}
   int execute();
 
  private:
@@ -66,7 +68,8 @@ class Run {
   std::string summary_text() const;            // run_summary.cpp
   nlohmann::json expert_load_report() const;   // run_summary.cpp
   int fail(const Status& s);
-  // Called by the watchdog thread just before the job ends: leaves the reason in the event log.
+  // Called by the watchdog thread just before the job ends: leaves the reason in the event log
+  // and this rank's hang report (hang/rank-N.json) in the run folder.
   void on_abort(const std::string& why);
   double phase_timeout() const { return config_loaded_ ? cfg_.watchdog.phase_timeout_s : 3600; }
   double collective_timeout() const { return config_loaded_ ? cfg_.watchdog.collective_timeout_s : 300; }
@@ -96,6 +99,7 @@ class Run {
   int64_t started_ns_ = realtime_ns();
   bool config_loaded_ = false;
   Watchdog watchdog_;
+  HangWatch hang_watch_;  // the op observer while execute() runs
 };
 
 }  // namespace dayzero::runtime

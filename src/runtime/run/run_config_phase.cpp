@@ -14,6 +14,11 @@ Status Run::read_config() {
   config_loaded_ = true;
   if (cfg_.backend == config::Backend::kCuda)
     return Status::Unsupported(cfg_.source_name + ": backend: cuda is not available in this build; use cpu or auto");
+  if (cfg_.debug.stall && cfg_.debug.stall->rank >= env_.world_size())
+    return Status::InvalidArgument(cfg_.source_name + ": debug.stall.rank: rank " + std::to_string(cfg_.debug.stall->rank) +
+                                   " is not a rank of this job of " + std::to_string(env_.world_size()));
+  hang_watch_.set_timeout(cfg_.watchdog.collective_timeout_s);
+  hang_watch_.set_stall(cfg_.debug.stall);
   return Status::Ok();
 }
 

@@ -52,6 +52,14 @@ Status Run::make_run_folder() {
 Status Run::open_dump_file() {
   // Collective over the world: every rank measures, whether or not it writes a file.
   const int64_t offset = comm::measure_clock_offset_ns();
+  // The event log carries the offset too, so `dayzero timeline` needs no HDF5 file.
+  const plan::RankCoord& c = groups_->coord();
+  nlohmann::ordered_json meta = {{"rank", env_.rank()},       {"world_size", env_.world_size()},
+                                 {"host", env_.hostname()},   {"dp", c.dp_rank},
+                                 {"pp", c.pp_rank},           {"tp", c.tp_rank},
+                                 {"ep", c.ep_rank},           {"etp", c.etp_rank},
+                                 {"clock_offset_ns", offset}};
+  DZ_RETURN_IF_ERROR(events_->append_meta(realtime_ns(), meta));
   if (!cfg_.dump.enabled) return Status::Ok();
   dump::RootAttributes a;
   a.dayzero_version = DAYZERO_VERSION;

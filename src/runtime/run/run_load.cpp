@@ -20,7 +20,6 @@ namespace fs = std::filesystem;
 
 Status Run::load_checkpoint() {
   heartbeat_->set_phase("load");
-  dump::ScopedEvent ev(timeline_, "phase", "load");
   if (env_.rank() == 0) DZ_LOG_INFO("backend {}", be_->describe());
   const plan::EdgeNames names = plan::edge_names(*model_.adapter, model_.hp);
   // The bytes this rank will read, from the plan's slices: the progress total and the check below.

@@ -192,8 +192,8 @@ TEST(RunConfig, KeysThatCannotTakeEffectAreRefused) {
   EXPECT_EQ(ok->limits.max_image_pixels, 50000000) << "the internal default stays";
 }
 
-// debug.perturb is built (runtime/perturb_sink.h); debug.stall is still refused by name.
-TEST(RunConfig, DebugPerturbParsesAndStallIsRefused) {
+// debug.perturb parses (runtime/perturb_sink.h); its bad forms are refused by key.
+TEST(RunConfig, DebugPerturbParses) {
   auto ok = parse(std::string(kMinimal) + "debug: {perturb: {point: layers.3.ffn_out, scale: 1.001}}\n");
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   ASSERT_TRUE(ok->debug.perturb.has_value());
@@ -201,7 +201,6 @@ TEST(RunConfig, DebugPerturbParsesAndStallIsRefused) {
   EXPECT_DOUBLE_EQ(ok->debug.perturb->scale, 1.001);
   EXPECT_FALSE(parse(kMinimal)->debug.perturb.has_value());
   const std::pair<const char*, const char*> refusals[] = {
-      {"debug: {stall: {rank: 2, before: \"tp all_reduce #40\"}}\n", "debug.stall: cannot take effect"},
       {"debug: {perturb: {point: layers.3.topk_ids, scale: 2}}\n", "debug.perturb.point: \"layers.3.topk_ids\" is not a point"},
       {"debug: {perturb: {point: layers.x.ffn_out, scale: 2}}\n", "debug.perturb.point"},
       {"debug: {perturb: {point: logits}}\n", "debug.perturb.scale: missing required key"},
@@ -471,6 +470,39 @@ TEST(DumpSelection, LayersAndPoints) {
   EXPECT_TRUE(all->dump.activations.wants_key("layers.120.router_logits"));
   EXPECT_TRUE(all->dump.activations.wants_key("merged_embed"));
   EXPECT_FALSE(all->dump.activations.wants_key("layers.1"));
+}
+
+// debug.stall parses into group kind, op and seq, next to debug.perturb.
+TEST(DebugConfig, StallParses) {
+  auto r = parse("model: {path: m}\nprompts: [{id: a, text: hi}]\ndebug: {stall: {rank: 2, before: \"tp all_reduce #40\"}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_TRUE(r->debug.stall.has_value());
+  EXPECT_EQ(r->debug.stall->rank, 2);
+  EXPECT_EQ(r->debug.stall->group, "tp");
+  EXPECT_EQ(r->debug.stall->op, "all_reduce");
+  EXPECT_EQ(r->debug.stall->seq, 40);
+  auto none = parse("model: {path: m}\nprompts: [{id: a, text: hi}]\n");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->debug.stall.has_value());
+
+  auto both = parse("model: {path: m}\nprompts: [{id: a, text: hi}]\n"
+                    "debug: {perturb: {point: embed, scale: 2}, stall: {rank: 1, before: \"pp recv #4\"}}\n");
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_TRUE(both->debug.perturb.has_value());
+  ASSERT_TRUE(both->debug.stall.has_value());
+  EXPECT_EQ(both->debug.stall->group, "pp");
+
+  const char* bad[] = {"tp all_reduce", "tp all_reduce 40", "tq all_reduce #40", "tp all_reduce #4x",
+                       "tp all_reduce #40 now", "#40"};
+  for (const char* b : bad) {
+    auto e = parse(std::string("model: {path: m}\nprompts: [{id: a, text: hi}]\ndebug: {stall: {rank: 1, before: \"") + b +
+                   "\"}}\n");
+    ASSERT_FALSE(e.ok()) << b;
+    EXPECT_NE(e.status().message().find("debug.stall.before"), std::string::npos) << e.status().message();
+  }
+  auto neg = parse("model: {path: m}\nprompts: [{id: a, text: hi}]\ndebug: {stall: {rank: -1, before: \"pp send #0\"}}\n");
+  ASSERT_FALSE(neg.ok());
+  EXPECT_NE(neg.status().message().find("debug.stall.rank"), std::string::npos) << neg.status().message();
 }
 
 }  // namespace

@@ -1,0 +1,294 @@
+// Phase and arrival spreads, and the hang analysis, over a run's aligned trails.
+#include "diag/timeline_analysis.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace dayzero::diag {
+namespace {
+
+bool is_comm(const Slice& s) { return s.kind == "collective" || s.kind == "p2p"; }
+double secs(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
+std::string fmt(double v, const char* f = "%.3f") {
+  char b[48];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string op_text(const Slice& s) {
+  if (is_comm(s)) return s.name + " #" + std::to_string(s.seq) + " of " + s.group;
+  return s.kind + " " + s.name;
+}
+
+std::string ranks_text(const std::vector<int>& v) {
+  if (v.empty()) return "none";
+  std::string s;
+  for (int r : v) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+std::string who(const RankState& r) {
+  std::string s = "rank " + std::to_string(r.rank) + " (node " + r.host;
+  if (r.pp >= 0) s += ", pp " + std::to_string(r.pp) + ", tp " + std::to_string(r.tp);
+  return s + ")";
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+Analysis analyse(const RunTrails& t) {
+  Analysis a;
+  a.world = static_cast<int>(t.ranks.size());
+  std::set<std::string> hosts;
+  for (const RankTrail& r : t.ranks)
+    if (r.has_log) hosts.insert(r.host);
+  a.nodes = static_cast<int>(hosts.size());
+
+  // Phases: completed non-communication slices, summed per rank and (kind, name).
+  std::map<std::pair<std::string, std::string>, std::map<int, double>> phase_s;
+  std::vector<std::pair<std::string, std::string>> phase_order;
+  // Communication: (label, seq) -> rank -> slice.
+  std::map<std::string, std::map<int64_t, std::map<int, const Slice*>>> ops;
+  std::map<std::string, std::set<int>> members;
+  for (const RankTrail& r : t.ranks)
+    for (const Slice& s : r.slices) {
+      if (is_comm(s)) {
+        ops[s.group][s.seq][r.rank] = &s;
+        members[s.group].insert(r.rank);
+      } else if (!s.open()) {
+        const auto key = std::make_pair(s.kind, s.name);
+        if (!phase_s.count(key)) phase_order.push_back(key);
+        phase_s[key][r.rank] += secs(s.t_end_ns - s.t_begin_ns);
+      }
+    }
+  for (const auto& key : phase_order) {
+    PhaseStat p;
+    p.kind = key.first;
+    p.name = key.second;
+    std::vector<double> v;
+    for (const auto& [rank, s] : phase_s[key]) {
+      v.push_back(s);
+      if (p.slowest_rank < 0 || s > p.max_s) p.max_s = s, p.slowest_rank = rank;
+    }
+    p.ranks = static_cast<int>(v.size());
+    p.min_s = *std::min_element(v.begin(), v.end());
+    p.median_s = median(v);
+    a.phases.push_back(p);
+  }
+
+  for (const auto& [label, by_seq] : ops) {
+    GroupSpread g;
+    g.label = label;
+    std::vector<double> spreads;
+    for (const auto& [seq, by_rank] : by_seq) {
+      if (by_rank.size() < 2) continue;
+      int64_t lo = INT64_MAX, hi = INT64_MIN;
+      int last = -1;
+      for (const auto& [rank, s] : by_rank) {
+        lo = std::min(lo, s->t_begin_ns);
+        if (s->t_begin_ns > hi) hi = s->t_begin_ns, last = rank;
+      }
+      const double sp = secs(hi - lo);
+      spreads.push_back(sp);
+      if (g.max_seq < 0 || sp > g.max_spread_s) g.max_spread_s = sp, g.max_seq = seq, g.last_rank = last;
+    }
+    g.ops = static_cast<int>(spreads.size());
+    g.median_spread_s = median(spreads);
+    a.groups.push_back(g);
+
+    // Stuck: entered by someone, not completed by every member.
+    for (const auto& [seq, by_rank] : by_seq) {
+      StuckOp st;
+      st.label = label;
+      st.seq = seq;
+      st.first_entry_ns = INT64_MAX;
+      for (int m : members[label]) {
+        auto it = by_rank.find(m);
+        if (it == by_rank.end()) {
+          st.never.push_back(m);
+          continue;
+        }
+        st.op = it->second->name;
+        st.p2p = it->second->kind == "p2p";
+        st.entered.push_back(m);
+        st.first_entry_ns = std::min(st.first_entry_ns, it->second->t_begin_ns);
+        if (!it->second->open()) st.completed.push_back(m);
+      }
+      if (st.completed.size() != members[label].size()) a.stuck.push_back(std::move(st));
+    }
+  }
+  // A p2p pair (send #n, recv #n) of one seq on two ranks is one entry of the map, so a send
+  // that completed eagerly with its recv never posted shows as stuck with the receiver in
+  // never; a group whose members simply ran different numbers of ops shows the same way.
+
+  bool watchdog_expired = false;
+  int64_t first_sigterm_ns = -1;
+  for (const RankTrail& r : t.ranks) {
+    if (r.abort_reason.find("watchdog") != std::string::npos) watchdog_expired = true;
+    if (r.abort_reason.find("SIGTERM") != std::string::npos && r.abort_ns >= 0 &&
+        (first_sigterm_ns < 0 || r.abort_ns < first_sigterm_ns))
+      first_sigterm_ns = r.abort_ns;
+  }
+  for (const RankTrail& r : t.ranks) {
+    RankState s;
+    s.rank = r.rank;
+    s.host = r.host;
+    s.pp = r.pp;
+    s.tp = r.tp;
+    s.abort_reason = r.abort_reason;
+    s.last_event_ns = r.last_event_ns;
+    for (const Slice& e : r.slices) {
+      const int64_t at = e.open() ? e.t_begin_ns : e.t_end_ns;
+      if (at >= s.last_event_ns) s.last_event = std::string(e.open() ? "begin of " : "end of ") + op_text(e);
+      if (is_comm(e) && e.open()) {
+        s.waiting_in = op_text(e);
+        s.waiting_s = secs(t.end_ns - e.t_begin_ns);
+      }
+    }
+    if (!r.has_heartbeat) {
+      s.heartbeat = "none";
+    } else {
+      s.heartbeat_age_s = std::max(0.0, secs(t.end_ns - r.heartbeat_ns));
+      // Ended by the launcher (no watchdog expired, yet ranks were SIGTERMed or ops were left
+      // open): a rank that wrote no abort record and was not blocked in an op is the one that
+      // died; one blocked in an op was waiting until the launcher ended it.
+      const bool by_launcher = !watchdog_expired && (first_sigterm_ns >= 0 || !a.stuck.empty());
+      const bool killed = by_launcher && r.abort_reason.empty() && s.waiting_in.empty();
+      s.heartbeat = r.hb_stopped                                        ? "exited"
+                    : (s.heartbeat_age_s > kHeartbeatDeadAfterS || killed) ? "dead"
+                                                                          : "alive";
+    }
+    a.ranks.push_back(s);
+  }
+
+  std::set<int> culprits;
+  for (const StuckOp& st : a.stuck)
+    for (int r : st.never)
+      if (a.ranks[static_cast<size_t>(r)].waiting_in.empty() && !st.entered.empty() &&
+          a.ranks[static_cast<size_t>(r)].heartbeat != "exited")
+        culprits.insert(r);
+  a.culprits.assign(culprits.begin(), culprits.end());
+
+  // The verdict.
+  if (a.stuck.empty()) {
+    a.verdict = "no hang: every op that a group's ranks entered completed on all of them.";
+    return a;
+  }
+  std::string v;
+  for (int c : a.culprits) {
+    const RankState& rs = a.ranks[static_cast<size_t>(c)];
+    const RankTrail& tr = t.ranks[static_cast<size_t>(c)];
+    // The op it is missing from: preferably on the group of its own last communication.
+    std::string last_label;
+    for (const Slice& e : tr.slices)
+      if (is_comm(e)) last_label = e.group;
+    const StuckOp* main = nullptr;
+    std::vector<const StuckOp*> also;
+    for (const StuckOp& st : a.stuck)
+      if (std::find(st.never.begin(), st.never.end(), c) != st.never.end() && !st.entered.empty()) {
+        if (main == nullptr || (st.label == last_label && main->label != last_label)) {
+          if (main != nullptr) also.push_back(main);
+          main = &st;
+        } else {
+          also.push_back(&st);
+        }
+      }
+    int64_t others_stopped = -1;
+    for (const RankState& o : a.ranks)
+      if (o.rank != c) others_stopped = std::max(others_stopped, o.last_event_ns);
+    const std::string missing = !main->p2p ? main->op : main->op == "send" ? "the recv matching send" : "the send matching recv";
+    v += who(rs) + " never entered " + missing + " #" + std::to_string(main->seq) + " of " + main->label +
+         ", which rank(s) " + ranks_text(main->entered) + (main->p2p ? " entered" : " entered and waited in");
+    if (!also.empty()) {
+      v += " (nor ";
+      for (size_t i = 0; i < also.size(); ++i)
+        v += (i ? ", " : "") + also[i]->op + " #" + std::to_string(also[i]->seq) + " of " + also[i]->label;
+      v += ")";
+    }
+    v += "; its last event was the " + rs.last_event;
+    if (others_stopped >= 0 && rs.last_event_ns >= 0)
+      v += ", " + fmt(secs(others_stopped - rs.last_event_ns), "%.1f") + " s before the others stopped";
+    if (rs.heartbeat == "alive")
+      v += ". It was alive and stuck: its heartbeat was still beating " + fmt(rs.heartbeat_age_s, "%.1f") +
+           " s before the end";
+    else if (rs.heartbeat == "dead")
+      v += ". It is dead (or frozen): its heartbeat stopped " + fmt(rs.heartbeat_age_s, "%.1f") +
+           " s before the end and it left no abort record";
+    else
+      v += ". Its heartbeat is " + rs.heartbeat;
+    v += ". ";
+  }
+  if (a.culprits.empty())
+    v = "every stuck op's missing ranks are themselves waiting in another op (a cycle, or ops issued in "
+        "different orders): see the stuck ops above. ";
+  a.verdict = v.substr(0, v.size() - 1);
+  return a;
+}
+
+nlohmann::ordered_json to_json(const Analysis& a) {
+  nlohmann::ordered_json j;
+  j["world_size"] = a.world;
+  j["nodes"] = a.nodes;
+  j["phases"] = nlohmann::ordered_json::array();
+  for (const PhaseStat& p : a.phases)
+    j["phases"].push_back({{"kind", p.kind}, {"name", p.name}, {"ranks", p.ranks}, {"min_s", p.min_s},
+                           {"median_s", p.median_s}, {"max_s", p.max_s}, {"slowest_rank", p.slowest_rank}});
+  j["groups"] = nlohmann::ordered_json::array();
+  for (const GroupSpread& g : a.groups)
+    j["groups"].push_back({{"label", g.label}, {"ops", g.ops}, {"median_spread_s", g.median_spread_s},
+                           {"max_spread_s", g.max_spread_s}, {"max_seq", g.max_seq}, {"last_rank", g.last_rank}});
+  j["stuck"] = nlohmann::ordered_json::array();
+  for (const StuckOp& s : a.stuck)
+    j["stuck"].push_back({{"label", s.label}, {"op", s.op}, {"seq", s.seq}, {"entered", s.entered},
+                          {"completed", s.completed}, {"never", s.never}});
+  j["ranks"] = nlohmann::ordered_json::array();
+  for (const RankState& r : a.ranks)
+    j["ranks"].push_back({{"rank", r.rank}, {"host", r.host}, {"pp", r.pp}, {"tp", r.tp},
+                          {"last_event", r.last_event}, {"waiting_in", r.waiting_in}, {"waiting_s", r.waiting_s},
+                          {"heartbeat", r.heartbeat}, {"heartbeat_age_s", r.heartbeat_age_s},
+                          {"abort_reason", r.abort_reason}});
+  j["culprits"] = a.culprits;
+  j["verdict"] = a.verdict;
+  return j;
+}
+
+std::string to_text(const Analysis& a) {
+  std::string o = std::to_string(a.world) + " rank(s) on " + std::to_string(a.nodes) + " node(s)\n";
+  o += "phases (seconds over ranks: min / median / max, slowest rank):\n";
+  for (const PhaseStat& p : a.phases)
+    o += "  " + p.kind + " " + p.name + ": " + fmt(p.min_s) + " / " + fmt(p.median_s) + " / " + fmt(p.max_s) +
+         ", rank " + std::to_string(p.slowest_rank) + " (" + std::to_string(p.ranks) + " rank(s))\n";
+  o += "collective groups (arrival spread, seconds: median / max at seq, last to arrive):\n";
+  for (const GroupSpread& g : a.groups)
+    o += "  " + g.label + ": " + std::to_string(g.ops) + " op(s), " + fmt(g.median_spread_s, "%.6f") + " / " +
+         fmt(g.max_spread_s, "%.6f") + (g.max_seq >= 0 ? " at #" + std::to_string(g.max_seq) + ", rank " +
+                                                            std::to_string(g.last_rank)
+                                                      : std::string()) +
+         "\n";
+  o += "ops not completed by every rank of their group:\n";
+  if (a.stuck.empty()) o += "  none\n";
+  for (const StuckOp& s : a.stuck)
+    o += "  " + s.op + " #" + std::to_string(s.seq) + " of " + s.label + ": entered " + ranks_text(s.entered) +
+         "; completed " + ranks_text(s.completed) + "; never arrived " + ranks_text(s.never) + "\n";
+  o += "ranks at the end:\n";
+  for (const RankState& r : a.ranks) {
+    o += "  " + who(r) + ": last event " + (r.last_event.empty() ? "none" : r.last_event);
+    if (!r.waiting_in.empty()) o += "; waiting in " + r.waiting_in + " for " + fmt(r.waiting_s, "%.1f") + " s";
+    o += "; heartbeat " + r.heartbeat;
+    if (r.heartbeat_age_s >= 0) o += " (" + fmt(r.heartbeat_age_s, "%.1f") + " s before the end)";
+    o += "\n";
+  }
+  o += "verdict: " + a.verdict + "\n";
+  return o;
+}
+
+}  // namespace dayzero::diag
