@@ -1,9 +1,9 @@
-// dayzero inspect MODEL_DIR|config.json [--json]: what a model is and whether dayzero can run
-// it: architecture, parameters by component, total and activated per token, dtypes and
-// quantization, features. A folder with weights also gets the tensor check; a bare
-// config.json (or a folder with only config.json) is described from its config alone. A model
-// without an adapter (or a published index without its shards) gets the family-independent
-// analysis (analysis/analysis.h) instead of a refusal; known families get its feature list too.
+// dayzero inspect MODEL_DIR|config.json [--json] [--register FILE.yaml] [--markdown]: what a
+// model is and whether dayzero can run it: architecture, parameters by component, total and
+// activated per token, dtypes and quantization, features. A folder with weights also gets the
+// tensor check; a bare config.json is described from its config alone. A model without an
+// adapter gets the family-independent analysis (analysis/analysis.h) instead of a refusal.
+// --register keeps the model's entry in a team register; --markdown prints it as a page.
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "analysis/analysis.h"
+#include "analysis/register.h"
 #include "cli/commands.h"
 #include "core/json.h"
 #include "model/inspect.h"
@@ -108,69 +109,123 @@ void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
       << f.detail << "\n";
 }
 
+// The inspection itself (text or JSON); its exit code.
+int inspect(const std::string& path, bool json) {
+  auto d = model::open_model_folder(path, model::WeightsNeeded::kIfPresent);
+  auto generic = analysis::analyze_path(path);
+  const bool fallback = !d.ok() && generic.ok() &&
+                        (d.status().code() == StatusCode::kUnsupported || generic->source == analysis::Source::kIndexNames);
+  if (fallback) {
+    if (json) {
+      nlohmann::json j = analysis::to_json(*generic);
+      j["adapter_status"] = d.status().message();
+      std::cout << j.dump(2) << std::endl;
+    } else {
+      std::cout << "adapter     " << d.status().message() << "\n";
+      analysis::print_text(std::cout, *generic);
+    }
+    return 0;
+  }
+  if (!d.ok() && d.status().code() == StatusCode::kUnsupported && !generic.ok()) {
+    std::cerr << "dayzero inspect: " << d.status().message() << "; generic analysis: " << generic.status().message()
+              << std::endl;
+    return generic.status().exit_code();
+  }
+  if (!d.ok()) {
+    std::cerr << "dayzero inspect: " << d.status().message() << std::endl;
+    return d.status().exit_code();
+  }
+  const model::ParamReport r =
+      model::inspect_params(d->hp, d->specs, d->config, d->has_weights ? &d->catalog : nullptr);
+  Status check = Status::Ok();
+  if (d->has_weights) check = runtime::check_tensors(*d);
+  if (json) {
+    nlohmann::json j = model::to_json(r);
+    j["family"] = d->hp.family;
+    j["model_type"] = d->hp.model_type;
+    j["n_layer"] = d->hp.n_layer;
+    j["n_embd"] = d->hp.n_embd;
+    j["n_vocab"] = d->hp.n_vocab;
+    j["n_expert"] = d->hp.n_expert;
+    j["n_expert_used"] = d->hp.n_expert_used;
+    j["weights"] = d->has_weights;
+    if (d->has_weights) j["check"] = check.ok() ? "ok" : check.message();
+    if (generic.ok()) j["analysis"] = analysis::to_json(*generic);
+    std::cout << j.dump(2) << std::endl;
+  } else {
+    print_text(*d, r);
+    if (generic.ok()) analysis::print_features(std::cout, *generic);
+    if (d->has_weights)
+      std::cout << "tensors     " << d->catalog.tensors().size() << " in "
+                << d->catalog.files().size() << " file(s), " << d->catalog.total_bytes()
+                << " bytes\n"
+                << "check       " << (check.ok() ? "ok" : check.message()) << std::endl;
+    else
+      std::cout << "check       no weights (config only)" << std::endl;
+  }
+  return check.exit_code();
+}
+
+// --register / --markdown: the register is read (and its shape checked) before anything is
+// written; an inspection that fails leaves it alone.
+int register_and_page(const std::string& path, bool json, const std::string& register_path, bool markdown) {
+  std::vector<YAML::Node> entries;
+  if (!register_path.empty()) {
+    auto loaded = analysis::load_register(register_path);
+    if (!loaded.ok()) {
+      std::cerr << "dayzero inspect: " << loaded.status().message() << "; left unchanged" << std::endl;
+      return loaded.status().exit_code();
+    }
+    entries = std::move(*loaded);
+  }
+  if (!markdown) {
+    const int rc = inspect(path, json);
+    if (rc != 0) return rc;
+  }
+  auto a = analysis::analyze_path(path);
+  if (!a.ok()) {
+    std::cerr << "dayzero inspect: " << a.status().message() << std::endl;
+    return a.status().exit_code();
+  }
+  auto id = analysis::identify_model(path);
+  if (!id.ok()) {
+    std::cerr << "dayzero inspect: " << id.status().message() << std::endl;
+    return id.status().exit_code();
+  }
+  const YAML::Node entry = analysis::register_entry(*a, *id, analysis::utc_now());
+  if (register_path.empty()) {
+    analysis::print_markdown(std::cout, {entry});
+    return 0;
+  }
+  const analysis::Upsert u = analysis::upsert_entry(entries, entry);
+  if (Status s = analysis::write_register(register_path, entries); !s.ok()) {
+    std::cerr << "dayzero inspect: " << s.message() << std::endl;
+    return s.exit_code();
+  }
+  std::cerr << "register    " << register_path << ": " << id->name << " " << analysis::upsert_name(u) << ", "
+            << entries.size() << " entr" << (entries.size() == 1 ? "y" : "ies") << std::endl;
+  if (markdown) analysis::print_markdown(std::cout, entries);
+  return 0;
+}
+
 }  // namespace
 
 void add_inspect_command(CLI::App& app, Commands& commands) {
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
+  auto markdown = std::make_shared<bool>(false);
+  auto register_path = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("inspect", "Describe a model (folder or bare config.json) and check its tensors");
   cmd->add_option("model", *path, "Model folder (config.json [+ safetensors]) or a config.json")->required();
-  cmd->add_flag("--json", *json, "Print the figures as JSON");
-  cmd->callback([&commands, path, json] {
-    commands.action = [path, json] {
-      auto d = model::open_model_folder(*path, model::WeightsNeeded::kIfPresent);
-      auto generic = analysis::analyze_path(*path);
-      const bool fallback = !d.ok() && generic.ok() &&
-                            (d.status().code() == StatusCode::kUnsupported || generic->source == analysis::Source::kIndexNames);
-      if (fallback) {
-        if (*json) {
-          nlohmann::json j = analysis::to_json(*generic);
-          j["adapter_status"] = d.status().message();
-          std::cout << j.dump(2) << std::endl;
-        } else {
-          std::cout << "adapter     " << d.status().message() << "\n";
-          analysis::print_text(std::cout, *generic);
-        }
-        return 0;
-      }
-      if (!d.ok() && d.status().code() == StatusCode::kUnsupported && !generic.ok()) {
-        std::cerr << "dayzero inspect: " << d.status().message() << "; generic analysis: " << generic.status().message()
-                  << std::endl;
-        return generic.status().exit_code();
-      }
-      if (!d.ok()) {
-        std::cerr << "dayzero inspect: " << d.status().message() << std::endl;
-        return d.status().exit_code();
-      }
-      const model::ParamReport r =
-          model::inspect_params(d->hp, d->specs, d->config, d->has_weights ? &d->catalog : nullptr);
-      Status check = Status::Ok();
-      if (d->has_weights) check = runtime::check_tensors(*d);
-      if (*json) {
-        nlohmann::json j = model::to_json(r);
-        j["family"] = d->hp.family;
-        j["model_type"] = d->hp.model_type;
-        j["n_layer"] = d->hp.n_layer;
-        j["n_embd"] = d->hp.n_embd;
-        j["n_vocab"] = d->hp.n_vocab;
-        j["n_expert"] = d->hp.n_expert;
-        j["n_expert_used"] = d->hp.n_expert_used;
-        j["weights"] = d->has_weights;
-        if (d->has_weights) j["check"] = check.ok() ? "ok" : check.message();
-        if (generic.ok()) j["analysis"] = analysis::to_json(*generic);
-        std::cout << j.dump(2) << std::endl;
-      } else {
-        print_text(*d, r);
-        if (generic.ok()) analysis::print_features(std::cout, *generic);
-        if (d->has_weights)
-          std::cout << "tensors     " << d->catalog.tensors().size() << " in "
-                    << d->catalog.files().size() << " file(s), " << d->catalog.total_bytes()
-                    << " bytes\n"
-                    << "check       " << (check.ok() ? "ok" : check.message()) << std::endl;
-        else
-          std::cout << "check       no weights (config only)" << std::endl;
-      }
-      return check.exit_code();
+  CLI::Option* j = cmd->add_flag("--json", *json, "Print the figures as JSON");
+  cmd->add_option("--register", *register_path,
+                  "Add or update this model's entry in a register YAML file (created if absent)");
+  cmd->add_flag("--markdown", *markdown, "Print the model's register entry (with --register: the whole register) as Markdown")
+      ->excludes(j);
+  cmd->callback([&commands, path, json, markdown, register_path] {
+    commands.action = [path, json, markdown, register_path] {
+      if (register_path->empty() && !*markdown) return inspect(*path, *json);
+      return register_and_page(*path, *json, *register_path, *markdown);
     };
   });
 }

@@ -1,7 +1,9 @@
 // dayzero inspect: a bare config.json (--json, parsed back), a folder holding only config.json,
 // a generated checkpoint (figures plus the tensor check), an unknown architecture (the generic
-// analysis, exit 0) and an unknown architecture whose config lacks its sizes (exit 2).
+// analysis, exit 0), an unknown architecture whose config lacks its sizes (exit 2), and the
+// register: two models registered twice, --markdown, a malformed register refused unchanged.
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <fstream>
 
@@ -84,6 +86,90 @@ TEST(InspectCli, UnknownArchitectureWithoutSizesIsBadInput) {
   const Outcome o = run_dayzero("inspect " + path);
   EXPECT_EQ(o.exit_code, 2) << o.output;
   EXPECT_NE(o.output.find("hidden_size"), std::string::npos) << o.output;
+}
+
+std::string fixture_dir(const std::string& name) {
+  return std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/" + name;
+}
+
+YAML::Node load_yaml(const fs::path& p) {
+  try {
+    return YAML::LoadFile(p.string());
+  } catch (const YAML::Exception& e) {
+    ADD_FAILURE() << p << ": " << e.what();
+    return {};
+  }
+}
+
+TEST(InspectCli, RegisterTwoModelsTwiceKeepsTwoEntries) {
+  const fs::path reg = scratch_dir("inspect_register") / "models.yaml";
+  // A hand-written entry of another model, kept as it is.
+  write_file(reg, "- {name: hand-written, owner: team-a, tags: [kept]}\n");
+  for (const std::string m : {"GLM-5", "Qwen3-30B-A3B"}) {
+    const Outcome o = run_dayzero("inspect " + fixture_dir(m) + " --register " + reg.string());
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_NE(o.output.find(m + " added"), std::string::npos) << o.output;
+  }
+  YAML::Node first = load_yaml(reg);
+  ASSERT_TRUE(first.IsSequence());
+  ASSERT_EQ(first.size(), 3u);
+  const std::string hash = first[1]["config_hash"].as<std::string>();
+  EXPECT_EQ(first[1]["name"].as<std::string>(), "GLM-5");
+  EXPECT_EQ(first[2]["name"].as<std::string>(), "Qwen3-30B-A3B");
+  // Backdate the GLM-5 entry so the second run's date is seen to change.
+  const std::string old_date = first[1]["date"].as<std::string>();
+  std::string text = read_file(reg);
+  const size_t at = text.find("date: " + old_date);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 6 + old_date.size(), "date: 2000-01-01T00:00:00Z");
+  write_file(reg, text);
+  for (const std::string m : {"GLM-5", "Qwen3-30B-A3B"}) {
+    const Outcome o = run_dayzero("inspect " + fixture_dir(m) + "/config.json --json --register " + reg.string());
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_NE(o.output.find(m + " updated (same name and config hash)"), std::string::npos) << o.output;
+  }
+  const YAML::Node second = load_yaml(reg);
+  ASSERT_EQ(second.size(), 3u);
+  EXPECT_EQ(YAML::Dump(second[0]), YAML::Dump(first[0]));
+  EXPECT_EQ(second[0]["owner"].as<std::string>(), "team-a");
+  EXPECT_EQ(second[1]["name"].as<std::string>(), "GLM-5");
+  EXPECT_EQ(second[1]["config_hash"].as<std::string>(), hash);
+  EXPECT_NE(second[1]["date"].as<std::string>(), "2000-01-01T00:00:00Z");
+  EXPECT_EQ(second[2]["name"].as<std::string>(), "Qwen3-30B-A3B");
+  EXPECT_GT(second[2]["parameters"]["total"].as<int64_t>(), 30000000000);
+  EXPECT_EQ(second[2]["adapter"].as<std::string>(), "qwen3_moe");
+}
+
+TEST(InspectCli, MarkdownNamesEveryFeatureThatNeedsANewBlock) {
+  for (const std::string m : {"GLM-5", "Qwen3.5-397B-A17B"}) {
+    const Outcome j = run_dayzero("inspect --json " + fixture_dir(m));
+    ASSERT_EQ(j.exit_code, 0) << j.output;
+    const nlohmann::json r = parse_json(j);
+    const Outcome md = run_dayzero("inspect --markdown " + fixture_dir(m));
+    ASSERT_EQ(md.exit_code, 0) << md.output;
+    EXPECT_NE(md.output.find("## " + m + "\n"), std::string::npos) << md.output;
+    int missing = 0;
+    for (const auto& f : r["features"])
+      if (f["status"] == "needs a new block") {
+        ++missing;
+        EXPECT_NE(md.output.find("| " + f["name"].get<std::string>() + " | needs a new block |"), std::string::npos)
+            << f["name"] << "\n" << md.output;
+      }
+    EXPECT_GT(missing, 0) << m;
+  }
+}
+
+TEST(InspectCli, MalformedRegisterIsRefusedAndLeftUnchanged) {
+  const fs::path d = scratch_dir("inspect_register_bad");
+  for (const std::string text : {"name: GLM-5\nnot: a sequence\n", "- [unclosed\n", "- 42\n"}) {
+    const fs::path reg = d / "models.yaml";
+    write_file(reg, text);
+    const Outcome o = run_dayzero("inspect " + fixture_dir("GLM-5") + " --register " + reg.string());
+    EXPECT_EQ(o.exit_code, 2) << o.output;
+    EXPECT_NE(o.output.find(reg.string()), std::string::npos) << o.output;
+    EXPECT_EQ(read_file(reg), text);
+    EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 1) << "a temp file was left";
+  }
 }
 
 }  // namespace

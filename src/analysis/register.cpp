@@ -1,0 +1,340 @@
+// The model register (register.h): identity and hash of a model's config.json, its entry as a
+// YAML map, loading with the shape checked, the update rule (name + config hash, else name),
+// the atomic write and the Markdown page.
+#include "analysis/register.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "checkpoint/xxhash.h"
+
+namespace dayzero::analysis {
+namespace fs = std::filesystem;
+namespace {
+
+std::string hex16(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+std::string attention_kind(const TextDims& t) {
+  int64_t n_linear = 0;
+  for (int64_t l = 0; l < t.n_layer; ++l) n_linear += t.is_linear_layer(l);
+  std::string full = t.kv_lora > 0          ? "MLA"
+                     : t.n_head_kv == 1     ? "MQA"
+                     : t.n_head_kv < t.n_head ? "GQA"
+                                            : "MHA";
+  if (t.index_topk > 0) full += " + sparse indexer (DSA)";
+  if (n_linear == 0) return full;
+  return "hybrid: " + std::to_string(n_linear) + " linear (Gated DeltaNet) + " + std::to_string(t.n_layer - n_linear) +
+         " full " + full;
+}
+
+YAML::Node components(const model::ComponentParams& c) {
+  YAML::Node n;
+  n["embedding"] = c.embedding;
+  n["attention"] = c.attention;
+  n["dense_mlp"] = c.dense_mlp;
+  n["routed_experts"] = c.routed_experts;
+  n["shared_experts"] = c.shared_experts;
+  n["router"] = c.router;
+  n["norms"] = c.norms;
+  n["lm_head"] = c.lm_head;
+  n["vision"] = c.vision;
+  n["mtp_head"] = c.mtp_head;
+  n["other"] = c.other;
+  return n;
+}
+
+// A scalar of a node that may lack it (entries of other tools are rendered too): "" then.
+// Const lookups only: a non-const operator[] or a Node assignment would change the entry.
+std::string str(const YAML::Node& n, const std::string& a, const std::string& b = "") {
+  try {
+    if (!n.IsMap()) return "";
+    const YAML::Node x = n[a];
+    if (b.empty()) return x && x.IsScalar() ? x.as<std::string>() : "";
+    if (!x || !x.IsMap()) return "";
+    const YAML::Node y = x[b];
+    return y && y.IsScalar() ? y.as<std::string>() : "";
+  } catch (const YAML::Exception&) {
+    return "";
+  }
+}
+
+std::string cell(std::string s) {
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  return out;
+}
+
+// "671026419712" -> "671,026,419,712"; not a number: as given.
+std::string grouped(const std::string& s) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return s;
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out;
+}
+
+std::string gb(const std::string& s) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return s;
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f GB", std::stod(s) / 1e9);
+  return b;
+}
+
+}  // namespace
+
+Result<ModelIdentity> identify_model(const std::string& path) {
+  std::error_code ec;
+  const bool dir = fs::is_directory(path, ec);
+  ModelIdentity id;
+  id.source = fs::absolute(path, ec).lexically_normal().string();
+  if (id.source.empty()) id.source = path;
+  id.config_path = dir ? (fs::path(path) / "config.json").string() : path;
+  std::ifstream in(id.config_path, std::ios::binary);
+  if (!in) return Status::NotFound(id.config_path + ": cannot open");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (in.bad()) return Status::IoError(id.config_path + ": read failed");
+  const std::string b = bytes.str();
+  id.config_hash = "xxh64:" + hex16(checkpoint::xxh64(b.data(), b.size()));
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(b);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(id.config_path + ": " + e.what());
+  }
+  if (config.is_object() && config.contains("architectures") && config["architectures"].is_array())
+    for (const auto& x : config["architectures"])
+      if (x.is_string()) id.architectures.push_back(x.get<std::string>());
+  fs::path p = fs::path(id.source);
+  if (dir) {
+    if (!p.has_filename()) p = p.parent_path();
+    id.name = p.filename().string(), id.name_from = "folder";
+  } else if (p.filename() == "config.json") {
+    id.name = p.parent_path().filename().string(), id.name_from = "folder";
+  } else {
+    id.name = p.stem().string(), id.name_from = "file";
+  }
+  if (id.name.empty() || id.name == "." || id.name == "/") {
+    id.name.clear();
+    if (config.is_object() && config.contains("_name_or_path") && config["_name_or_path"].is_string())
+      id.name = config["_name_or_path"].get<std::string>(), id.name_from = "_name_or_path";
+  }
+  if (id.name.empty()) return Status::InvalidArgument(id.config_path + ": no model name (folder, file or _name_or_path)");
+  return id;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char b[32];
+  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return b;
+}
+
+YAML::Node register_entry(const Analysis& a, const ModelIdentity& id, const std::string& date) {
+  const TextDims& t = a.dims.text;
+  YAML::Node e;
+  e["name"] = id.name;
+  e["name_from"] = id.name_from;
+  e["source"] = id.source;
+  e["date"] = date;
+  e["config_hash"] = id.config_hash;
+  e["model_type"] = a.dims.model_type;
+  YAML::Node arch(YAML::NodeType::Sequence);
+  for (const auto& x : id.architectures) arch.push_back(x);
+  e["architectures"] = arch;
+  e["adapter"] = a.adapter;
+  e["analysis_source"] = source_name(a.source);
+  YAML::Node s;
+  s["layers"] = t.n_layer;
+  s["hidden"] = t.hidden;
+  s["heads"] = t.n_head;
+  s["kv_heads"] = t.n_head_kv;
+  s["head_dim"] = t.head_dim;
+  s["vocab"] = t.vocab;
+  s["experts"] = t.n_expert;
+  s["experts_per_token"] = t.top_k;
+  s["shared_experts"] = t.n_shared;
+  s["moe_layers"] = a.n_moe_layers;
+  s["mtp_layers"] = t.n_mtp;
+  s["attention"] = attention_kind(t);
+  if (a.dims.vision) s["vision"] = a.dims.vision->model_type + ", " + std::to_string(a.dims.vision->n_layer) + " layers";
+  e["structure"] = s;
+  YAML::Node f(YAML::NodeType::Sequence);
+  for (const auto& x : a.features) {
+    YAML::Node n;
+    n["name"] = x.name;
+    n["status"] = feature_status_name(x.status);
+    n["block"] = x.block;
+    n["detail"] = x.detail;
+    n["evidence"] = x.evidence;
+    f.push_back(n);
+  }
+  e["features"] = f;
+  YAML::Node p;
+  p["total"] = a.total;
+  p["activated"] = a.activated;
+  p["mtp"] = a.mtp_total;
+  p["components"] = components(a.main);
+  e["parameters"] = p;
+  YAML::Node q;
+  q["method"] = a.dims.quant_method.empty() ? "none" : a.dims.quant_method;
+  q["detail"] = a.dims.quant_detail;
+  q["torch_dtype"] = a.dims.torch_dtype;
+  q["scale_tensors"] = a.scale_tensors;
+  e["quantization"] = q;
+  YAML::Node m;
+  m["basis"] = "total parameters (MTP apart) x bytes per weight";
+  m["f32"] = a.total * 4;
+  m["bf16"] = a.total * 2;
+  m["fp8"] = a.total;
+  m["int4"] = a.total / 2;
+  m["stored"] = a.weight_bytes;
+  e["memory_bytes"] = m;
+  YAML::Node notes(YAML::NodeType::Sequence);
+  for (const auto& n : a.notes) notes.push_back(n);
+  e["notes"] = notes;
+  return e;
+}
+
+Result<std::vector<YAML::Node>> load_register(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::vector<YAML::Node>{};
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(path + ": not a register (YAML error: " + e.what() + ")");
+  }
+  if (!root || root.IsNull()) return std::vector<YAML::Node>{};
+  if (!root.IsSequence()) return Status::InvalidArgument(path + ": not a register (expected a YAML sequence of entries)");
+  std::vector<YAML::Node> out;
+  for (size_t i = 0; i < root.size(); ++i) {
+    const YAML::Node e = root[i];
+    if (!e.IsMap() || !e["name"] || !e["name"].IsScalar())
+      return Status::InvalidArgument(path + ": entry " + std::to_string(i) + " is not a map with a scalar 'name'");
+    out.push_back(e);
+  }
+  return out;
+}
+
+const char* upsert_name(Upsert u) {
+  switch (u) {
+    case Upsert::kAdded: return "added";
+    case Upsert::kSameHash: return "updated (same name and config hash)";
+    case Upsert::kByName: return "updated (same name, config hash changed)";
+  }
+  return "?";
+}
+
+Upsert upsert_entry(std::vector<YAML::Node>& entries, const YAML::Node& entry) {
+  const std::string name = str(entry, "name"), hash = str(entry, "config_hash");
+  // A new vector built by copy construction: YAML::Node's operator= writes through to the node it
+  // refers to, so entries are never assigned.
+  const auto replace = [&](size_t i) {
+    std::vector<YAML::Node> out;
+    out.reserve(entries.size());
+    for (size_t j = 0; j < entries.size(); ++j) out.push_back(j == i ? entry : entries[j]);
+    entries.swap(out);
+  };
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (str(entries[i], "name") == name && str(entries[i], "config_hash") == hash) {
+      replace(i);
+      return Upsert::kSameHash;
+    }
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (str(entries[i], "name") == name) {
+      replace(i);
+      return Upsert::kByName;
+    }
+  entries.push_back(entry);
+  return Upsert::kAdded;
+}
+
+Status write_register(const std::string& path, const std::vector<YAML::Node>& entries) {
+  YAML::Emitter out;
+  out << YAML::BeginSeq;
+  for (const auto& e : entries) out << e;
+  out << YAML::EndSeq;
+  if (!out.good()) return Status::Internal(path + ": YAML emitter: " + out.GetLastError());
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return Status::IoError(tmp + ": cannot create");
+    f << "# dayzero model register: one entry per model, kept by `dayzero inspect --register`\n"
+      << out.c_str() << "\n";
+    f.flush();
+    if (!f) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      return Status::IoError(tmp + ": write failed");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ec2;
+    fs::remove(tmp, ec2);
+    return Status::IoError(path + ": rename from " + tmp + " failed: " + ec.message());
+  }
+  return Status::Ok();
+}
+
+void print_markdown(std::ostream& o, const std::vector<YAML::Node>& entries) {
+  o << "# Model register\n\n";
+  for (const auto& e : entries) {
+    o << "## " << str(e, "name") << "\n\n";
+    std::string arch;
+    if (e["architectures"] && e["architectures"].IsSequence())
+      for (const auto& x : e["architectures"])
+        if (x.IsScalar()) arch += (arch.empty() ? "" : ", ") + x.as<std::string>();
+    const std::string adapter = str(e, "adapter");
+    o << "- source: `" << str(e, "source") << "`\n"
+      << "- date (UTC): " << str(e, "date") << "; config " << str(e, "config_hash") << "\n"
+      << "- model_type: " << str(e, "model_type") << (arch.empty() ? "" : " (" + arch + ")") << "; "
+      << (adapter.empty() ? "no adapter" : "adapter " + adapter) << "\n"
+      << "- structure: " << str(e, "structure", "layers") << " layers, hidden " << str(e, "structure", "hidden")
+      << ", heads " << str(e, "structure", "heads") << "/" << str(e, "structure", "kv_heads") << ", attention "
+      << str(e, "structure", "attention");
+    if (str(e, "structure", "experts") != "" && str(e, "structure", "experts") != "0")
+      o << ", " << str(e, "structure", "experts") << " experts (top-" << str(e, "structure", "experts_per_token")
+        << ") in " << str(e, "structure", "moe_layers") << " layers";
+    if (!str(e, "structure", "vision").empty()) o << ", vision " << str(e, "structure", "vision");
+    o << "\n- parameters (" << str(e, "analysis_source") << "): total " << grouped(str(e, "parameters", "total"))
+      << ", activated/token " << grouped(str(e, "parameters", "activated")) << ", MTP apart "
+      << grouped(str(e, "parameters", "mtp")) << "\n"
+      << "- quantization: " << str(e, "quantization", "method") << " " << str(e, "quantization", "detail") << "\n"
+      << "- weight memory: f32 " << gb(str(e, "memory_bytes", "f32")) << ", bf16 " << gb(str(e, "memory_bytes", "bf16"))
+      << ", fp8 " << gb(str(e, "memory_bytes", "fp8")) << ", int4 " << gb(str(e, "memory_bytes", "int4"))
+      << "; as stored " << gb(str(e, "memory_bytes", "stored")) << "\n\n";
+    std::vector<std::string> unsupported;
+    if (e["features"] && e["features"].IsSequence() && e["features"].size() > 0) {
+      o << "| feature | status | block / what is missing | evidence |\n|---|---|---|---|\n";
+      for (const auto& f : e["features"]) {
+        const std::string status = str(f, "status");
+        o << "| " << cell(str(f, "name")) << " | " << cell(status) << " | " << cell(str(f, "block")) << " | "
+          << cell(str(f, "evidence")) << " |\n";
+        if (status == "needs a new block" || status == "unknown") unsupported.push_back(str(f, "name"));
+      }
+      o << "\n";
+    }
+    o << "Unsupported: ";
+    if (unsupported.empty()) o << "none";
+    for (size_t i = 0; i < unsupported.size(); ++i) o << (i ? ", " : "") << unsupported[i];
+    o << "\n\n";
+  }
+}
+
+}  // namespace dayzero::analysis
