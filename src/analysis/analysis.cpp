@@ -18,22 +18,6 @@ namespace {
 
 using model::Component;
 
-int64_t& slot(model::ComponentParams& c, Component k) {
-  switch (k) {
-    case Component::kEmbedding: return c.embedding;
-    case Component::kAttention: return c.attention;
-    case Component::kMlp: return c.dense_mlp;
-    case Component::kRoutedExpert: return c.routed_experts;
-    case Component::kSharedExpert: return c.shared_experts;
-    case Component::kRouter: return c.router;
-    case Component::kNorm: return c.norms;
-    case Component::kLmHead: return c.lm_head;
-    case Component::kVision: return c.vision;
-    case Component::kMtpHead: return c.mtp_head;
-    default: return c.other;
-  }
-}
-
 std::string dense_dtype(const std::string& torch_dtype) {
   std::string t = torch_dtype.rfind("torch.", 0) == 0 ? torch_dtype.substr(6) : torch_dtype;
   if (t == "float16") return "F16";
@@ -242,7 +226,7 @@ Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> t
     g.params += n;
     if (c.component == Component::kUnknown) a.unknown_tensors += 1, a.unknown_bytes += x.bytes;
     a.parts[c.part] += n;
-    slot(c.mtp ? a.mtp : a.main, c.component) += n;
+    model::component_slot(c.mtp ? a.mtp : a.main, c.component) += n;
     if (!c.mtp && c.component == Component::kRoutedExpert) routed_by_layer[c.layer] += n;
   }
   for (auto& s : scales) {
@@ -319,24 +303,6 @@ nlohmann::json components_json(const model::ComponentParams& c) {
           {"mtp_head", c.mtp_head},     {"other", c.other},         {"total", c.total()}};
 }
 
-std::string grouped(int64_t v) {
-  std::string s = std::to_string(v), out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
-    out += s[i];
-  }
-  return out;
-}
-
-std::string human(double v) {
-  const char* unit[] = {"", "K", "M", "B", "T"};
-  int u = 0;
-  while (v >= 1000 && u < 4) v /= 1000, ++u;
-  char b[32];
-  std::snprintf(b, sizeof b, u == 0 ? "%.0f%s" : "%.2f%s", v, unit[u]);
-  return b;
-}
-
 }  // namespace
 
 nlohmann::json to_json(const Analysis& a) {
@@ -409,23 +375,23 @@ void print_text(std::ostream& o, const Analysis& a) {
   o << "parameters  by part" << (a.source == Source::kConfig ? " (estimate)" : "") << "\n";
   for (const auto& [part, n] : a.parts)
     if (n > 0)
-      o << "  " << std::left << std::setw(26) << part << std::right << std::setw(20) << grouped(n) << "  "
-        << human(static_cast<double>(n)) << "\n";
-  o << "  total (main)              " << std::setw(20) << grouped(a.total) << "  " << human(static_cast<double>(a.total))
-    << "\n  activated/token           " << std::setw(20) << grouped(a.activated) << "  "
-    << human(static_cast<double>(a.activated)) << "\n";
+      o << "  " << std::left << std::setw(26) << part << std::right << std::setw(20) << model::grouped_count(n) << "  "
+        << model::human_count(static_cast<double>(n)) << "\n";
+  o << "  total (main)              " << std::setw(20) << model::grouped_count(a.total) << "  " << model::human_count(static_cast<double>(a.total))
+    << "\n  activated/token           " << std::setw(20) << model::grouped_count(a.activated) << "  "
+    << model::human_count(static_cast<double>(a.activated)) << "\n";
   if (a.mtp_total > 0)
-    o << "  mtp (apart)               " << std::setw(20) << grouped(a.mtp_total) << "  "
-      << human(static_cast<double>(a.mtp_total)) << "\n";
-  o << "bytes       " << grouped(static_cast<int64_t>(a.weight_bytes)) << " ("
+    o << "  mtp (apart)               " << std::setw(20) << model::grouped_count(a.mtp_total) << "  "
+      << model::human_count(static_cast<double>(a.mtp_total)) << "\n";
+  o << "bytes       " << model::grouped_count(static_cast<int64_t>(a.weight_bytes)) << " ("
     << (a.source == Source::kHeaders ? "headers" : "from " + (a.dims.torch_dtype.empty() ? std::string("bf16") : a.dims.torch_dtype))
     << ")";
-  if (a.index_total_size) o << ", index total_size " << grouped(static_cast<int64_t>(a.index_total_size));
+  if (a.index_total_size) o << ", index total_size " << model::grouped_count(static_cast<int64_t>(a.index_total_size));
   o << "\nquantization " << (a.dims.quant_method.empty() ? "none" : a.dims.quant_method + " " + a.dims.quant_detail)
     << "\nlayer template (" << a.groups.size() << " groups)\n";
   for (const auto& g : a.groups)
     o << "  " << std::left << std::setw(72) << g.tmpl << std::setw(26) << g.part << std::right << std::setw(8)
-      << g.tensors << " " << std::setw(16) << grouped(g.params) << "\n";
+      << g.tensors << " " << std::setw(16) << model::grouped_count(g.params) << "\n";
   print_features(o, a);
   for (const auto& n : a.notes) o << "note        " << n << "\n";
 }

@@ -21,26 +21,6 @@
 namespace dayzero::cli {
 namespace {
 
-// 671026419712 -> "671,026,419,712".
-std::string grouped(int64_t v) {
-  std::string s = std::to_string(v < 0 ? -v : v), out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
-    out += s[i];
-  }
-  return v < 0 ? "-" + out : out;
-}
-
-// 671026419712 -> "671.03B".
-std::string human(double v) {
-  const char* unit[] = {"", "K", "M", "B", "T"};
-  int u = 0;
-  while (v >= 1000 && u < 4) v /= 1000, ++u;
-  char b[32];
-  std::snprintf(b, sizeof b, u == 0 ? "%.0f%s" : "%.2f%s", v, unit[u]);
-  return b;
-}
-
 void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
   const model::HParams& hp = d.hp;
   std::ostream& o = std::cout;
@@ -60,8 +40,8 @@ void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
   o << "parameters  (from the tensor specs)\n";
   const auto row = [&](const char* name, int64_t v) {
     if (v == 0) return;
-    o << "  " << std::left << std::setw(16) << name << std::right << std::setw(20) << grouped(v) << "  "
-      << std::setw(8) << human(static_cast<double>(v)) << "  " << std::fixed << std::setprecision(2) << std::setw(6)
+    o << "  " << std::left << std::setw(16) << name << std::right << std::setw(20) << model::grouped_count(v) << "  "
+      << std::setw(8) << model::human_count(static_cast<double>(v)) << "  " << std::fixed << std::setprecision(2) << std::setw(6)
       << 100.0 * static_cast<double>(v) / static_cast<double>(r.total) << "%\n";
     o.unsetf(std::ios::fixed);
     o << std::setprecision(6);
@@ -77,29 +57,29 @@ void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
   row("lm_head", c.lm_head);
   row("vision", c.vision);
   row("other", c.other);
-  o << "  total           " << std::setw(20) << grouped(r.total) << "  " << human(static_cast<double>(r.total))
+  o << "  total           " << std::setw(20) << model::grouped_count(r.total) << "  " << model::human_count(static_cast<double>(r.total))
     << "\n"
-    << "  activated/token " << std::setw(20) << grouped(r.activated) << "  "
-    << human(static_cast<double>(r.activated)) << " (" << human(static_cast<double>(r.activated_no_embedding))
+    << "  activated/token " << std::setw(20) << model::grouped_count(r.activated) << "  "
+    << model::human_count(static_cast<double>(r.activated)) << " (" << model::human_count(static_cast<double>(r.activated_no_embedding))
     << " without the input embedding)\n";
   if (r.mtp_total > 0)
-    o << "  mtp (apart)     " << std::setw(20) << grouped(r.mtp_total) << "  "
-      << human(static_cast<double>(r.mtp_total)) << " in " << hp.n_nextn_layer << " layer(s), not in the total\n";
+    o << "  mtp (apart)     " << std::setw(20) << model::grouped_count(r.mtp_total) << "  "
+      << model::human_count(static_cast<double>(r.mtp_total)) << " in " << hp.n_nextn_layer << " layer(s), not in the total\n";
 
   o << "dtypes      " << (r.dtype_source == "checkpoint" ? "checkpoint headers" : "from config (estimate)")
     << ", torch_dtype " << (r.torch_dtype.empty() ? "?" : r.torch_dtype) << "\n";
   for (const auto& [name, t] : r.dtypes)
     o << "  " << std::left << std::setw(10) << name << std::right << std::setw(8) << t.tensors << " tensors "
-      << std::setw(20) << grouped(t.elements) << " elements " << std::setw(20) << grouped(static_cast<int64_t>(t.bytes))
+      << std::setw(20) << model::grouped_count(t.elements) << " elements " << std::setw(20) << model::grouped_count(static_cast<int64_t>(t.bytes))
       << " bytes\n";
-  o << "  weights          " << grouped(static_cast<int64_t>(r.weight_bytes)) << " bytes ("
+  o << "  weights          " << model::grouped_count(static_cast<int64_t>(r.weight_bytes)) << " bytes ("
     << std::fixed << std::setprecision(2) << static_cast<double>(r.weight_bytes) / 1e9 << " GB)\n";
   o.unsetf(std::ios::fixed);
   o << std::setprecision(6);
   if (!r.quant_method.empty())
     o << "quantization " << r.quant_method << " " << r.quant_fmt << " " << r.quant_block_rows << "x"
-      << r.quant_block_cols << " blocks: " << grouped(r.quantized_params) << " params quantized; "
-      << r.scale_tensors << " scale tensors, " << grouped(static_cast<int64_t>(r.scale_bytes))
+      << r.quant_block_cols << " blocks: " << model::grouped_count(r.quantized_params) << " params quantized; "
+      << r.scale_tensors << " scale tensors, " << model::grouped_count(static_cast<int64_t>(r.scale_bytes))
       << " bytes of metadata (not parameters)\n";
   else
     o << "quantization none\n";

@@ -29,7 +29,9 @@ size_t stored_size(const std::string& name) {
   return 2;
 }
 
-int64_t& slot(ComponentParams& c, Component k) {
+}  // namespace
+
+int64_t& component_slot(ComponentParams& c, Component k) {
   switch (k) {
     case Component::kEmbedding: return c.embedding;
     case Component::kAttention: return c.attention;
@@ -46,6 +48,26 @@ int64_t& slot(ComponentParams& c, Component k) {
   }
   return c.other;
 }
+
+std::string grouped_count(int64_t v) {
+  std::string s = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+std::string human_count(double v) {
+  const char* unit[] = {"", "K", "M", "B", "T"};
+  int u = 0;
+  while (v >= 1000 && u < 4) v /= 1000, ++u;
+  char b[32];
+  std::snprintf(b, sizeof b, u == 0 ? "%.0f%s" : "%.2f%s", v, unit[u]);
+  return b;
+}
+
+namespace {
 
 std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec>& specs, const nlohmann::json& c,
                                  const ParamReport& r) {
@@ -164,7 +186,7 @@ ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& spe
       continue;
     }
     const bool mtp = s.layer >= hp.n_layer;
-    slot(mtp ? r.mtp : r.main, s.component) += n;
+    component_slot(mtp ? r.mtp : r.main, s.component) += n;
     if (mtp) continue;
     if (s.component == Component::kRoutedExpert) routed_by_layer[s.layer] += n;
     if (!s.scale_name.empty()) r.quantized_params += n;

@@ -41,6 +41,13 @@ struct DTypeCount {  // storage of one dtype: every tensor, scales and MTP layer
   uint64_t bytes = 0;
 };
 
+// The counter of c that parameters of component k add to (kUnknown and kQuantScale: other).
+int64_t& component_slot(ComponentParams& c, Component k);
+
+// 671026419712 -> "671,026,419,712" and -> "671.03B": how counts are printed.
+std::string grouped_count(int64_t v);
+std::string human_count(double v);
+
 struct ParamReport {
   ComponentParams main;  // the decoder layers [0, n_layer), embedding, final norm, lm_head
   ComponentParams mtp;   // multi-token-prediction layers (index >= n_layer): not in total
