@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/json.h"
+#include "dump/heartbeat.h"
 #include "dump/run_folder.h"
 
 namespace dayzero::diag {
@@ -37,21 +37,16 @@ nlohmann::ordered_json make_hang_report(const std::string& run_dir, int world_si
   for (int r = 0; r < world_size; ++r) {
     nlohmann::ordered_json p;
     p["rank"] = r;
-    auto hb = read_json_file(dump::heartbeat_path(run_dir, r), {.max_depth = 8});
+    auto hb = dump::read_heartbeat(dump::heartbeat_path(run_dir, r));
     if (!hb.ok()) {
       p["error"] = hb.status().message();
-    } else if (!hb->is_object()) {
-      p["error"] = "heartbeat is " + std::string(json_kind(*hb)) + ", not an object";
     } else {
-      const nlohmann::json& h = *hb;
-      const auto str = [&](const char* k) { return h.contains(k) && h[k].is_string() ? h[k].get<std::string>() : ""; };
-      p["phase"] = str("phase");
-      p["current"] = str("current");
-      p["host"] = str("host");
-      if (h.contains("t_ns") && h["t_ns"].is_number_integer())
-        p["heartbeat_age_s"] = static_cast<double>(now_ns - h["t_ns"].get<int64_t>()) * 1e-9;
-      p["stopped"] = h.contains("stopped") && h["stopped"].is_boolean() && h["stopped"].get<bool>();
-      if (h.contains("pid") && h["pid"].is_number_integer()) p["pid"] = h["pid"];
+      p["phase"] = hb->phase;
+      p["current"] = hb->current;
+      p["host"] = hb->host;
+      p["heartbeat_age_s"] = static_cast<double>(now_ns - hb->t_ns) * 1e-9;
+      p["stopped"] = hb->stopped;
+      if (hb->pid >= 0) p["pid"] = hb->pid;
     }
     const bool member = std::find(members.begin(), members.end(), r) != members.end();
     if (!self.op.empty() && self.peer < 0 && member && r != self.rank) {

@@ -4,10 +4,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <sstream>
+#include <string_view>
 #include <tuple>
 
 #include "core/json.h"
+#include "dump/heartbeat.h"
 #include "dump/run_folder.h"
 
 namespace dayzero::diag {
@@ -52,8 +53,12 @@ void read_log(const std::string& path, RankTrail& r) {
   std::map<Key, std::vector<size_t>> open;  // begins waiting for their end, innermost last
   std::vector<int64_t> raw_begin;           // raw clock, converted once the offset is known
   std::vector<int64_t> raw_end;
-  std::istringstream in(*text);
-  for (std::string line; std::getline(in, line);) {
+  // Lines are viewed in place: the log is not copied a second time.
+  const std::string_view all(*text);
+  for (size_t at = 0; at < all.size();) {
+    const size_t nl = std::min(all.find('\n', at), all.size());
+    const std::string_view line = all.substr(at, nl - at);
+    at = nl + 1;
     if (line.empty()) continue;
     auto j = parse_json_limited(line, path, {.max_depth = 8});
     if (!j.ok() || !j->is_object() || !(*j).contains("t_ns") || !(*j)["t_ns"].is_number_integer()) {
@@ -106,14 +111,14 @@ void read_log(const std::string& path, RankTrail& r) {
 }
 
 void read_heartbeat(const std::string& path, RankTrail& r) {
-  auto j = read_json_file(path, {.max_depth = 8});
-  if (!j.ok() || !j->is_object() || !(*j).contains("t_ns") || !(*j)["t_ns"].is_number_integer()) return;
+  auto hb = dump::read_heartbeat(path);
+  if (!hb.ok()) return;
   r.has_heartbeat = true;
-  r.heartbeat_ns = (*j)["t_ns"].get<int64_t>() - r.clock_offset_ns;
-  r.hb_phase = str_of(*j, "phase");
-  r.hb_current = str_of(*j, "current");
-  r.hb_stopped = (*j).contains("stopped") && (*j)["stopped"].is_boolean() && (*j)["stopped"].get<bool>();
-  if (r.host == "?" && (*j).contains("host") && (*j)["host"].is_string()) r.host = (*j)["host"].get<std::string>();
+  r.heartbeat_ns = hb->t_ns - r.clock_offset_ns;
+  r.hb_phase = hb->phase;
+  r.hb_current = hb->current;
+  r.hb_stopped = hb->stopped;
+  if (r.host == "?" && !hb->host.empty()) r.host = hb->host;
 }
 
 }  // namespace

@@ -11,8 +11,32 @@
 
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/json.h"
 
 namespace dayzero::dump {
+
+Result<HeartbeatRecord> read_heartbeat(const std::string& path) {
+  DZ_ASSIGN_OR_RETURN(const nlohmann::json j, read_json_file(path, {.max_depth = 8}));
+  if (!j.is_object() || !j.contains("t_ns") || !j["t_ns"].is_number_integer())
+    return Status::Corrupt(path + ": not a heartbeat (an object with an integer t_ns)");
+  const auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; };
+  const auto num = [](const nlohmann::json& o, const char* k) {
+    return o.contains(k) && o[k].is_number_integer() ? o[k].get<int64_t>() : int64_t{-1};
+  };
+  HeartbeatRecord h;
+  h.rank = static_cast<int>(num(j, "rank"));
+  h.t_ns = j["t_ns"].get<int64_t>();
+  h.phase = str("phase");
+  h.current = str("current");
+  h.host = str("host");
+  h.pid = num(j, "pid");
+  h.stopped = j.contains("stopped") && j["stopped"].is_boolean() && j["stopped"].get<bool>();
+  if (j.contains("progress") && j["progress"].is_object()) {
+    h.progress_done = num(j["progress"], "done");
+    h.progress_total = num(j["progress"], "total");
+  }
+  return h;
+}
 namespace {
 
 // Writes text to path atomically: readers see the old file or the new one, never a part.

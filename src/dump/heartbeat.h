@@ -18,6 +18,20 @@
 
 namespace dayzero::dump {
 
+// One beat as a watcher reads it back (another process's file: untrusted).
+struct HeartbeatRecord {
+  int rank = -1;
+  int64_t t_ns = 0;          // CLOCK_REALTIME of the beat, the writer's clock
+  std::string phase, current, host;
+  int64_t pid = -1;
+  bool stopped = false;      // the last beat of a rank that stopped its heartbeat
+  int64_t progress_done = -1, progress_total = -1;  // -1 when no progress is set
+};
+
+// Reads path through the bounded JSON reader. NotFound when absent; Corrupt when it is not an
+// object with an integer t_ns; other fields of the wrong type read as absent. Never throws.
+Result<HeartbeatRecord> read_heartbeat(const std::string& path);
+
 class Heartbeat {
  public:
   // Writes the first beat before returning (IoError or NotFound naming the path when it

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "core/clock.h"
-#include "core/json.h"
+#include "dump/heartbeat.h"
 #include "dump/run_folder.h"
 
 namespace dayzero::runtime {
@@ -38,18 +38,11 @@ bool ProgressReporter::report(bool final_line) {
   int64_t done = 0, total = 0;
   int seen = 0;
   for (int r = 0; r < world_size_; ++r) {
-    // Another process's file, read while it is rewritten: anything unexpected is skipped,
-    // never thrown on this background thread.
-    auto parsed = read_json_file(dump::heartbeat_path(run_dir_, r));
-    if (!parsed.ok()) continue;
-    const nlohmann::json& j = *parsed;
-    if (!j.is_object() || !j.contains("progress") || !j["progress"].is_object()) continue;
-    const nlohmann::json& p = j["progress"];
-    if (!p.contains("done") || !p.contains("total") || !p["done"].is_number_integer() ||
-        !p["total"].is_number_integer())
-      continue;
-    done += p["done"].get<int64_t>();
-    total += p["total"].get<int64_t>();
+    // Another process's file, read while it is rewritten: anything unusable is skipped.
+    auto hb = dump::read_heartbeat(dump::heartbeat_path(run_dir_, r));
+    if (!hb.ok() || hb->progress_total < 0 || hb->progress_done < 0) continue;
+    done += hb->progress_done;
+    total += hb->progress_total;
     ++seen;
   }
   if (total <= 0) return false;

@@ -65,6 +65,37 @@ TEST(Heartbeat, FileAppearsAndRefreshes) {
   (*hb)->stop();  // idempotent
 }
 
+// The reader the watchers share gives back what the writer wrote, and refuses what is not a beat.
+TEST(Heartbeat, ReadBackMatchesTheWriter) {
+  TestDir dir;
+  const std::string path = dir.file("rank-00002.json");
+  auto hb = Heartbeat::start(path, 2, 100ms);
+  ASSERT_TRUE(hb.ok()) << hb.status().message();
+  (*hb)->set_phase("load");
+  (*hb)->set_current("load model.norm.weight");
+  (*hb)->set_progress(3, 7);
+  (*hb)->stop();  // the last beat carries everything set so far
+  auto r = read_heartbeat(path);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->rank, 2);
+  EXPECT_EQ(r->pid, getpid());
+  EXPECT_EQ(r->phase, "load");
+  EXPECT_EQ(r->current, "load model.norm.weight");
+  EXPECT_EQ(r->progress_done, 3);
+  EXPECT_EQ(r->progress_total, 7);
+  EXPECT_TRUE(r->stopped);
+  EXPECT_GT(r->t_ns, 0);
+
+  const std::string bad = dir.file("bad.json");
+  for (const char* text : {"[1, 2]", "{\"t_ns\": \"soon\"}", "{\"t_ns\": 1", ""}) {
+    std::ofstream(bad, std::ios::trunc) << text;
+    auto b = read_heartbeat(bad);
+    EXPECT_FALSE(b.ok()) << text;
+    EXPECT_NE(b.status().message().find(bad), std::string::npos) << b.status().message();
+  }
+  EXPECT_EQ(read_heartbeat(dir.file("absent.json")).status().code(), StatusCode::kNotFound);
+}
+
 TEST(Heartbeat, MissingDirectoryFailsAtStart) {
   auto hb = Heartbeat::start("/nonexistent-dir-dz/live/rank-00000.json", 0, 100ms);
   ASSERT_FALSE(hb.ok());
