@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "checkpoint/xxhash.h"
+#include "core/clock.h"
+#include "core/json.h"
 
 namespace dayzero::analysis {
 namespace fs = std::filesystem;
@@ -100,19 +100,10 @@ Result<ModelIdentity> identify_model(const std::string& path) {
   id.source = fs::absolute(path, ec).lexically_normal().string();
   if (id.source.empty()) id.source = path;
   id.config_path = dir ? (fs::path(path) / "config.json").string() : path;
-  std::ifstream in(id.config_path, std::ios::binary);
-  if (!in) return Status::NotFound(id.config_path + ": cannot open");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) return Status::IoError(id.config_path + ": read failed");
-  const std::string b = bytes.str();
+  // The hash is of the bytes as read; the parse is the bounded one every model-folder read uses.
+  DZ_ASSIGN_OR_RETURN(const std::string b, read_regular_file(id.config_path, kMaxJsonFileBytes));
   id.config_hash = "xxh64:" + hex16(checkpoint::xxh64(b.data(), b.size()));
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(b);
-  } catch (const nlohmann::json::exception& e) {
-    return Status::InvalidArgument(id.config_path + ": " + e.what());
-  }
+  DZ_ASSIGN_OR_RETURN(const nlohmann::json config, parse_json_limited(b, id.config_path));
   if (config.is_object() && config.contains("architectures") && config["architectures"].is_array())
     for (const auto& x : config["architectures"])
       if (x.is_string()) id.architectures.push_back(x.get<std::string>());
@@ -132,15 +123,6 @@ Result<ModelIdentity> identify_model(const std::string& path) {
   }
   if (id.name.empty()) return Status::InvalidArgument(id.config_path + ": no model name (folder, file or _name_or_path)");
   return id;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char b[32];
-  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return b;
 }
 
 YAML::Node register_entry(const Analysis& a, const ModelIdentity& id, const std::string& date) {

@@ -23,11 +23,11 @@ struct ModelIdentity {
   std::string name, name_from, source, config_path, config_hash;
   std::vector<std::string> architectures;  // config.json's list, in order
 };
-// Errors: NotFound / IoError naming config.json; InvalidArgument when no name can be found.
+// Errors: NotFound / IoError naming config.json; Corrupt when it is not JSON (or nested too
+// deep); InvalidArgument when no name can be found or config.json is not a regular file.
 Result<ModelIdentity> identify_model(const std::string& path);
 
-std::string utc_now();  // "2026-12-01T12:06:46Z"
-
+// date: UTC ISO 8601 (utc_iso8601 in core/clock.h).
 YAML::Node register_entry(const Analysis& a, const ModelIdentity& id, const std::string& date);
 
 // An absent or empty file is an empty register. Errors (InvalidArgument, naming the file): YAML

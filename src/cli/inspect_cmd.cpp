@@ -13,6 +13,7 @@
 #include "analysis/analysis.h"
 #include "analysis/register.h"
 #include "cli/commands.h"
+#include "core/clock.h"
 #include "core/json.h"
 #include "model/inspect.h"
 #include "model/model_folder.h"
@@ -172,7 +173,7 @@ int register_and_page(const std::string& path, bool json, const std::string& reg
     std::cerr << "dayzero inspect: " << id.status().message() << std::endl;
     return id.status().exit_code();
   }
-  const YAML::Node entry = analysis::register_entry(*a, *id, analysis::utc_now());
+  const YAML::Node entry = analysis::register_entry(*a, *id, utc_iso8601(realtime_ns()));
   if (register_path.empty()) {
     analysis::print_markdown(std::cout, {entry});
     return 0;
