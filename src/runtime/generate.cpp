@@ -110,14 +110,6 @@ std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std
   return gens;
 }
 
-Generation decode(Forward& fwd, const model::HParams& hp, Sequence&& seq, const GenerateOptions& opts,
-                  model::ActivationSink* sink) {
-  std::vector<Sequence> one;
-  one.push_back(std::move(seq));
-  model::ActivationSink* const sinks[1] = {sink};
-  return std::move(decode_batch(fwd, hp, std::move(one), opts, sinks).front());
-}
-
 double reference_nll(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt,
                      std::span<const int32_t> continuation) {
   std::vector<int32_t> all(prompt.begin(), prompt.end());

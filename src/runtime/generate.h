@@ -61,9 +61,6 @@ Sequence prefill(Forward& fwd, const model::HParams& hp, std::span<const int32_t
 std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std::vector<Sequence>&& seqs,
                                      const GenerateOptions& opts, std::span<model::ActivationSink* const> sinks,
                                      const std::function<void(size_t)>& on_leave = {});
-// decode_batch of one sequence.
-Generation decode(Forward& fwd, const model::HParams& hp, Sequence&& seq, const GenerateOptions& opts,
-                  model::ActivationSink* sink);
 // Mean negative log-likelihood (nats per token) of `continuation` after `prompt`, teacher-forced
 // in one forward pass. REQUIRES: both non-empty.
 double reference_nll(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt,
