@@ -81,32 +81,30 @@ int main(int argc, char** argv) {
     else if (a == "--repeats") repeats = std::atoi(argv[i + 1]);
   }
   int code = 0;
-  auto bm = bench::open_bench_model(dir, {.n_vocab = 8192, .n_embd = 768, .n_layer = 12, .n_head = 12, .n_head_kv = 4, .head_dim = 0, .n_ff = 2560}, DType::kF32, 1, threads, &code);
+  const model::ModelShape shape{.n_vocab = 8192, .n_embd = 768, .n_layer = 12, .n_head = 12, .n_head_kv = 4,
+                                    .head_dim = 0, .n_ff = 2560};
+  auto bm = bench::open_bench_model(dir, shape, DType::kF32, 1, threads, &code);
   if (!bm) return code;
   const model::ModelFolder* info = &bm->info;
-  std::unique_ptr<backend::Backend>* be = &bm->be;
+  backend::Backend& be = *bm->be;
   model::Weights w;
   std::vector<checkpoint::WeightRecord> recs;
-  if (auto st = runtime::load_weights(*info, **be, w, recs); !st.ok()) {
+  if (auto st = runtime::load_weights(*info, be, w, recs); !st.ok()) {
     std::fprintf(stderr, "%s\n", st.status().message().c_str());
     return 3;
   }
   const auto& hp = info->hp;
   int64_t params = 0;
-  for (const auto& s : info->specs) {
-    int64_t n = 1;
-    for (int64_t d : s.shape) n *= d;
-    params += n;
-  }
+  for (const auto& s : info->specs) params += shape_numel(s.shape);
   std::printf("model: %s, llama, %.1fM parameters (f32), n_embd %lld, %lld layers, n_ff %lld, n_vocab %lld\n",
               dir.c_str(), static_cast<double>(params) * 1e-6, static_cast<long long>(hp.n_embd),
               static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_ff), static_cast<long long>(hp.n_vocab));
-  std::printf("backend: %s (%s)\n", (*be)->describe().c_str(), kernels::cpu::gemm_info().path.c_str());
+  std::printf("backend: %s (%s)\n", be.describe().c_str(), kernels::cpu::gemm_info().path.c_str());
   std::printf("decode: prompts of %d tokens, %d generated tokens each (%d forward steps), median of %d interleaved "
               "runs; load average %.2f at start\n\n",
               prompt, steps, steps - 1, repeats, load_average());
 
-  runtime::Forward fwd(**be, *info->adapter, hp, w);
+  runtime::Forward fwd(be, *info->adapter, hp, w);
   (void)decode_once(fwd, hp, 1, prompt, 3);  // warm-up: first-touch of buffers and GEMM paths
   std::vector<Figure> ones, batched;
   for (int r = 0; r < repeats; ++r) {

@@ -128,10 +128,12 @@ bool g_only_load = false;  // --only-load: skip the baselines (for profiling the
 
 int bench_one(const std::string& dir, DType dtype, int n_layer, int runs, int threads) {
   int code = 0;
-  auto bm = bench::open_bench_model(dir, {.n_vocab = 8192, .n_embd = 1024, .n_layer = n_layer, .n_head = 16, .n_head_kv = 8, .head_dim = 0, .n_ff = 2816}, dtype, 2, threads, &code);
+  const model::ModelShape shape{.n_vocab = 8192, .n_embd = 1024, .n_layer = n_layer, .n_head = 16,
+                                .n_head_kv = 8, .head_dim = 0, .n_ff = 2816};
+  auto bm = bench::open_bench_model(dir, shape, dtype, 2, threads, &code);
   if (!bm) return code;
   const model::ModelFolder* info = &bm->info;
-  std::unique_ptr<backend::Backend>* be = &bm->be;
+  backend::Backend& be = *bm->be;
   const auto& files = info->catalog.files();
   const double disk = static_cast<double>(info->catalog.total_bytes());
   const int expand = dtype == DType::kF32 ? 1 : 2;
@@ -143,7 +145,7 @@ int bench_one(const std::string& dir, DType dtype, int n_layer, int runs, int th
     model::Weights w;
     reused_read_seconds(files);  // warms the page cache
     const double cpu0 = cpu_seconds();
-    auto st = runtime::load_weights(*info, **be, w, reference, {}, {}, checkpoint::kDefaultStagingBytes, 1);
+    auto st = runtime::load_weights(*info, be, w, reference, {}, {}, checkpoint::kDefaultStagingBytes, 1);
     const double cpu = cpu_seconds() - cpu0;
     if (!st.ok()) {
       std::fprintf(stderr, "%s\n", st.status().message().c_str());
@@ -160,7 +162,7 @@ int bench_one(const std::string& dir, DType dtype, int n_layer, int runs, int th
     model::Weights w;
     std::vector<checkpoint::WeightRecord> local;
     const double cpu0 = cpu_seconds();
-    auto st = runtime::load_weights(*info, **be, w, recs ? *recs : local, {}, {}, checkpoint::kDefaultStagingBytes,
+    auto st = runtime::load_weights(*info, be, w, recs ? *recs : local, {}, {}, checkpoint::kDefaultStagingBytes,
                                     threads);
     if (cpu) *cpu = cpu_seconds() - cpu0;
     if (!st.ok()) {

@@ -37,25 +37,27 @@ int main(int argc, char** argv) {
     else if (a == "--dtype") dtype = std::string(argv[i + 1]) == "float32" ? DType::kF32 : DType::kBF16;
   }
   int code = 0;
-  auto bm = bench::open_bench_model(dir, {.n_vocab = 8192, .n_embd = 1024, .n_layer = 8, .n_head = 16, .n_head_kv = 8, .head_dim = 0, .n_ff = 2816}, dtype, 2, threads, &code);
+  const model::ModelShape shape{.n_vocab = 8192, .n_embd = 1024, .n_layer = 8, .n_head = 16,
+                                .n_head_kv = 8, .head_dim = 0, .n_ff = 2816};
+  auto bm = bench::open_bench_model(dir, shape, dtype, 2, threads, &code);
   if (!bm) return code;
   const model::ModelFolder* info = &bm->info;
-  std::unique_ptr<backend::Backend>* be = &bm->be;
+  backend::Backend& be = *bm->be;
   std::printf("model: %s, n_embd %lld, %lld layers, n_ff %lld, %zu files, %.1f MiB on disk\n", dir.c_str(),
               static_cast<long long>(info->hp.n_embd), static_cast<long long>(info->hp.n_layer),
               static_cast<long long>(info->hp.n_ff), info->catalog.files().size(),
               static_cast<double>(info->catalog.total_bytes()) / (1 << 20));
-  std::printf("backend: %s\n\n", (*be)->describe().c_str());
+  std::printf("backend: %s\n\n", be.describe().c_str());
 
   // Prefill of `tokens` tokens vs the same GEMMs alone.
   model::Weights w;
   std::vector<checkpoint::WeightRecord> recs;
-  if (auto st = runtime::load_weights(*info, **be, w, recs); !st.ok()) {
+  if (auto st = runtime::load_weights(*info, be, w, recs); !st.ok()) {
     std::fprintf(stderr, "%s\n", st.status().message().c_str());
     return 3;
   }
   const auto& hp = info->hp;
-  runtime::Forward fwd(**be, *info->adapter, hp, w);
+  runtime::Forward fwd(be, *info->adapter, hp, w);
   std::vector<int32_t> ids(tokens);
   for (int i = 0; i < tokens; ++i) ids[i] = (i * 7919) % static_cast<int32_t>(hp.n_vocab);
   // Matmul FLOPs of one prefill (lm_head on the last row only, as the runner does) + attention.

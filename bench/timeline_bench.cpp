@@ -3,14 +3,13 @@
 // run_folder.cpp writes it, then begin/end lines as EventLog::append writes them; live/rank-N.json
 // heartbeats as Heartbeat writes them; plan.json with the world size), then times what
 // `dayzero timeline` does with it: load_run_trails + analyse + to_text. Prints seconds,
-// event lines/s and the peak RSS (getrusage ru_maxrss), against the target of 1024 ranks x
+// event lines/s and the peak RSS (peak_rss_bytes), against the target of 1024 ranks x
 // 100k events in under 30 s. The files are read from a warm page cache (just written).
 // Layout: tp 8 x pp 2 x dp N/16 (N a multiple of 16); per rank a "load" phase, a "prefill"
 // phase holding tp all_reduces (8 MiB) with every 8th op a dp all_reduce, and the last tp op
 // of tp group 0 left hanging: rank 3 never enters it, its peers stay inside it.
 // Usage: timeline_bench [--dir DIR] [--ranks N] [--events E] [--keep 1]
 // (DIR defaults to build/bench-timeline; the folder is removed at the end unless --keep 1).
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,11 +37,7 @@ constexpr int kHangRank = 3;  // in tp group 0; never enters that group's last o
 
 double seconds_since(int64_t t0) { return static_cast<double>(monotonic_ns() - t0) * 1e-9; }
 
-double peak_rss_gib() {
-  rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss: KiB on Linux
-}
+double peak_rss_gib() { return static_cast<double>(peak_rss_bytes()) / (1u << 30); }
 
 // One line exactly as EventLog::append writes it (checked against it in main).
 void append_line(std::string& out, int64_t t, const char* ev, const char* kind, const char* name,
