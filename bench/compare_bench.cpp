@@ -6,7 +6,9 @@
 // interleaved, warm page cache. Prints GB/s of dump data (both runs' bytes) for both, medians
 // and the ratio; target: compare >= 1 GB/s.
 // Usage: compare_bench [--dir DIR] [--datasets D] [--rows R] [--width W] [--runs N] [--keep 1]
-// (defaults: build/bench-compare, 200 x [512, 4096] = 1.68 GB per run, 3 runs).
+//        [--reuse 1]
+// (defaults: build/bench-compare, 200 x [512, 4096] = 1.68 GB per run, 3 runs; --reuse 1 uses
+// the run folders a previous --keep 1 left, for profiling the compare alone).
 #include <hdf5.h>
 
 #include <algorithm>
@@ -120,7 +122,7 @@ int main(int argc, char** argv) {
   std::string dir = "build/bench-compare";
   int datasets = 200, runs = 3;
   int64_t rows = 512, width = 4096;
-  bool keep = false;
+  bool keep = false, reuse = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--dir") dir = argv[i + 1];
@@ -129,8 +131,9 @@ int main(int argc, char** argv) {
     else if (k == "--width") width = std::atoll(argv[i + 1]);
     else if (k == "--runs") runs = std::atoi(argv[i + 1]);
     else if (k == "--keep") keep = std::atoi(argv[i + 1]) != 0;
+    else if (k == "--reuse") reuse = std::atoi(argv[i + 1]) != 0;
     else {
-      std::fprintf(stderr, "usage: compare_bench [--dir DIR] [--datasets D] [--rows R] [--width W] [--runs N] [--keep 1]\n");
+      std::fprintf(stderr, "usage: compare_bench [--dir DIR] [--datasets D] [--rows R] [--width W] [--runs N] [--keep 1] [--reuse 1]\n");
       return 2;
     }
   }
@@ -144,12 +147,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path da = fs::path(dir) / "run-a", db = fs::path(dir) / "run-b";
-  fs::remove_all(da);
-  fs::remove_all(db);
+  const bool reused = reuse && fs::exists(dump::dump_path(da.string(), 0)) && fs::exists(dump::dump_path(db.string(), 0));
   const int64_t tw = monotonic_ns();
-  write_run(da, datasets, rows, width, false);
-  write_run(db, datasets, rows, width, true);
-  std::printf("written in %.1f s: %s, %s\n", seconds_since(tw), dump::dump_path(da.string(), 0).c_str(),
+  if (!reused) {
+    fs::remove_all(da);
+    fs::remove_all(db);
+    write_run(da, datasets, rows, width, false);
+    write_run(db, datasets, rows, width, true);
+  }
+  std::printf(reused ? "reused (%.1f s): %s, %s\n" : "written in %.1f s: %s, %s\n", seconds_since(tw), dump::dump_path(da.string(), 0).c_str(),
               dump::dump_path(db.string(), 0).c_str());
 
   const std::vector<std::string> files = {dump::dump_path(da.string(), 0), dump::dump_path(db.string(), 0)};

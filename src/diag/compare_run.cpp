@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <limits>
 #include <regex>
 #include <set>
@@ -78,9 +79,18 @@ Result<std::vector<double>> stats_rows(const dump::DumpReader& r, const std::str
   return out;
 }
 
-Result<TensorResult> compare_tensor(const dump::DumpReader& ra, const dump::DumpReader& rb, const std::string& prompt,
-                                    const std::string& phase, const std::string& name, int64_t row_limit,
-                                    const PointTolerance& tol) {
+// Both sides' values of one tensor, read and waiting to be measured; reused tensor after tensor.
+struct TensorPair {
+  dump::FloatArray a, b;
+  int64_t row_limit = -1;
+};
+
+// Reads one tensor of both runs into pair (values) or measures it at once (stats and input
+// errors, which are small). *measure is set when pair holds values for measure_values.
+Result<TensorResult> load_tensor(const dump::DumpReader& ra, const dump::DumpReader& rb, const std::string& prompt,
+                                 const std::string& phase, const std::string& name, int64_t row_limit,
+                                 const PointTolerance& tol, TensorPair& pair, bool* measure) {
+  *measure = false;
   TensorResult t;
   t.name = name;
   const std::string path = dump::activation_path(prompt, phase, name);
@@ -98,42 +108,48 @@ Result<TensorResult> compare_tensor(const dump::DumpReader& ra, const dump::Dump
     t.rows_compared = rows;
     for (int64_t i = 0; i < rows; ++i)
       t.error = std::max(t.error, compare_stats(std::span(sa).subspan(i * 8, 8), std::span(sb).subspan(i * 8, 8)));
+    t.broken = !(t.error <= t.tolerance);
+    return t;
+  }
+  if (Status s = ra.read_float_into(path, pair.a); !s.ok()) return s.with_context(ctx);
+  if (Status s = rb.read_float_into(path, pair.b); !s.ok()) return s.with_context(ctx);
+  pair.row_limit = row_limit;
+  t.tolerance = name.size() >= 8 && name.ends_with("topk_ids") ? tol.id_mismatch : tol.rel_l2;
+  *measure = true;
+  return t;
+}
+
+// The metrics of a loaded pair (pure computation: runs on a worker thread).
+void measure_values(const std::string& phase, const TensorPair& p, TensorResult& t) {
+  const dump::FloatArray &fa = p.a, &fb = p.b;
+  t.shape = fa.shape;
+  const int64_t width = fa.shape.empty() ? 1 : fa.shape.back();
+  bool same_shape = fa.shape == fb.shape;
+  int64_t rows = width ? static_cast<int64_t>(fa.data.size()) / width : 0;
+  // Decode rows past the first differing token saw other inputs; with fewer decode rows on
+  // one side (it stopped earlier), the common rows are compared.
+  if (!same_shape && phase == dump::kPhaseDecode && fa.shape.size() == 2 && fb.shape.size() == 2 &&
+      fa.shape[1] == fb.shape[1]) {
+    same_shape = true;
+    rows = std::min(fa.shape[0], fb.shape[0]);
+  }
+  if (p.row_limit >= 0) rows = std::min(rows, p.row_limit);
+  t.rows_compared = same_shape ? rows : 0;
+  if (!same_shape) {
+    t.error = kInf;
   } else {
-    auto fa = ra.read_float(path);
-    if (!fa.ok()) return Status(fa.status()).with_context(ctx);
-    auto fb = rb.read_float(path);
-    if (!fb.ok()) return Status(fb.status()).with_context(ctx);
-    t.shape = fa->shape;
-    const int64_t width = fa->shape.empty() ? 1 : fa->shape.back();
-    bool same_shape = fa->shape == fb->shape;
-    int64_t rows = width ? static_cast<int64_t>(fa->data.size()) / width : 0;
-    // Decode rows past the first differing token saw other inputs; with fewer decode rows on
-    // one side (it stopped earlier), the common rows are compared.
-    if (!same_shape && phase == dump::kPhaseDecode && fa->shape.size() == 2 && fb->shape.size() == 2 &&
-        fa->shape[1] == fb->shape[1]) {
-      same_shape = true;
-      rows = std::min(fa->shape[0], fb->shape[0]);
-    }
-    if (row_limit >= 0) rows = std::min(rows, row_limit);
-    t.rows_compared = same_shape ? rows : 0;
-    if (!same_shape) {
-      t.error = kInf;
+    const auto sa = std::span<const float>(fa.data).first(rows * width);
+    const auto sb = std::span<const float>(fb.data).first(rows * width);
+    t.metrics = compare_tensors(sa, sb, std::max<int64_t>(width, 1));
+    const bool ids = t.name.size() >= 8 && t.name.ends_with("topk_ids");
+    if (ids) {
+      t.measure = "id_mismatch";
+      t.error = width ? id_set_mismatch(sa, sb, width) : 0;
     } else {
-      const auto sa = std::span<const float>(fa->data).first(rows * width);
-      const auto sb = std::span<const float>(fb->data).first(rows * width);
-      t.metrics = compare_tensors(sa, sb, std::max<int64_t>(width, 1));
-      const bool ids = name.size() >= 8 && name.ends_with("topk_ids");
-      if (ids) {
-        t.measure = "id_mismatch";
-        t.tolerance = tol.id_mismatch;
-        t.error = width ? id_set_mismatch(sa, sb, width) : 0;
-      } else {
-        t.error = t.metrics.rel_l2;
-      }
+      t.error = t.metrics.rel_l2;
     }
   }
   t.broken = !(t.error <= t.tolerance);
-  return t;
 }
 
 }  // namespace
@@ -359,6 +375,10 @@ Result<CompareResult> compare_runs(const RunIndex& a, const RunIndex& b, const T
     const std::string prompt = key.substr(0, s1), phase = key.substr(s1 + 1, s2 - s1 - 1);
     groups[{prompt, phase_order(phase), phase}].push_back(key.substr(s2 + 1));
   }
+  // Tensors are read on this thread (HDF5 calls stay on one thread) into one of two pairs of
+  // buffers while a worker measures the previous tensor in the other: reading and measuring
+  // overlap, and the buffers are reused.
+  std::vector<int64_t> row_limits;  // per group: decode rows to compare, -1 for all
   for (auto& [gk, names] : groups) {
     GroupResult g;
     g.prompt = std::get<0>(gk);
@@ -369,15 +389,36 @@ Result<CompareResult> compare_runs(const RunIndex& a, const RunIndex& b, const T
       limit = decode_rows[g.prompt];
       g.note = "decode rows from step " + std::to_string(limit) + " on are not compared: the generated tokens differ there";
     }
-    for (const std::string& name : names) {
-      const std::string key = g.prompt + "/" + g.phase + "/" + name;
-      DZ_ASSIGN_OR_RETURN(TensorResult t, compare_tensor(a.files[a.activations.at(key)], b.files[b.activations.at(key)],
-                                                         g.prompt, g.phase, name, limit, tol.for_name(name)));
-      g.tensors.push_back(std::move(t));
+    g.tensors.resize(names.size());
+    res.groups.push_back(std::move(g));
+    row_limits.push_back(limit);
+  }
+  {
+    TensorPair pairs[2];
+    std::future<void> pending;  // the worker's measure of the previous tensor
+    size_t n_job = 0, gi = 0;
+    for (const auto& [gk, names] : groups) {
+      GroupResult& g = res.groups[gi];
+      for (size_t k = 0; k < names.size(); ++k, ++n_job) {
+        const std::string key = g.prompt + "/" + g.phase + "/" + names[k];
+        TensorPair& pair = pairs[n_job % 2];
+        bool measure = false;
+        auto t = load_tensor(a.files[a.activations.at(key)], b.files[b.activations.at(key)], g.prompt, g.phase,
+                             names[k], row_limits[gi], tol.for_name(names[k]), pair, &measure);
+        if (pending.valid()) pending.get();
+        if (!t.ok()) return t.status();
+        TensorResult& slot = g.tensors[k];
+        slot = std::move(*t);
+        if (measure)
+          pending = std::async(std::launch::async, [&phase = g.phase, &pair, &slot] { measure_values(phase, pair, slot); });
+      }
+      ++gi;
     }
+    if (pending.valid()) pending.get();
+  }
+  for (GroupResult& g : res.groups) {
     assign_blame(g);
     if (g.first_break) res.pass = false;
-    res.groups.push_back(std::move(g));
   }
   return res;
 }

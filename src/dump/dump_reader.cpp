@@ -198,6 +198,14 @@ bool DumpReader::is_stats(const std::string& prompt_id, const std::string& phase
 template <class T>
 Result<Array<T>> DumpReader::read_array(const std::string& dataset_path, hid_t mem_type,
                                         H5T_class_t want) const {
+  Array<T> out;
+  DZ_RETURN_IF_ERROR(read_array_into(dataset_path, mem_type, want, out));
+  return out;
+}
+
+template <class T>
+Status DumpReader::read_array_into(const std::string& dataset_path, hid_t mem_type,
+                                   H5T_class_t want, Array<T>& out) const {
   if (!exists(dataset_path)) return Status::NotFound(path_ + ": no dataset " + dataset_path);
   h5::Id ds = h5::dataset(H5Dopen2(file_.get(), dataset_path.c_str(), H5P_DEFAULT));
   if (!ds.valid()) return h5::error(path_, dataset_path + ": cannot open dataset");
@@ -211,7 +219,7 @@ Result<Array<T>> DumpReader::read_array(const std::string& dataset_path, hid_t m
   if (ndims < 0) return h5::error(path_, dataset_path + ": cannot read shape");
   std::vector<hsize_t> dims(static_cast<size_t>(ndims));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  Array<T> out;
+  out.shape.clear();
   size_t numel = 1;
   for (hsize_t d : dims) {
     out.shape.push_back(static_cast<int64_t>(d));
@@ -222,11 +230,15 @@ Result<Array<T>> DumpReader::read_array(const std::string& dataset_path, hid_t m
       H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data.data()) < 0) {
     return h5::error(path_, dataset_path + ": cannot read dataset");
   }
-  return out;
+  return Status::Ok();
 }
 
 Result<FloatArray> DumpReader::read_float(const std::string& dataset_path) const {
   return read_array<float>(dataset_path, H5T_NATIVE_FLOAT, H5T_FLOAT);
+}
+
+Status DumpReader::read_float_into(const std::string& dataset_path, FloatArray& out) const {
+  return read_array_into<float>(dataset_path, H5T_NATIVE_FLOAT, H5T_FLOAT, out);
 }
 
 Result<DoubleArray> DumpReader::read_double(const std::string& dataset_path) const {

@@ -58,6 +58,10 @@ class DumpReader {
   Result<FloatArray> read_float(const std::string& dataset_path) const;
   Result<DoubleArray> read_double(const std::string& dataset_path) const;
   Result<Int32Array> read_int32(const std::string& dataset_path) const;
+  // read_float into out, reusing out.data's memory (no allocation or page faults when it is
+  // already large enough: compare reads hundreds of same-sized tensors). On error out is
+  // left in an unspecified state.
+  Status read_float_into(const std::string& dataset_path, FloatArray& out) const;
   // read_float(activation_path(...)): [rows, width], or [8] / [n_steps, 8] for stats (as float).
   Result<FloatArray> read_activation(const std::string& prompt_id, const std::string& phase,
                                      const std::string& name) const;
@@ -74,6 +78,9 @@ class DumpReader {
   template <class T>
   Result<Array<T>> read_array(const std::string& dataset_path, hid_t mem_type,
                               H5T_class_t want) const;
+  template <class T>
+  Status read_array_into(const std::string& dataset_path, hid_t mem_type, H5T_class_t want,
+                         Array<T>& out) const;
 
   std::string path_;
   h5::Id file_;
