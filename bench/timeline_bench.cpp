@@ -8,8 +8,9 @@
 // Layout: tp 8 x pp 2 x dp N/16 (N a multiple of 16); per rank a "load" phase, a "prefill"
 // phase holding tp all_reduces (8 MiB) with every 8th op a dp all_reduce, and the last tp op
 // of tp group 0 left hanging: rank 3 never enters it, its peers stay inside it.
-// Usage: timeline_bench [--dir DIR] [--ranks N] [--events E] [--keep 1]
+// Usage: timeline_bench [--dir DIR] [--ranks N] [--events E] [--keep 1] [--threads T]
 // (DIR defaults to build/bench-timeline; the folder is removed at the end unless --keep 1).
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +37,18 @@ constexpr int kTp = 8, kPp = 2;
 constexpr int kHangRank = 3;  // in tp group 0; never enters that group's last op
 
 double seconds_since(int64_t t0) { return static_cast<double>(monotonic_ns() - t0) * 1e-9; }
+
+// CPU seconds (user + system) this process has used, all threads.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+double load_average() {
+  double l[1] = {0};
+  return getloadavg(l, 1) == 1 ? l[0] : 0;
+}
 
 double peak_rss_gib() { return static_cast<double>(peak_rss_bytes()) / (1u << 30); }
 
@@ -140,14 +153,16 @@ int main(int argc, char** argv) {
   int ranks = 1024;
   int64_t events = 100000;
   bool keep = false;
+  int threads = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--dir") dir = argv[i + 1];
     else if (k == "--ranks") ranks = std::atoi(argv[i + 1]);
     else if (k == "--events") events = std::atoll(argv[i + 1]);
     else if (k == "--keep") keep = std::atoi(argv[i + 1]) != 0;
+    else if (k == "--threads") threads = std::atoi(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: timeline_bench [--dir DIR] [--ranks N] [--events E] [--keep 1]\n");
+      std::fprintf(stderr, "usage: timeline_bench [--dir DIR] [--ranks N] [--events E] [--keep 1] [--threads T]\n");
       return 2;
     }
   }
@@ -196,8 +211,9 @@ int main(int argc, char** argv) {
   std::printf("written: %.2f GiB in %.1f s; peak RSS so far %.3f GiB\n", static_cast<double>(bytes) / (1u << 30),
               seconds_since(tw), peak_rss_gib());
 
+  const double cpu0 = cpu_seconds();
   const int64_t t0 = monotonic_ns();
-  auto trails = diag::load_run_trails(dir);
+  auto trails = diag::load_run_trails(dir, {.keep_slices = false, .threads = threads});
   const double load_s = seconds_since(t0);
   if (!trails.ok()) {
     std::fprintf(stderr, "timeline_bench: %s\n", trails.status().message().c_str());
@@ -209,10 +225,11 @@ int main(int argc, char** argv) {
   const std::string text = diag::to_text(an);
   const double analyse_s = seconds_since(t1);
   const double total_s = load_s + analyse_s;
+  const double cpu_s = cpu_seconds() - cpu0;
 
   int64_t lines = 0, slices = 0, skipped = 0;
   for (const auto& r : trails->ranks) {
-    slices += static_cast<int64_t>(r.slices.size());
+    slices += r.n_slices;
     skipped += r.skipped_lines;
   }
   for (int r = 0; r < ranks; ++r) {  // every line ends in '\n'
@@ -220,7 +237,8 @@ int main(int argc, char** argv) {
     char buf[1 << 16];
     while (in.read(buf, sizeof buf), in.gcount() > 0) lines += std::count(buf, buf + in.gcount(), '\n');
   }
-  std::printf("load_run_trails: %.2f s; analyse + to_text: %.2f s; total %.2f s\n", load_s, analyse_s, total_s);
+  std::printf("load_run_trails: %.2f s; analyse + to_text: %.2f s; total %.2f s (%.2f CPU s over %d thread(s); load average %.1f)\n",
+              load_s, analyse_s, total_s, cpu_s, threads, load_average());
   std::printf("event lines: %lld (%lld slices, %lld skipped); %.2f M lines/s\n", static_cast<long long>(lines),
               static_cast<long long>(slices), static_cast<long long>(skipped), static_cast<double>(lines) / total_s * 1e-6);
   std::printf("peak RSS: %.3f GiB after load, %.3f GiB after analysis (%.0f bytes per event line)\n", rss_load,

@@ -21,7 +21,8 @@ struct TimelineArgs {
 };
 
 int run_timeline(const TimelineArgs& a) {
-  auto trails = diag::load_run_trails(a.run_dir);
+  // The slices themselves (O(events) memory) only for the Chrome trace.
+  auto trails = diag::load_run_trails(a.run_dir, {.keep_slices = !a.chrome_trace.empty()});
   if (!trails.ok()) {
     std::cerr << "dayzero: error: " << trails.status().message() << std::endl;
     return 2;

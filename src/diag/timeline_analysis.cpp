@@ -9,18 +9,12 @@
 namespace dayzero::diag {
 namespace {
 
-bool is_comm(const Slice& s) { return s.kind == "collective" || s.kind == "p2p"; }
 double secs(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
 
 std::string fmt(double v, const char* f = "%.3f") {
   char b[48];
   std::snprintf(b, sizeof b, f, v);
   return b;
-}
-
-std::string op_text(const Slice& s) {
-  if (is_comm(s)) return s.name + " #" + std::to_string(s.seq) + " of " + s.group;
-  return s.kind + " " + s.name;
 }
 
 std::string ranks_text(const std::vector<int>& v) {
@@ -56,19 +50,11 @@ Analysis analyse(const RunTrails& t) {
   // Phases: completed non-communication slices, summed per rank and (kind, name).
   std::map<std::pair<std::string, std::string>, std::map<int, double>> phase_s;
   std::vector<std::pair<std::string, std::string>> phase_order;
-  // Communication: (label, seq) -> rank -> slice.
-  std::map<std::string, std::map<int64_t, std::map<int, const Slice*>>> ops;
-  std::map<std::string, std::set<int>> members;
   for (const RankTrail& r : t.ranks)
-    for (const Slice& s : r.slices) {
-      if (is_comm(s)) {
-        ops[s.group][s.seq][r.rank] = &s;
-        members[s.group].insert(r.rank);
-      } else if (!s.open()) {
-        const auto key = std::make_pair(s.kind, s.name);
-        if (!phase_s.count(key)) phase_order.push_back(key);
-        phase_s[key][r.rank] += secs(s.t_end_ns - s.t_begin_ns);
-      }
+    for (const PhaseTotal& pt : r.phases) {
+      const auto key = std::make_pair(pt.kind, pt.name);
+      if (!phase_s.count(key)) phase_order.push_back(key);
+      phase_s[key][r.rank] += pt.seconds;
     }
   for (const auto& key : phase_order) {
     PhaseStat p;
@@ -85,48 +71,55 @@ Analysis analyse(const RunTrails& t) {
     a.phases.push_back(p);
   }
 
-  for (const auto& [label, by_seq] : ops) {
+  // Communication: per group, its seqs in order from the aggregates.
+  for (size_t gi = 0; gi < t.groups.size(); ++gi) {
+    const GroupAggregate& grp = t.groups[gi];
+    std::vector<std::pair<int64_t, const SeqAggregate*>> seqs;
+    for (const auto& [seq, agg] : grp.sparse)
+      if (seq < 0 && agg.entered > 0) seqs.emplace_back(seq, &agg);
+    for (size_t s = 0; s < grp.dense.size(); ++s)
+      if (grp.dense[s].entered > 0) seqs.emplace_back(static_cast<int64_t>(s), &grp.dense[s]);
+    for (const auto& [seq, agg] : grp.sparse)
+      if (seq >= 0 && agg.entered > 0) seqs.emplace_back(seq, &agg);
+
     GroupSpread g;
-    g.label = label;
+    g.label = grp.label;
     std::vector<double> spreads;
-    for (const auto& [seq, by_rank] : by_seq) {
-      if (by_rank.size() < 2) continue;
-      int64_t lo = INT64_MAX, hi = INT64_MIN;
-      int last = -1;
-      for (const auto& [rank, s] : by_rank) {
-        lo = std::min(lo, s->t_begin_ns);
-        if (s->t_begin_ns > hi) hi = s->t_begin_ns, last = rank;
-      }
-      const double sp = secs(hi - lo);
+    for (const auto& [seq, agg] : seqs) {
+      if (agg->entered < 2) continue;
+      const double sp = secs(agg->max_begin_ns - agg->min_begin_ns);
       spreads.push_back(sp);
-      if (g.max_seq < 0 || sp > g.max_spread_s) g.max_spread_s = sp, g.max_seq = seq, g.last_rank = last;
+      if (g.max_seq < 0 || sp > g.max_spread_s) g.max_spread_s = sp, g.max_seq = seq, g.last_rank = agg->last_rank;
     }
     g.ops = static_cast<int>(spreads.size());
     g.median_spread_s = median(spreads);
     a.groups.push_back(g);
 
-    // Stuck: entered by someone, not completed by every member.
-    for (const auto& [seq, by_rank] : by_seq) {
+    // Stuck: entered by someone, not completed by every member. Who entered and completed
+    // comes from each member's presence in the group, only for these (few) seqs.
+    for (const auto& [seq, agg] : seqs) {
+      if (agg->completed == grp.members.size()) continue;
       StuckOp st;
-      st.label = label;
+      st.label = grp.label;
       st.seq = seq;
-      st.first_entry_ns = INT64_MAX;
-      for (int m : members[label]) {
-        auto it = by_rank.find(m);
-        if (it == by_rank.end()) {
+      st.op = agg->op < t.op_names.size() ? t.op_names[agg->op] : "?";
+      st.p2p = agg->p2p;
+      st.first_entry_ns = agg->min_begin_ns;
+      for (int m : grp.members) {
+        const auto& pres = t.ranks[static_cast<size_t>(m)].presence;
+        auto it = std::lower_bound(pres.begin(), pres.end(), static_cast<int>(gi),
+                                   [](const GroupPresence& p, int g) { return p.group < g; });
+        if (it == pres.end() || it->group != static_cast<int>(gi) || !it->has(seq)) {
           st.never.push_back(m);
           continue;
         }
-        st.op = it->second->name;
-        st.p2p = it->second->kind == "p2p";
         st.entered.push_back(m);
-        st.first_entry_ns = std::min(st.first_entry_ns, it->second->t_begin_ns);
-        if (!it->second->open()) st.completed.push_back(m);
+        if (it->completed(seq)) st.completed.push_back(m);
       }
-      if (st.completed.size() != members[label].size()) a.stuck.push_back(std::move(st));
+      a.stuck.push_back(std::move(st));
     }
   }
-  // A p2p pair (send #n, recv #n) of one seq on two ranks is one entry of the map, so a send
+  // A p2p pair (send #n, recv #n) of one seq on two ranks is one entry of the aggregates, so a send
   // that completed eagerly with its recv never posted shows as stuck with the receiver in
   // never; a group whose members simply ran different numbers of ops shows the same way.
 
@@ -146,13 +139,10 @@ Analysis analyse(const RunTrails& t) {
     s.tp = r.tp;
     s.abort_reason = r.abort_reason;
     s.last_event_ns = r.last_event_ns;
-    for (const Slice& e : r.slices) {
-      const int64_t at = e.open() ? e.t_begin_ns : e.t_end_ns;
-      if (at >= s.last_event_ns) s.last_event = std::string(e.open() ? "begin of " : "end of ") + op_text(e);
-      if (is_comm(e) && e.open()) {
-        s.waiting_in = op_text(e);
-        s.waiting_s = secs(t.end_ns - e.t_begin_ns);
-      }
+    s.last_event = r.last_event;
+    if (!r.waiting_in.empty()) {
+      s.waiting_in = r.waiting_in;
+      s.waiting_s = secs(t.end_ns - r.waiting_begin_ns);
     }
     if (!r.has_heartbeat) {
       s.heartbeat = "none";
@@ -188,9 +178,7 @@ Analysis analyse(const RunTrails& t) {
     const RankState& rs = a.ranks[static_cast<size_t>(c)];
     const RankTrail& tr = t.ranks[static_cast<size_t>(c)];
     // The op it is missing from: preferably on the group of its own last communication.
-    std::string last_label;
-    for (const Slice& e : tr.slices)
-      if (is_comm(e)) last_label = e.group;
+    const std::string& last_label = tr.last_comm_group;
     const StuckOp* main = nullptr;
     std::vector<const StuckOp*> also;
     for (const StuckOp& st : a.stuck)

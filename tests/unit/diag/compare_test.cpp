@@ -75,6 +75,31 @@ TEST(CompareTensors, MatchesNaiveDoubleLoop) {
   }
 }
 
+TEST(CompareTensors, ABlockWithANanAgreesWithTheVectorBlocks) {
+  // 5000 elements: vector blocks of 1024, one of them holding a NaN on both sides (measured by
+  // the scalar loop), and a scalar tail. Equals the naive loop over the same values without it.
+  const size_t n = 5000, nan_at = 3000;
+  const std::vector<float> a0 = randn(n, kSeed);
+  std::vector<float> b0 = randn(n, kSeed + 1, 1e-3f);
+  for (size_t i = 0; i < n; ++i) b0[i] += a0[i];
+  std::vector<float> a = a0, b = b0;
+  a[nan_at] = b[nan_at] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a1 = a0, b1 = b0;
+  a1.erase(a1.begin() + nan_at);
+  b1.erase(b1.begin() + nan_at);
+  const TensorMetrics m = compare_tensors(a, b, 100);
+  const Naive r = naive(a1, b1);
+  SCOPED_TRACE(testing::Message() << "seed " << kSeed);
+  EXPECT_EQ(m.nan_a, 1);
+  EXPECT_NEAR(m.cosine, r.cosine, 1e-12);
+  EXPECT_NEAR(m.rel_l2, r.rel_l2, 1e-12 * r.rel_l2);
+  EXPECT_NEAR(m.mean_abs, r.mean_abs, 1e-12 * r.mean_abs);
+  EXPECT_DOUBLE_EQ(m.max_abs, r.max_abs);
+  EXPECT_NEAR(m.max_rel, r.max_rel, 1e-12 * r.max_rel);
+  EXPECT_EQ(m.worst_index, r.worst >= static_cast<int64_t>(nan_at) ? r.worst + 1 : r.worst);
+  EXPECT_DOUBLE_EQ(m.frac_rel_1e3 * n, r.f3 * (n - 1));
+}
+
 TEST(CompareTensors, IdenticalInputsAreExact) {
   const std::vector<float> a = randn(640, kSeed);
   const TensorMetrics m = compare_tensors(a, a, 64);

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "diag/timeline_analysis.h"
 #include "diag/timeline_merge.h"
@@ -80,6 +81,46 @@ TEST(TimelineAnalysis, CompletedOpsGiveNoHang) {
   EXPECT_TRUE(a.culprits.empty());
   EXPECT_EQ(a.verdict.rfind("no hang", 0), 0u) << a.verdict;
   fs::remove_all(d);
+}
+
+TEST(TimelineAnalysis, LinesOutsideTheFastFormatReadAlikeAndSlicesAreOptional) {
+  // The same two-rank hang written twice: once in EventLog's exact layout (the dedicated
+  // parser), once with spaces, other key orders and an escape in the group name (the JSON
+  // reader).
+  // Both folders, loaded with and without their slices, give the same analysis.
+  const auto exact = [](int64_t t, const char* e, int64_t seq) {
+    return "{\"t_ns\":" + std::to_string(t) + ",\"ev\":\"" + e +
+           "\",\"kind\":\"collective\",\"name\":\"all_reduce\",\"group\":\"tp0\",\"seq\":" + std::to_string(seq) +
+           ",\"bytes\":64}\n";
+  };
+  const auto loose = [](int64_t t, const char* e, int64_t seq) {
+    return "{ \"ev\": \"" + std::string(e) + "\", \"seq\": " + std::to_string(seq) +
+           ", \"group\": \"tp\\u0030\", \"kind\": \"collective\", \"name\": \"all_reduce\", \"bytes\": 64, \"t_ns\": " +
+           std::to_string(t) + " }\n";
+  };
+  std::vector<nlohmann::ordered_json> results;
+  for (const auto& line : {std::function<std::string(int64_t, const char*, int64_t)>(exact),
+                           std::function<std::string(int64_t, const char*, int64_t)>(loose)}) {
+    const fs::path d = folder("fmt");
+    write(d / "events" / "rank-00000.jsonl", line(1764547200000000000, "begin", 0) +
+                                                 line(1764547200000001000, "end", 0) +
+                                                 line(1764547200000002000, "begin", 1));
+    write(d / "events" / "rank-00001.jsonl", line(1764547200000000500, "begin", 0) +
+                                                 line(1764547200000001000, "end", 0));
+    for (bool keep : {true, false}) {
+      auto t = load_run_trails(d.string(), {.keep_slices = keep});
+      ASSERT_TRUE(t.ok()) << t.status().message();
+      EXPECT_EQ(t->ranks[0].skipped_lines, 0);
+      EXPECT_EQ(t->ranks[0].slices.size(), keep ? 2u : 0u);
+      EXPECT_EQ(t->ranks[0].n_slices, 2);
+      results.push_back(to_json(analyse(*t)));
+    }
+    fs::remove_all(d);
+  }
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[0]["culprits"], nlohmann::ordered_json::array({1})) << results[0].dump();
+  EXPECT_EQ(results[0]["stuck"][0]["label"], "tp0");
+  for (size_t i = 1; i < results.size(); ++i) EXPECT_EQ(results[i], results[0]) << i;
 }
 
 TEST(TimelineAnalysis, NotARunFolderIsNotFound) {
