@@ -83,6 +83,7 @@ Result<std::vector<double>> stats_rows(const dump::DumpReader& r, const std::str
 struct TensorPair {
   dump::FloatArray a, b;
   int64_t row_limit = -1;
+  double id_tolerance = 0;  // the tolerance of a topk_ids point whose shapes match
 };
 
 // Reads one tensor of both runs into pair (values) or measures it at once (stats and input
@@ -114,7 +115,7 @@ Result<TensorResult> load_tensor(const dump::DumpReader& ra, const dump::DumpRea
   if (Status s = ra.read_float_into(path, pair.a); !s.ok()) return s.with_context(ctx);
   if (Status s = rb.read_float_into(path, pair.b); !s.ok()) return s.with_context(ctx);
   pair.row_limit = row_limit;
-  t.tolerance = name.size() >= 8 && name.ends_with("topk_ids") ? tol.id_mismatch : tol.rel_l2;
+  pair.id_tolerance = tol.id_mismatch;
   *measure = true;
   return t;
 }
@@ -144,6 +145,7 @@ void measure_values(const std::string& phase, const TensorPair& p, TensorResult&
     const bool ids = t.name.size() >= 8 && t.name.ends_with("topk_ids");
     if (ids) {
       t.measure = "id_mismatch";
+      t.tolerance = p.id_tolerance;
       t.error = width ? id_set_mismatch(sa, sb, width) : 0;
     } else {
       t.error = t.metrics.rel_l2;
