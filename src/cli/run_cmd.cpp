@@ -1,4 +1,4 @@
-// dayzero run CONFIG.yaml: alone or under mpirun/srun.
+// dayzero run CONFIG.yaml [--replay-from RUN_DIR --replay-layers A:B]: alone or under mpirun/srun.
 #include <memory>
 
 #include "cli/commands.h"
@@ -14,6 +14,10 @@ void add_run_command(CLI::App& app, Commands& commands) {
   cmd->add_option("config", args->config_path, "Run config (YAML)")->required();
   cmd->add_option("--dump-dir", args->dump_dir_override, "Run folder, replacing dump.dir of the config");
   cmd->add_option("--threads", args->threads, "CPU threads per rank (default: cores / ranks on the node)");
+  cmd->add_option("--replay-from", args->replay_from,
+                  "Run folder whose recorded input of layer A (prefill, full mode) is fed to layers A..B-1");
+  cmd->add_option("--replay-layers", args->replay_layers,
+                  "A:B, half-open: replay layers A..B-1 only (12:13 is layer 12); loads only their weights");
   cmd->callback([&commands, args] {
     commands.action = [args] {
       int argc = 0;

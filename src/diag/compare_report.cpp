@@ -86,6 +86,9 @@ std::string format_compare_table(const CompareResult& r) {
   std::ostringstream os;
   os << "compare " << r.run_a << " (a) vs " << r.run_b << " (b), tolerance " << r.tolerance.name
      << " (relative L2 " << num(r.tolerance.base.rel_l2) << ")\n";
+  if (r.replay_layers)
+    os << "replay of layers " << r.replay_layers->first << ".." << r.replay_layers->second - 1
+       << " on recorded inputs: only their prefill points are compared, outputs are not\n";
   for (const std::string& k : r.only_in_a) os << "  only in a: " << k << "\n";
   for (const std::string& k : r.only_in_b) os << "  only in b: " << k << "\n";
   for (const GroupResult& g : r.groups) {
@@ -157,6 +160,7 @@ nlohmann::json compare_to_json(const CompareResult& r) {
                     {"nll", r.tolerance.outputs.nll}};
   j["only_in_a"] = r.only_in_a;
   j["only_in_b"] = r.only_in_b;
+  if (r.replay_layers) j["replay_layers"] = {r.replay_layers->first, r.replay_layers->second};
   j["groups"] = json::array();
   for (const GroupResult& g : r.groups) {
     json jg = {{"prompt", g.prompt}, {"phase", g.phase}, {"blamed_unit", g.blamed_unit},

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <future>
@@ -54,6 +55,20 @@ std::tuple<int, int64_t, int, std::string> forward_key(const std::string& name) 
   if (name == "final_norm") return {5, 0, 0, ""};
   if (name == "logits") return {6, 0, 0, ""};
   return {9, 0, 0, name};
+}
+
+// Whether "<prompt>/<phase>/<name>" is compared under a replay of layers [first, second): the
+// prefill points of those layers only. Everything is, without a replay.
+bool replay_scope(const std::optional<std::pair<int, int>>& layers, const std::string& key) {
+  if (!layers) return true;
+  const size_t s1 = key.find('/'), s2 = key.find('/', s1 + 1);
+  if (s1 == std::string::npos || s2 == std::string::npos) return false;
+  if (key.compare(s1 + 1, s2 - s1 - 1, dump::kPhasePrefill) != 0) return false;
+  const std::string unit = unit_of(key.substr(s2 + 1));
+  if (unit.rfind("layers.", 0) != 0) return false;
+  int layer = -1;
+  const auto [end, ec] = std::from_chars(unit.data() + 7, unit.data() + unit.size(), layer);
+  return ec == std::errc() && end == unit.data() + unit.size() && layer >= layers->first && layer < layers->second;
 }
 
 int phase_order(const std::string& p) { return p == dump::kPhaseVision ? 0 : p == dump::kPhasePrefill ? 1 : p == dump::kPhaseDecode ? 2 : 3; }
@@ -296,6 +311,15 @@ Result<RunIndex> open_run(const std::string& dir, bool allow_incomplete) {
     }
     auto attrs = r.root_attributes();
     if (!attrs.ok()) return Status(attrs.status()).with_context(p);
+    std::optional<std::pair<int, int>> replay;
+    if (r.has_attr(dump::kAttrReplayLayerBegin)) {
+      DZ_ASSIGN_OR_RETURN(int64_t begin, r.attr_int(dump::kAttrReplayLayerBegin));
+      DZ_ASSIGN_OR_RETURN(int64_t end, r.attr_int(dump::kAttrReplayLayerEnd));
+      replay = std::pair<int, int>{static_cast<int>(begin), static_cast<int>(end)};
+    }
+    if (!run.files.empty() && replay != run.replay_layers)
+      return Status::InvalidArgument(p + ": its replay attributes differ from those of " + run.files.front().path());
+    run.replay_layers = replay;
     run.world_size = std::max(run.world_size, attrs->world_size);
     if (run.compute_dtype.empty()) {
       std::string dtype;
@@ -341,11 +365,19 @@ Result<CompareResult> compare_runs(const RunIndex& a, const RunIndex& b, const T
   res.run_a = a.dir;
   res.run_b = b.dir;
   res.tolerance = tol;
+  if (a.replay_layers && b.replay_layers && *a.replay_layers != *b.replay_layers)
+    return Status::InvalidArgument(a.dir + " and " + b.dir + " are replays of different layers");
+  res.replay_layers = a.replay_layers ? a.replay_layers : b.replay_layers;
+  const auto in_scope = [&](const std::string& key) { return replay_scope(res.replay_layers, key); };
   std::set<std::string> keys_a, keys_b;
-  for (const auto& [k, _] : a.activations) keys_a.insert("activations/" + k);
-  for (const auto& [k, _] : b.activations) keys_b.insert("activations/" + k);
-  for (const auto& [k, _] : a.outputs) keys_a.insert("outputs/" + k);
-  for (const auto& [k, _] : b.outputs) keys_b.insert("outputs/" + k);
+  for (const auto& [k, _] : a.activations)
+    if (in_scope(k)) keys_a.insert("activations/" + k);
+  for (const auto& [k, _] : b.activations)
+    if (in_scope(k)) keys_b.insert("activations/" + k);
+  if (!res.replay_layers) {  // a replay has no outputs
+    for (const auto& [k, _] : a.outputs) keys_a.insert("outputs/" + k);
+    for (const auto& [k, _] : b.outputs) keys_b.insert("outputs/" + k);
+  }
   std::set_difference(keys_a.begin(), keys_a.end(), keys_b.begin(), keys_b.end(), std::back_inserter(res.only_in_a));
   std::set_difference(keys_b.begin(), keys_b.end(), keys_a.begin(), keys_a.end(), std::back_inserter(res.only_in_b));
   if (!allow_incomplete && (!res.only_in_a.empty() || !res.only_in_b.empty())) {
@@ -361,7 +393,7 @@ Result<CompareResult> compare_runs(const RunIndex& a, const RunIndex& b, const T
   std::map<std::string, int64_t> decode_rows;
   for (const auto& [prompt, fa] : a.outputs) {
     const auto fb = b.outputs.find(prompt);
-    if (fb == b.outputs.end()) continue;
+    if (fb == b.outputs.end() || res.replay_layers) continue;
     DZ_ASSIGN_OR_RETURN(dump::OutputRecord oa, a.files[fa].read_output(prompt));
     DZ_ASSIGN_OR_RETURN(dump::OutputRecord ob, b.files[fb->second].read_output(prompt));
     OutputResult o = compare_outputs(oa, ob, tol.outputs);
@@ -372,7 +404,7 @@ Result<CompareResult> compare_runs(const RunIndex& a, const RunIndex& b, const T
 
   std::map<std::tuple<std::string, int, std::string>, std::vector<std::string>> groups;
   for (const auto& [key, _] : a.activations) {
-    if (!b.activations.count(key)) continue;
+    if (!b.activations.count(key) || !in_scope(key)) continue;
     const size_t s1 = key.find('/'), s2 = key.find('/', s1 + 1);
     const std::string prompt = key.substr(0, s1), phase = key.substr(s1 + 1, s2 - s1 - 1);
     groups[{prompt, phase_order(phase), phase}].push_back(key.substr(s2 + 1));

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -25,11 +26,14 @@ struct RunIndex {
   std::vector<std::string> incomplete;            // files whose complete attribute is 0
   std::string compute_dtype;                      // model.dtype of the run config, or the backend's default
   int64_t world_size = 0;
+  // A replay dump (root attributes replay_layer_begin/end): the decoder layers [first, second) it ran.
+  std::optional<std::pair<int, int>> replay_layers;
 };
 
 // Opens every rank-NNNNN.h5 of dir. NotFound when dir has none; InvalidArgument naming the file
 // when a file is incomplete (unless allow_incomplete), when rank files are missing from the
-// world size the files record (unless allow_incomplete), or when two files write one key.
+// world size the files record (unless allow_incomplete), when two files write one key, or when
+// its files disagree on the replayed layers.
 Result<RunIndex> open_run(const std::string& dir, bool allow_incomplete);
 
 // The order a forward pass produces names in, for sorting: vision layers, projector_out,
@@ -88,12 +92,17 @@ struct CompareResult {
   std::vector<GroupResult> groups;  // by prompt, then phase (vision, prefill, decode)
   std::vector<OutputResult> outputs;
   std::vector<std::string> only_in_a, only_in_b;  // non-empty only with allow_incomplete
+  // Set when either run is a replay: only the prefill points of layers [first, second) were compared.
+  std::optional<std::pair<int, int>> replay_layers;
   bool pass = true;
 };
 
 // Compares every matched key. InvalidArgument (exit 2) when nothing matched, or, unless
 // allow_incomplete, when one side lacks keys the other has (the message lists them); with
-// allow_incomplete those keys are listed in the result and the rest compared. A shape mismatch
+// allow_incomplete those keys are listed in the result and the rest compared. When either run
+// is a replay (RunIndex::replay_layers), the keys of both are first restricted to the prefill
+// activations of the replayed layers and the outputs are left out, so a replayed key missing on
+// either side is still an error; two replays of different layers are InvalidArgument. A shape mismatch
 // of a matched key is a broken tensor (infinite error), not an input error.
 Result<CompareResult> compare_runs(const RunIndex& a, const RunIndex& b, const TolerancePolicy& tol,
                                    bool allow_incomplete);

@@ -23,6 +23,12 @@ inline constexpr const char* kStatsFieldsAttr = "fields";
 inline constexpr const char* kStatsFields = "min,max,mean,std,abs_max,l2,nan_count,inf_count";
 inline constexpr int64_t kStatsWidth = 8;
 
+// Root attributes of a replay dump (`dayzero run --replay-layers A:B`): the source run folder
+// as given and the replayed decoder layers [begin, end). Absent from every other dump.
+inline constexpr const char* kAttrReplaySource = "replay_source";
+inline constexpr const char* kAttrReplayLayerBegin = "replay_layer_begin";
+inline constexpr const char* kAttrReplayLayerEnd = "replay_layer_end";
+
 // Every root attribute but schema_version (always kSchemaVersion) and complete (0 at
 // creation, 1 after DumpWriter::mark_complete()).
 struct RootAttributes {

@@ -91,6 +91,7 @@ Result<PlanRequest> make_plan_request(const model::ModelFolder& m, const Request
   req.max_context_tokens = in.context_tokens;
   req.batch = in.batch;
   req.headroom_bytes = in.headroom_bytes;
+  req.layers = in.layers;
   if (sizes) *sizes = std::move(w);
   return req;
 }

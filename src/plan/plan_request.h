@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -50,6 +51,7 @@ struct RequestInputs {
   int64_t context_tokens = 4096;           // the longest sequence: prompt + reference + new tokens
   int batch = 1;                           // sequences resident at once (each with its KV cache)
   int64_t headroom_bytes = int64_t{1} << 30;
+  std::optional<std::pair<int, int>> layers;  // PlanRequest::layers: a replay of decoder layers [first, second)
 };
 
 // The request for choose_plan: the model's hparams, specs and edge names, the weight sizes of

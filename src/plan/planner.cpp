@@ -205,16 +205,22 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
   const int64_t logits = activation_bytes(hp, tp, true, mp) - activation_bytes(hp, tp, false, mp);
 
   Evaluation ev;
-  std::vector<int64_t> w(n);
-  for (int l = 0; l < n; ++l) w[l] = tb.layer_max[l] + kv_layer;
-  ev.bounds = balance(w, pp, tb.edge_max(pp == 1 ? kBoth : kFirstOnly), pp == 1 ? 0 : tb.edge_max(kLastOnly) + logits);
+  // A replay holds its layers only: no edge tensors, no logits (check_request: pp is 1).
+  const bool edges = !req.layers;
+  if (edges) {
+    std::vector<int64_t> w(n);
+    for (int l = 0; l < n; ++l) w[l] = tb.layer_max[l] + kv_layer;
+    ev.bounds = balance(w, pp, tb.edge_max(pp == 1 ? kBoth : kFirstOnly), pp == 1 ? 0 : tb.edge_max(kLastOnly) + logits);
+  } else {
+    ev.bounds = {req.layers->first, req.layers->second};
+  }
 
   // Memory of replica 0, rank by rank (the same arithmetic as rank_memory).
   for (int s = 0; s < pp; ++s) {
     const int b = ev.bounds[s], e = ev.bounds[s + 1];
-    const bool last = s == pp - 1;
+    const bool last = s == pp - 1 && edges;
     for (int t = 0; t < tp; ++t) {
-      int64_t bytes = tb.layers(t, b, e) + (stage_has_edge(s, pp) ? tb.edge[edge_kind(s, pp)][t] : 0);
+      int64_t bytes = tb.layers(t, b, e) + (edges && stage_has_edge(s, pp) ? tb.edge[edge_kind(s, pp)][t] : 0);
       bytes += kv_cache_bytes(hp, e - b, tp, mp) + activation_bytes(hp, tp, last, mp) + mp.headroom_bytes;
       if (bytes > ev.max_bytes || ev.worst_rank < 0) {
         ev.max_bytes = bytes;
@@ -237,7 +243,7 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
   double total = 0, t_max = 0;
   for (int s = 0; s < pp; ++s) {
     const int b = ev.bounds[s], e = ev.bounds[s + 1];
-    const bool last = s == pp - 1;
+    const bool last = s == pp - 1 && edges;
     double compute = 0;
     for (int t = 0; t < tp; ++t) {
       const double wbytes = static_cast<double>(tb.layers(t, b, e) + (last ? tb.lm_head[t] : 0));
@@ -246,9 +252,9 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
       compute = std::max(compute, std::max(flops / (topo.device_tflops * 1e12), seconds_for(traffic, topo.device_hbm_gbps)));
     }
     double stage = compute + 2.0 * (e - b) * all_reduce;
-    if (s == 0) stage += all_reduce;  // vocabulary-parallel embedding
+    if (s == 0 && edges) stage += all_reduce;  // vocabulary-parallel embedding
     if (last) stage += logits_gather;
-    if (!last) {
+    if (s != pp - 1) {
       const int here = s * tp / topo.gpus_per_node, next = (s + 1) * tp / topo.gpus_per_node;
       stage += here == next ? intra_lat + seconds_for(d * a, topo.intra_node_gbps)
                             : inter_lat + seconds_for(d * a, topo.inter_node_gbps);
@@ -313,6 +319,16 @@ Status check_request(const PlanRequest& req, int world) {
     if (!s.ok())
       return s.with_context("parallel.ep=" + std::to_string(*req.ep) + " x etp=" + std::to_string(*req.etp) +
                             " (tp=" + std::to_string(tp) + ")");
+  }
+  if (req.layers) {
+    const auto [first, end] = *req.layers;
+    if (first < 0 || end <= first || end > req.hp.n_layer)
+      return Status::InvalidArgument("layers " + std::to_string(first) + ":" + std::to_string(end) +
+                                     ": not a non-empty range of the model's " + std::to_string(req.hp.n_layer) +
+                                     " layers");
+    if (req.pp && *req.pp != 1)
+      return Status::InvalidArgument("parallel.pp=" + std::to_string(*req.pp) +
+                                     ": a replay runs its layers on one pipeline stage; set parallel.pp to 1 or leave it out");
   }
   if (req.pp && *req.pp > req.hp.n_layer)
     return Status::InvalidArgument("parallel.pp=" + std::to_string(*req.pp) + ": " + std::to_string(*req.pp) +
@@ -398,6 +414,7 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
     }
     for (int pp : divisors(world / tp)) {
       if (req.pp && *req.pp != pp) continue;
+      if (req.layers && pp != 1) continue;  // a replay is one stage (check_request)
       const int dp = world / (tp * pp);
       if (req.dp && *req.dp != dp) continue;
       Candidate c;
@@ -475,7 +492,9 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
   p.tp = c.tp;
   p.ep = c.ep;
   p.etp = c.etp;
-  for (int s = 0; s < c.pp; ++s) p.stages.push_back({s, ev.bounds[s], ev.bounds[s + 1], s == 0, s == c.pp - 1});
+  const bool edges = !req.layers;
+  for (int s = 0; s < c.pp; ++s)
+    p.stages.push_back({s, ev.bounds[s], ev.bounds[s + 1], s == 0 && edges, s == c.pp - 1 && edges});
   const int g = req.topo.gpus_per_node;
   for (int i = 0; i < (world + g - 1) / g; ++i) p.nodes.push_back(req.topo.node_name(i));
   p.ranks.resize(world);

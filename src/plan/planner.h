@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -35,6 +36,9 @@ struct PlanRequest {
   int64_t max_context_tokens = 4096;
   int batch = 1;                           // sequences resident (and in flight) at once
   int64_t headroom_bytes = int64_t{1} << 30;
+  // A replay (`dayzero run --replay-layers`): only decoder layers [first, second) on one stage
+  // that holds no embedding, final norm or lm_head (no logits); pp is 1. Absent: the whole model.
+  std::optional<std::pair<int, int>> layers;
 
   MemoryParams memory_params() const;
 };
@@ -64,7 +68,8 @@ struct Candidate {
 //   a fixed size that cannot work: "parallel.tp=3: 64 attention heads are not divisible by 3";
 //   nothing fits: "no plan fits: best candidate dp=1 pp=16 tp=8 needs 83.1 GiB on rank 7,
 //   cap 72.0 GiB (short by 11.1 GiB)" (the best is the one short by the least);
-//   a bad topology or request (validate(Topology), world larger than the topology).
+//   a bad topology or request (validate(Topology), world larger than the topology);
+//   layers: an empty or out-of-range range, or a fixed pp other than 1.
 Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* considered = nullptr);
 
 // The layout constraints of one (pp, tp) with their reason, before memory: tp divides the GPUs

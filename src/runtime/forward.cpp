@@ -1,4 +1,5 @@
-// Forward pass: [recv | embed] -> this stage's layers -> [send | final norm -> lm_head].
+// Forward pass: [recv | embed] -> this stage's layers -> [send | final norm -> lm_head]; a replay
+// enters the same layer loop with a recorded hidden state.
 #include "runtime/forward.h"
 #include "runtime/perturb_sink.h"
 
@@ -93,10 +94,8 @@ void Forward::set_perturbation(std::string point, double scale) {
   perturb_scale_ = scale;
 }
 
-Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink* sink, bool all_logits) {
+Forward::Rows Forward::stack_rows(std::span<const SeqInput> seqs) {
   DZ_CHECK(!seqs.empty(), "forward of an empty batch");
-  PerturbSink perturb(be_, perturb_point_, perturb_scale_, sink);
-  if (!perturb_point_.empty()) sink = &perturb;
   int64_t n = 0;
   for (const SeqInput& s : seqs) {
     const auto len = static_cast<int64_t>(s.tokens.size());
@@ -122,11 +121,44 @@ Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink*
     segments[i].n_rows = len;
     row += len;
   }
-  const Tensor positions = be_.to_device(pos_host);
+  return {n, std::move(ids_host), be_.to_device(pos_host), std::move(segments)};
+}
+
+void Forward::run_layers(std::span<const SeqInput> seqs, Rows& rows, model::ActivationSink* sink, Tensor& hidden) {
+  for (int l = part_.layer_begin; l < part_.layer_end; ++l) {
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      rows.segments[i].k_cache = &seqs[i].cache->k(l);
+      rows.segments[i].v_cache = &seqs[i].cache->v(l);
+    }
+    model::LayerContext ctx{be_, hp_, w_, rows.segments, rows.positions, inv_freq_, sink,
+                            tp_all_reduce_ ? &tp_all_reduce_ : nullptr, expert_tokens_};
+    adapter_.forward_layer(ctx, l, hidden);
+  }
+}
+
+Tensor Forward::replay(const Tensor& input, const SeqInput& seq, model::ActivationSink* sink) {
+  DZ_CHECK(!part_.first_stage && !part_.last_stage && part_.pp == nullptr,
+           "replay needs a partition of decoder layers only (no embedding, lm_head or pipeline)");
+  DZ_CHECK(input.shape() == (std::vector<int64_t>{static_cast<int64_t>(seq.tokens.size()), hp_.n_embd}),
+           "replay input " << shape_str(input.shape()) << " for " << seq.tokens.size() << " tokens");
+  PerturbSink perturb(be_, perturb_point_, perturb_scale_, sink);
+  if (!perturb_point_.empty()) sink = &perturb;
+  Rows rows = stack_rows({&seq, 1});
+  Tensor hidden = be_.to_device(input);
+  run_layers({&seq, 1}, rows, sink, hidden);
+  return hidden;
+}
+
+Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink* sink, bool all_logits) {
+  PerturbSink perturb(be_, perturb_point_, perturb_scale_, sink);
+  if (!perturb_point_.empty()) sink = &perturb;
+  Rows rows = stack_rows(seqs);
+  const int64_t n = rows.n;
+  const std::vector<model::SeqSegment>& segments = rows.segments;
 
   Tensor hidden = be_.empty(DType::kF32, {n, hp_.n_embd});
   if (part_.first_stage) {
-    be_.embedding(be_.to_device(ids_host), w_.get(adapter_.embed_name()), part_.vocab_begin, hidden);
+    be_.embedding(be_.to_device(rows.ids_host), w_.get(adapter_.embed_name()), part_.vocab_begin, hidden);
     // Vocabulary-parallel: each tp rank filled the rows of its vocabulary range.
     if (part_.vocab_end - part_.vocab_begin < hp_.n_vocab && tp_all_reduce_) tp_all_reduce_(hidden);
     model::emit(sink, "embed", hidden);
@@ -135,15 +167,7 @@ Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink*
     check_comm(part_.pp->recv(hidden, prev, kHiddenTag), "pipeline receive of hidden states");
   }
 
-  for (int l = part_.layer_begin; l < part_.layer_end; ++l) {
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      segments[i].k_cache = &seqs[i].cache->k(l);
-      segments[i].v_cache = &seqs[i].cache->v(l);
-    }
-    model::LayerContext ctx{be_, hp_, w_, segments, positions, inv_freq_, sink,
-                            tp_all_reduce_ ? &tp_all_reduce_ : nullptr, expert_tokens_};
-    adapter_.forward_layer(ctx, l, hidden);
-  }
+  run_layers(seqs, rows, sink, hidden);
 
   if (!part_.last_stage) {
     check_comm(part_.pp->send(hidden, part_.pp->rank() + 1, kHiddenTag), "pipeline send of hidden states");

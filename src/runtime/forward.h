@@ -106,6 +106,15 @@ class Forward {
   // Collective over tp and pp: every rank of the replica calls it with the same batch.
   Tensor run_batch(std::span<const SeqInput> seqs, model::ActivationSink* sink, bool all_logits);
 
+  // Replay (dayzero run --replay-layers): `input`, the hidden state entering layer
+  // partition().layer_begin as another run recorded it, through this rank's layers [layer_begin,
+  // layer_end) by the same layer loop as run_batch, for one sequence at positions seq.pos0 ..
+  // pos0 + n - 1 (the token ids only give n). No embedding, pipeline transfer, final norm or
+  // lm_head. Returns the hidden state leaving the last layer, [n, n_embd] on the device.
+  // Collective over tp. REQUIRES: a partition with neither first nor last stage and no pp group;
+  // input on the host, [n, n_embd] with n = seq.tokens.size().
+  Tensor replay(const Tensor& input, const SeqInput& seq, model::ActivationSink* sink);
+
   // Counts routed tokens per [layer][expert] of this rank's MoE layers into `counts` (sized
   // [n_layer] here), or stops counting when null.
   void count_expert_tokens(std::vector<std::vector<int64_t>>* counts);
@@ -123,6 +132,16 @@ class Forward {
   void share_from_last_stage(std::vector<int32_t>& values) const;
 
  private:
+  // The stacked rows of a batch: ids and positions per row, one segment per sequence.
+  struct Rows {
+    int64_t n = 0;
+    Tensor ids_host;                         // [n] int32 on the host
+    Tensor positions;                        // [n] int32 on the device
+    std::vector<model::SeqSegment> segments;  // [n_seqs]
+  };
+  Rows stack_rows(std::span<const SeqInput> seqs);
+  // This rank's decoder layers over hidden [n, n_embd] (in place), each sequence on its cache.
+  void run_layers(std::span<const SeqInput> seqs, Rows& rows, model::ActivationSink* sink, Tensor& hidden);
   Tensor lm_head(const Tensor& normed);
 
   backend::Backend& be_;

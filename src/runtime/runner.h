@@ -1,7 +1,8 @@
 // `dayzero run`: one Day-0 run of a run config on this MPI job, from config to dump.
-// Phases (src/runtime/run/, one file each): config -> model check -> plan -> run folder ->
-// backend -> dump file -> load -> coverage -> prompts -> dump; each ends with an agreement
-// over all ranks, so every rank goes on or every rank stops with the same exit code.
+// Phases (src/runtime/run/, one file each): config -> model check -> replay source -> plan ->
+// run folder -> backend -> dump file -> load -> coverage -> prompts -> dump; each ends with an agreement
+// over all ranks, so every rank goes on or every rank stops with the same exit code. A replay
+// (RunArgs::replay_*) runs only the given layers on another run's recorded inputs.
 // Replica d of the plan's dp runs prompts d, d + dp, ...; inside a replica the model is split
 // over pp stages and tp ranks as planned.
 #pragma once
@@ -16,6 +17,8 @@ struct RunArgs {
   std::string config_path;
   std::string dump_dir_override;  // --dump-dir: replaces dump.dir
   int threads = 0;                // --threads: overrides runtime.threads
+  std::string replay_from;        // --replay-from: a run folder whose recorded layer inputs are replayed
+  std::string replay_layers;      // --replay-layers A:B: the layers A..B-1 to replay (with replay_from)
 };
 
 // Collective over MPI_COMM_WORLD. Returns the process exit code (DESIGN.md "Errors").

@@ -64,6 +64,7 @@ int Run::execute() {
   using Phase = Status (Run::*)();
   const std::pair<const char*, Phase> phases[] = {
       {"config", &Run::read_config},          {"model check", &Run::open_model_and_prompts},
+      {"replay source", &Run::open_replay_source},
       {"plan", &Run::plan_and_partition},     {"run folder", &Run::make_run_folder},
       {"backend", &Run::create_backend},      {"dump file", &Run::open_dump_file},
       {"load", &Run::load_checkpoint},        {"coverage", &Run::check_coverage},

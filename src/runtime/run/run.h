@@ -1,6 +1,6 @@
 // The Run of `dayzero run` (runner.h), shared by the files of this folder, one per phase:
 // run_config_phase.cpp, run_plan.cpp, run_folder.cpp, run_backend.cpp, run_load.cpp,
-// run_prompts.cpp, run_summary.cpp; run.cpp holds the phase sequence and the exit path.
+// run_prompts.cpp, run_replay.cpp, run_summary.cpp; run.cpp holds the phase sequence and the exit path.
 // Internal to the runtime: nothing outside src/runtime/run/ includes it.
 #pragma once
 
@@ -17,6 +17,7 @@
 #include "comm/mpi_env.h"
 #include "config/run_config.h"
 #include "core/clock.h"
+#include "diag/compare_run.h"
 #include "dump/dump_writer.h"
 #include "dump/event_log.h"
 #include "dump/heartbeat.h"
@@ -57,6 +58,7 @@ class Run {
   // The phases, in order (run.cpp); each is followed by an agreement over the world.
   Status read_config();             // run_config_phase.cpp: the run config YAML
   Status open_model_and_prompts();  // run_config_phase.cpp: model folder, tensor check, tokenized prompts
+  Status open_replay_source();      // run_replay.cpp: with --replay-from, the source run's inputs checked
   Status plan_and_partition();      // run_plan.cpp: topology, plan, groups, this rank's partition and prompts
   Status make_run_folder();         // run_folder.cpp: folder, config.yaml, plan.json, event log, heartbeat
   Status create_backend();          // run_backend.cpp: the compute backend of this rank
@@ -64,6 +66,9 @@ class Run {
   Status load_checkpoint();         // run_load.cpp: this rank's slices, checked against the plan
   Status check_coverage();          // run_load.cpp: every tensor held by some rank; job-wide load figures
   Status run_prompts();             // run_prompts.cpp: prefill, decode, reference NLL, outputs
+  Status run_replay_prompts();      // run_replay.cpp: run_prompts of a replay (recorded inputs, its layers only)
+  Status apply_perturbation(Forward& fwd) const;  // run_prompts.cpp: debug.perturb, checked against the model
+  std::string replay_input_name() const;          // run_replay.cpp: "embed" or "layers.{A-1}.layer_out"
   Status finish();                  // run_summary.cpp: summary attributes, timeline, complete flag
   std::string summary_text() const;            // run_summary.cpp
   nlohmann::json expert_load_report() const;   // run_summary.cpp
@@ -85,6 +90,8 @@ class Run {
   std::vector<checkpoint::WeightRecord> records_;
   LoadStats load_stats_;
   std::vector<PromptRun> prompts_;  // this rank's share, tokenized
+  std::optional<std::pair<int, int>> replay_layers_;  // --replay-layers A:B as [A, B); absent: a full run
+  std::optional<diag::RunIndex> replay_source_;       // --replay-from: the source run's rank files
   plan::Plan plan_;
   std::optional<comm::ProcessGroups> groups_;
   Partition part_;

@@ -79,6 +79,11 @@ Status Run::open_dump_file() {
   a.started_at = utc_iso8601(started_ns_);
   a.clock_offset_ns = offset;
   DZ_ASSIGN_OR_RETURN(writer_, dump::DumpWriter::create(dump::dump_path(run_dir_, env_.rank()), a));
+  if (replay_layers_) {  // docs/dump-schema.md: what `dayzero compare` restricts itself to
+    DZ_RETURN_IF_ERROR(writer_->set_attribute(dump::kAttrReplaySource, args_.replay_from));
+    DZ_RETURN_IF_ERROR(writer_->set_attribute(dump::kAttrReplayLayerBegin, replay_layers_->first));
+    DZ_RETURN_IF_ERROR(writer_->set_attribute(dump::kAttrReplayLayerEnd, replay_layers_->second));
+  }
   return Status::Ok();
 }
 

@@ -76,9 +76,14 @@ Status Run::load_checkpoint() {
 Status Run::check_coverage() {
   // Collective over the world: every checkpoint tensor (every spec; check_tensors matched
   // them one to one) must be held by at least one rank.
+  // A replay covers the tensors of its layers only (the plan's one stage holds nothing else).
+  const plan::EdgeNames names = plan::edge_names(*model_.adapter, model_.hp);
   std::vector<int64_t> held(model_.specs.size(), 0);
   for (size_t i = 0; i < model_.specs.size(); ++i)  // skip_load specs are claimed, never held
-    held[i] = model_.specs[i].skip_load || weights_.has(model_.specs[i].name) ? 1 : 0;
+    held[i] = model_.specs[i].skip_load || weights_.has(model_.specs[i].name) ||
+                      (replay_layers_ && !plan::stage_holds(model_.specs[i], model_.hp, plan_.stages.front(), names))
+                  ? 1
+                  : 0;
   DZ_RETURN_IF_ERROR(groups_->world().all_reduce_max_int(held.data(), static_cast<int>(held.size())));
   for (size_t i = 0; i < held.size(); ++i)
     if (!held[i])

@@ -67,6 +67,12 @@ Status Run::plan_and_partition() {
   for (const auto& pr : prompts_)
     longest = std::max<int64_t>(longest, static_cast<int64_t>(pr.ids.size() + pr.reference_ids.size()) +
                                              cfg_.generate.max_new_tokens);
+  if (replay_layers_) {
+    // A replay is prefill only: each cache holds its prompt.
+    longest = 1;
+    for (const auto& pr : prompts_) longest = std::max<int64_t>(longest, static_cast<int64_t>(pr.ids.size()));
+    in.layers = replay_layers_;
+  }
   in.context_tokens = longest;
   in.batch = plan::resident_batch(cfg_.generate.max_batch, static_cast<int64_t>(prompts_.size()));
   auto req = plan::make_plan_request(model_, in);

@@ -26,22 +26,27 @@ std::string check_expect(const config::Expect& e, const std::string& text, const
 
 }  // namespace
 
+Status Run::apply_perturbation(Forward& fwd) const {
+  if (!cfg_.debug.perturb) return Status::Ok();
+  // The config check knows the point's form; only the model knows whether it is ever produced.
+  const std::string& point = cfg_.debug.perturb->point;
+  const bool layered = point.rfind("layers.", 0) == 0;
+  const long layer = layered ? std::stol(point.substr(7)) : 0;
+  if (layered && layer >= model_.hp.n_layer)
+    return Status::InvalidArgument(cfg_.source_name + ": debug.perturb.point: " + point + " is past the model's " +
+                                   std::to_string(model_.hp.n_layer) + " layers");
+  if (point.ends_with("router_logits") && model_.hp.n_expert == 0)
+    return Status::InvalidArgument(cfg_.source_name + ": debug.perturb.point: " + point +
+                                   ": the model has no MoE layers");
+  fwd.set_perturbation(point, cfg_.debug.perturb->scale);
+  return Status::Ok();
+}
+
 Status Run::run_prompts() {
+  if (replay_layers_) return run_replay_prompts();
   Forward fwd(*be_, *model_.adapter, model_.hp, weights_, part_);
   if (model_.hp.n_expert > 0) fwd.count_expert_tokens(&expert_tokens_);
-  if (cfg_.debug.perturb) {
-    // The config check knows the point's form; only the model knows whether it is ever produced.
-    const std::string& point = cfg_.debug.perturb->point;
-    const bool layered = point.rfind("layers.", 0) == 0;
-    const long layer = layered ? std::stol(point.substr(7)) : 0;
-    if (layered && layer >= model_.hp.n_layer)
-      return Status::InvalidArgument(cfg_.source_name + ": debug.perturb.point: " + point + " is past the model's " +
-                                     std::to_string(model_.hp.n_layer) + " layers");
-    if (point.ends_with("router_logits") && model_.hp.n_expert == 0)
-      return Status::InvalidArgument(cfg_.source_name + ": debug.perturb.point: " + point +
-                                     ": the model has no MoE layers");
-    fwd.set_perturbation(point, cfg_.debug.perturb->scale);
-  }
+  DZ_RETURN_IF_ERROR(apply_perturbation(fwd));
   GenerateOptions go;
   go.max_new_tokens = cfg_.generate.max_new_tokens;
   go.stop_at_eos = cfg_.generate.stop_at_eos;

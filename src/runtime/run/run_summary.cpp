@@ -93,6 +93,9 @@ std::string Run::summary_text() const {
                   env_.rank(), load["layers"].size(), worst_expert, worst_layer, worst_rank, plan_.ep);
     os << line;
   }
+  if (replay_layers_ && env_.rank() == 0)
+    os << "\nreplay of layers " << replay_layers_->first << ".." << replay_layers_->second - 1
+       << " on the recorded inputs of " << args_.replay_from << ": prefill only, no decode and no logits\n";
   const auto mem = be_->memory_info();
   char buf[512];
   std::snprintf(buf, sizeof buf,

@@ -330,3 +330,63 @@ TEST(Llama405B, FastOnAThousandRanks) {
 
 }  // namespace
 }  // namespace dayzero::plan
+
+namespace dayzero::plan {
+namespace {
+
+// A replay of layers [1, 3): one stage of those layers, no embedding, final norm or lm_head,
+// no logits; the memory is two layers' weights and KV cache (testing::tiny_hp by hand, above).
+TEST(Planner, ReplayCountsOnlyItsLayers) {
+  auto req = tiny_request(1, 2, int64_t{1} << 30);
+  req.world_size = 1;
+  req.layers = std::pair{1, 3};
+  auto p = choose_plan(req);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->stages.size(), 1u);
+  EXPECT_EQ(p->stages[0].layer_begin, 1);
+  EXPECT_EQ(p->stages[0].layer_end, 3);
+  EXPECT_FALSE(p->stages[0].has_embedding);
+  EXPECT_FALSE(p->stages[0].has_lm_head);
+  EXPECT_EQ(p->memory[0], (RankMemory{2 * kLayer, 2 * kKv, kAct, kHeadroom}));
+  // tp2 over both ranks: the same layers, split.
+  req.world_size = 2;
+  req.tp = 2;
+  p = choose_plan(req);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->memory[0].weights, 2 * ((64 * 64 + 16 * 64 + 3 * 192 * 32 + 2 * 64) * 2));
+}
+
+TEST(Planner, ReplayRangeAndStagesChecked) {
+  const auto error = [](std::pair<int, int> layers, std::optional<int> pp) {
+    auto req = tiny_request(1, 2, int64_t{1} << 30);
+    req.layers = layers;
+    req.pp = pp;
+    auto p = choose_plan(req);
+    return p.ok() ? std::string("ok") : p.status().message();
+  };
+  EXPECT_EQ(error({2, 2}, {}), "layers 2:2: not a non-empty range of the model's 4 layers");
+  EXPECT_EQ(error({3, 5}, {}), "layers 3:5: not a non-empty range of the model's 4 layers");
+  EXPECT_EQ(error({-1, 1}, {}), "layers -1:1: not a non-empty range of the model's 4 layers");
+  EXPECT_EQ(error({0, 4}, 2),
+            "parallel.pp=2: a replay runs its layers on one pipeline stage; set parallel.pp to 1 or leave it out");
+  EXPECT_EQ(error({0, 4}, {}), "ok") << "the planner itself chooses pp = 1 for a replay";
+}
+
+// The point of a replay: one block of a model that needs two nodes of eight 80 GiB GPUs fits
+// one device, counted as that layer's weights alone.
+TEST(Llama405B, OneLayerReplayFitsOneDevice) {
+  const Llama405B m;
+  PlanRequest req = m.request(1);
+  req.world_size = 1;
+  req.layers = std::pair{12, 13};
+  auto p = choose_plan(req);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  int64_t layer = 0;
+  for (const auto& s : m.specs)
+    if (s.layer == 12) layer += shape_numel(s.shape) * 2;
+  EXPECT_EQ(p->memory[0].weights, layer);
+  EXPECT_LT(p->memory[0].total(), p->memory_cap_bytes);
+}
+
+}  // namespace
+}  // namespace dayzero::plan
