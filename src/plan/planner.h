@@ -35,6 +35,10 @@ struct PlanRequest {
   int64_t max_context_tokens = 4096;
   int batch = 1;                           // sequences resident (and in flight) at once
   int64_t headroom_bytes = int64_t{1} << 30;
+  // Per-layer caches ([n_layer]) when layers differ (plans from the generic analysis); empty:
+  // every layer caches k and v of n_head_kv x head_dim (uniform_cache).
+  std::vector<LayerCache> cache;
+  std::vector<Caveat> caveats;  // copied into the plan: figures that rest on estimates
 
   MemoryParams memory_params() const;
 };
