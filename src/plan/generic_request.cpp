@@ -105,7 +105,7 @@ int64_t n_linear_layers(const TextDims& t) {
 
 }  // namespace
 
-std::vector<model::TensorSpec> generic_specs(const analysis::Analysis& a) {
+std::vector<model::TensorSpec> generic_specs(const analysis::Analysis& a, bool as_stored) {
   const analysis::ModelDims& d = a.dims;
   std::vector<model::TensorSpec> specs;
   specs.reserve(a.tensors.size());
@@ -135,6 +135,42 @@ std::vector<model::TensorSpec> generic_specs(const analysis::Analysis& a) {
       weight.quant_block_rows = d.quant_block_rows;
       weight.quant_block_cols = d.quant_block_cols;
     }
+  if (d.quant_bits > 0) {
+    // Pack-quantized Linears: as stored, the int32 words and the group scales split as the
+    // weight does (a column split in packed / grouped columns) and weight_shape goes with the
+    // weight's expert; converted, the weight at its logical shape and the companions dropped.
+    const int64_t per_word = 32 / d.quant_bits;
+    for (auto& s : specs) {
+      if (!ends(s.name, ".weight_packed") || s.shape.size() != 2) continue;
+      const std::string base = s.name.substr(0, s.name.size() - 14);
+      if (!as_stored) {
+        s.shape[1] *= per_word;
+        continue;
+      }
+      if (s.rule == ShardRule::kSplitDim1)
+        s.shard_block = s.shard_block % per_word == 0 ? s.shard_block / per_word : 1;
+      for (const char* suffix : {".weight_scale", ".weight_shape"}) {
+        auto it = by_name.find(base + suffix);
+        if (it == by_name.end()) continue;
+        model::TensorSpec& c = specs[it->second];
+        if (std::string(suffix) == ".weight_scale" && c.shape.size() == 2) {
+          c.rule = s.rule;
+          c.expert = s.expert;
+          c.n_expert = s.n_expert;
+          c.expert_split_dim = s.expert_split_dim;
+          c.shard_block = s.rule == ShardRule::kSplitDim1
+                              ? (s.shard_block * per_word % d.quant_group == 0 ? s.shard_block * per_word / d.quant_group : 1)
+                              : s.shard_block;
+        } else if (s.rule == ShardRule::kExpertOwned) {
+          c.rule = ShardRule::kExpertOwned;
+          c.expert = s.expert;
+          c.n_expert = s.n_expert;
+          c.expert_split_dim = -1;
+        }
+        c.skip_load = false;
+      }
+    }
+  }
   return specs;
 }
 
@@ -196,9 +232,14 @@ std::vector<Caveat> generic_caveats(const analysis::Analysis& a, WeightsOnDevice
   if (a.unknown_tensors > 0)
     add("weights", std::to_string(a.unknown_tensors) + " tensor(s) no rule explains (" + std::to_string(a.unknown_bytes) +
                        " bytes), held whole on every rank of their stage");
-  if (weights == WeightsOnDevice::kAsStored && !a.dims.quant_method.empty() && a.dims.quant_method != "fp8")
+  if (weights == WeightsOnDevice::kAsStored && !a.dims.quant_method.empty() && a.dims.quant_method != "fp8" &&
+      a.dims.quant_bits == 0)
     add("weights", "quantization " + a.dims.quant_method + " (" + a.dims.quant_detail +
                        ") is not modelled in bytes: its weights count at the dtype the analysis gives them");
+  if (weights == WeightsOnDevice::kAsStored && a.dims.quant_bits > 0)
+    add("weights", a.dims.quant_method + " (" + a.dims.quant_detail + "): the quantized Linears as stored, " +
+                       std::to_string(a.dims.quant_bits) + "-bit integers packed in int32 plus bf16 scales per " +
+                       std::to_string(a.dims.quant_group) + " weights; dayzero has no kernel for them yet");
   std::vector<std::string> unsupported;
   for (const auto& f : a.features)
     if (f.status == analysis::FeatureStatus::kNewBlock || f.status == analysis::FeatureStatus::kUnknown)
@@ -244,7 +285,7 @@ Result<PlanRequest> make_generic_plan_request(const analysis::Analysis& a, const
   if (a.dims.text.n_layer < 1) return Status::InvalidArgument("the model has no decoder layers");
   PlanRequest req;
   req.hp = generic_hparams(a);
-  req.specs = generic_specs(a);
+  req.specs = generic_specs(a, in.weights == WeightsOnDevice::kAsStored);
   // Edge names as the analysed tensors spell them (nested checkpoints prefix them).
   bool have_embed = false, have_head = false;
   for (size_t i = 0; i < req.specs.size(); ++i) {

@@ -23,8 +23,11 @@ namespace dayzero::plan {
 // gcd(key heads, value heads), out_proj along dim 1; the sparse-attention indexer, routers,
 // norms, vision tower, projector and unknown tensors replicated; MTP layers and FP8 scale
 // tensors declared, never held (skip_load; the scales count with their weight). Vision
-// tensors go with the first stage (layer -1).
-std::vector<model::TensorSpec> generic_specs(const analysis::Analysis& a);
+// tensors go with the first stage (layer -1). Pack-quantized Linears (compressed-tensors):
+// as_stored, weight_packed int32 and weight_scale split as their weight (column blocks scaled
+// to packed words / scale groups) and weight_shape held with the weight's expert; converted,
+// weight_packed at its logical shape [out, in] and the companions not held.
+std::vector<model::TensorSpec> generic_specs(const analysis::Analysis& a, bool as_stored = true);
 
 // HParams the planner reads (sizes for check_tp, activations and the cost model): n_head_kv is
 // the full-attention kv heads (n_head for MLA, as blocks/mla), head_dim the widest head,

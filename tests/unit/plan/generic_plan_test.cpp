@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -122,13 +123,15 @@ TEST(GenericPlan, LongContextOfAHybridStack) {
   EXPECT_EQ(t8.state, 45 * 2 * (2304 * 2 + 65536 * 4));
 }
 
-// A safetensors file whose header is real and whose data is a hole (ftruncate).
+// A safetensors file whose header is real and whose data is a hole (ftruncate); each tensor
+// at its dtype (I32 or, when empty or anything else, BF16).
 void write_headers_only(const fs::path& file, const std::vector<analysis::TensorInfo>& tensors) {
   nlohmann::json h = nlohmann::json::object();
   uint64_t off = 0;
   for (const auto& t : tensors) {
-    const uint64_t n = static_cast<uint64_t>(shape_numel(t.shape)) * 2;
-    h[t.name] = {{"dtype", "BF16"}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
+    const bool i32 = t.dtype == "I32";
+    const uint64_t n = static_cast<uint64_t>(shape_numel(t.shape)) * (i32 ? 4 : 2);
+    h[t.name] = {{"dtype", i32 ? "I32" : "BF16"}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
     off += n;
   }
   std::string text = h.dump();
@@ -282,6 +285,112 @@ TEST(GenericPlan, KnownFamiliesAgreeWithTheirAdapters) {
       for (int l = 0; l < hp.n_layer; ++l) ASSERT_EQ(rg->cache[l], uniform_cache(hp)) << "layer " << l;
     }
   }
+}
+
+}  // namespace
+}  // namespace dayzero::plan
+
+namespace dayzero::plan {
+namespace {
+
+// Kimi-K2.5's compressed-tensors pack-quantized INT4 (group 32, symmetric; attention, shared
+// experts, dense MLPs and lm_head ignored): every routed expert Linear [out, in] is stored as
+// weight_packed int32 [out, in / 8] (0.5 B per weight), weight_scale bf16 [out, in / 32] and
+// weight_shape int32 [2]. Per matrix (2048 x 7168 or 7168 x 2048): 7,340,032 + 917,504 + 8 =
+// 8,257,544 B; 60 MoE layers x 384 experts x 3 = 69,120 matrices: 570,761,441,280 B.
+TEST(GenericPlan, PackQuantizedInt4AsStored) {
+  const analysis::Analysis a = analysed("Kimi-K2.5");
+  ASSERT_EQ(a.dims.quant_bits, 4);
+  ASSERT_EQ(a.dims.quant_group, 32);
+  EXPECT_EQ(a.total, 1026879374064);  // parameters as before: 8 per packed word
+  const int64_t routed = a.main.routed_experts;
+  EXPECT_EQ(routed, int64_t{69120} * 2048 * 7168);
+  uint64_t routed_bytes = 0;
+  for (const auto& g : a.groups)
+    if (g.tmpl.find("experts.{E}.") != std::string::npos) routed_bytes += g.bytes;
+  EXPECT_EQ(routed_bytes, 570761441280u);
+  // Everything else at bf16: the other parameters x 2.
+  EXPECT_EQ(a.weight_bytes, 570761441280u + static_cast<uint64_t>(a.total - routed) * 2);
+  // The plan holds exactly those bytes over one replica (tp = 8, ep = 8: every expert once).
+  RequestInputs in = inputs(8, 4096, 1);
+  in.tp = 8;
+  in.ep = 8;
+  in.pp = 2;
+  auto req = make_generic_plan_request(a, in);
+  ASSERT_TRUE(req.ok()) << req.status().message();
+  const MemoryParams mp = req->memory_params();
+  int64_t routed_held = 0;
+  for (size_t i = 0; i < req->specs.size(); ++i)
+    if (req->specs[i].expert >= 0)
+      for (int t = 0; t < 8; ++t) routed_held += held_bytes(req->specs[i], i, rank_slice(req->specs[i], 8, 8, 1, t), mp);
+  EXPECT_EQ(routed_held, 570761441280);
+  // etp = 8 splits the packed words and the scale groups of every expert (down: 256 words and
+  // 64 groups of columns, 8 ways); the bytes are the same, except that every one of the 8 ranks
+  // of an expert holds its 8-byte weight_shape: + 69,120 x 7 x 8 B.
+  int64_t split_held = 0;
+  for (size_t i = 0; i < req->specs.size(); ++i)
+    if (req->specs[i].expert >= 0)
+      for (int t = 0; t < 8; ++t) split_held += held_bytes(req->specs[i], i, rank_slice(req->specs[i], 8, 1, 8, t), mp);
+  EXPECT_EQ(split_held, 570761441280 + int64_t{69120} * 7 * 8);
+  auto p = choose_plan(*req);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_TRUE(has_caveat(*p, "weights", "4-bit integers packed in int32 plus bf16 scales per 32 weights"));
+  // Converted to bf16 the same experts hold 2 B per weight and no scales.
+  in.weights = WeightsOnDevice::kBF16;
+  auto bf = make_generic_plan_request(a, in);
+  ASSERT_TRUE(bf.ok());
+  const MemoryParams mb = bf->memory_params();
+  int64_t bf_held = 0;
+  for (size_t i = 0; i < bf->specs.size(); ++i)
+    if (bf->specs[i].expert >= 0 || bf->specs[i].component == model::Component::kQuantScale)
+      bf_held += held_bytes(bf->specs[i], i, Slice{true, -1, 0, 0}, mb);
+  EXPECT_EQ(bf_held, routed * 2);
+}
+
+// The same format in headers: 2 layers of Kimi-K2.5 (dense layer 0, MoE layer 1 with 8 of its
+// experts), the real names and dtypes (I32 packed words and shapes, BF16 scales), data as holes.
+TEST(GenericPlan, PackQuantizedInt4Headers) {
+  std::ifstream f(kConfigs + "Kimi-K2.5/config.json");
+  nlohmann::json config = nlohmann::json::parse(f);
+  config["text_config"]["num_hidden_layers"] = 2;
+  config["text_config"]["n_routed_experts"] = 8;
+  config.erase("vision_config");
+  auto dims = analysis::read_dims(config);
+  ASSERT_TRUE(dims.ok()) << dims.status().message();
+  auto tensors = analysis::synthesize_tensors(*dims);
+  int packed = 0;
+  for (auto& t : tensors) {
+    const auto ends = [&](const char* x) { return t.name.size() > strlen(x) && t.name.rfind(x) == t.name.size() - strlen(x); };
+    t.dtype = ends(".weight_packed") || ends(".weight_shape") ? "I32" : "BF16";
+    packed += ends(".weight_packed");
+  }
+  ASSERT_EQ(packed, 8 * 3);  // only the routed experts are quantized
+  const fs::path dir = fs::temp_directory_path() / ("dayzero-generic-int4-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << config.dump();
+  write_headers_only(dir / "model.safetensors", tensors);
+  auto h = analysis::analyze_path(dir.string());
+  auto c = analysis::analyze(config, {}, analysis::Source::kConfig);
+  fs::remove_all(dir);
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(h->source, analysis::Source::kHeaders);
+  EXPECT_EQ(h->total, c->total);
+  EXPECT_EQ(h->weight_bytes, c->weight_bytes);
+  EXPECT_EQ(h->main.routed_experts, int64_t{8} * 3 * 2048 * 7168);
+  // 8 x 3 x 8,257,544 B of experts.
+  uint64_t routed_bytes = 0;
+  for (const auto& g : h->groups)
+    if (g.tmpl.find("experts.{E}.") != std::string::npos) routed_bytes += g.bytes;
+  EXPECT_EQ(routed_bytes, uint64_t{24} * 8257544);
+  RequestInputs in = inputs(1, 128, 1);
+  in.dp = in.pp = in.tp = 1;
+  in.world_size = 1;
+  auto req = make_generic_plan_request(*h, in);
+  ASSERT_TRUE(req.ok()) << req.status().message();
+  auto p = choose_plan(*req);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->memory[0].weights, static_cast<int64_t>(h->weight_bytes));
 }
 
 }  // namespace
