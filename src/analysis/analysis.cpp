@@ -198,16 +198,25 @@ Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> t
   std::vector<TensorInfo> scales;
   std::map<std::string, Group> groups;
   std::map<int64_t, int64_t> routed_by_layer;
+  auto ends_with = [](const std::string& s, const char* x) {
+    const std::string t = x;
+    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+  };
   for (auto& x : tensors) {
     const Classified c = classify(x.name, a.dims);
-    const int64_t n = shape_numel(x.shape);
+    const int64_t numel = shape_numel(x.shape);
+    const int64_t n = tensor_params(x.name, x.shape, a.dims);
     if (source != Source::kHeaders) {
-      // FP8 checkpoints store the layers' Linear weights as e4m3 with f32 block scales.
+      // FP8 checkpoints store the layers' Linear weights as e4m3 with f32 block scales;
+      // pack-quantized ones as int32 words of packed integers with bf16 group scales.
       const bool quant = fp8 && c.layer >= 0 && x.shape.size() == 2 && c.component != Component::kRouter &&
                          c.component != Component::kVision && c.component != Component::kMtpHead &&
                          c.component != Component::kQuantScale && c.component != Component::kNorm;
-      x.dtype = c.component == Component::kQuantScale ? "F32" : quant ? "F8_E4M3" : dense;
-      x.bytes = static_cast<uint64_t>(n) * (x.dtype == "F32" ? 4 : x.dtype == "F8_E4M3" ? 1 : 2);
+      const bool packed = a.dims.quant_bits > 0 && (ends_with(x.name, ".weight_packed") || ends_with(x.name, ".weight_shape"));
+      const bool group_scale = a.dims.quant_bits > 0 && ends_with(x.name, ".weight_scale");
+      x.dtype = packed ? "I32" : group_scale ? "BF16" : c.component == Component::kQuantScale ? "F32" : quant ? "F8_E4M3" : dense;
+      x.bytes = static_cast<uint64_t>(numel) *
+                (x.dtype == "F32" || x.dtype == "I32" ? 4 : x.dtype == "F8_E4M3" ? 1 : 2);
       if (quant && source == Source::kConfig) {
         TensorInfo s{x.name + "_scale_inv", *shape_from_name(x.name + "_scale_inv", a.dims), "F32", 0};
         s.bytes = static_cast<uint64_t>(shape_numel(s.shape)) * 4;
@@ -385,6 +394,10 @@ void print_text(std::ostream& o, const Analysis& a) {
       << model::human_count(static_cast<double>(a.mtp_total)) << "\n";
   o << "bytes       " << model::grouped_count(static_cast<int64_t>(a.weight_bytes)) << " ("
     << (a.source == Source::kHeaders ? "headers" : "from " + (a.dims.torch_dtype.empty() ? std::string("bf16") : a.dims.torch_dtype))
+    << (a.dims.quant_bits > 0 && a.source != Source::kHeaders
+            ? "; quantized Linears " + std::to_string(a.dims.quant_bits) + "-bit packed in int32 + bf16 scales per " +
+                  std::to_string(a.dims.quant_group)
+            : std::string())
     << ")";
   if (a.index_total_size) o << ", index total_size " << model::grouped_count(static_cast<int64_t>(a.index_total_size));
   o << "\nquantization " << (a.dims.quant_method.empty() ? "none" : a.dims.quant_method + " " + a.dims.quant_detail)

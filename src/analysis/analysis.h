@@ -69,6 +69,12 @@ struct ModelDims {
   bool has_audio = false;
   std::string quant_method, quant_detail;  // quantization_config
   int64_t quant_block_rows = 0, quant_block_cols = 0;  // weight_block_size (FP8 block scales)
+  // compressed-tensors "pack-quantized" integer weights (quant_bits 0: none): each quantized
+  // Linear X is stored as X.weight_packed int32 [out, in * bits / 32], X.weight_scale
+  // [out, in / group] (bf16) and X.weight_shape int32 [2]; the `ignore` entries (module names,
+  // or "re:" regular expressions) stay unquantized.
+  int64_t quant_bits = 0, quant_group = 0;
+  std::vector<std::string> quant_ignore;
   bool nested_text = false;                // sizes came from text_config
 };
 
@@ -90,6 +96,12 @@ const char* source_name(Source s);  // "safetensors headers", "index names + con
 std::vector<TensorInfo> synthesize_tensors(const ModelDims& d);
 // The shape of a tensor from its name and the dims (nullopt: no rule knows the name).
 std::optional<Shape> shape_from_name(const std::string& name, const ModelDims& d);
+
+// Whether a decoder Linear weight (".weight" name) is stored pack-quantized: quant_bits > 0,
+// a 2-D Linear of a text decoder layer other than the router, not matched by quant_ignore.
+bool is_pack_quantized(const std::string& weight_name, const ModelDims& d);
+// Parameters a tensor holds: its elements, times 32 / quant_bits for an int32 weight_packed.
+int64_t tensor_params(const std::string& name, const Shape& shape, const ModelDims& d);
 
 // What a tensor is: component (as model::inspect counts), the finer part ("MLA latent",
 // "indexer", "linear attention", "projector", ...) and its layer (-1 outside layers).

@@ -215,7 +215,24 @@ Result<ModelDims> read_dims(const nlohmann::json& config) {
           if (w.contains("num_bits")) d.quant_detail += " " + w["num_bits"].dump() + "-bit";
           if (w.contains("type") && w["type"].is_string()) d.quant_detail += " " + w["type"].get<std::string>();
           if (w.contains("group_size")) d.quant_detail += " group " + w["group_size"].dump();
+          if (w.contains("symmetric") && w["symmetric"].is_boolean())
+            d.quant_detail += w["symmetric"].get<bool>() ? " symmetric" : " asymmetric";
+          // One integer group format is modelled in bytes: pack-quantized, int, symmetric.
+          const bool packed = d.quant_method == "compressed-tensors" && format == "pack-quantized" &&
+                              w.contains("type") && w["type"] == "int" && w.value("symmetric", true) &&
+                              w.contains("num_bits") && w["num_bits"].is_number_integer() &&
+                              w.contains("group_size") && w["group_size"].is_number_integer();
+          if (packed && d.quant_bits == 0) {
+            d.quant_bits = w["num_bits"].get<int64_t>();
+            d.quant_group = w["group_size"].get<int64_t>();
+            if (d.quant_bits <= 0 || 32 % d.quant_bits != 0 || d.quant_group <= 0)
+              return Status::InvalidArgument("config.json quantization_config: num_bits " + w["num_bits"].dump() +
+                                             " / group_size " + w["group_size"].dump() + " cannot pack into int32");
+          }
         }
+    if (d.quant_bits > 0 && q.contains("ignore") && q["ignore"].is_array())
+      for (const auto& x : q["ignore"])
+        if (x.is_string()) d.quant_ignore.push_back(x.get<std::string>());
   }
   return d;
 }

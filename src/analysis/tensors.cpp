@@ -4,6 +4,8 @@
 // published families; a name no rule knows is kUnknown and reported with its bytes.
 #include <cctype>
 #include <cmath>
+#include <map>
+#include <regex>
 
 #include "analysis/analysis.h"
 
@@ -169,7 +171,51 @@ std::optional<Shape> vision_shape(const Split& s, const std::string& n, const Vi
 
 }  // namespace
 
+bool is_pack_quantized(const std::string& weight_name, const ModelDims& d) {
+  if (d.quant_bits <= 0 || !ends(weight_name, ".weight")) return false;
+  const Classified c = classify(weight_name, d);
+  if (c.layer < 0 || c.component == model::Component::kRouter || c.component == model::Component::kVision ||
+      c.component == model::Component::kNorm || c.component == model::Component::kUnknown)
+    return false;
+  const std::string module = weight_name.substr(0, weight_name.size() - 7);
+  // compressed-tensors matches "re:" entries with re.match (anchored at the start) and other
+  // entries by module name; a checkpoint's prefix (language_model.) is allowed before a name.
+  static thread_local std::map<std::string, std::regex> compiled;
+  for (const auto& entry : d.quant_ignore) {
+    if (entry.rfind("re:", 0) == 0) {
+      auto it = compiled.find(entry);
+      if (it == compiled.end()) {
+        try {
+          it = compiled.emplace(entry, std::regex(entry.substr(3))).first;
+        } catch (const std::regex_error&) {
+          continue;  // an expression std::regex cannot read ignores nothing
+        }
+      }
+      if (std::regex_search(module, it->second, std::regex_constants::match_continuous)) return false;
+    } else if (module == entry || ends(module, "." + entry)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+int64_t tensor_params(const std::string& name, const Shape& shape, const ModelDims& d) {
+  const int64_t n = shape_numel(shape);
+  if (d.quant_bits > 0 && ends(name, ".weight_packed")) return n * (32 / d.quant_bits);
+  return n;
+}
+
 std::optional<Shape> shape_from_name(const std::string& name, const ModelDims& d) {
+  if (d.quant_bits > 0) {  // compressed-tensors pack-quantized companions of X.weight [out, in]
+    for (const char* suffix : {".weight_packed", ".weight_scale", ".weight_shape"}) {
+      if (!ends(name, suffix)) continue;
+      if (std::string(suffix) == ".weight_shape") return Shape{2};
+      auto w = shape_from_name(name.substr(0, name.size() - std::string(suffix).size()) + ".weight", d);
+      if (!w || w->size() != 2) return std::nullopt;
+      if (std::string(suffix) == ".weight_packed") return Shape{(*w)[0], (*w)[1] * d.quant_bits / 32};
+      return Shape{(*w)[0], ((*w)[1] + d.quant_group - 1) / d.quant_group};
+    }
+  }
   if (ends(name, "_scale_inv") && d.quant_block_rows > 0) {  // FP8 block scales of the weight before it
     auto w = shape_from_name(name.substr(0, name.size() - 10), d);
     if (!w || w->size() != 2) return std::nullopt;
@@ -361,6 +407,12 @@ std::vector<TensorInfo> synthesize_tensors(const ModelDims& d) {
   out.reserve(names.size());
   for (auto& n : names) {
     auto shape = shape_from_name(n, d);
+    if (shape && shape->size() == 2 && is_pack_quantized(n, d)) {
+      const std::string base = n.substr(0, n.size() - 7);
+      for (const char* suffix : {".weight_packed", ".weight_scale", ".weight_shape"})
+        out.push_back({base + suffix, shape_from_name(base + suffix, d).value_or(Shape{}), "", 0});
+      continue;
+    }
     out.push_back({std::move(n), shape.value_or(Shape{}), "", 0});
   }
   return out;

@@ -1,6 +1,7 @@
 // dayzero plan: choose dp x pp x tp for a model on a topology and show why, from config.json
 // alone (no MPI, no weights; with --model DIR the safetensors headers give the stored dtypes).
-// The model and the request come from model_folder.h and plan_request.h, as in `dayzero run`.
+// The model and the request come from model_folder.h and plan_request.h, as in `dayzero run`;
+// a model no adapter knows is planned from the generic analysis (generic_request.h).
 // Prints the plan, a per-rank memory table and the rejected candidates; writes plan.json and
 // an HTML report on request. Exit 2 when nothing fits or the input is bad.
 #include <algorithm>
@@ -13,8 +14,11 @@
 #include <optional>
 #include <sstream>
 
+#include "analysis/analysis.h"
 #include "cli/commands.h"
 #include "model/model_folder.h"
+#include "model/registry.h"
+#include "plan/generic_request.h"
 #include "plan/plan_request.h"
 #include "plan/planner.h"
 #include "plan/report.h"
@@ -119,6 +123,13 @@ void print_candidates(const std::vector<plan::Candidate>& cands, const plan::Pla
   }
 }
 
+// The figures a caveat names get a mark in the table header: "weights*".
+std::string marked(const plan::Plan& p, const std::string& figure, const std::string& label) {
+  for (const auto& c : p.caveats)
+    if (c.figure == figure) return label + "*";
+  return label;
+}
+
 void print_plan(const plan::Plan& p) {
   std::cout << "plan        dp=" << p.dp << " pp=" << p.pp << " tp=" << p.tp << " (ep=" << p.ep << " etp=" << p.etp
             << "), estimated " << ms(p.cost_per_token_s) << "\n";
@@ -134,8 +145,11 @@ void print_plan(const plan::Plan& p) {
   }
   const Unit u = unit_for(p.memory_cap_bytes);
   std::cout << "memory      " << u.name << " per rank, identical rows collapsed\n";
-  std::cout << "  " << pad("ranks", 38) << pad("weights", 9) << pad("kv", 8) << pad("act", 8) << pad("headroom", 10)
-            << pad("total", 9) << "of cap\n";
+  bool any_state = false;
+  for (const auto& m : p.memory) any_state = any_state || m.state > 0;
+  std::cout << "  " << pad("ranks", 38) << pad(marked(p, "weights", "weights"), 9) << pad(marked(p, "kv_cache", "kv"), 8)
+            << (any_state ? pad(marked(p, "state", "state"), 8) : "") << pad(marked(p, "activations", "act"), 8)
+            << pad("headroom", 10) << pad("total", 9) << "of cap\n";
   std::vector<plan::RankMemory> rows;
   std::vector<std::vector<int>> who;
   for (int r = 0; r < p.world_size && r < static_cast<int>(p.memory.size()); ++r) {
@@ -152,9 +166,10 @@ void print_plan(const plan::Plan& p) {
     char frac[16];
     std::snprintf(frac, sizeof frac, "%.0f%%", 100.0 * static_cast<double>(m.total()) / static_cast<double>(p.memory_cap_bytes));
     std::cout << "  " << pad(rank_ranges(who[i]), 38) << pad(in_unit(m.weights, u), 9) << pad(in_unit(m.kv_cache, u), 8)
-              << pad(in_unit(m.activations, u), 8) << pad(in_unit(m.headroom, u), 10) << pad(in_unit(m.total(), u), 9)
+              << (any_state ? pad(in_unit(m.state, u), 8) : "") << pad(in_unit(m.activations, u), 8) << pad(in_unit(m.headroom, u), 10) << pad(in_unit(m.total(), u), 9)
               << frac << "\n";
   }
+  for (const auto& c : p.caveats) std::cout << "  * " << pad(c.figure, 12) << c.text << "\n";
 }
 
 Status write_file(const std::string& path, const std::string& text) {
@@ -166,11 +181,33 @@ Status write_file(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
+// Whether the config at `source` (a folder or a config.json) names no registered adapter: the
+// plan then comes from the generic analysis. False when the config cannot be read (the
+// adapter path reports that).
+bool needs_generic(const std::string& source) {
+  std::error_code ec;
+  const std::string path = fs::is_directory(source, ec) ? (fs::path(source) / "config.json").string() : source;
+  auto config = model::read_config_json(path);
+  return config.ok() && !model::find_adapter(*config).ok();
+}
+
 int run_plan(const PlanArgs& a) {
   const std::string source = a.config_path.empty() ? a.model_dir : a.config_path;
-  auto m = model::open_model_folder(source, model::WeightsNeeded::kIfPresent);
-  if (!m.ok()) return fail(m.status());
-  const std::string& config_path = m->config_path;
+  const bool generic = needs_generic(source);
+  std::optional<model::ModelFolder> m;
+  std::optional<analysis::Analysis> an;
+  if (generic) {
+    auto r = analysis::analyze_path(source);
+    if (!r.ok()) return fail(r.status());
+    an = std::move(*r);
+  } else {
+    auto r = model::open_model_folder(source, model::WeightsNeeded::kIfPresent);
+    if (!r.ok()) return fail(r.status());
+    m = std::move(*r);
+  }
+  std::error_code ec;
+  const std::string config_path =
+      generic ? (fs::is_directory(source, ec) ? (fs::path(source) / "config.json").string() : source) : m->config_path;
 
   plan::RequestInputs in;
   // Topology: file, then flags.
@@ -215,14 +252,21 @@ int run_plan(const PlanArgs& a) {
   in.ep = a.ep;
   in.etp = a.etp;
   plan::WeightSizes wd;
-  auto request = plan::make_plan_request(*m, in, &wd);
+  auto request = generic ? plan::make_generic_plan_request(*an, in, &wd) : plan::make_plan_request(*m, in, &wd);
   if (!request.ok()) return fail(request.status());
   const plan::PlanRequest& req = *request;
 
   int64_t params = 0;
-  for (const auto& s : req.specs) params += shape_numel(s.shape);
+  if (generic) params = an->total;
+  else
+    for (const auto& s : req.specs) params += shape_numel(s.shape);
   const auto& h = req.hp;
-  std::cout << "model       " << h.family << " from " << config_path << "\n"
+  const std::string family =
+      generic ? "generic analysis of " + h.model_type + " (no adapter; " + analysis::source_name(an->source) + ")" : h.family;
+  const auto cache = plan::summarize_cache(req.cache.empty() ? std::vector<plan::LayerCache>(h.n_layer, plan::uniform_cache(h))
+                                                             : req.cache,
+                                           in.bytes_per_activation);
+  std::cout << "model       " << family << " from " << config_path << "\n"
             << "            " << h.n_layer << " layers, hidden " << h.n_embd << ", heads " << h.n_head << "/" << h.n_head_kv
             << ", head_dim " << h.head_dim << ", ffn " << h.n_ff << ", vocab " << h.n_vocab
             << (h.tie_embeddings ? " (tied)" : "") << ", " << params << " parameters\n"
@@ -230,6 +274,14 @@ int run_plan(const PlanArgs& a) {
             << (wd.stored_bytes.empty() ? std::to_string(wd.bytes_per_weight) + " B/element" : std::string("per tensor as stored"))
             << " (" << wd.label << "), KV cache and activations "
             << a.compute_dtype << ", context " << a.context << " x batch " << a.batch << "\n"
+            << "            cache " << cache.kv_bytes_per_token << " KV bytes per token (" << cache.kv_layers << " layers)";
+  if (cache.window_layers > 0)
+    std::cout << " + " << cache.window_kv_bytes_per_token << " per token up to the window (" << cache.window_layers
+              << " sliding-window layers)";
+  if (cache.state_layers > 0)
+    std::cout << ", " << cache.state_bytes_per_sequence << " state bytes per sequence (" << cache.state_layers
+              << " linear-attention layers)";
+  std::cout << ", tp=1\n"
             << "topology    " << req.topo.nodes << " node(s) x " << req.topo.gpus_per_node << " GPUs = "
             << req.topo.world_size() << " ranks, " << plan::format_bytes(req.topo.device_memory_bytes)
             << " per device, cap " << plan::format_bytes(req.topo.memory_cap_bytes()) << " (memory_fraction "
@@ -257,7 +309,7 @@ int run_plan(const PlanArgs& a) {
   if (!a.report.empty()) {
     plan::ReportOptions ro;
     ro.title = "dayzero plan: " + (a.model_dir.empty() ? config_path : a.model_dir);
-    ro.notes.push_back(h.family + ", " + std::to_string(h.n_layer) + " layers, " + std::to_string(params) +
+    ro.notes.push_back(family + ", " + std::to_string(h.n_layer) + " layers, " + std::to_string(params) +
                        " parameters; weights " + wd.label + "; context " + std::to_string(a.context) + " x batch " +
                        std::to_string(a.batch));
     ro.notes.push_back(std::to_string(req.topo.nodes) + " node(s) x " + std::to_string(req.topo.gpus_per_node) +

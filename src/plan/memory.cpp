@@ -1,6 +1,7 @@
 // The memory model (memory.h): exact weight slices, KV cache, activations, headroom per rank.
 #include "plan/memory.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "core/check.h"
@@ -12,6 +13,45 @@ int64_t local_kv_heads(const model::HParams& hp, int tp) {
   if (hp.n_head_kv % tp == 0) return hp.n_head_kv / tp;
   DZ_CHECK(tp % hp.n_head_kv == 0, hp.n_head_kv << " kv heads over tp=" << tp);
   return 1;
+}
+
+int64_t local_heads(int64_t heads, int tp) {
+  if (heads <= 0) return 0;
+  if (heads % tp == 0) return heads / tp;
+  DZ_CHECK(tp % heads == 0, heads << " heads over tp=" << tp);
+  return 1;
+}
+
+LayerCache uniform_cache(const model::HParams& hp) {
+  LayerCache c;
+  c.kv_heads = hp.n_head_kv;
+  c.kv_per_head = 2 * hp.head_dim;
+  return c;
+}
+
+int64_t layer_kv_bytes(const LayerCache& c, int tp, const MemoryParams& p) {
+  const int64_t tokens = c.window > 0 ? std::min(c.window, p.max_context_tokens) : p.max_context_tokens;
+  return tokens * p.batch * p.bytes_per_activation * (local_heads(c.kv_heads, tp) * c.kv_per_head + c.kv_whole);
+}
+
+int64_t layer_state_bytes(const LayerCache& c, int tp, const MemoryParams& p) {
+  return p.batch * local_heads(c.state_heads, tp) *
+         (c.conv_per_head * p.bytes_per_activation + c.recurrent_per_head * kStateBytes);
+}
+
+StageCache stage_cache(const model::HParams& hp, int begin, int end, int tp, const MemoryParams& p) {
+  StageCache s;
+  if (p.cache.empty()) {
+    s.kv = kv_cache_bytes(hp, end - begin, tp, p);
+    return s;
+  }
+  DZ_CHECK(begin >= 0 && end <= static_cast<int>(p.cache.size()),
+           "layers [" << begin << ", " << end << ") of " << p.cache.size() << " cache entries");
+  for (int l = begin; l < end; ++l) {
+    s.kv += layer_kv_bytes(p.cache[l], tp, p);
+    s.state += layer_state_bytes(p.cache[l], tp, p);
+  }
+  return s;
 }
 
 int64_t kv_cache_bytes(const model::HParams& hp, int64_t n_layers, int tp, const MemoryParams& p) {
@@ -68,7 +108,9 @@ RankMemory rank_memory(const std::vector<model::TensorSpec>& specs, const model:
   for (size_t i = 0; i < specs.size(); ++i)
     if (!specs[i].skip_load) m.weights += held_bytes(specs[i], i, slice_for(specs[i], hp, plan, rank, names), p);
   const Stage& st = plan.stage_of(rank);
-  m.kv_cache = kv_cache_bytes(hp, st.layer_end - st.layer_begin, plan.tp, p);
+  const StageCache c = stage_cache(hp, st.layer_begin, st.layer_end, plan.tp, p);
+  m.kv_cache = c.kv;
+  m.state = c.state;
   m.activations = activation_bytes(hp, plan.tp, st.has_lm_head, p);
   m.headroom = p.headroom_bytes;
   return m;

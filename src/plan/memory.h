@@ -15,6 +15,26 @@
 
 namespace dayzero::plan {
 
+// The cache one decoder layer keeps, in elements (memory model, docs/planner.md). Families
+// with an adapter leave MemoryParams::cache empty (uniform_cache of their hparams for every
+// layer); plans from the generic analysis give one per layer, because layers differ: full
+// attention, sliding-window attention, MLA latents, linear attention with a fixed state.
+struct LayerCache {
+  // Per token: kv_heads heads split over tp like kv heads (local_heads), kv_per_head elements
+  // each (k and v: 2 x head_dim), plus kv_whole elements every tp rank holds whole (an MLA
+  // latent and rope key, a sparse-attention indexer key).
+  int64_t kv_heads = 0, kv_per_head = 0, kv_whole = 0;
+  int64_t window = 0;  // tokens kept per sequence: 0 the whole context, else min(context, window)
+  // Per sequence, independent of the context (linear attention): state_heads head blocks split
+  // over tp (local_heads), each with conv_per_head elements at the compute dtype (the causal
+  // conv's last kernel - 1 inputs) and recurrent_per_head f32 elements (the recurrent state).
+  int64_t state_heads = 0, conv_per_head = 0, recurrent_per_head = 0;
+  bool operator==(const LayerCache&) const = default;
+};
+
+// Element size of a recurrent state (f32: it accumulates over the whole sequence).
+inline constexpr int64_t kStateBytes = 4;
+
 struct MemoryParams {
   int64_t bytes_per_weight = 2;       // element size of weights on the device (converted)
   // Weights kept as stored: the element size of each spec as the checkpoint stores it, parallel
@@ -26,7 +46,26 @@ struct MemoryParams {
   int64_t max_context_tokens = 4096;  // per sequence: KV cache length, longest prefill
   int batch = 1;                      // sequences resident at once
   int64_t headroom_bytes = int64_t{1} << 30;  // runtime, library workspaces, fragmentation
+  std::vector<LayerCache> cache;      // [n_layer], or empty: uniform_cache(hp) for every layer
 };
+
+// heads / tp, or 1 when tp is a multiple of heads (each head then held by tp / heads ranks).
+// REQUIRES: heads % tp == 0 or tp % heads == 0.
+int64_t local_heads(int64_t heads, int tp);
+// What runtime::KvCache holds for an adapter's layer: n_head_kv heads of k and v of head_dim.
+LayerCache uniform_cache(const model::HParams& hp);
+// One rank's KV cache of one layer: min(context, window) x batch x bytes_per_activation x
+// (local_heads(kv_heads) x kv_per_head + kv_whole).
+int64_t layer_kv_bytes(const LayerCache& c, int tp, const MemoryParams& p);
+// One rank's fixed state of one layer: batch x local_heads(state_heads) x
+// (conv_per_head x bytes_per_activation + recurrent_per_head x kStateBytes).
+int64_t layer_state_bytes(const LayerCache& c, int tp, const MemoryParams& p);
+// KV cache and state of the decoder layers [begin, end) on one rank of a tp group of tp:
+// p.cache when given, else kv_cache_bytes of hp (and no state).
+struct StageCache {
+  int64_t kv = 0, state = 0;
+};
+StageCache stage_cache(const model::HParams& hp, int begin, int end, int tp, const MemoryParams& p);
 
 // KV heads one rank of a tp group holds: n_head_kv / tp, or 1 when tp is a multiple of
 // n_head_kv (each kv head is then replicated on tp / n_head_kv ranks).
@@ -58,8 +97,8 @@ int64_t held_bytes(const model::TensorSpec& spec, size_t index, const Slice& sli
 // for their scale tensors, `other` (config.json's torch_dtype) for the rest.
 std::vector<int64_t> stored_bytes_from_config(const std::vector<model::TensorSpec>& specs, int64_t other);
 
-// One rank's estimate: weights from slice_for over every spec (held_bytes), KV cache of its stage's layers,
-// activations, headroom. REQUIRES: as slice_for.
+// One rank's estimate: weights from slice_for over every spec (held_bytes), KV cache and state of
+// its stage's layers (stage_cache), activations, headroom. REQUIRES: as slice_for.
 RankMemory rank_memory(const std::vector<model::TensorSpec>& specs, const model::HParams& hp, const Plan& plan,
                        int rank, const MemoryParams& p, const EdgeNames& names = {});
 // Every rank's estimate, [world_size]; dp replicas are identical, so replica 0 is computed and copied.

@@ -43,9 +43,14 @@ nlohmann::json to_json(const Plan& p) {
                            {"kv_cache", m.kv_cache},
                            {"activations", m.activations},
                            {"headroom", m.headroom},
+                           {"state", m.state},
                            {"total", m.total()}});
   j["memory_cap_bytes"] = p.memory_cap_bytes;
   j["cost_per_token_s"] = p.cost_per_token_s;
+  if (!p.caveats.empty()) {
+    j["caveats"] = nlohmann::json::array();
+    for (const auto& c : p.caveats) j["caveats"].push_back({{"figure", c.figure}, {"text", c.text}});
+  }
   return j;
 }
 
@@ -122,10 +127,20 @@ Result<Plan> plan_from_json(const nlohmann::json& j) {
       get(m, "kv_cache", rm.kv_cache);
       get(m, "activations", rm.activations);
       get(m, "headroom", rm.headroom);
+      if (m.contains("state")) get(m, "state", rm.state);  // absent in plans written before it existed
       p.memory.push_back(rm);
     }
     get(j, "memory_cap_bytes", p.memory_cap_bytes);
     get(j, "cost_per_token_s", p.cost_per_token_s);
+    if (j.contains("caveats")) {
+      key = "caveats";
+      for (const auto& c : j.at("caveats")) {
+        Caveat cv;
+        get(c, "figure", cv.figure);
+        get(c, "text", cv.text);
+        p.caveats.push_back(cv);
+      }
+    }
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument("plan: " + key + ": " + e.what());
   }
@@ -165,9 +180,16 @@ std::string to_yaml(const Plan& p) {
   for (const auto& m : p.memory)
     out << YAML::Flow << YAML::BeginMap << YAML::Key << "weights" << YAML::Value << m.weights << YAML::Key
         << "kv_cache" << YAML::Value << m.kv_cache << YAML::Key << "activations" << YAML::Value << m.activations
-        << YAML::Key << "headroom" << YAML::Value << m.headroom << YAML::Key << "total" << YAML::Value << m.total()
-        << YAML::EndMap;
+        << YAML::Key << "headroom" << YAML::Value << m.headroom << YAML::Key << "state" << YAML::Value << m.state
+        << YAML::Key << "total" << YAML::Value << m.total() << YAML::EndMap;
   out << YAML::EndSeq;
+  if (!p.caveats.empty()) {
+    out << YAML::Key << "caveats" << YAML::Value << YAML::BeginSeq;
+    for (const auto& c : p.caveats)
+      out << YAML::BeginMap << YAML::Key << "figure" << YAML::Value << c.figure << YAML::Key << "text" << YAML::Value
+          << c.text << YAML::EndMap;
+    out << YAML::EndSeq;
+  }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

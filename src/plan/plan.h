@@ -36,8 +36,21 @@ struct RankMemory {
   int64_t kv_cache = 0;
   int64_t activations = 0;   // activations and workspace
   int64_t headroom = 0;      // fixed reserve: runtime, library workspaces, fragmentation
-  int64_t total() const { return weights + kv_cache + activations + headroom; }
+  // Fixed per-sequence state of linear-attention layers (conv window + recurrent state), which
+  // hold it instead of a KV cache; 0 for models without such layers. Last, so that the
+  // positional initialisation {weights, kv_cache, activations, headroom} keeps its meaning.
+  int64_t state = 0;
+  int64_t total() const { return weights + kv_cache + activations + headroom + state; }
   bool operator==(const RankMemory&) const = default;
+};
+
+// A figure of the plan that rests on an estimate or on a feature dayzero cannot run yet
+// (plans of models without an adapter): which figure ("weights", "kv_cache", "state",
+// "activations") and why, shown next to that figure in the report.
+struct Caveat {
+  std::string figure;
+  std::string text;
+  bool operator==(const Caveat&) const = default;
 };
 
 struct Plan {
@@ -49,6 +62,7 @@ struct Plan {
   std::vector<RankMemory> memory;         // [world_size]
   int64_t memory_cap_bytes = 0;           // memory_fraction x device memory
   double cost_per_token_s = 0;            // the cost model's estimate
+  std::vector<Caveat> caveats;            // empty for a family with an adapter
 
   const RankCoord& coord(int rank) const { return ranks.at(rank); }
   const Stage& stage_of(int rank) const { return stages.at(ranks.at(rank).pp_rank); }

@@ -23,6 +23,7 @@ MemoryParams PlanRequest::memory_params() const {
   p.batch = batch;
   p.headroom_bytes = headroom_bytes;
   p.stored_bytes = stored_bytes;
+  p.cache = cache;
   return p;
 }
 
@@ -201,7 +202,6 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
   const int tp = tb.tp;
   const Topology& topo = req.topo;
   const int n = static_cast<int>(hp.n_layer);
-  const int64_t kv_layer = kv_cache_bytes(hp, 1, tp, mp);
   const int64_t logits = activation_bytes(hp, tp, true, mp) - activation_bytes(hp, tp, false, mp);
 
   Evaluation ev;
@@ -209,7 +209,10 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
   const bool edges = !req.layers;
   if (edges) {
     std::vector<int64_t> w(n);
-    for (int l = 0; l < n; ++l) w[l] = tb.layer_max[l] + kv_layer;
+    for (int l = 0; l < n; ++l) {
+      const StageCache c = stage_cache(hp, l, l + 1, tp, mp);
+      w[l] = tb.layer_max[l] + c.kv + c.state;
+    }
     ev.bounds = balance(w, pp, tb.edge_max(pp == 1 ? kBoth : kFirstOnly), pp == 1 ? 0 : tb.edge_max(kLastOnly) + logits);
   } else {
     ev.bounds = {req.layers->first, req.layers->second};
@@ -221,7 +224,8 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
     const bool last = s == pp - 1 && edges;
     for (int t = 0; t < tp; ++t) {
       int64_t bytes = tb.layers(t, b, e) + (edges && stage_has_edge(s, pp) ? tb.edge[edge_kind(s, pp)][t] : 0);
-      bytes += kv_cache_bytes(hp, e - b, tp, mp) + activation_bytes(hp, tp, last, mp) + mp.headroom_bytes;
+      const StageCache c = stage_cache(hp, b, e, tp, mp);
+      bytes += c.kv + c.state + activation_bytes(hp, tp, last, mp) + mp.headroom_bytes;
       if (bytes > ev.max_bytes || ev.worst_rank < 0) {
         ev.max_bytes = bytes;
         ev.worst_rank = s * tp + t;
@@ -245,10 +249,20 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
     const int b = ev.bounds[s], e = ev.bounds[s + 1];
     const bool last = s == pp - 1 && edges;
     double compute = 0;
+    // Cache read per token: the uniform formula for adapter families; with per-layer caches,
+    // the cache (at half the context) and the state, as held.
+    double cache_read = (e - b) * kv_read_layer;
+    if (!mp.cache.empty()) {
+      MemoryParams half = mp;
+      half.max_context_tokens = std::max<int64_t>(1, req.max_context_tokens / 2);
+      half.batch = 1;
+      const StageCache c = stage_cache(hp, b, e, tp, half);
+      cache_read = static_cast<double>(c.kv + c.state);
+    }
     for (int t = 0; t < tp; ++t) {
       const double wbytes = static_cast<double>(tb.layers(t, b, e) + (last ? tb.lm_head[t] : 0));
       const double flops = 2.0 * wbytes / bytes_per_param + (e - b) * attn_flops_layer;
-      const double traffic = wbytes + (e - b) * kv_read_layer;
+      const double traffic = wbytes + cache_read;
       compute = std::max(compute, std::max(flops / (topo.device_tflops * 1e12), seconds_for(traffic, topo.device_hbm_gbps)));
     }
     double stage = compute + 2.0 * (e - b) * all_reduce;
@@ -382,6 +396,9 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
     return choose_plan(fixed, considered);
   }
 
+  if (!req.cache.empty() && static_cast<int64_t>(req.cache.size()) != req.hp.n_layer)
+    return Status::InvalidArgument("layer caches: " + std::to_string(req.cache.size()) + " for " +
+                                   std::to_string(req.hp.n_layer) + " layers");
   if (!req.stored_bytes.empty() && req.stored_bytes.size() != req.specs.size())
     return Status::InvalidArgument("stored element sizes: " + std::to_string(req.stored_bytes.size()) + " for " +
                                    std::to_string(req.specs.size()) + " tensors");
@@ -512,6 +529,7 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
   p.memory = estimate_memory(req.specs, req.hp, p, mp, req.names);
   p.memory_cap_bytes = req.topo.memory_cap_bytes();
   p.cost_per_token_s = c.cost;
+  p.caveats = req.caveats;
   const Fit fit = check_fit(p.memory, p.memory_cap_bytes);
   DZ_CHECK(fit.worst_bytes == c.max_rank_bytes && fit.worst_rank == c.worst_rank,
            "planner tables (" << c.max_rank_bytes << " bytes on rank " << c.worst_rank << ") disagree with slice_for ("

@@ -92,7 +92,7 @@ void memory_bars(std::ostringstream& o, const Plan& p) {
   const double scale_max = ticks * step;
   const int plot_h = 260, left = 60, top = 10;
   const double bw = std::clamp(900.0 / n, 1.0, 28.0);
-  const int width = left + static_cast<int>(std::ceil(bw * n)) + 20, height = top + plot_h + 40;
+  const int width = std::max(left + static_cast<int>(std::ceil(bw * n)) + 20, left + 5 * 120 + 20), height = top + plot_h + 40;
   auto y_of = [&](double g) { return top + plot_h - g / scale_max * plot_h; };
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
     << "\" font-family=\"monospace\" font-size=\"11\">\n";
@@ -102,16 +102,17 @@ void memory_bars(std::ostringstream& o, const Plan& p) {
       << "\" stroke=\"#ddd\"/><text x=\"" << left - 4 << "\" y=\"" << fmt(y_of(g) + 4)
       << "\" text-anchor=\"end\">" << fmt(g, step < 1 ? "%.2g" : "%.0f") << "</text>\n";
   }
-  const char* colours[] = {"#4e79a7", "#f28e2b", "#59a14f", "#bab0ac"};
+  const char* colours[] = {"#4e79a7", "#f28e2b", "#59a14f", "#bab0ac", "#b07aa1"};
   for (int r = 0; r < n; ++r) {
     const RankMemory& m = p.memory[r];
-    const int64_t parts[] = {m.weights, m.kv_cache, m.activations, m.headroom};
+    const int64_t parts[] = {m.weights, m.kv_cache, m.activations, m.headroom, m.state};
     double base = 0;
     const double x = left + r * bw;
     o << "<g><title>rank " << r << ": weights " << format_bytes(m.weights) << ", kv " << format_bytes(m.kv_cache)
-      << ", activations " << format_bytes(m.activations) << ", headroom " << format_bytes(m.headroom) << ", total "
+      << ", activations " << format_bytes(m.activations) << ", headroom " << format_bytes(m.headroom)
+      << (m.state > 0 ? ", state " + format_bytes(m.state) : std::string()) << ", total "
       << format_bytes(m.total()) << "</title>\n";
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < 5; ++k) {
       const double h = gib(parts[k]);
       o << "<rect x=\"" << fmt(x + (bw > 3 ? 1 : 0)) << "\" y=\"" << fmt(y_of(base + h)) << "\" width=\""
         << fmt(bw > 3 ? bw - 2 : bw) << "\" height=\"" << fmt(h / scale_max * plot_h, "%.2f") << "\" fill=\""
@@ -126,10 +127,15 @@ void memory_bars(std::ostringstream& o, const Plan& p) {
     << "\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6,3\"/>\n"
     << "<text x=\"" << width - 12 << "\" y=\"" << fmt(cy - 4) << "\" text-anchor=\"end\" fill=\"#d62728\">cap "
     << esc(format_bytes(p.memory_cap_bytes)) << "</text>\n";
-  const char* names[] = {"weights", "kv cache", "activations", "headroom"};
-  for (int k = 0; k < 4; ++k)
+  bool any_state = false;
+  for (int r = 0; r < n; ++r) any_state = any_state || p.memory[r].state > 0;
+  // A figure resting on a caveat is marked in the legend ("kv cache*"); the caveats follow.
+  const char* figures[] = {"weights", "kv_cache", "activations", "headroom", "state"};
+  const char* names[] = {"weights", "kv cache", "activations", "headroom", "state"};
+  for (int k = 0; k < (any_state ? 5 : 4); ++k)
     o << "<rect x=\"" << left + k * 120 << "\" y=\"" << top + plot_h + 22 << "\" width=\"10\" height=\"10\" fill=\""
       << colours[k] << "\"/><text x=\"" << left + k * 120 + 14 << "\" y=\"" << top + plot_h + 31 << "\">" << names[k]
+      << (std::any_of(p.caveats.begin(), p.caveats.end(), [&](const Caveat& c) { return c.figure == figures[k]; }) ? "*" : "")
       << "</text>\n";
   o << "</svg>\n";
 }
@@ -163,9 +169,14 @@ std::string render_html_report(const Plan& p, const Topology& topo, const Report
   }
   o << "</table>\n";
 
-  o << "<h2>Memory per rank</h2>\n<p>GiB per rank, stacked: weights, KV cache, activations, headroom; dashed: the cap" << (p.dp > 1 ? "; dp replica 0 shown, the other replicas are identical" : "")
+  o << "<h2>Memory per rank</h2>\n<p>GiB per rank, stacked: weights, KV cache, activations, headroom (and the linear-attention state); dashed: the cap" << (p.dp > 1 ? "; dp replica 0 shown, the other replicas are identical" : "")
     << ".</p>\n";
   memory_bars(o, p);
+  if (!p.caveats.empty()) {
+    o << "<p>* Figures resting on an estimate or on a feature dayzero cannot run yet:</p>\n<table><tr><th>figure</th><th>caveat</th></tr>\n";
+    for (const auto& c : p.caveats) o << "<tr><td>" << esc(c.figure) << "*</td><td>" << esc(c.text) << "</td></tr>\n";
+    o << "</table>\n";
+  }
 
   if (!opt.candidates.empty()) {
     o << "<h2>Candidates</h2>\n<table><tr><th>dp</th><th>pp</th><th>tp</th><th>max per rank</th>"

@@ -76,6 +76,27 @@ TEST_F(PlanCli, TwoNodesWritesPlanAndReport) {
   EXPECT_NE(ss.str().find("<svg"), std::string::npos);
 }
 
+// A family without an adapter plans from the generic analysis, with its caveats next to the
+// figures in the table, in plan.json and in the report.
+TEST_F(PlanCli, UnknownFamilyPlansFromTheGenericAnalysis) {
+  const std::string json = (dir_ / "glm.json").string(), html = (dir_ / "glm.html").string();
+  const CliRun r = run("--config " + std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/GLM-5/config.json" +
+                       " --nodes 16 --gpus-per-node 8 --gpu-mem 80GiB --out " + json + " --report " + html);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("generic analysis of glm_moe_dsa (no adapter; config estimate)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cache 109824 KV bytes per token (78 layers)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("weights* kv*"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("* kv_cache    MLA: the latent kv_lora_rank 512"), std::string::npos) << r.out;
+  std::ifstream f(json);
+  auto p = plan_from_json(nlohmann::json::parse(f));
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_FALSE(p->caveats.empty());
+  std::ifstream h(html);
+  std::stringstream ss;
+  ss << h.rdbuf();
+  EXPECT_NE(ss.str().find("sparse-attention indexer's key"), std::string::npos);
+}
+
 TEST_F(PlanCli, BadInput) {
   CliRun r = run("--config " + llama405b_ + " --nodes 2 --gpus-per-node 8 --gpu-mem 80GiB --tp 3");
   EXPECT_EQ(r.rc, 2);
