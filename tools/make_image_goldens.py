@@ -23,6 +23,8 @@ import argparse
 import hashlib
 import json
 import pathlib
+import struct
+import zlib
 
 import numpy as np
 import PIL
@@ -54,6 +56,18 @@ def pattern(h, w, seed):
     return np.clip(np.rint(img), 0, 255).astype(np.uint8)
 
 
+def write_png16_rgb(path, rgb16):
+    """A 16-bit RGB PNG (PIL cannot write one): filter 0 rows, one IDAT."""
+    h, w, _ = rgb16.shape
+    raw = b"".join(b"\x00" + rgb16[y].astype(">u2").tobytes() for y in range(h))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", w, h, 16, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+
+
 def make_images():
     DATA.mkdir(parents=True, exist_ok=True)
     EXAMPLES.mkdir(parents=True, exist_ok=True)
@@ -66,6 +80,10 @@ def make_images():
     pal.save(DATA / "palette.png", optimize=True, transparency=3)  # palette entry 3 transparent (tRNS)
     PIL.Image.fromarray(pattern(90, 120, 5)).save(DATA / "photo.jpg", quality=90)
     PIL.Image.fromarray(pattern(15, 20, 6)).save(DATA / "small.png", optimize=True)  # every processor enlarges it
+    la = np.dstack([pattern(40, 56, 7)[..., 0], np.tile(np.linspace(255, 0, 40).astype(np.uint8)[:, None], (1, 56))])
+    PIL.Image.fromarray(la, "LA").save(DATA / "grey_alpha.png", optimize=True)
+    p16 = pattern(30, 44, 8).astype(np.uint16) * 257 + np.arange(44, dtype=np.uint16)[None, :, None] * 5
+    write_png16_rgb(DATA / "rgb16.png", p16)
     # Examples for configs/: a few KB each.
     PIL.Image.fromarray(pattern(96, 128, 11)).save(EXAMPLES / "pattern.png", optimize=True)
     PIL.Image.fromarray(pattern(120, 96, 12)).save(EXAMPLES / "shapes.jpg", quality=85)

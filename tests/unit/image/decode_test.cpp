@@ -53,7 +53,8 @@ TEST(Decode, HeaderGivesFormatAndSize) {
 }
 
 TEST(Decode, ColourTypesBecomeRgb) {
-  for (const char* f : {"rgb_nonsquare.png", "alpha.png", "grey.png", "palette.png", "photo.jpg", "small.png"}) {
+  for (const char* f : {"rgb_nonsquare.png", "alpha.png", "grey.png", "grey_alpha.png", "palette.png", "rgb16.png",
+                        "photo.jpg", "small.png"}) {
     auto img = decode_rgb(kData + "/" + f, 1 << 30);
     ASSERT_TRUE(img.ok()) << img.status().message();
     EXPECT_EQ(img->rgb.size(), size_t(img->width * img->height * 3)) << f;
