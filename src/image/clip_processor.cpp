@@ -12,6 +12,9 @@
 namespace dayzero::image {
 namespace {
 
+// Largest intermediate image of the resize (before the crop); transformers has no such bound.
+constexpr int64_t kMaxResizedPixels = int64_t(1) << 26;
+
 int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 
 class ClipProcessor final : public ImageProcessor {
@@ -43,6 +46,11 @@ class ClipProcessor final : public ImageProcessor {
       if (h < 1 || w < 1)
         return Status::InvalidArgument(source + ": a " + std::to_string(in.width) + "x" + std::to_string(in.height) +
                                        " image resizes to nothing");
+      // A sliver (1 x 10000) scaled to a 336-pixel short side would be 3.4 gigapixels.
+      if (h * w > kMaxResizedPixels)
+        return Status::InvalidArgument(source + ": a " + std::to_string(in.width) + "x" + std::to_string(in.height) +
+                                       " image would resize to " + std::to_string(w) + "x" + std::to_string(h) +
+                                       ", more than " + std::to_string(kMaxResizedPixels) + " pixels");
       img = resize_pil(img, w, h, resample);
     }
     if (do_center_crop) img = center_crop(img);

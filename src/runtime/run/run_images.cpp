@@ -36,8 +36,9 @@ Status Run::check_prompt_images() const {
 
 Status Run::preprocess_prompt_images() {
   std::unique_ptr<image::ImageProcessor> processor;
-  for (size_t i = 0; i < prompts_.size(); ++i) {
-    const config::Prompt& p = *prompts_[i].prompt;
+  for (PromptRun& run : prompts_) {
+    const config::Prompt& p = *run.prompt;
+    const size_t i = static_cast<size_t>(run.prompt - cfg_.prompts.data());  // its index in the config
     if (p.images.empty()) continue;
     if (!processor) {
       auto made = image::load_image_processor(cfg_.model.path);
@@ -51,7 +52,7 @@ Status Run::preprocess_prompt_images() {
     for (size_t j = 0; j < p.images.size(); ++j) {
       auto img = image::load_and_process(*processor, p.images[j], p.images_as_written[j], cfg_.limits.max_image_pixels);
       if (!img.ok()) return img.status().with_context(where(cfg_, i, j));
-      prompts_[i].images.push_back(std::move(*img));
+      run.images.push_back(std::move(*img));
     }
     // HAND-OVER to the forward pass: once an adapter's forward takes images (a vision tower
     // and the placement of its features), run_prompts passes prompt_images(run) with the

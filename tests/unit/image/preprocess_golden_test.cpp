@@ -164,6 +164,15 @@ TEST(PreprocessGolden, ClipGridFromTheVisionPatchSize) {
   EXPECT_EQ(out->grid_h, 24);
   EXPECT_EQ(out->grid_w, 24);
   EXPECT_EQ(out->source, "small.png");
+  // A 1000x1 sliver would resize to 336000x336: refused rather than allocated.
+  RgbImage sliver;
+  sliver.width = 1000;
+  sliver.height = 1;
+  sliver.rgb.assign(3000, 128);
+  auto big = (*p)->process(sliver, "sliver.png");
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("sliver.png: a 1000x1 image would resize to 336000x336"), std::string::npos)
+      << big.status().message();
 }
 
 }  // namespace
