@@ -344,6 +344,8 @@ Status Parser::parse_limits(const YAML::Node& n) {
   DZ_RETURN_IF_ERROR(check_map(n, "limits", {"max_prompt_tokens", "max_image_pixels"}));
   if (given(n["max_prompt_tokens"]))
     DZ_RETURN_IF_ERROR(get_int64(n["max_prompt_tokens"], "limits.max_prompt_tokens", &cfg_->limits.max_prompt_tokens));
+  if (given(n["max_image_pixels"]))
+    DZ_RETURN_IF_ERROR(get_int64(n["max_image_pixels"], "limits.max_image_pixels", &cfg_->limits.max_image_pixels));
   return Status::Ok();
 }
 
@@ -565,9 +567,7 @@ Status parse_stall_target(const std::string& before, StallConfig* s) {
 }
 
 const std::vector<UnbuiltKey>& unbuilt_keys() {
-  static const std::vector<UnbuiltKey> keys = {
-      {"limits.max_image_pixels", "the image path is not built yet (prompts with images are refused)"},
-  };
+  static const std::vector<UnbuiltKey> keys = {};
   return keys;
 }
 

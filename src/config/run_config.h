@@ -58,8 +58,8 @@ struct TopologyConfig {
 
 struct LimitsConfig {
   int64_t max_prompt_tokens = 4096;
-  // Internal default for the image path to come: the YAML key limits.max_image_pixels is
-  // refused (no image path is built, so it could not take effect).
+  // Largest width * height of a prompt image, checked from the file's header before it is
+  // decoded (a decompression bomb is refused unread); 50 megapixels passes any photograph.
   int64_t max_image_pixels = 50000000;
 };
 
@@ -76,7 +76,7 @@ struct Prompt {
   std::string id;  // unique; [A-Za-z0-9_.-]+, it names HDF5 groups
   std::optional<std::string> text;
   std::optional<std::vector<int32_t>> tokens;  // [n_tokens] ids, used as given (no BOS added)
-  std::vector<std::string> images;             // resolved like model.path
+  std::vector<std::string> images;             // PNG or JPEG files, resolved like model.path
   std::vector<std::string> images_as_written;
   Expect expect;
   // Free text kept for reports, e.g. the continuation a reference implementation produced.

@@ -1,5 +1,5 @@
 // The Run of `dayzero run` (runner.h), shared by the files of this folder, one per phase:
-// run_config_phase.cpp, run_plan.cpp, run_folder.cpp, run_backend.cpp, run_load.cpp,
+// run_config_phase.cpp, run_images.cpp, run_plan.cpp, run_folder.cpp, run_backend.cpp, run_load.cpp,
 // run_prompts.cpp, run_replay.cpp, run_summary.cpp; run.cpp holds the phase sequence and the exit path.
 // Internal to the runtime: nothing outside src/runtime/run/ includes it.
 #pragma once
@@ -22,6 +22,7 @@
 #include "dump/event_log.h"
 #include "dump/heartbeat.h"
 #include "dump/timeline.h"
+#include "image/processed_image.h"
 #include "model/weights.h"
 #include "plan/plan.h"
 #include "runtime/forward.h"
@@ -42,7 +43,12 @@ struct PromptRun {
   std::string text;
   std::optional<double> nll;
   std::string failed_expect;  // empty when every expect holds
+  std::vector<image::ProcessedImage> images;  // the prompt's images, preprocessed, in its order
 };
+
+// THE hand-over of a prompt's images to the forward pass (run_images.cpp): what the vision
+// tower of the prompt's sequence consumes, one entry per `images:` path, in order.
+const std::vector<image::ProcessedImage>& prompt_images(const PromptRun& p);
 
 // "3 17 42": token ids for messages and the summary.
 std::string join_ids(const std::vector<int32_t>& ids);
@@ -57,6 +63,7 @@ class Run {
  private:
   // The phases, in order (run.cpp); each is followed by an agreement over the world.
   Status read_config();             // run_config_phase.cpp: the run config YAML
+  Status check_prompt_images() const;  // run_images.cpp: every prompt image's file and header
   Status open_model_and_prompts();  // run_config_phase.cpp: model folder, tensor check, tokenized prompts
   Status open_replay_source();      // run_replay.cpp: with --replay-from, the source run's inputs checked
   Status plan_and_partition();      // run_plan.cpp: topology, plan, groups, this rank's partition and prompts
@@ -65,6 +72,9 @@ class Run {
   Status open_dump_file();          // run_folder.cpp: this rank's HDF5 file and its root attributes
   Status load_checkpoint();         // run_load.cpp: this rank's slices, checked against the plan
   Status check_coverage();          // run_load.cpp: every tensor held by some rank; job-wide load figures
+  // run_images.cpp: the model's image processor and every prompt image preprocessed (before
+  // any weight is read); a text-only model is refused.
+  Status preprocess_prompt_images();
   Status run_prompts();             // run_prompts.cpp: prefill, decode, reference NLL, outputs
   Status run_replay_prompts();      // run_replay.cpp: run_prompts of a replay (recorded inputs, its layers only)
   Status apply_perturbation(Forward& fwd) const;  // run_prompts.cpp: debug.perturb, checked against the model

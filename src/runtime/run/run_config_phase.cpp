@@ -19,7 +19,7 @@ Status Run::read_config() {
                                    " is not a rank of this job of " + std::to_string(env_.world_size()));
   hang_watch_.set_timeout(cfg_.watchdog.collective_timeout_s);
   hang_watch_.set_stall(cfg_.debug.stall);
-  return Status::Ok();
+  return check_prompt_images();
 }
 
 Status Run::open_model_and_prompts() {
@@ -32,9 +32,6 @@ Status Run::open_model_and_prompts() {
     PromptRun run;
     run.prompt = &p;
     run.ids = p.tokens ? *p.tokens : tok_->encode(*p.text, true);
-    if (!p.images.empty())
-      return Status::Unsupported(cfg_.source_name + ": prompts[" + std::to_string(i) + "] ('" + p.id +
-                                 "'): images need a vision adapter; " + model_.adapter->family() + " has none");
     if (run.ids.empty())
       return Status::InvalidArgument(cfg_.source_name + ": prompt '" + p.id + "' has no tokens");
     if (static_cast<int64_t>(run.ids.size()) > cfg_.limits.max_prompt_tokens)
@@ -53,7 +50,7 @@ Status Run::open_model_and_prompts() {
                                      std::to_string(model_.hp.max_position) + ")");
     prompts_.push_back(std::move(run));
   }
-  return Status::Ok();
+  return preprocess_prompt_images();
 }
 
 }  // namespace dayzero::runtime

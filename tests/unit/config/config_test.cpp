@@ -43,16 +43,8 @@ Result<RunConfig> parse(const std::string& yaml, const std::string& base_dir = "
   return parse_run_config(yaml, "run.yaml", base_dir);
 }
 
-// The example less limits.max_image_pixels, which is refused until an image path exists.
-std::string design_example_without_image_limit() {
-  std::string s = kDesignExample;
-  const std::string key = ", max_image_pixels: 50000000";
-  s.erase(s.find(key), key.size());
-  return s;
-}
-
 TEST(RunConfig, DesignExampleParsesWithAllValues) {
-  auto r = parse(design_example_without_image_limit(), "/work/configs");
+  auto r = parse(kDesignExample, "/work/configs");
   ASSERT_TRUE(r.ok()) << r.status().message();
   const RunConfig& c = *r;
   EXPECT_EQ(c.model.path, "/work/configs/models/tiny-llava-moe");
@@ -97,7 +89,7 @@ TEST(RunConfig, DesignExampleParsesWithAllValues) {
   EXPECT_EQ(c.watchdog.collective_timeout_s, 300.0);
   EXPECT_EQ(c.watchdog.phase_timeout_s, 3600.0);
   EXPECT_FALSE(c.runtime.threads.has_value());
-  EXPECT_EQ(c.source_text, design_example_without_image_limit());
+  EXPECT_EQ(c.source_text, kDesignExample);
   EXPECT_EQ(c.config_stem, "run");
   EXPECT_EQ(c.key_positions.at("generate.seed").first, 15);
 }
@@ -147,13 +139,17 @@ TEST(RunConfig, DesignPageExampleStillParses) {
   EXPECT_TRUE(r.ok()) << r.status().message();
 }
 
-TEST(RunConfig, DesignExampleVerbatimIsRefusedForTheImageLimit) {
-  auto r = parse(kDesignExample, "/work/configs");
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("run.yaml:10:"), std::string::npos) << r.status().message();
-  EXPECT_NE(r.status().message().find("limits.max_image_pixels: cannot take effect: the image path is not built"),
-            std::string::npos)
-      << r.status().message();
+TEST(RunConfig, ImageLimitParsesAndIsBounded) {
+  auto r = parse(std::string(kMinimal) + "limits: {max_image_pixels: 1234}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->limits.max_image_pixels, 1234);
+  auto bad = parse(std::string(kMinimal) + "limits: {max_image_pixels: 0}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("limits.max_image_pixels"), std::string::npos) << bad.status().message();
+  auto images = parse("model: {path: m}\nprompts: [{id: a, text: hi, images: [x.png, /abs/y.jpg]}]\n", "/cfg");
+  ASSERT_TRUE(images.ok()) << images.status().message();
+  EXPECT_EQ(images->prompts[0].images, (std::vector<std::string>{"/cfg/x.png", "/abs/y.jpg"}));
+  EXPECT_EQ(images->prompts[0].images_as_written, (std::vector<std::string>{"x.png", "/abs/y.jpg"}));
 }
 
 // Keys that parse but that this build cannot honour are refused with the reason, never ignored.
@@ -168,8 +164,6 @@ TEST(RunConfig, KeysThatCannotTakeEffectAreRefused) {
       {"model: {path: m, dtype: float16}\nbackend: cpu\nprompts: [{id: a, text: hi}]\n",
        "model.dtype: float16 cannot take effect"},
       {"model: {path: m}\ncomm: nccl\nprompts: [{id: a, text: hi}]\n", "comm: nccl cannot take effect"},
-      {"model: {path: m}\nlimits: {max_image_pixels: 100}\nprompts: [{id: a, text: hi}]\n",
-       "limits.max_image_pixels: cannot take effect"},
   };
   for (const Refusal& rc : cases) {
     auto r = parse(rc.yaml);
@@ -189,7 +183,6 @@ TEST(RunConfig, KeysThatCannotTakeEffectAreRefused) {
   auto ok = parse("model: {path: m, dtype: float32}\ncomm: mpi\nprompts: [{id: a, text: hi}]\ngenerate: {seed: 7}\n");
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ(ok->generate.seed, 7u);
-  EXPECT_EQ(ok->limits.max_image_pixels, 50000000) << "the internal default stays";
 }
 
 // debug.perturb parses (runtime/perturb_sink.h); its bad forms are refused by key.

@@ -1,0 +1,47 @@
+// Typed reads of preprocessor_config.json keys for the processors of this folder, with the
+// one rule they share: a key the processor does not know is refused by name (never ignored).
+// Internal to src/image/.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "core/status.h"
+#include "image/resample.h"
+
+namespace dayzero::image {
+
+class ProcessorConfig {
+ public:
+  ProcessorConfig(const nlohmann::json& j, std::string source) : j_(j), source_(std::move(source)) {}
+
+  // Every key of the file must be in known (plus the bookkeeping keys every HF file has).
+  Status check_keys(const std::set<std::string>& known) const;
+  Status get_bool(const char* key, bool* out) const;                 // unchanged when absent
+  Status get_int(const char* key, int64_t min, int64_t* out) const;  // >= min
+  Status get_double(const char* key, double* out) const;             // finite
+  Status get_triple(const char* key, std::array<double, 3>* out) const;  // a number or 3 numbers
+  Status get_filter(const char* key, Filter* out) const;             // PIL code 2 or 3
+  // An object key's integer member: size.shortest_edge, crop_size.height, ...
+  Status get_member(const char* key, const char* member, int64_t min, int64_t* out, bool* present) const;
+  Status error(const std::string& key, const std::string& what) const {
+    return Status::InvalidArgument(source_ + ": " + key + ": " + what);
+  }
+  const std::string& source() const { return source_; }
+
+ private:
+  const nlohmann::json& j_;
+  std::string source_;
+};
+
+// (x / 255 - mean) / std per channel of a [H, W, 3] uint8 image as float32 [3, H, W], in the
+// order HF applies them (rescale, then normalise), in float32 as numpy does for float32 input.
+void rescale_normalize(const RgbImage& img, double rescale_factor, bool do_rescale, bool do_normalize,
+                       const std::array<double, 3>& mean, const std::array<double, 3>& std,
+                       std::vector<float>* out);
+
+}  // namespace dayzero::image
