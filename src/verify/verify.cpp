@@ -734,7 +734,7 @@ json to_json(const Report& r) {
           {"errors", r.errors()},
           {"total_bytes", r.total_bytes},
           {"wall_seconds", r.wall_seconds},
-          {"throughput_bytes_per_s", r.wall_seconds > 0 ? static_cast<double>(r.total_bytes) / r.wall_seconds : 0.0},
+          {"throughput_bytes_per_s", !r.structure_only && r.wall_seconds > 0 ? static_cast<double>(r.total_bytes) / r.wall_seconds : 0.0},
           {"ranks", std::move(ranks)},
           {"exit_code", r.exit_code()}};
 }
@@ -746,7 +746,9 @@ std::string to_text(const Report& r) {
   o << "verify      " << r.model_dir << ": " << r.files.size() << " file(s) over " << r.world_size << " rank(s), sha256 "
     << r.sha256_impl << (r.structure_only ? ", structure only (no tensor bytes read)" : "") << "\n"
     << "inventory   " << r.inventory << "\n"
-    << "expected    " << (r.expected.empty() ? "none given (hashes computed, not compared)" : r.expected) << "\n";
+    << "expected    " << (!r.expected.empty() ? r.expected
+        : r.structure_only ? "none given (sizes and headers only)"
+                           : "none given (hashes computed, not compared)") << "\n";
   o << std::left << std::setw(static_cast<int>(w)) << "file" << std::right << std::setw(16) << "bytes" << std::setw(9)
     << "seconds" << std::setw(6) << "rank" << "  verdict\n";
   for (const auto& f : r.files) {
@@ -761,7 +763,11 @@ std::string to_text(const Report& r) {
         << (x.tensor.empty() ? "" : (x.file.empty() ? "" : ": ") + x.tensor) << ": " << x.detail << "\n";
   }
   const double gbs = r.wall_seconds > 0 ? static_cast<double>(r.total_bytes) / r.wall_seconds / 1e9 : 0.0;
-  o << "throughput  " << std::fixed << std::setprecision(3) << static_cast<double>(r.total_bytes) / 1e9 << " GB in "
+  if (r.structure_only)
+    o << "throughput  structure only: the headers of " << std::fixed << std::setprecision(3)
+      << static_cast<double>(r.total_bytes) / 1e9 << " GB of files read in " << r.wall_seconds << " s\n";
+  else
+    o << "throughput  " << std::fixed << std::setprecision(3) << static_cast<double>(r.total_bytes) / 1e9 << " GB in "
     << r.wall_seconds << " s: " << gbs << " GB/s\n";
   o << "ranks      ";
   for (const auto& rt : r.ranks) o << " " << rt.rank << ":" << rt.files << " files " << rt.seconds << " s;";

@@ -1,13 +1,15 @@
 // dayzero verify end to end on a tiny 3-shard checkpoint: the same report on 1, 2 and 3 ranks;
 // a flipped byte found in exactly its file by the rank that owns it and, with a manifest, in
 // its tensor; a missing shard, an unknown tensor and a planted NaN named; exit 2 for what is
-// not a checkpoint; --structure-only reads no tensor byte.
+// not a checkpoint; --structure-only reads no tensor byte and passes on sparse shards.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+
+#include <cstring>
 
 #include "checkpoint/safetensors.h"
 #include "checkpoint/writer.h"
@@ -208,6 +210,30 @@ TEST(Verify, PlantedNanIsNamed) {
   EXPECT_EQ(nan[0]["tensor"], t.name);
   EXPECT_EQ(nan[0]["detail"], "1 NaN values");
   EXPECT_EQ(v.report["errors"], 1);
+}
+
+// A layout whose data are holes: each shard keeps its header and is truncated out to its size.
+// --structure-only passes on it without reading the holes; a full verify sees the hashes differ.
+TEST(Verify, StructureOnlyOnSparseShards) {
+  const fs::path d = make_checkpoint("sparse");
+  for (int i = 1; i <= 3; ++i) {
+    const fs::path shard = d / "m" / ("model-0000" + std::to_string(i) + "-of-00003.safetensors");
+    const uint64_t size = fs::file_size(shard);
+    const std::string bytes = read_file(shard);
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, bytes.data(), 8);
+    write_file(shard, bytes.substr(0, 8 + header_len));
+    fs::resize_file(shard, size);
+    ASSERT_EQ(fs::file_size(shard), size);
+  }
+  const std::string hashes = "--hashes " + (d / "sums.txt").string();
+  const Verified structure = verify(d, 2, "--structure-only " + hashes);
+  EXPECT_EQ(structure.exit_code, 0) << structure.stderr_text << structure.report["findings"].dump(1);
+  EXPECT_EQ(structure.report["structure_only"], true);
+  const Verified full = verify(d, 2, hashes + " --scan range");
+  EXPECT_EQ(full.exit_code, 1);
+  EXPECT_EQ(findings(full.report, "hash_mismatch").size(), 3u) << full.report["findings"].dump(1);
+  EXPECT_FALSE(findings(full.report, "all_zero").empty());
 }
 
 TEST(Verify, NotACheckpointIsBadInput) {
