@@ -5,6 +5,9 @@
 // loop and reports the worst error, but does not fail on it.
 //
 //   gemm_bench [--threads=1,2] [--m=1,16,128,512] [--nk=1024,2816,4096] [--seconds=0.05] [--rounds=3]
+//              [--shapes=768x768,2560x768,...]   (n x k pairs instead of the --nk grid)
+//              [--detected-core-only]            (no OpenBLAS cores forced)
+// Candidates also include oneDNN and "selected" (what matmul_nt runs, the rule by rows).
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -38,8 +41,10 @@ std::vector<int64_t> parse_list(const char* s) {
 
 struct Options {
   std::vector<int64_t> threads = {1, 2}, ms = {1, 16, 128, 512}, nks = {1024, 2816, 4096};
+  std::vector<std::pair<int64_t, int64_t>> pairs;  // (n, k); replaces the nks grid when given
   double seconds = 0.05;  // per timed batch
   int rounds = 3;         // interleaved batches per candidate and shape; the best is reported
+  bool detected_core_only = false;
 };
 
 // A GEMM under test.
@@ -125,6 +130,15 @@ int main(int argc, char** argv) {
     else if (!std::strncmp(a, "--nk=", 5)) opt.nks = parse_list(a + 5);
     else if (!std::strncmp(a, "--seconds=", 10)) opt.seconds = std::atof(a + 10);
     else if (!std::strncmp(a, "--rounds=", 9)) opt.rounds = std::max(1, std::atoi(a + 9));
+    else if (!std::strcmp(a, "--detected-core-only")) opt.detected_core_only = true;
+    else if (!std::strncmp(a, "--shapes=", 9)) {
+      std::stringstream ss(a + 9);
+      for (std::string item; std::getline(ss, item, ',');) {
+        const size_t x = item.find('x');
+        if (x == std::string::npos) return 2;
+        opt.pairs.push_back({std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1))});
+      }
+    }
     else {
       std::fprintf(stderr,
                    "usage: %s [--threads=1,2] [--m=1,16,128,512] [--nk=1024,2816,4096] [--seconds=0.05] "
@@ -157,6 +171,7 @@ int main(int argc, char** argv) {
     for (const char* core : {"Prescott", "Sandybridge", "Haswell", "Zen", "SkylakeX"}) {
       gemm::IsaClass cls;
       gemm::openblas_core_class(core, &cls);
+      if (opt.detected_core_only) break;
       if (cls <= isa.best && std::find(cores.begin(), cores.end(), core) == cores.end()) cores.push_back(core);
     }
     for (const std::string& core : cores) {
@@ -197,6 +212,21 @@ int main(int argc, char** argv) {
                             blis->matmul_nt(m, n, k, x, w, y, 0.0f);
                           }});
   }
+  gemm::GemmPath* dnnl = gemm::onednn(nullptr);
+  if (dnnl) candidates.push_back({dnnl->name(), dnnl, [] {}, [dnnl](int t) { dnnl->set_threads(t); },
+                        [dnnl](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
+                          dnnl->matmul_nt(m, n, k, x, w, y, 0.0f);
+                        }});
+  // What matmul_nt runs: the selection's rule by rows (the OpenBLAS core as selected).
+  candidates.push_back({"selected", &info,
+                        [ob, chosen_core] {
+                          std::string err;
+                          if (ob) ob->force_core(chosen_core, &err);
+                        },
+                        [](int t) { gemm_set_threads(t); },
+                        [](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
+                          matmul_nt(m, n, k, x, w, y);
+                        }});
   gemm::GemmPath* own = gemm::builtin();
   candidates.push_back({own->name(), own, [] {}, [own](int t) { own->set_threads(t); },
                         [own](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
@@ -207,9 +237,12 @@ int main(int argc, char** argv) {
     int64_t m, n, k;
   };
   std::vector<ShapeRow> shapes;
-  for (int64_t m : opt.ms)
+  if (opt.pairs.empty()) {
     for (int64_t n : opt.nks)
-      for (int64_t k : opt.nks) shapes.push_back({m, n, k});
+      for (int64_t k : opt.nks) opt.pairs.push_back({n, k});
+  }
+  for (int64_t m : opt.ms)
+    for (const auto& [n, k] : opt.pairs) shapes.push_back({m, n, k});
 
   for (int64_t threads : opt.threads) {
     // gflops[c][s], error[c][s]. Candidates take turns within each round, so a burst of load

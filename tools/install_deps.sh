@@ -9,7 +9,7 @@ PKGS=(
   libhdf5-dev hdf5-tools
   libyaml-cpp-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev
-  libopenblas-dev libblis-dev
+  libopenblas-dev libblis-dev libdnnl-dev
   libpcre2-dev libutf8proc-dev
   libstb-dev
   python3-numpy python3-h5py

@@ -69,6 +69,10 @@ class OpenBlas : public GemmPath {
 // libblis (0.9 typed API bli_sgemm/bli_sgemv), nullptr with *why when absent.
 GemmPath* blis(std::string* why);
 
+// libdnnl (oneDNN 2.x dnnl_sgemm, dlopen()ed with OMP_WAIT_POLICY=passive unless set),
+// nullptr with *why when absent.
+GemmPath* onednn(std::string* why);
+
 // The built-in kernel (register-tiled dot products on simd::Vec, split over n across
 // kernel_threads()). Always available; each y element is summed in the same order whatever
 // the thread count.

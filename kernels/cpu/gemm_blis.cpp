@@ -3,6 +3,7 @@
 // Not its CBLAS layer: that calls sgemm_, which would bind to OpenBLAS's when both are loaded.
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "kernels/cpu/gemm.h"
@@ -24,6 +25,9 @@ using BliArchStringFn = const char* (*)(int);
 class Blis final : public GemmPath {
  public:
   bool load(std::string* why) {
+    // Debian's libblis4 may be the OpenMP build: its libgomp team must sleep between calls,
+    // as oneDNN's does (gemm_dnnl.cpp; libgomp reads the policy once, when it loads).
+    setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
     for (const char* lib : {"libblis.so.4", "libblis.so"}) {
       handle_ = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
       if (handle_) break;

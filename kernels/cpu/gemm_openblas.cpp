@@ -30,6 +30,11 @@ class OpenBlasImpl final : public OpenBlas {
  public:
   bool load(std::string* why) {
     std::string errors;
+    // The pthreads build's idle workers spin in sched_yield for 2^28 cycles (~0.1 s) after each
+    // call, taking the core from dayzero's own kernel threads and from the other libraries;
+    // 2^4 cycles lets them sleep at once (docs/gemm.md, "One thread pool"). Read by the
+    // library when it loads; the user's own setting is kept.
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);
     const char* candidates[] = {"libopenblas.so.0", "libopenblas.so",
 #ifdef DAYZERO_OPENBLAS_LIBDIR
                                 DAYZERO_OPENBLAS_LIBDIR "/libopenblas.so.0",
@@ -49,6 +54,7 @@ class OpenBlasImpl final : public OpenBlas {
     set_threads_ = reinterpret_cast<SetThreadsFn>(dlsym(handle_, "openblas_set_num_threads"));
     corename_ = reinterpret_cast<StringFn>(dlsym(handle_, "openblas_get_corename"));
     config_ = reinterpret_cast<StringFn>(dlsym(handle_, "openblas_get_config"));
+    auto parallel = reinterpret_cast<int (*)()>(dlsym(handle_, "openblas_get_parallel"));
     // Present in DYNAMIC_ARCH builds only; without them the core cannot be changed.
     dynamic_quit_ = reinterpret_cast<VoidFn>(dlsym(handle_, "gotoblas_dynamic_quit"));
     dynamic_init_ = reinterpret_cast<VoidFn>(dlsym(handle_, "gotoblas_dynamic_init"));
@@ -61,10 +67,13 @@ class OpenBlasImpl final : public OpenBlas {
     std::istringstream config(config_());
     std::string word;
     config >> word >> version_;
+    // 0 sequential, 1 pthreads, 2 OpenMP
+    const int model = parallel ? parallel() : -1;
+    threading_ = model == 2 ? "openmp" : model == 1 ? "pthreads" : model == 0 ? "sequential" : "threading unknown";
     return true;
   }
 
-  std::string name() const override { return "openblas " + version_ + " " + core(); }
+  std::string name() const override { return "openblas " + version_ + " " + core() + " " + threading_; }
   std::string version() const override { return version_; }
   std::string core() const override { return corename_(); }
   std::string detected_core() const override { return detected_core_; }
@@ -122,6 +131,7 @@ class OpenBlasImpl final : public OpenBlas {
   VoidFn dynamic_init_ = nullptr;
   std::string detected_core_;
   std::string version_;
+  std::string threading_;
 };
 
 }  // namespace

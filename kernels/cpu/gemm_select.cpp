@@ -1,9 +1,11 @@
-// Picks the GEMM path once per process and implements the ops.h GEMM entry points
+// Picks the GEMM paths once per process and implements the ops.h GEMM entry points
 // (gemm_info, gemm_set_threads, matmul_nt). The rule is fixed, not timed at start-up, so
-// every rank and every run takes the same path: OpenBLAS on the widest core this CPU runs
-// (forcing it when the library's own detection fell back), else BLIS, else the built-in
+// every rank and every run takes the same path for the same shape: oneDNN for small M
+// (2 <= m <= kSmallM, decode batches), and for the rest OpenBLAS on the widest core this CPU
+// runs (forcing it when the library's own detection fell back), else BLIS, else the built-in
 // kernel; each only after it matches the double-precision reference on small shapes.
-// DAYZERO_GEMM=openblas|blis|builtin puts one path first. docs/gemm.md has the measurements.
+// DAYZERO_GEMM=openblas|blis|builtin|onednn runs one path at every M. docs/gemm.md has the
+// measurements.
 #include <cpuid.h>
 #include <strings.h>
 
@@ -187,6 +189,33 @@ struct Selection {
   GemmInfo info;
 };
 
+// Rows up to which oneDNN beats OpenBLAS's packing sgemm on this project's decode shapes
+// (docs/gemm.md, "Small M"); m = 1 stays on the large path's matrix-vector routine, which is
+// bound by reading the weights either way.
+constexpr int64_t kSmallM = 16;
+
+// Two paths chosen by the number of rows: a fixed rule, so the same shape always takes the
+// same path and its bits do not depend on anything else.
+class ByRows final : public GemmPath {
+ public:
+  ByRows(GemmPath* small, GemmPath* large) : small_(small), large_(large) {}
+  std::string name() const override {
+    return small_->name() + " at 2 <= m <= " + std::to_string(kSmallM) + "; " + large_->name();
+  }
+  void set_threads(int n) override {
+    small_->set_threads(n);
+    large_->set_threads(n);
+  }
+  void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
+                 float beta) override {
+    (m >= 2 && m <= kSmallM ? small_ : large_)->matmul_nt(m, n, k, x, w, y, beta);
+  }
+
+ private:
+  GemmPath* small_;
+  GemmPath* large_;
+};
+
 // OpenBLAS on the core the rule wants; nullptr (with notes) when it cannot be used.
 GemmPath* try_openblas(const CpuIsa& isa, std::string* reason, std::vector<std::string>* notes) {
   std::string why;
@@ -219,12 +248,16 @@ Selection choose_path() {
   const int threads = kernel_threads();
   std::vector<std::string> order = {"openblas", "blis", "builtin"};
   std::vector<std::string> notes;
+  bool by_rows = true;  // oneDNN at small M, unless one path was asked for
   if (const char* want = std::getenv("DAYZERO_GEMM"); want && *want) {
+    order.push_back("onednn");
     auto it = std::find(order.begin(), order.end(), std::string(want));
     if (it == order.end()) {
-      notes.push_back(std::string("DAYZERO_GEMM=") + want + " is not openblas, blis or builtin; ignored");
+      notes.push_back(std::string("DAYZERO_GEMM=") + want + " is not openblas, blis, builtin or onednn; ignored");
+      order.pop_back();
     } else {
       std::rotate(order.begin(), it, it + 1);
+      by_rows = false;
     }
   }
   for (const std::string& candidate : order) {
@@ -236,6 +269,10 @@ Selection choose_path() {
       path = blis(&why);
       if (!path) notes.push_back(why);
       reason = "library's own CPU detection; m = 1 via bli_sgemv";
+    } else if (candidate == "onednn") {
+      path = onednn(&why);
+      if (!path) notes.push_back(why);
+      reason = "DAYZERO_GEMM=onednn; every m";
     } else {
       path = builtin();
       reason = "compiled for this CPU";
@@ -252,6 +289,20 @@ Selection choose_path() {
     break;
   }
   DZ_CHECK(s.path != nullptr, "no GEMM path passed verification: " << (notes.empty() ? "" : notes.back()));
+  std::string why;
+  GemmPath* small = by_rows ? onednn(&why) : nullptr;
+  if (by_rows && !small) notes.push_back("no small-M path: " + why);
+  if (small) {
+    small->set_threads(threads);
+    std::string detail;
+    if (verify_path(*small, &detail)) {
+      static ByRows rule(small, s.path);
+      s.path = &rule;
+      s.info.path = small->name() + " at 2 <= m <= " + std::to_string(kSmallM) + "; " + s.info.path;
+    } else {
+      notes.push_back("small-M path rejected, wrong results: " + detail);
+    }
+  }
   for (const std::string& note : notes) s.info.path += "; " + note;
   s.info.threads = threads;
   return s;

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "dump/dump_reader.h"
+#include "kernels/ops.h"
 #include "e2e_util.h"
 
 namespace dayzero::e2e {
@@ -220,6 +221,10 @@ std::vector<int64_t> peak_kv(const fs::path& run_dir, int ranks) {
     EXPECT_TRUE(s.ok()) << s.status().message();
     const json j = json::parse(s.ok() ? *s : std::string("{}"), nullptr, false);
     peaks.push_back(j.is_object() ? j.value("peak_kv_cache_bytes", int64_t{-1}) : -1);
+    // The GEMM paths the rank ran (one rule, so the same as this process selects).
+    const std::string gemm = j.is_object() ? j.value("gemm", std::string()) : std::string();
+    EXPECT_NE(gemm.find(kernels::cpu::gemm_info().path), std::string::npos)
+        << "rank " << r << " summary gemm '" << gemm << "', this process: " << kernels::cpu::gemm_info().path;
   }
   return peaks;
 }

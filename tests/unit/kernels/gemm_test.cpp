@@ -160,6 +160,7 @@ TEST(GemmSelection, SelectedPathMatchesTripleLoopOnUnverifiedShapes) {
 // most 600 products of O(1) values (the twin sums in double).
 TEST(GemmPaths, MatchTwinOnOddShapes) {
   std::vector<cpu::gemm::GemmPath*> paths = {cpu::gemm::builtin()};
+  if (auto* p = cpu::gemm::onednn(nullptr)) paths.push_back(p);
   if (auto* p = cpu::gemm::OpenBlas::get(nullptr)) paths.push_back(p);
   if (auto* p = cpu::gemm::blis(nullptr)) paths.push_back(p);
   (void)cpu::gemm_info();  // selection first: it may force the OpenBLAS core
@@ -216,6 +217,34 @@ TEST(GemmOps, AccumulateAddsToY) {
   EXPECT_TRUE(close("accumulate", y, want, {m, n}, 1e-6, 1));  // 9 terms: f32 rounding only
 }
 
+// The rule by rows: 2 <= m <= 16 runs oneDNN, m = 1 and m > 16 the large-M path. Checked by
+// bits against each path called directly (the paths differ in the last bits at these k, so
+// a wrong route shows; the negative control asserts that they do differ).
+TEST(GemmSelection, SmallMRunsOneDnnAndTheRestTheLargePath) {
+  if (std::getenv("DAYZERO_GEMM")) GTEST_SKIP() << "DAYZERO_GEMM runs one path at every m";
+  const int64_t n = 96, k = 1000;
+  auto* large = cpu::gemm::OpenBlas::get(nullptr);
+  const std::string& path = cpu::gemm_info().path;
+  std::string why;
+  auto* dnnl = cpu::gemm::onednn(&why);
+  ASSERT_TRUE(dnnl) << "libdnnl is a required dependency: " << why;
+  ASSERT_NE(path.find("onednn"), std::string::npos) << path;
+  if (!large || path.find("; openblas") == std::string::npos)
+    GTEST_SKIP() << "large-M path is not OpenBLAS here: " << path;
+  bool some_differ = false;
+  for (int64_t m : {1, 2, 8, 16, 17, 64}) {
+    const auto x = random_vector(m * k, 40 + m), w = random_vector(n * k, 41);
+    std::vector<float> got(m * n), small(m * n), big(m * n);
+    cpu::matmul_nt(m, n, k, x.data(), w.data(), got.data());
+    dnnl->matmul_nt(m, n, k, x.data(), w.data(), small.data(), 0.0f);
+    large->matmul_nt(m, n, k, x.data(), w.data(), big.data(), 0.0f);
+    const bool want_small = m >= 2 && m <= 16;
+    EXPECT_TRUE(identical("m=" + std::to_string(m), got, want_small ? small : big, {m, n}));
+    some_differ |= small != big;
+  }
+  EXPECT_TRUE(some_differ) << "oneDNN and OpenBLAS gave the same bits everywhere: the check cannot see a wrong route";
+}
+
 // Same inputs and thread count -> same bits, for 1 and 2 threads; the built-in path gives
 // the same bits whatever the thread count.
 TEST(GemmDeterminism, RepeatableAtEachThreadCount) {
@@ -225,10 +254,12 @@ TEST(GemmDeterminism, RepeatableAtEachThreadCount) {
     cpu::gemm_set_threads(threads);
     EXPECT_EQ(cpu::gemm_info().threads, threads);
     EXPECT_EQ(cpu::kernel_threads(), threads);
-    std::vector<float> a(m * n), b(m * n);
-    cpu::matmul_nt(m, n, k, x.data(), w.data(), a.data());
-    cpu::matmul_nt(m, n, k, x.data(), w.data(), b.data());
-    EXPECT_TRUE(identical("threads " + std::to_string(threads), a, b, {m, n}));
+    for (int64_t rows : {m, int64_t{8}}) {  // the large-M and the small-M path
+      std::vector<float> a(rows * n), b(rows * n);
+      cpu::matmul_nt(rows, n, k, x.data(), w.data(), a.data());
+      cpu::matmul_nt(rows, n, k, x.data(), w.data(), b.data());
+      EXPECT_TRUE(identical("threads " + std::to_string(threads) + " m " + std::to_string(rows), a, b, {rows, n}));
+    }
   }
   std::vector<float> one(m * n), two(m * n);
   for (int threads : {1, 2}) {
