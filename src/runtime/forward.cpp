@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "comm/comm.h"
+#include "model/blocks/vision.h"
 #include "plan/memory.h"
 
 namespace dayzero::runtime {
@@ -83,8 +84,8 @@ KvCache Forward::new_cache(int64_t n_ctx) const {
 }
 
 Tensor Forward::run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cache, model::ActivationSink* sink,
-                    bool all_logits) {
-  const SeqInput one{tokens, pos0, &cache};
+                    bool all_logits, std::span<const image::ProcessedImage> images) {
+  const SeqInput one{tokens, pos0, &cache, images};
   return run_batch({&one, 1}, sink, all_logits);
 }
 
@@ -103,6 +104,8 @@ Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink*
     DZ_CHECK(len > 0 && s.pos0 + len <= s.cache->n_ctx(),
              "forward of " << len << " tokens at " << s.pos0 << " exceeds the cache");
     n += len;
+    DZ_CHECK(s.images.empty() || seqs.size() == 1, "images in a batch of " << seqs.size() << " sequences");
+    DZ_CHECK(s.images.empty() || hp_.vision.enabled, hp_.family << " takes no images");
   }
   // Stacked rows: ids and per-row positions; one segment per sequence.
   Tensor pos_host = Tensor::host(DType::kI32, {n});
@@ -130,6 +133,7 @@ Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink*
     // Vocabulary-parallel: each tp rank filled the rows of its vocabulary range.
     if (part_.vocab_end - part_.vocab_begin < hp_.n_vocab && tp_all_reduce_) tp_all_reduce_(hidden);
     model::emit(sink, "embed", hidden);
+    if (!seqs[0].images.empty()) place_images(seqs[0], hidden, sink);
   } else {
     const int prev = part_.pp->rank() - 1;
     check_comm(part_.pp->recv(hidden, prev, kHiddenTag), "pipeline receive of hidden states");
@@ -168,6 +172,17 @@ Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink*
   Tensor logits = lm_head(last_rows);
   model::emit(sink, "logits", logits);
   return logits;
+}
+
+void Forward::place_images(const SeqInput& seq, Tensor& hidden, model::ActivationSink* sink) {
+  // Every tp rank holds the whole tower (replicated) and computes the same features: no
+  // collective, and the result is the same under every plan.
+  std::vector<Tensor> features;
+  for (const image::ProcessedImage& img : seq.images)
+    features.push_back(adapter_.image_features(be_, hp_, w_, img, sink));
+  const Status s = model::blocks::place_image_features(be_, seq.tokens, hp_.vision.image_token_id, features, hidden);
+  DZ_CHECK(s.ok(), s.message());
+  model::emit(sink, "merged_embed", hidden);
 }
 
 Tensor Forward::lm_head(const Tensor& rows) {

@@ -35,7 +35,10 @@ namespace dayzero::runtime {
 
 struct PromptRun {
   const config::Prompt* prompt = nullptr;
-  std::vector<int32_t> ids;
+  std::vector<int32_t> ids;  // image placeholders already expanded to the images' feature rows
+  // The prompt's images as its processor leaves them, in prompt order: filled where the prompt
+  // is read (with ids expanded by model::blocks::expand_image_placeholders), handed to prefill.
+  std::vector<image::ProcessedImage> images;
   std::vector<int32_t> reference_ids;
   Generation gen;
   std::string text;
