@@ -2,7 +2,9 @@
 #include "runtime/forward.h"
 #include "runtime/perturb_sink.h"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "comm/comm.h"
 #include "model/blocks/vision.h"
@@ -13,6 +15,38 @@ namespace {
 constexpr int kHiddenTag = 11;
 
 void check_comm(const Status& s, const char* what) { DZ_CHECK(s.ok(), what << ": " << s.message()); }
+
+// The vision points of a prompt's images stacked in image order: every image produces the same
+// names, and each name is dumped once as [rows of all images, width].
+class StackingSink final : public model::ActivationSink {
+ public:
+  StackingSink(backend::Backend& be, model::ActivationSink* sink) : be_(be), sink_(sink) {}
+  bool wants(const std::string& name) const override { return sink_ && sink_->wants(name); }
+  void put(const std::string& name, const Tensor& t) override {
+    const int64_t width = t.dim(-1);
+    Tensor host = Tensor::host(DType::kF32, {t.numel() / width, width});
+    be_.to_host(t, host);
+    auto [it, added] = stacked_.try_emplace(name, width, std::vector<float>{});
+    if (added) order_.push_back(name);
+    DZ_CHECK(it->second.first == width, name << ": width " << width << " after " << it->second.first);
+    it->second.second.insert(it->second.second.end(), host.f32(), host.f32() + host.numel());
+  }
+  // Hands every stacked point to the sink, in the order first produced.
+  void flush() {
+    for (const std::string& name : order_) {
+      const auto& [width, values] = stacked_.at(name);
+      Tensor t = Tensor::host(DType::kF32, {static_cast<int64_t>(values.size()) / width, width});
+      std::copy(values.begin(), values.end(), t.f32());
+      sink_->put(name, be_.to_device(t));
+    }
+  }
+
+ private:
+  backend::Backend& be_;
+  model::ActivationSink* sink_;
+  std::map<std::string, std::pair<int64_t, std::vector<float>>> stacked_;
+  std::vector<std::string> order_;
+};
 }  // namespace
 
 KvCache::KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx,
@@ -178,8 +212,10 @@ void Forward::place_images(const SeqInput& seq, Tensor& hidden, model::Activatio
   // Every tp rank holds the whole tower (replicated) and computes the same features: no
   // collective, and the result is the same under every plan.
   std::vector<Tensor> features;
+  StackingSink stacked(be_, sink);
   for (const image::ProcessedImage& img : seq.images)
-    features.push_back(adapter_.image_features(be_, hp_, w_, img, sink));
+    features.push_back(adapter_.image_features(be_, hp_, w_, img, sink ? &stacked : nullptr));
+  if (sink) stacked.flush();
   const Status s = model::blocks::place_image_features(be_, seq.tokens, hp_.vision.image_token_id, features, hidden);
   DZ_CHECK(s.ok(), s.message());
   model::emit(sink, "merged_embed", hidden);

@@ -1,9 +1,11 @@
 // Partition invariance of image+text prompts: the tiny llava (CLIP tower and projector on the
 // first stage, replicated over tp) run on one rank, then under tp2, pp2 and tp2 x pp2, with a
-// synthetic image (debug.image_patterns) placed in one prompt's text and put before another's.
+// synthetic image (debug.image_patterns) placed in one prompt's text and put before another's, and two
+// images in a third.
 // Every key of the one-rank run (vision points, merged embeddings, text activations, logits,
 // generated ids) must be written exactly once and agree; two different images give different
 // logits_last, the same image twice identical ones.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -26,13 +28,14 @@ std::string run_config(const fs::path& model, const std::string& parallel) {
          "  - {id: before, tokens: [3, 17, 42, 99, 5, 250, 11]}\n"
          "  - {id: other, tokens: [3, 17, 42, 511, 99, 5, 250, 11]}\n"
          "  - {id: again, tokens: [3, 17, 42, 511, 99, 5, 250, 11]}\n"
+         "  - {id: two, tokens: [3, 511, 17, 511, 42]}\n"
          "generate: {max_new_tokens: 4, stop_at_eos: false}\n"
          "dump:\n"
          "  dir: unused\n"
          "  activations: {layers: all, phase: prefill, mode: full}\n"
          "debug:\n"
          "  image_patterns: [{prompt: middle, seed: 0}, {prompt: before, seed: 0}, {prompt: other, seed: 1},\n"
-         "                   {prompt: again, seed: 0}]\n";
+         "                   {prompt: again, seed: 0}, {prompt: two, seed: 0}, {prompt: two, seed: 1}]\n";
 }
 
 TEST(LlavaPartition, ImageAndTextPromptsAgreeUnderEveryPlan) {
@@ -55,6 +58,14 @@ TEST(LlavaPartition, ImageAndTextPromptsAgreeUnderEveryPlan) {
   EXPECT_EQ(before[0], 511);
   EXPECT_EQ(before[8], 511);
   EXPECT_EQ(before[9], 3);
+  // Two images in one prompt: their vision points stacked in order (10 tower rows each, CLS
+  // included; 9 feature rows each), the first image's rows as the one-image prompt's.
+  EXPECT_EQ(want.at("outputs/two/prompt_ids").ids.size(), 3u + 18u);
+  const auto& two_embed = want.at("activations/two/prefill/vision.embed");
+  EXPECT_EQ(two_embed.shape[0], 20);
+  EXPECT_EQ(want.at("activations/two/prefill/projector_out").shape[0], 18);
+  const auto& one_embed = want.at("activations/middle/prefill/vision.embed").values;
+  EXPECT_TRUE(std::equal(one_embed.begin(), one_embed.end(), two_embed.values.begin()));
   const auto& la = want.at("outputs/middle/logits_last").values;
   EXPECT_EQ(la, want.at("outputs/again/logits_last").values);
   EXPECT_GT(rel_l2(la, want.at("outputs/other/logits_last").values), 1e-3);

@@ -247,6 +247,28 @@ TEST(VisionCore, OneLayerClipTowerAndProjectorMatchAPlainImplementation) {
   const double bad_err = rel_l2(blocks::image_features(bad, img), want);
   std::printf("tower rel_l2 %.3g, with the wrong GELU %.3g\n", err, bad_err);
   EXPECT_GT(bad_err, 100 * err + 1e-6);
+
+  // The same weights as one fused qkv [3 * d, d] (q, k, v rows in that order) give the same
+  // features: the split of the fused projection is right.
+  VisionParams fused = vp;
+  fused.fused_qkv = true;
+  blocks::VisionNames fn = n;
+  fn.qkv_w = "l{L}.qkv.w";
+  fn.qkv_b = "l{L}.qkv.b";
+  for (int l = 0; l < vp.n_layer; ++l) {
+    const std::string L = "l" + std::to_string(l);
+    std::vector<float> qkv_w, qkv_b;
+    for (const char* part : {".q", ".k", ".v"}) {
+      const auto& pw = v[L + part + ".w"];
+      const auto& pb = v[L + part + ".b"];
+      qkv_w.insert(qkv_w.end(), pw.begin(), pw.end());
+      qkv_b.insert(qkv_b.end(), pb.begin(), pb.end());
+    }
+    w.put(L + ".qkv.w", host(qkv_w, {3 * d, d}));
+    w.put(L + ".qkv.b", host(qkv_b, {3 * d}));
+  }
+  const blocks::VisionContext fctx{**be, fused, fn, w, nullptr};
+  EXPECT_LT(rel_l2(blocks::image_features(fctx, img), want), 5e-7);
 }
 
 TEST(VisionCore, MergeGroupsKByKBlocks) {
