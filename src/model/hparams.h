@@ -53,7 +53,7 @@ struct GroupRouting {
 // enabled is false). Every option names a part of the shared core in model/blocks/vision.h,
 // so a family picks its parts and its tensor names rather than adding a code path.
 struct VisionParams {
-  enum class PosEmbed { kNone, kLearned, kLearnedResampled };  // resampled: table pos_h x pos_w -> grid (bicubic)
+  enum class PosEmbed { kNone, kLearned, kLearnedResampled };  // resampled: table [pos_h, pos_w, d] -> grid (bicubic)
   enum class Rope2d { kNone, kInterleaved };                   // interleaved: (w, h) per frequency (MoonViT)
   enum class Act { kGelu, kGeluTanh, kQuickGelu };
   bool enabled = false;

@@ -1,6 +1,8 @@
 // The vision-tower core (vision.h): embeddings, encoder layers, merger, projector, placement.
 #include "model/blocks/vision.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backend/backend.h"
@@ -56,7 +58,9 @@ std::vector<TensorSpec> vision_specs(const VisionParams& vp, const VisionNames& 
   add(n.patch_w, {d, vp.n_channels, p, p});
   if (vp.patch_bias) add(n.patch_b, {d});
   if (vp.class_token) add(n.class_embedding, {d});
-  if (vp.pos_embed != VisionParams::PosEmbed::kNone) add(n.pos_embedding, {vp.pos_h * vp.pos_w + (vp.class_token ? 1 : 0), d});
+  if (vp.pos_embed == VisionParams::PosEmbed::kLearned)
+    add(n.pos_embedding, {vp.pos_h * vp.pos_w + (vp.class_token ? 1 : 0), d});
+  if (vp.pos_embed == VisionParams::PosEmbed::kLearnedResampled) add(n.pos_embedding, {vp.pos_h, vp.pos_w, d});
   if (vp.pre_norm) {
     add(n.pre_norm_w, {d});
     add(n.pre_norm_b, {d});
@@ -119,6 +123,43 @@ std::vector<float> unfold_patches(const image::ProcessedImage& img, int64_t c_n,
   return out;
 }
 
+std::vector<float> resample_bicubic(const float* table, int64_t th, int64_t tw, int64_t d, int64_t oh, int64_t ow) {
+  // torch's upsample_bicubic2d: source = (dst + 0.5) * in / out - 0.5 (not clamped), four taps
+  // from floor(source) - 1 with the border repeated, Keys' kernel with A = -0.75.
+  constexpr double A = -0.75;
+  auto cc1 = [](double x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };
+  auto cc2 = [](double x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };
+  struct Taps {
+    int64_t idx[4];
+    double w[4];
+  };
+  auto taps = [&](int64_t dst, int64_t in, int64_t out) {
+    const double src = (static_cast<double>(dst) + 0.5) * static_cast<double>(in) / static_cast<double>(out) - 0.5;
+    const auto i0 = static_cast<int64_t>(std::floor(src));
+    const double t = src - static_cast<double>(i0);
+    Taps r{{}, {cc2(t + 1), cc1(t), cc1(1 - t), cc2(2 - t)}};
+    for (int k = 0; k < 4; ++k) r.idx[k] = std::clamp<int64_t>(i0 - 1 + k, 0, in - 1);
+    return r;
+  };
+  std::vector<float> out(static_cast<size_t>(oh * ow * d));
+  for (int64_t y = 0; y < oh; ++y) {
+    const Taps ty = taps(y, th, oh);
+    for (int64_t x = 0; x < ow; ++x) {
+      const Taps tx = taps(x, tw, ow);
+      for (int64_t c = 0; c < d; ++c) {
+        double s = 0;
+        for (int a = 0; a < 4; ++a) {
+          double row = 0;
+          for (int b = 0; b < 4; ++b) row += tx.w[b] * table[(ty.idx[a] * tw + tx.idx[b]) * d + c];
+          s += ty.w[a] * row;
+        }
+        out[static_cast<size_t>((y * ow + x) * d + c)] = static_cast<float>(s);
+      }
+    }
+  }
+  return out;
+}
+
 Tensor vision_tower(const VisionContext& ctx, const image::ProcessedImage& img) {
   const VisionParams& vp = ctx.vp;
   const VisionNames& n = ctx.names;
@@ -149,8 +190,22 @@ Tensor vision_tower(const VisionContext& ctx, const image::ProcessedImage& img) 
                           << "x" << vp.pos_w << " position table");
       be.add(ctx.w.get(n.pos_embedding), hidden);
       break;
-    case VisionParams::PosEmbed::kLearnedResampled:
-      DZ_CHECK(false, "bicubic resampling of the learned position table is not built yet");
+    case VisionParams::PosEmbed::kLearnedResampled: {
+      DZ_CHECK(!cls, "a resampled position table has no class-token row");
+      const Tensor& table = ctx.w.get(n.pos_embedding);  // [pos_h, pos_w, d]
+      if (img.grid_h == vp.pos_h && img.grid_w == vp.pos_w) {
+        be.add(table, hidden);
+        break;
+      }
+      Tensor host_table = Tensor::host(DType::kF32, table.shape());
+      be.to_host(table, host_table);
+      const std::vector<float> r =
+          resample_bicubic(host_table.f32(), vp.pos_h, vp.pos_w, d, img.grid_h, img.grid_w);
+      Tensor pos = Tensor::host(DType::kF32, {n_patch, d});
+      std::copy(r.begin(), r.end(), pos.f32());
+      be.add(be.to_device(pos), hidden);
+      break;
+    }
   }
   if (vp.pre_norm) layernorm(ctx, n.pre_norm_w, n.pre_norm_b, hidden, hidden, vp.norm_eps);
   emit(ctx.sink, "vision.embed", hidden);

@@ -51,6 +51,11 @@ int64_t image_feature_count(const VisionParams& vp, const image::ProcessedImage&
 // REQUIRES: img.pixels is [C, grid_h * p, grid_w * p].
 std::vector<float> unfold_patches(const image::ProcessedImage& img, int64_t n_channels, int64_t patch);
 
+// A learned position table [th, tw, d] resampled to [oh, ow, d] as torch's
+// F.interpolate(mode="bicubic", align_corners=False) does (A = -0.75, borders clamped, no
+// antialias): MoonViT's Learnable2DInterpPosEmb for a grid other than its table's.
+std::vector<float> resample_bicubic(const float* table, int64_t th, int64_t tw, int64_t d, int64_t oh, int64_t ow);
+
 struct VisionContext {
   backend::Backend& be;
   const VisionParams& vp;

@@ -271,6 +271,31 @@ TEST(VisionCore, OneLayerClipTowerAndProjectorMatchAPlainImplementation) {
   EXPECT_LT(rel_l2(blocks::image_features(fctx, img), want), 5e-7);
 }
 
+TEST(VisionCore, BicubicResampleMatchesTorchInterpolate) {
+  // A [3, 4, 2] table to [5, 3]; want: torch 2.x F.interpolate(table.permute(2, 0, 1)[None],
+  // size=(5, 3), mode="bicubic") in float64, permuted back (MoonViT's resampled positions).
+  const std::vector<float> table = {
+      -0.8, -0.7432702995054132, -0.5254242103319552, -0.41486444956367924, -0.1239151010208357, 0.00955172669287252,
+      0.34530161315616525, 0.49499407048986654, 0.8647162926501206, -0.6726730405965065, -0.275034675911793,
+      -0.10153772030085984, 0.32006336526426704, 0.5030509278574824, -0.7542029623229685, -0.5627521703464009,
+      -0.1009876729990864, 0.09813337699737112, 0.5772448790330211, 0.7834026102825586, -0.4214927427252859,
+      -0.20881807711117828, 0.301157072842543, 0.5199133485337808};
+  const std::vector<double> want = {
+      -0.9075677697992427, -0.7133276369470424, -0.3774093129347711, -0.27225195160604365, 0.3688949944052544,
+      0.5125630775637409, -0.15296253492046807, -0.7224852621727398, -0.20764003928683164, 0.009513671606661613,
+      -0.10984912446189699, 0.05246956864939487, 0.690809358947206, -0.6012008762512687, 0.01637515958486096,
+      0.35421958051264224, -0.5896942872784565, -0.39929335796253884, 0.3814154655183448, -0.0951104958907731,
+      0.07733432807297672, 0.35192148525648775, -0.18155060275439747, 0.02880891387417604, -0.05131296207857174,
+      0.2919395324170452, 0.07921628154819686, 0.2764015041837363, 0.2540049063810142, 0.47465068336251337};
+  const std::vector<float> got = blocks::resample_bicubic(table.data(), 3, 4, 2, 5, 3);
+  ASSERT_EQ(got.size(), want.size());
+  // The table went through float32 once: each value within a few f32 ulps of torch's f64.
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+  // The same grid gives the table back.
+  const std::vector<float> same = blocks::resample_bicubic(table.data(), 3, 4, 2, 3, 4);
+  for (size_t i = 0; i < table.size(); ++i) EXPECT_NEAR(same[i], table[i], 1e-6) << i;
+}
+
 TEST(VisionCore, MergeGroupsKByKBlocks) {
   auto be = backend::make_backend({});
   ASSERT_TRUE(be.ok());
