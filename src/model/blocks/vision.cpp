@@ -160,6 +160,27 @@ std::vector<float> resample_bicubic(const float* table, int64_t th, int64_t tw, 
   return out;
 }
 
+void rope_2d_interleaved(float* x, int64_t grid_h, int64_t grid_w, int64_t n_head, int64_t head_dim, double theta) {
+  DZ_CHECK(head_dim % 4 == 0, "2-D rotary embedding of head_dim " << head_dim << " (needs a multiple of 4)");
+  const int64_t n_freq = head_dim / 4;
+  std::vector<float> freq(static_cast<size_t>(n_freq));
+  // As torch computes them: f32 of 1 / theta^(4i / head_dim), angles f32 products.
+  for (int64_t i = 0; i < n_freq; ++i)
+    freq[i] = static_cast<float>(1.0 / std::pow(theta, static_cast<double>(4 * i) / static_cast<double>(head_dim)));
+  for (int64_t r = 0; r < grid_h * grid_w; ++r) {
+    const float pos[2] = {static_cast<float>(r % grid_w), static_cast<float>(r / grid_w)};  // (col, row)
+    for (int64_t h = 0; h < n_head; ++h) {
+      float* v = x + (r * n_head + h) * head_dim;
+      for (int64_t j = 0; j < head_dim / 2; ++j) {
+        const float angle = pos[j % 2] * freq[j / 2];
+        const float c = std::cos(angle), s = std::sin(angle), a = v[2 * j], b = v[2 * j + 1];
+        v[2 * j] = a * c - b * s;
+        v[2 * j + 1] = a * s + b * c;
+      }
+    }
+  }
+}
+
 Tensor vision_tower(const VisionContext& ctx, const image::ProcessedImage& img) {
   const VisionParams& vp = ctx.vp;
   const VisionNames& n = ctx.names;
@@ -167,7 +188,7 @@ Tensor vision_tower(const VisionContext& ctx, const image::ProcessedImage& img) 
   const int64_t d = vp.n_embd, p = vp.patch_size, n_patch = img.grid_h * img.grid_w;
   const int64_t cls = vp.class_token ? 1 : 0, n_tok = n_patch + cls;
   DZ_CHECK(img.patch_size == p, img.source << ": patch size " << img.patch_size << ", the tower's is " << p);
-  DZ_CHECK(vp.rope == VisionParams::Rope2d::kNone, "2-D rotary embeddings of the vision tower are not built yet");
+  DZ_CHECK(vp.rope == VisionParams::Rope2d::kNone || !vp.class_token, "2-D rotary embeddings with a class token");
 
   // Patch embedding: conv with stride = kernel = p is a GEMM of unfolded patches with the
   // conv weight viewed as [n_embd, C * p * p].
@@ -209,7 +230,10 @@ Tensor vision_tower(const VisionContext& ctx, const image::ProcessedImage& img) 
   }
   if (vp.pre_norm) layernorm(ctx, n.pre_norm_w, n.pre_norm_b, hidden, hidden, vp.norm_eps);
   emit(ctx.sink, "vision.embed", hidden);
-  for (int l = 0; l < vp.n_layer_run; ++l) vision_encoder_layer(ctx, l, hidden);
+  VisionContext grid_ctx = ctx;
+  grid_ctx.grid_h = img.grid_h;
+  grid_ctx.grid_w = img.grid_w;
+  for (int l = 0; l < vp.n_layer_run; ++l) vision_encoder_layer(grid_ctx, l, hidden);
   return hidden;
 }
 

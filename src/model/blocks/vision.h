@@ -56,12 +56,19 @@ std::vector<float> unfold_patches(const image::ProcessedImage& img, int64_t n_ch
 // antialias): MoonViT's Learnable2DInterpPosEmb for a grid other than its table's.
 std::vector<float> resample_bicubic(const float* table, int64_t th, int64_t tw, int64_t d, int64_t oh, int64_t ow);
 
+// 2-D rotary embedding with width and height interleaved per frequency (MoonViT's
+// Rope2DPosEmb): x [grid_h * grid_w, n_head, head_dim] rotated in place, token r at
+// (r / grid_w, r % grid_w); complex pair j = (x[2j], x[2j+1]) turns by (j even ? col : row) *
+// theta^(-4 (j / 2) / head_dim). REQUIRES: head_dim % 4 == 0.
+void rope_2d_interleaved(float* x, int64_t grid_h, int64_t grid_w, int64_t n_head, int64_t head_dim, double theta);
+
 struct VisionContext {
   backend::Backend& be;
   const VisionParams& vp;
   const VisionNames& names;
   const Weights& w;
   ActivationSink* sink;  // may be null
+  int64_t grid_h = 0, grid_w = 0;  // the image's patch grid (vision_tower sets it for 2-D RoPE)
 };
 
 // The tower up to its feature layer: embed (patches, class token, positions, pre-norm) and

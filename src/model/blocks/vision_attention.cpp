@@ -39,6 +39,15 @@ Tensor vision_attention(const VisionContext& ctx, int layer, const Tensor& x) {
     k = proj(n.k_w, n.k_b);
     v = proj(n.v_w, n.v_b);
   }
+  if (ctx.vp.rope == VisionParams::Rope2d::kInterleaved) {
+    DZ_CHECK(ctx.grid_w > 0 && ctx.grid_h * ctx.grid_w == n_tok, "2-D rotary embedding without the patch grid");
+    for (Tensor* t : {&q, &k}) {
+      Tensor host = Tensor::host(DType::kF32, t->shape());
+      be.to_host(*t, host);
+      rope_2d_interleaved(host.f32(), ctx.grid_h, ctx.grid_w, n_head, hd, ctx.vp.rope_theta);
+      *t = be.to_device(host);
+    }
+  }
   Tensor attn = be.empty(DType::kF32, {n_tok, n_head, hd});
   be.attention_full(q.reshape({n_tok, n_head, hd}), k.reshape({n_tok, n_head, hd}), v.reshape({n_tok, n_head, hd}),
                     static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))), attn);
