@@ -59,4 +59,21 @@ int64_t argmax(int64_t n, const float* x);
 // log-softmax of x[n] evaluated at index i: x[i] - logsumexp(x)  (f64 accumulation)
 double log_softmax_at(int64_t n, const float* x, int64_t i);
 
+// Vision encoders (kernels/cpu/vision_ops.cpp).
+// y[rows, width] = (x - mean) / sqrt(var + eps) * w (+ b when b is not null); biased variance,
+// f64 reductions (torch.nn.LayerNorm).
+void layernorm(int64_t rows, int64_t width, const float* x, const float* w, const float* b, float eps, float* y);
+
+// The GELU family: erf (nn.GELU()), tanh approximation (gelu_pytorch_tanh), quick_gelu
+// (x * sigmoid(1.702 x), CLIP's original activation).
+enum class GeluKind { kErf, kTanh, kQuick };
+// y[n] = gelu(x[n]); y may alias x.
+void gelu(int64_t n, GeluKind kind, const float* x, float* y);
+
+// Bidirectional (unmasked) attention of every token to every token, no cache:
+//   q [n_tokens, n_head, head_dim], k,v [n_tokens, n_head_kv, head_dim], out like q.
+// Head h reads kv head h / (n_head / n_head_kv); softmax in f32 with max subtraction.
+void attention_full(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t head_dim, const float* q,
+                    const float* k, const float* v, float scale, float* out);
+
 }  // namespace dayzero::kernels::cpu

@@ -114,8 +114,98 @@ def prompt_activations(model, ids):
     return tensors
 
 
+def image_pattern(seed, size):
+    """Deterministic pixel values [3, size, size] in the normalised range of CLIP's processor:
+    smooth waves plus a seeded ripple, so two seeds give clearly different images."""
+    c, y, x = np.meshgrid(np.arange(3), np.arange(size), np.arange(size), indexing="ij")
+    v = np.sin(0.31 * x * (c + 1) + 0.17 * y + seed) + np.cos(0.23 * y * (seed + 1) - 0.11 * x * c)
+    return (0.9 * v).astype(np.float32)
+
+
+LLAVA_PREFIX = "The capital of France is"
+LLAVA_SUFFIX = " and the capital of Italy is"
+
+
+def llava_activations(model, ids, pixels):
+    """The vision points (tower embeddings, each layer run, selected features, projector), the
+    merged embeddings, the text hidden states and the last-position logits of one pass."""
+    cfg = model.config
+    lm = model.model.language_model
+    seen = {}
+    hooks = [
+        lm.register_forward_pre_hook(lambda mod, a, kw: seen.__setitem__("merged", kw["inputs_embeds"]), with_kwargs=True),
+        lm.norm.register_forward_pre_hook(lambda mod, inp: seen.__setitem__("last", inp[0])),
+    ]
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]), pixel_values=torch.tensor(pixels[None]), output_hidden_states=True)
+        vis = model.model.vision_tower(torch.tensor(pixels[None]), output_hidden_states=True).hidden_states
+        layer = cfg.vision_feature_layer
+        selected = vis[layer][:, 1:] if cfg.vision_feature_select_strategy == "default" else vis[layer]
+        projected = model.model.multi_modal_projector(selected)
+    for h in hooks:
+        h.remove()
+    n_run = len(vis) + layer if layer < 0 else layer  # hidden_states[k]: after k layers
+    t = {
+        "vision.embed": vis[0][0],
+        "vision.selected": selected[0],
+        "projector_out": projected[0],
+        "merged_embed": seen["merged"][0],
+        "logits_last": out.logits[0, -1],
+    }
+    for k in range(n_run):
+        t[f"vision.layers.{k}.layer_out"] = vis[k + 1][0]
+    hs = out.hidden_states
+    n_layer = cfg.text_config.num_hidden_layers
+    t["embed"] = lm.embed_tokens(torch.tensor([ids]))[0].detach()
+    t["final_norm"] = hs[n_layer][0]
+    for k in range(n_layer - 1):
+        t[f"layers.{k}.layer_out"] = hs[k + 1][0]
+    t[f"layers.{n_layer - 1}.layer_out"] = seen["last"][0]
+    return {k: v.detach().numpy().astype(np.float32) for k, v in t.items()}
+
+
+def make_llava_golden(dayzero, yaml_path):
+    """The tiny llava on a fixed pixel pattern (saved in the golden, so the C++ test feeds the
+    same ProcessedImage without image decoding) and a prompt with the placeholder expanded in
+    its middle; also a second pattern's logits_last for the different-image check."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = pathlib.Path(tmp) / "llava"
+        subprocess.run([dayzero, "make-model", "--config", str(yaml_path), "--out", str(model_dir)], check=True)
+        config = json.loads((model_dir / "config.json").read_text())
+        tok = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        image_token = config["image_token_index"]
+        vc = config["vision_config"]
+        n_feat = (vc["image_size"] // vc["patch_size"]) ** 2
+        prefix = tok.encode(LLAVA_PREFIX, add_special_tokens=False).ids
+        suffix = tok.encode(LLAVA_SUFFIX, add_special_tokens=False).ids
+        assert image_token not in prefix + suffix
+        ids = prefix + [image_token] * n_feat + suffix
+        model = transformers.LlavaForConditionalGeneration.from_pretrained(str(model_dir), dtype=torch.float32)
+        model.eval()
+        pixels = image_pattern(0, vc["image_size"])
+        tensors = {"prompt_ids": np.array(ids, dtype=np.int32), "pixel_values": pixels,
+                   "pixel_values_b": image_pattern(1, vc["image_size"])}
+        tensors.update(llava_activations(model, ids, pixels))
+        tensors["b.logits_last"] = llava_activations(model, ids, tensors["pixel_values_b"])["logits_last"]
+        seq, greedy_ids = list(ids), []
+        for _ in range(N_GREEDY):  # full recomputation, image included every time
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([seq]), pixel_values=torch.tensor(pixels[None])).logits[0, -1]
+            greedy_ids.append(int(torch.argmax(logits)))
+            seq.append(greedy_ids[-1])
+        tensors["greedy_ids"] = np.array(greedy_ids, dtype=np.int32)
+        meta = {"magic": "dayzero-golden", "version": "1", "family": "llava", "make_model_config": yaml_path.name,
+                "prompt": LLAVA_PREFIX + "<image>" + LLAVA_SUFFIX, "image": "image_pattern(0) / image_pattern(1)",
+                "transformers": transformers.__version__, "torch": torch.__version__,
+                "tokenizers": tokenizers.__version__, "dtype": "float32"}
+        safetensors.numpy.save_file(tensors, str(GOLDEN / "llava.safetensors"), metadata=meta)
+        print(f"llava: {len(ids)} prompt tokens ({n_feat} image rows), greedy {greedy_ids}")
+
+
 def make_golden(dayzero, yaml_path):
     family = yaml_path.stem
+    if family == "llava":
+        return make_llava_golden(dayzero, yaml_path)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = pathlib.Path(tmp) / family
         subprocess.run([dayzero, "make-model", "--config", str(yaml_path), "--out", str(model_dir)], check=True)

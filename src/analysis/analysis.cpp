@@ -135,10 +135,13 @@ void add_features(Analysis& a) {
                           "declared and counted apart"});
   if (a.dims.vision) {
     const VisionDims& v = *a.dims.vision;
-    missing("vision tower", v.model_type + " " + std::to_string(v.n_layer) + " layers, hidden " + std::to_string(v.hidden) +
+    // With an adapter (llava) the tower and projector run; without one they still need a block.
+    auto vision = [&](const std::string& name, const std::string& detail, const std::string& evidence,
+                      const std::string& what) { known ? ok(name, detail, evidence, what) : missing(name, detail, evidence, what); };
+    vision("vision tower", v.model_type + " " + std::to_string(v.n_layer) + " layers, hidden " + std::to_string(v.hidden) +
                                 ", patch " + std::to_string(v.patch),
             "vision_config; tensors " + pattern(a, "vision tower", "(none)"), "a vision encoder block");
-    missing("projector", "vision " + std::to_string(v.hidden) + " -> text " + std::to_string(t.hidden),
+    vision("projector", "vision " + std::to_string(v.hidden) + " -> text " + std::to_string(t.hidden),
             "tensors " + pattern(a, "projector", "(none)"), "a multimodal projector and image-token merge");
   }
   if (a.dims.has_audio) missing("audio tower", "", "audio_config", "an audio encoder block");

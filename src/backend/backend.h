@@ -21,6 +21,10 @@ struct MemoryInfo {
   int64_t peak_bytes = 0;   // peak of this process so far (CPU: peak RSS)
 };
 
+// The GELU family: erf (nn.GELU()), tanh approximation (gelu_pytorch_tanh), quick_gelu
+// (x * sigmoid(1.702 x)).
+enum class GeluKind { kErf, kTanh, kQuick };
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -61,6 +65,14 @@ class Backend {
   // [row_offset, row_offset + rows), zero rows for the others (a vocabulary-parallel shard).
   // ids int32 [n_tokens].
   virtual void embedding(const Tensor& ids, const Tensor& table, int64_t row_offset, Tensor& out) = 0;
+  // Vision encoders. y[rows, width] = layernorm(x[rows, width]) * w[width] + b[width] (b may
+  // be null: no bias); rows = numel / width.
+  virtual void layernorm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& y) = 0;
+  // y = gelu(x) elementwise (kind: erf, tanh approximation, quick_gelu); y may be x.
+  virtual void gelu(GeluKind kind, const Tensor& x, Tensor& y) = 0;
+  // out[n_tokens, n_head, head_dim] = bidirectional attention of q over k/v
+  // [n_tokens, n_head_kv, head_dim] (no mask, no cache: an encoder's self-attention).
+  virtual void attention_full(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) = 0;
 };
 
 struct BackendOptions {

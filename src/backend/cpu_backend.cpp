@@ -99,6 +99,24 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void layernorm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& y) override {
+    const int64_t width = w.numel();
+    DZ_CHECK(x.numel() % width == 0 && x.numel() == y.numel() && (!b || b->numel() == width));
+    kc::layernorm(x.numel() / width, width, f(x), f(w), b ? f(*b) : nullptr, eps, f(y));
+  }
+  void gelu(GeluKind kind, const Tensor& x, Tensor& y) override {
+    DZ_CHECK(x.numel() == y.numel());
+    const kc::GeluKind k = kind == GeluKind::kErf    ? kc::GeluKind::kErf
+                           : kind == GeluKind::kTanh ? kc::GeluKind::kTanh
+                                                     : kc::GeluKind::kQuick;
+    kc::gelu(x.numel(), k, f(x), f(y));
+  }
+  void attention_full(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) override {
+    DZ_CHECK(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() && out.shape() == q.shape());
+    DZ_CHECK(k.dim(0) == q.dim(0) && q.dim(1) % k.dim(1) == 0 && q.dim(2) == k.dim(2));
+    kc::attention_full(q.dim(0), q.dim(1), k.dim(1), q.dim(2), f(q), f(k), f(v), scale, f(out));
+  }
+
  private:
   int64_t budget_;
 };

@@ -57,6 +57,7 @@ void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
   row("norms", c.norms);
   row("lm_head", c.lm_head);
   row("vision", c.vision);
+  row("projector", c.projector);
   row("other", c.other);
   o << "  total           " << std::setw(20) << model::grouped_count(r.total) << "  " << model::human_count(static_cast<double>(r.total))
     << "\n"

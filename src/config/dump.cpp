@@ -21,7 +21,8 @@ bool parse_index(std::string_view s, int* out) {
 const std::vector<std::string>& dump_point_names() {
   static const std::vector<std::string> kNames = {
       "embed",    "attn_norm",  "attn_out", "ffn_norm",         "router_logits", "topk_ids",    "ffn_out",
-      "layer_out", "final_norm", "logits",  "vision_layer_out", "projector_out", "merged_embed"};
+      "layer_out", "final_norm", "logits",  "vision_layer_out", "projector_out", "merged_embed",
+      "vision_embed", "vision_selected", "vision_merged"};
   return kNames;
 }
 
@@ -56,6 +57,9 @@ bool DumpSelection::wants_key(std::string_view key) const {
     rest = key.substr(kLayers.size());
   } else {
     // Layer-less points; a per-layer point without its layer is not a key.
+    if (key == "vision.embed") return wants_point("vision_embed");
+    if (key == "vision.selected") return wants_point("vision_selected");
+    if (key == "vision.merged") return wants_point("vision_merged");
     static constexpr std::string_view kTop[] = {"embed", "final_norm", "logits", "projector_out", "merged_embed"};
     return std::find(std::begin(kTop), std::end(kTop), key) != std::end(kTop) && wants_point(key);
   }

@@ -468,7 +468,20 @@ Status Parser::parse_watchdog(const YAML::Node& n) {
 }
 
 Status Parser::parse_debug(const YAML::Node& n) {
-  DZ_RETURN_IF_ERROR(check_map(n, "debug", {"perturb", "stall"}));
+  DZ_RETURN_IF_ERROR(check_map(n, "debug", {"perturb", "stall", "image_patterns"}));
+  if (given(n["image_patterns"])) {
+    const YAML::Node l = n["image_patterns"];
+    if (!l.IsSequence()) return error(l, "debug.image_patterns", "must be a list of {prompt, seed}");
+    for (size_t i = 0; i < l.size(); ++i) {
+      const std::string path = "debug.image_patterns[" + std::to_string(i) + "]";
+      DZ_RETURN_IF_ERROR(check_map(l[i], path, {"prompt", "seed"}));
+      ImagePatternConfig ip;
+      if (!given(l[i]["prompt"])) return error(l[i], path + ".prompt", "missing required key (a prompt id)");
+      DZ_RETURN_IF_ERROR(get_string(l[i]["prompt"], path + ".prompt", &ip.prompt));
+      if (given(l[i]["seed"])) DZ_RETURN_IF_ERROR(get_int(l[i]["seed"], path + ".seed", &ip.seed));
+      cfg_->debug.image_patterns.push_back(ip);
+    }
+  }
   if (given(n["perturb"])) {
     const YAML::Node p = n["perturb"];
     DZ_RETURN_IF_ERROR(check_map(p, "debug.perturb", {"point", "scale"}));

@@ -153,10 +153,18 @@ struct PerturbConfig {
   std::string point;   // a dump point produced by emit: "layers.3.ffn_out", "embed", "logits"
   double scale = 1.0;  // that tensor is multiplied by scale where it is produced (every rank)
 };
+// debug.image_patterns (tests only): prompt `prompt` gets one synthetic image per entry, a
+// deterministic wave pattern of the model's image size already normalised (no file, no
+// preprocessing), so image+text forwards can be tested before and apart from image decoding.
+struct ImagePatternConfig {
+  std::string prompt;
+  int seed = 0;
+};
 // debug: fault injection for tests only.
 struct DebugConfig {
   std::optional<PerturbConfig> perturb;
   std::optional<StallConfig> stall;
+  std::vector<ImagePatternConfig> image_patterns;
 };
 
 struct RunConfig {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "image/processed_image.h"
 #include "model/activation_sink.h"
 #include "model/hparams.h"
 #include "model/tensor_spec.h"
@@ -87,8 +88,20 @@ class Adapter {
   // hidden [n_tokens, n_embd] is updated in place to the layer's output.
   virtual void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const = 0;
 
+  // Multimodal families (hp.vision.enabled): one image's features in the text width
+  // [n_features, n_embd] (blocks::image_feature_count rows), computed on the first pipeline
+  // stage from the replicated tower; dumps the vision points into sink (may be null).
+  virtual Tensor image_features(backend::Backend& be, const HParams& hp, const Weights& w,
+                                const image::ProcessedImage& img, ActivationSink* sink) const {
+    DZ_CHECK(false, family() << " has no vision tower (image " << img.source << ")");
+    return {};
+  }
+
   // config.json of a generated model with these sizes.
   virtual nlohmann::json make_config(const ModelShape& shape) const = 0;
+  // preprocessor_config.json of a generated model with this config.json (null: the family
+  // takes no images).
+  virtual nlohmann::json make_preprocessor_config(const nlohmann::json& config) const { return nullptr; }
   // Fills the sizes this family needs that shape leaves at 0 (experts of an MoE family) with
   // tiny defaults, so a generated model needs no size flags. Sizes already set are kept.
   virtual void fill_tiny_defaults(ModelShape& shape) const {}

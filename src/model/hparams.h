@@ -49,6 +49,35 @@ struct GroupRouting {
   int64_t n_shared_experts = 0;  // shared SwiGLU of n_shared_experts * n_ff_expert
 };
 
+// A vision tower and its projector into the text model (multimodal families; absent when
+// enabled is false). Every option names a part of the shared core in model/blocks/vision.h,
+// so a family picks its parts and its tensor names rather than adding a code path.
+struct VisionParams {
+  enum class PosEmbed { kNone, kLearned, kLearnedResampled };  // resampled: table [pos_h, pos_w, d] -> grid (bicubic)
+  enum class Rope2d { kNone, kInterleaved };                   // interleaved: (w, h) per frequency (MoonViT)
+  enum class Act { kGelu, kGeluTanh, kQuickGelu };
+  bool enabled = false;
+  int64_t image_size = 0, patch_size = 0, n_channels = 3;
+  int64_t n_embd = 0, n_layer = 0, n_head = 0, n_ff = 0;  // the tower's own sizes
+  double norm_eps = 1e-5;                                  // every LayerNorm of the tower
+  bool class_token = false;                                // CLIP: a learned [CLS] before the patches
+  bool patch_bias = false;                                 // the patch conv has a bias
+  PosEmbed pos_embed = PosEmbed::kLearned;
+  int64_t pos_h = 0, pos_w = 0;                            // learned table grid (CLS row extra)
+  Rope2d rope = Rope2d::kNone;
+  double rope_theta = 10000.0;
+  bool pre_norm = false;                                   // CLIP pre_layrnorm after the embeddings
+  bool fused_qkv = false;
+  Act act = Act::kQuickGelu;
+  int64_t n_layer_run = 0;        // encoder layers run: the feature layer's hidden state
+  bool drop_class_token = true;   // vision_feature_select_strategy "default"
+  int64_t merge_kernel = 1;       // k x k patch merger (1: none)
+  bool projector_pre_norm = false;
+  Act projector_act = Act::kGelu;
+  int64_t projector_hidden = 0;   // linear_1 output width
+  int32_t image_token_id = -1;    // the placeholder the processor expands per image
+};
+
 struct HParams {
   std::string family;      // adapter name, e.g. "llama"
   std::string model_type;  // as written in config.json
@@ -81,6 +110,7 @@ struct HParams {
   int64_t rope_dim = 0;
   int64_t n_nextn_layer = 0;  // multi-token-prediction layers after n_layer (declared, not run)
   int64_t quant_block_rows = 0, quant_block_cols = 0;  // FP8 block size (0: not quantized)
+  VisionParams vision;         // multimodal families only
   nlohmann::json raw;          // config.json as read
 
   bool is_moe_layer(int layer) const {

@@ -42,6 +42,7 @@ int64_t& component_slot(ComponentParams& c, Component k) {
     case Component::kNorm: return c.norms;
     case Component::kLmHead: return c.lm_head;
     case Component::kVision: return c.vision;
+    case Component::kProjector: return c.projector;
     case Component::kMtpHead: return c.mtp_head;
     case Component::kUnknown:
     case Component::kQuantScale: break;
@@ -133,7 +134,12 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
   const bool sliding = c.contains("sliding_window") && c["sliding_window"].is_number_integer() &&
                        (use_sw == c.end() || !use_sw->is_boolean() || use_sw->get<bool>());
   if (sliding) f.push_back({"sliding window", std::to_string(c["sliding_window"].get<int64_t>()), S::kNo});
-  if (c.contains("vision_config") && c["vision_config"].is_object()) f.push_back({"vision tower", "", S::kNo});
+  if (hp.vision.enabled)
+    f.push_back({"vision tower", std::to_string(hp.vision.n_layer_run) + " of " + std::to_string(hp.vision.n_layer) +
+                                     " encoder layers run (the feature layer), tower and projector on the first stage",
+                 S::kYes});
+  else if (c.contains("vision_config") && c["vision_config"].is_object())
+    f.push_back({"vision tower", "", S::kNo});
   return f;
 }
 
@@ -225,6 +231,7 @@ nlohmann::json components_json(const ComponentParams& c) {
           {"norms", c.norms},
           {"lm_head", c.lm_head},
           {"vision", c.vision},
+          {"projector", c.projector},
           {"mtp_head", c.mtp_head},
           {"other", c.other},
           {"total", c.total()}};

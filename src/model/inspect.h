@@ -20,9 +20,9 @@ namespace dayzero::model {
 // Parameters per component; an FP8 block scale is never a parameter.
 struct ComponentParams {
   int64_t embedding = 0, attention = 0, dense_mlp = 0, routed_experts = 0, shared_experts = 0, router = 0,
-          norms = 0, lm_head = 0, vision = 0, mtp_head = 0, other = 0;
+          norms = 0, lm_head = 0, vision = 0, projector = 0, mtp_head = 0, other = 0;
   int64_t total() const {
-    return embedding + attention + dense_mlp + routed_experts + shared_experts + router + norms + lm_head + vision +
+    return embedding + attention + dense_mlp + routed_experts + shared_experts + router + norms + lm_head + vision + projector +
            mtp_head + other;
   }
 };

@@ -26,6 +26,7 @@ const char* component_name(Component c) {
     case Component::kNorm: return "norms";
     case Component::kLmHead: return "lm_head";
     case Component::kVision: return "vision";
+    case Component::kProjector: return "projector";
     case Component::kMtpHead: return "mtp_head";
     case Component::kQuantScale: return "quant_scale";
   }

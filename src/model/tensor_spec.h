@@ -31,7 +31,8 @@ enum class Component {
   kRouter,        // router weight and selection bias
   kNorm,          // every RMSNorm weight (layer norms, q/k norms, MLA's latent norms, final norm)
   kLmHead,
-  kVision,
+  kVision,       // a vision tower (patch embedding, encoder layers, its norms)
+  kProjector,    // the multimodal projector from the tower into the text width
   kMtpHead,       // multi-token prediction's own projection, embedding and head
   kQuantScale,    // FP8 block scales: quantization metadata, not parameters
 };

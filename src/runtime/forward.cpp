@@ -3,9 +3,12 @@
 #include "runtime/forward.h"
 #include "runtime/perturb_sink.h"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "comm/comm.h"
+#include "model/blocks/vision.h"
 #include "plan/memory.h"
 
 namespace dayzero::runtime {
@@ -13,6 +16,38 @@ namespace {
 constexpr int kHiddenTag = 11;
 
 void check_comm(const Status& s, const char* what) { DZ_CHECK(s.ok(), what << ": " << s.message()); }
+
+// The vision points of a prompt's images stacked in image order: every image produces the same
+// names, and each name is dumped once as [rows of all images, width].
+class StackingSink final : public model::ActivationSink {
+ public:
+  StackingSink(backend::Backend& be, model::ActivationSink* sink) : be_(be), sink_(sink) {}
+  bool wants(const std::string& name) const override { return sink_ && sink_->wants(name); }
+  void put(const std::string& name, const Tensor& t) override {
+    const int64_t width = t.dim(-1);
+    Tensor host = Tensor::host(DType::kF32, {t.numel() / width, width});
+    be_.to_host(t, host);
+    auto [it, added] = stacked_.try_emplace(name, width, std::vector<float>{});
+    if (added) order_.push_back(name);
+    DZ_CHECK(it->second.first == width, name << ": width " << width << " after " << it->second.first);
+    it->second.second.insert(it->second.second.end(), host.f32(), host.f32() + host.numel());
+  }
+  // Hands every stacked point to the sink, in the order first produced.
+  void flush() {
+    for (const std::string& name : order_) {
+      const auto& [width, values] = stacked_.at(name);
+      Tensor t = Tensor::host(DType::kF32, {static_cast<int64_t>(values.size()) / width, width});
+      std::copy(values.begin(), values.end(), t.f32());
+      sink_->put(name, be_.to_device(t));
+    }
+  }
+
+ private:
+  backend::Backend& be_;
+  model::ActivationSink* sink_;
+  std::map<std::string, std::pair<int64_t, std::vector<float>>> stacked_;
+  std::vector<std::string> order_;
+};
 }  // namespace
 
 KvCache::KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx,
@@ -84,8 +119,8 @@ KvCache Forward::new_cache(int64_t n_ctx) const {
 }
 
 Tensor Forward::run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cache, model::ActivationSink* sink,
-                    bool all_logits) {
-  const SeqInput one{tokens, pos0, &cache};
+                    bool all_logits, std::span<const image::ProcessedImage> images) {
+  const SeqInput one{tokens, pos0, &cache, images};
   return run_batch({&one, 1}, sink, all_logits);
 }
 
@@ -102,6 +137,8 @@ Forward::Rows Forward::stack_rows(std::span<const SeqInput> seqs) {
     DZ_CHECK(len > 0 && s.pos0 + len <= s.cache->n_ctx(),
              "forward of " << len << " tokens at " << s.pos0 << " exceeds the cache");
     n += len;
+    DZ_CHECK(s.images.empty() || seqs.size() == 1, "images in a batch of " << seqs.size() << " sequences");
+    DZ_CHECK(s.images.empty() || hp_.vision.enabled, hp_.family << " takes no images");
   }
   // Stacked rows: ids and per-row positions; one segment per sequence.
   Tensor pos_host = Tensor::host(DType::kI32, {n});
@@ -162,6 +199,7 @@ Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink*
     // Vocabulary-parallel: each tp rank filled the rows of its vocabulary range.
     if (part_.vocab_end - part_.vocab_begin < hp_.n_vocab && tp_all_reduce_) tp_all_reduce_(hidden);
     model::emit(sink, "embed", hidden);
+    if (!seqs[0].images.empty()) place_images(seqs[0], hidden, sink);
   } else {
     const int prev = part_.pp->rank() - 1;
     check_comm(part_.pp->recv(hidden, prev, kHiddenTag), "pipeline receive of hidden states");
@@ -192,6 +230,19 @@ Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink*
   Tensor logits = lm_head(last_rows);
   model::emit(sink, "logits", logits);
   return logits;
+}
+
+void Forward::place_images(const SeqInput& seq, Tensor& hidden, model::ActivationSink* sink) {
+  // Every tp rank holds the whole tower (replicated) and computes the same features: no
+  // collective, and the result is the same under every plan.
+  std::vector<Tensor> features;
+  StackingSink stacked(be_, sink);
+  for (const image::ProcessedImage& img : seq.images)
+    features.push_back(adapter_.image_features(be_, hp_, w_, img, sink ? &stacked : nullptr));
+  if (sink) stacked.flush();
+  const Status s = model::blocks::place_image_features(be_, seq.tokens, hp_.vision.image_token_id, features, hidden);
+  DZ_CHECK(s.ok(), s.message());
+  model::emit(sink, "merged_embed", hidden);
 }
 
 Tensor Forward::lm_head(const Tensor& rows) {

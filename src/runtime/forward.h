@@ -73,10 +73,15 @@ class KvCache {
 
 // One sequence of a batched forward call: its tokens at positions pos0 .. pos0 + n - 1 and its
 // cache. REQUIRES: tokens non-empty, pos0 + tokens.size() <= cache->n_ctx().
+// images: the sequence's images in prompt order (multimodal families, prefill only); its tokens
+// carry each image's feature rows as runs of the placeholder (model::blocks::
+// expand_image_placeholders). On the first stage the tower and projector turn each image into
+// rows that replace the placeholder rows of the embeddings (dump point merged_embed).
 struct SeqInput {
   std::span<const int32_t> tokens;
   int64_t pos0 = 0;
   KvCache* cache = nullptr;
+  std::span<const image::ProcessedImage> images = {};
 };
 
 class Forward {
@@ -97,13 +102,15 @@ class Forward {
   // Collective over tp and pp: every rank of the replica calls it with the same tokens.
   // REQUIRES: pos0 + tokens.size() <= cache.n_ctx().
   Tensor run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cache, model::ActivationSink* sink,
-             bool all_logits);
+             bool all_logits, std::span<const image::ProcessedImage> images = {});
   // The same for a batch: the sequences' tokens are stacked in order into one set of rows
   // [sum n_i, n_embd], so every GEMM and every collective runs once for the batch; each
   // sequence appends to and attends over its own cache. The sink sees the stacked rows. On the
   // last stage returns [sum n_i, n_vocab] when all_logits, else [n_seqs, n_vocab] (each
   // sequence's last token, in order).
   // Collective over tp and pp: every rank of the replica calls it with the same batch.
+  // REQUIRES: a sequence with images is the batch's only sequence (a prefill), and its tokens
+  // hold exactly its images' feature rows as placeholders.
   Tensor run_batch(std::span<const SeqInput> seqs, model::ActivationSink* sink, bool all_logits);
 
   // Replay (dayzero run --replay-layers): `input`, the hidden state entering layer
@@ -143,6 +150,8 @@ class Forward {
   // This rank's decoder layers over hidden [n, n_embd] (in place), each sequence on its cache.
   void run_layers(std::span<const SeqInput> seqs, Rows& rows, model::ActivationSink* sink, Tensor& hidden);
   Tensor lm_head(const Tensor& normed);
+  // The images' features into their placeholder rows of hidden [n_tokens, n_embd] (first stage).
+  void place_images(const SeqInput& seq, Tensor& hidden, model::ActivationSink* sink);
 
   backend::Backend& be_;
   const model::Adapter& adapter_;

@@ -23,11 +23,11 @@ void top_k(const float* x, int64_t n, int k, int32_t* ids, float* values) {
 }
 
 Sequence prefill(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt, const GenerateOptions& opts,
-                 model::ActivationSink* sink) {
+                 model::ActivationSink* sink, std::span<const image::ProcessedImage> images) {
   const auto n_prompt = static_cast<int64_t>(prompt.size());
   Sequence seq{fwd.new_cache(n_prompt + std::max(opts.max_new_tokens, 1)), {}, n_prompt, {}};
   const int64_t t0 = monotonic_ns();
-  seq.logits = fwd.run(prompt, 0, seq.cache, sink, false);
+  seq.logits = fwd.run(prompt, 0, seq.cache, sink, false, images);
   seq.gen.prefill_seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
   if (fwd.partition().last_stage) seq.gen.logits_last.assign(seq.logits.f32(), seq.logits.f32() + hp.n_vocab);
   return seq;

@@ -47,8 +47,10 @@ struct Sequence {
 // Prefill of one prompt. Collective over the replica's tp and pp groups. Stages overlap when
 // several prompts are prefilled back to back: stage s starts prompt i + 1 while stage s + 1
 // still works on prompt i (hidden states travel with blocking send/recv).
+// images (multimodal families): the prompt's images, whose placeholders prompt already carries
+// expanded (model::blocks::expand_image_placeholders).
 Sequence prefill(Forward& fwd, const model::HParams& hp, std::span<const int32_t> prompt, const GenerateOptions& opts,
-                 model::ActivationSink* sink);
+                 model::ActivationSink* sink, std::span<const image::ProcessedImage> images = {});
 // Greedy decode of prefilled prompts together: each step runs one forward over every live
 // sequence (one row each, each on its own cache); a sequence leaves the batch, and its cache is
 // released, when it emits an EOS (with stop_at_eos) or its max_new_tokens-th token. The next

@@ -77,11 +77,13 @@ Init init_for(const TensorSpec& s) {
     const std::string x(suffix);
     return n.size() >= x.size() && n.compare(n.size() - x.size(), x.size(), x) == 0;
   };
-  if (ends_with("norm.weight")) return {0.1f, 1.0f};
+  // CLIP's LayerNorms: layer_norm1/2, pre_layrnorm (sic), post_layernorm.
+  if (ends_with("norm.weight") || ends_with("norm1.weight") || ends_with("norm2.weight")) return {0.1f, 1.0f};
   if (ends_with(".bias")) return {0.1f, 0.0f};
-  if (n == "model.embed_tokens.weight") return {std::sqrt(3.0f), 0.0f};
-  const float fan_in = static_cast<float>(s.shape.back());
-  if (n == "lm_head.weight") return {2.5f * std::sqrt(3.0f / fan_in), 0.0f};
+  if (n == "model.embed_tokens.weight" || n == "language_model.model.embed_tokens.weight") return {std::sqrt(3.0f), 0.0f};
+  // A conv weight [out, C, kh, kw] is a Linear over C * kh * kw inputs.
+  const float fan_in = static_cast<float>(s.shape.size() > 2 ? shape_numel(s.shape) / s.shape[0] : s.shape.back());
+  if (n == "lm_head.weight" || n == "language_model.lm_head.weight") return {2.5f * std::sqrt(3.0f / fan_in), 0.0f};
   return {std::sqrt(3.0f / fan_in), 0.0f};
 }
 
@@ -250,6 +252,8 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
                                      {"weight_block_size", {128, 128}}};
   for (const auto& [key, value] : o.config_overrides.items()) config[key] = value;
   DZ_RETURN_IF_ERROR(write_text(out / "config.json", config.dump(2)));
+  if (const nlohmann::json pre = adapter->make_preprocessor_config(config); !pre.is_null())
+    DZ_RETURN_IF_ERROR(write_text(out / "preprocessor_config.json", pre.dump(2)));
   nlohmann::json gen = {{"do_sample", false}};
   if (tids.bos >= 0) gen["bos_token_id"] = tids.bos;
   if (tids.eos >= 0) gen["eos_token_id"] = tids.eos;

@@ -1,12 +1,15 @@
-// Prompts with images through `dayzero run` on a tiny llama: refused with exit 2 and one
-// sentence naming the prompt (and the file) when the model is text-only, when the model's
-// forward takes no images, and for every bad file: missing, a folder, empty, not PNG/JPEG,
-// a zero-size header, a decompression bomb (a 100000x100000 PNG header of 33 bytes) and a
-// real image over limits.max_image_pixels at config time; a truncated file at preprocessing.
-// None of them reads a weight or leaves a rank file.
+// Prompts with images through `dayzero run`: on a tiny llava, image files are decoded,
+// preprocessed and placed (two different images give different logits, the same image twice
+// identical ones, on 1 and 2 ranks); refused with exit 2 and one sentence naming the prompt
+// (and the file) when the model is text-only, when a llava lacks preprocessor_config.json, and
+// for every bad file: missing, a folder, empty, not PNG/JPEG, a zero-size header, a
+// decompression bomb (a 100000x100000 PNG header of 33 bytes) and a real image over
+// limits.max_image_pixels at config time; a truncated file at preprocessing. None of the
+// refusals reads a weight or leaves a rank file.
 #include <chrono>
 #include <sstream>
 
+#include "dump/dump_reader.h"
 #include "e2e_util.h"
 
 namespace dayzero::e2e {
@@ -23,14 +26,22 @@ const fs::path& model_dir() {
   return dir;
 }
 
-// A tiny llama with llava-1.5's preprocessor_config.json next to it: it has an image
-// processor, but its forward pass has no vision tower.
-const fs::path& model_with_processor() {
+// A tiny llava (CLIP tower for 42-px images, its preprocessor_config.json beside it).
+const fs::path& llava_dir() {
   static const fs::path dir = [] {
-    const fs::path d = scratch_dir("image-prompt-llama-pp") / "model";
-    fs::copy(model_dir(), d, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
-    fs::copy_file(kImages / "processors" / "llava-1.5" / "preprocessor_config.json", d / "preprocessor_config.json",
-                  fs::copy_options::overwrite_existing);
+    const fs::path d = scratch_dir("image-prompt-llava") / "model";
+    make_model_from_yaml(golden_sizes("llava"), d, "--dtype float32");
+    return d;
+  }();
+  return dir;
+}
+
+// The same llava without preprocessor_config.json: a vision tower, but no processor.
+const fs::path& llava_without_processor() {
+  static const fs::path dir = [] {
+    const fs::path d = scratch_dir("image-prompt-llava-npp") / "model";
+    fs::copy(llava_dir(), d, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    fs::remove(d / "preprocessor_config.json");
     return d;
   }();
   return dir;
@@ -83,12 +94,51 @@ void expect_refused(const Case& c, const std::vector<std::string>& names) {
 
 TEST(ImagePrompt, TextOnlyModelIsRefused) {
   const Case c = run_image_case("text-only", model_dir(), (kImages / "small.png").string());
-  expect_refused(c, {"prompt 'look'", "text-only", "no preprocessor_config.json"});
+  expect_refused(c, {"prompt 'look'", "text-only", "no vision tower"});
 }
 
-TEST(ImagePrompt, ModelWithoutVisionTowerIsRefusedAfterPreprocessing) {
-  const Case c = run_image_case("no-tower", model_with_processor(), (kImages / "photo.jpg").string());
-  expect_refused(c, {"prompt 'look'", "forward pass takes none"});
+TEST(ImagePrompt, VisionModelWithoutProcessorIsRefused) {
+  const Case c = run_image_case("no-processor", llava_without_processor(), (kImages / "photo.jpg").string());
+  expect_refused(c, {"prompt 'look'", "llava", "no preprocessor_config.json"});
+}
+
+// Image files through decode, the processor, the tower and placement: the image decides the
+// answer (different images differ, the same image twice is identical), and 2 ranks (dp2: each
+// prompt on one replica) give what 1 rank gives.
+TEST(ImagePrompt, ImageFilesDecideTheLogits) {
+  const fs::path dir = scratch_dir("image-prompt-llava-run");
+  const std::string cfg = "model: {path: " + llava_dir().string() + "}\n"
+      "prompts:\n"
+      "  - {id: a, text: \"What is this?\", images: [" + (kImages / "rgb_nonsquare.png").string() + "]}\n"
+      "  - {id: b, text: \"What is this?\", images: [" + (kImages / "photo.jpg").string() + "]}\n"
+      "  - {id: a2, text: \"What is this?\", images: [" + (kImages / "rgb_nonsquare.png").string() + "]}\n"
+      "generate: {max_new_tokens: 2}\n"
+      "dump: {dir: DIR, activations: {layers: all, points: [vision_embed, projector_out, merged_embed, layer_out], phase: prefill, mode: full}}\n";
+  auto write_cfg = [&](const std::string& name) {
+    std::string c = cfg;
+    c.replace(c.find("DIR"), 3, (dir / name).string());
+    write_file(dir / (name + ".yaml"), c);
+  };
+  write_cfg("one");
+  write_cfg("two");
+  const Outcome one = run_dayzero("run " + (dir / "one.yaml").string());
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const Outcome two = run_dayzero_mpi(2, "run " + (dir / "two.yaml").string());
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  auto r = dump::DumpReader::open(rank0_dump(dir / "one").string());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const auto a = r->read_output("a"), b = r->read_output("b"), a2 = r->read_output("a2");
+  ASSERT_TRUE(a.ok() && b.ok() && a2.ok());
+  EXPECT_EQ(a->logits_last, a2->logits_last) << "the same image twice gave different logits";
+  EXPECT_GT(rel_l2(a->logits_last, b->logits_last), 1e-3) << "two different images gave the same logits";
+  // The image rows come first (no placeholder in the text): more ids than the text alone.
+  EXPECT_GT(a->prompt_ids.size(), 9u);
+  MergedDump m1, m2;
+  merge_rank_files(dir / "one", 1, m1);
+  merge_rank_files(dir / "two", 2, m2);
+  const DumpDiff d = diff_dumps(m1, m2, 2e-6);
+  EXPECT_TRUE(d.mismatches.empty()) << first_lines("1 rank vs 2 ranks", d.mismatches);
+  EXPECT_TRUE(m1.count("activations/a/prefill/projector_out")) << "no projector_out in the dump";
 }
 
 TEST(ImagePrompt, BadFilesAreRefusedAtConfigTime) {
@@ -124,7 +174,7 @@ TEST(ImagePrompt, PixelLimitFromTheConfig) {
   const fs::path img = kImages / "rgb_nonsquare.png";  // 200x150
   const Case over = run_image_case("limit", model_dir(), img.string(), "limits: {max_image_pixels: 29999}\n");
   expect_refused(over, {"prompt 'look'", "rgb_nonsquare.png", "200x150 = 30000 pixels", "(29999)"});
-  // Just within the limit the file passes the config check and the model is what refuses.
+  // Just within the limit the file passes the config check and the (text-only) model is what refuses.
   const Case within = run_image_case("limit-ok", model_dir(), img.string(), "limits: {max_image_pixels: 30000}\n");
   expect_refused(within, {"prompt 'look'", "text-only"});
 }
@@ -136,7 +186,7 @@ TEST(ImagePrompt, RelativePathsResolveAgainstTheConfigAndTruncatedDataFailsAtDec
   write_file(dir / "pics" / "half.png", png.substr(0, png.size() / 2));
   Case c;
   c.dir = dir;
-  write_file(dir / "run.yaml", "model: {path: " + model_with_processor().string() + "}\n"
+  write_file(dir / "run.yaml", "model: {path: " + llava_dir().string() + "}\n"
                                "prompts:\n  - {id: look, text: hi, images: [pics/half.png]}\n"
                                "generate: {max_new_tokens: 1}\ndump: {dir: " + (dir / "run").string() + "}\n");
   const auto t0 = std::chrono::steady_clock::now();

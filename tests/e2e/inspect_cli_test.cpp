@@ -65,11 +65,23 @@ TEST(InspectCli, CheckpointFolderRunsTheTensorCheck) {
   EXPECT_GT(j["quantization"]["scale_tensors"].get<int64_t>(), 0);
 }
 
+TEST(InspectCli, LlavaCountsItsVisionTowerAndProjector) {
+  const Outcome o = run_dayzero("inspect --json " + fixture_config("llava-1.5-7b-hf"));
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const nlohmann::json r = parse_json(o);
+  // CLIP ViT-L/14-336 (24 layers, post_layernorm included) and the 1024 -> 4096 -> 4096 projector.
+  EXPECT_EQ(r["parameters"]["vision"].get<int64_t>(), 303507456) << r["parameters"].dump();
+  EXPECT_EQ(r["parameters"]["projector"].get<int64_t>(), 1024 * 4096 + 4096 + 4096 * 4096 + 4096) << r["parameters"].dump();
+  const Outcome t = run_dayzero("inspect " + fixture_config("llava-1.5-7b-hf"));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_NE(t.output.find("projector"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("vision tower"), std::string::npos) << t.output;
+}
+
 TEST(InspectCli, UnknownArchitectureGetsTheGenericAnalysis) {
-  const Outcome o = run_dayzero("inspect " + fixture_config("llava-1.5-7b-hf"));
+  const Outcome o = run_dayzero("inspect " + fixture_config("GLM-5"));
   ASSERT_EQ(o.exit_code, 0) << o.output;
   EXPECT_NE(o.output.find("unknown architecture"), std::string::npos) << o.output;
-  EXPECT_NE(o.output.find("vision tower"), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("needs a new block"), std::string::npos) << o.output;
   const Outcome j = run_dayzero("inspect --json " + fixture_config("GLM-5"));
   ASSERT_EQ(j.exit_code, 0) << j.output;

@@ -23,6 +23,7 @@
 #include "dump/heartbeat.h"
 #include "dump/timeline.h"
 #include "image/processed_image.h"
+#include "image/processor.h"
 #include "model/weights.h"
 #include "plan/plan.h"
 #include "runtime/forward.h"
@@ -37,13 +38,15 @@ namespace dayzero::runtime {
 
 struct PromptRun {
   const config::Prompt* prompt = nullptr;
-  std::vector<int32_t> ids;
+  std::vector<int32_t> ids;  // image placeholders already expanded to the images' feature rows
+  // The prompt's images as its processor leaves them, in prompt order: filled where the prompt
+  // is read (with ids expanded by model::blocks::expand_image_placeholders), handed to prefill.
+  std::vector<image::ProcessedImage> images;
   std::vector<int32_t> reference_ids;
   Generation gen;
   std::string text;
   std::optional<double> nll;
   std::string failed_expect;  // empty when every expect holds
-  std::vector<image::ProcessedImage> images;  // the prompt's images, preprocessed, in its order
 };
 
 // THE hand-over of a prompt's images to the forward pass (run_images.cpp): what the vision
@@ -72,9 +75,10 @@ class Run {
   Status open_dump_file();          // run_folder.cpp: this rank's HDF5 file and its root attributes
   Status load_checkpoint();         // run_load.cpp: this rank's slices, checked against the plan
   Status check_coverage();          // run_load.cpp: every tensor held by some rank; job-wide load figures
-  // run_images.cpp: the model's image processor and every prompt image preprocessed (before
-  // any weight is read); a text-only model is refused.
-  Status preprocess_prompt_images();
+  // run_images.cpp: prompt i's images (its `images:` files through the model's processor, made
+  // into `processor` at first use, and debug.image_patterns) into run.images, its placeholders
+  // expanded in run.ids; before any weight is read. A text-only model is refused.
+  Status add_prompt_images(size_t i, PromptRun& run, std::unique_ptr<image::ImageProcessor>& processor) const;
   Status run_prompts();             // run_prompts.cpp: prefill, decode, reference NLL, outputs
   Status run_replay_prompts();      // run_replay.cpp: run_prompts of a replay (recorded inputs, its layers only)
   Status apply_perturbation(Forward& fwd) const;  // run_prompts.cpp: debug.perturb, checked against the model

@@ -2,13 +2,15 @@
 // tensors and tokenize and bound every prompt, all before a byte of weights is read. Not the
 // plan (run_plan.cpp) nor the run folder (run_folder.cpp): a bad input stops here with nothing
 // written.
+#include <algorithm>
+#include <cmath>
 #include <string>
 
+#include "image/processor.h"
 #include "model/model_folder.h"
 #include "runtime/run/run.h"
 
 namespace dayzero::runtime {
-
 Status Run::read_config() {
   DZ_ASSIGN_OR_RETURN(cfg_, config::load_run_config(args_.config_path));
   config_loaded_ = true;
@@ -27,11 +29,14 @@ Status Run::open_model_and_prompts() {
   DZ_RETURN_IF_ERROR(check_tensors(model_));
   DZ_ASSIGN_OR_RETURN(tok_, tokenizer::Tokenizer::load(cfg_.model.path));
   // Every prompt is tokenized and bounded before any weight is read.
+  std::unique_ptr<image::ImageProcessor> processor;  // made at the first prompt with images
   for (size_t i = 0; i < cfg_.prompts.size(); ++i) {
     const config::Prompt& p = cfg_.prompts[i];
     PromptRun run;
     run.prompt = &p;
     run.ids = p.tokens ? *p.tokens : tok_->encode(*p.text, true);
+    // The prompt's images join it here (run_images.cpp), placeholders expanded, before it is bounded.
+    DZ_RETURN_IF_ERROR(add_prompt_images(i, run, processor));
     if (run.ids.empty())
       return Status::InvalidArgument(cfg_.source_name + ": prompt '" + p.id + "' has no tokens");
     if (static_cast<int64_t>(run.ids.size()) > cfg_.limits.max_prompt_tokens)
@@ -50,7 +55,10 @@ Status Run::open_model_and_prompts() {
                                      std::to_string(model_.hp.max_position) + ")");
     prompts_.push_back(std::move(run));
   }
-  return preprocess_prompt_images();
+  for (const config::ImagePatternConfig& ip : cfg_.debug.image_patterns)
+    if (std::none_of(cfg_.prompts.begin(), cfg_.prompts.end(), [&](const config::Prompt& p) { return p.id == ip.prompt; }))
+      return Status::InvalidArgument(cfg_.source_name + ": debug.image_patterns: no prompt has the id '" + ip.prompt + "'");
+  return Status::Ok();
 }
 
 }  // namespace dayzero::runtime

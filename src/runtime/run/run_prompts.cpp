@@ -76,7 +76,7 @@ Status Run::run_prompts() {
       heartbeat_->set_phase("prefill " + pr.prompt->id);
       dump::ScopedEvent ev(timeline_, "prefill", pr.prompt->id);
       auto sink = make_sink(pr.prompt->id, dump::kPhasePrefill, sel.wants_prefill());
-      seqs.push_back(prefill(fwd, model_.hp, pr.ids, go, sink.get()));
+      seqs.push_back(prefill(fwd, model_.hp, pr.ids, go, sink.get(), prompt_images(pr)));
       if (sink) keep(sink->status());
     }
     std::vector<std::unique_ptr<DumpSink>> decode_sinks;

@@ -122,13 +122,13 @@ TEST(Analysis, PublishedIndexesGiveTheirTotalSize) {
   EXPECT_EQ(l->weight_bytes, 14126854144u);
   EXPECT_EQ(l->index_total_size, 14126854144u);
   EXPECT_EQ(l->tensors.size(), 686u);
-  EXPECT_TRUE(l->adapter.empty());
+  EXPECT_EQ(l->adapter, "llava");
   EXPECT_GT(l->parts["vision tower"], 0);
   EXPECT_GT(l->parts["projector"], 0);
   ASSERT_NE(feature(*l, "vision tower"), nullptr);
-  EXPECT_EQ(feature(*l, "vision tower")->status, FeatureStatus::kNewBlock);
+  EXPECT_EQ(feature(*l, "vision tower")->status, FeatureStatus::kAdapter);
   ASSERT_NE(feature(*l, "projector"), nullptr);
-  EXPECT_EQ(feature(*l, "projector")->status, FeatureStatus::kNewBlock);
+  EXPECT_EQ(feature(*l, "projector")->status, FeatureStatus::kAdapter);
 }
 
 // Published totals (billions) and activated counts: SOURCES.md of the fixtures and the model cards.

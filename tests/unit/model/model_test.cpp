@@ -128,6 +128,7 @@ TEST(HParams, MistypedConfigValuesAreRefusedByEveryAdapter) {
         EXPECT_NE(hp.status().message().find("'" + key + "'"), std::string::npos) << hp.status().message();
       }
     }
+    if (good.contains("text_config")) continue;  // the sizes live in text_config
     nlohmann::json wrong = good;
     wrong["hidden_size"] = "64";
     auto hp = a->parse_hparams(wrong);
