@@ -59,6 +59,7 @@ Status make_sparse_like(const SparseLikeOptions& o) {
                                          ": a sparse checkpoint needs the tensor list of an adapter");
   auto parsed = (*adapter)->parse_hparams(config);
   if (!parsed.ok()) return parsed.status().with_context(config_path.string());
+  DZ_RETURN_IF_ERROR(model::check_tensor_count(*parsed));
   const model::HParams hp = std::move(parsed).value();
   const std::vector<model::TensorSpec> specs = (*adapter)->tensor_specs(hp);
   const model::ParamReport report = model::inspect_params(hp, specs, config);
