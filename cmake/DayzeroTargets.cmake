@@ -5,6 +5,12 @@ set(DAYZERO_MPIEXEC ${MPIEXEC_EXECUTABLE})
 set(DAYZERO_MPI_TEST_ENV
   "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
   "OMPI_MCA_rmaps_base_oversubscribe=1" "OPENBLAS_NUM_THREADS=1" "DAYZERO_THREADS=1")
+# Under DAYZERO_SANITIZE=address LeakSanitizer fails every MPI process at exit on Open MPI's
+# own allocations, made in dlopen()ed plugins it cannot symbolise (so no suppression file can
+# name them): leak checking is off in the sanitized test environment, the rest of ASan is on.
+if(DAYZERO_SANITIZE MATCHES "address")
+  list(APPEND DAYZERO_MPI_TEST_ENV "ASAN_OPTIONS=detect_leaks=0")
+endif()
 
 # dayzero_library(NAME dir-relative sources globbed; DEPS ...)
 function(dayzero_library name)

@@ -14,6 +14,7 @@ PKGS=(
   libstb-dev
   python3-numpy python3-h5py
   chromium            # renders the compare report headless in its test
+  clang-14 libclang-rt-14-dev   # the libFuzzer targets of fuzz/ (tools/test.sh builds them in build-fuzz/)
 )
 
 missing=()

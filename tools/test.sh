@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole test suite (CPU, MPI ranks oversubscribed
-# on this machine, one BLAS thread per rank).
+# on this machine, one BLAS thread per rank); then, where clang-14 is installed, builds the
+# libFuzzer targets of fuzz/ in build-fuzz/ (only their libraries) and runs their fixed-seed
+# pass (ctest label fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/build.sh
-cd build
-ctest --output-on-failure --timeout 600 -j"$(nproc)"
+(cd build && ctest --output-on-failure --timeout 600 -j"$(nproc)")
+if command -v clang++-14 >/dev/null && command -v clang-14 >/dev/null; then
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DDAYZERO_FUZZ=ON -DDAYZERO_CUDA=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
+  cmake --build build-fuzz -j"$(nproc)" --target fuzz_targets
+  ctest --test-dir build-fuzz -L fuzz --output-on-failure --timeout 600 -j"$(nproc)"
+else
+  echo "test.sh: clang-14 not installed: the fuzz targets were not built or run"
+fi

@@ -35,6 +35,21 @@ class SafetensorsWriter {
   std::map<std::string, std::string> metadata_;
 };
 
+// One tensor of a sparse file: its header entry only; its bytes are a hole.
+struct HoleTensor {
+  std::string name;
+  DType dtype = DType::kBF16;
+  Shape shape;
+};
+
+// Writes a .safetensors file with a complete header (tensors sorted by name, as
+// SafetensorsWriter does) whose data section is a filesystem hole: the file has its full size
+// (ftruncate) but only the header's blocks on disk, and its tensors read as zeros. A
+// real-size layout for inspect, plan and verify without the bytes. Written via path.tmp and a
+// rename. REQUIRES: names unique and not "__metadata__". Errors: IoError naming the path.
+Status write_sparse_safetensors(const std::string& path, std::vector<HoleTensor> tensors,
+                                const std::map<std::string, std::string>& metadata);
+
 // Writes dir/model.safetensors.index.json: {"metadata":{"total_size":N},"weight_map":{...}}.
 // weight_map: tensor name -> shard file name relative to dir. Errors: IoError naming the path.
 Status write_index(const std::string& dir, const std::map<std::string, std::string>& weight_map,

@@ -1,4 +1,5 @@
-// dayzero make-model: a seeded random checkpoint in the Hugging Face layout (tools/make_model.h).
+// dayzero make-model: a seeded random checkpoint in the Hugging Face layout, or (--like --sparse)
+// a real model's layout with holes for data (tools/make_model.h).
 #include <iostream>
 #include <memory>
 
@@ -8,10 +9,39 @@
 
 namespace dayzero::cli {
 
+namespace {
+
+// --like --sparse: every size, dtype and seed comes from the real config, so those flags are refused.
+template <typename Args>
+int make_sparse_like(Args& a, const CLI::App& cmd) {
+  const auto fail = [](const std::string& m) {
+    std::cerr << "dayzero make-model: " << m << std::endl;
+    return 2;
+  };
+  if (!cmd.count("--like")) return fail("--sparse and --index need --like CONFIG_OR_DIR");
+  if (!a.sparse) return fail("--like writes sparse checkpoints only (their bytes are holes): add --sparse");
+  for (const char* flag : {"--config", "--family", "--n-vocab", "--n-embd", "--n-layer", "--n-head", "--n-head-kv",
+                           "--head-dim", "--n-ff", "--n-expert", "--n-expert-used", "--n-ff-expert", "--tie-embeddings",
+                           "--dtype", "--shards", "--seed", "--tokenizer"})
+    if (cmd.count(flag)) return fail(std::string(flag) + " cannot be combined with --like: the real config decides");
+  a.like.out_dir = a.o.out_dir;
+  Status s = tools::make_sparse_like(a.like);
+  if (!s.ok()) {
+    std::cerr << "dayzero make-model: " << s.message() << std::endl;
+    return s.exit_code();
+  }
+  std::cout << "wrote a sparse checkpoint like " << a.like.like << " to " << a.o.out_dir << std::endl;
+  return 0;
+}
+
+}  // namespace
+
 void add_make_model_command(CLI::App& app, Commands& commands) {
   struct Args {
     tools::MakeModelOptions o;
     std::string yaml, dtype = "bfloat16";
+    tools::SparseLikeOptions like;
+    bool sparse = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("make-model", "Write a seeded random checkpoint of a supported family");
@@ -35,8 +65,14 @@ void add_make_model_command(CLI::App& app, Commands& commands) {
   cmd->add_option("--shards", a->o.shards, "Number of safetensors shards (> 1 writes an index)");
   cmd->add_option("--seed", a->o.seed, "Seed of the weights");
   cmd->add_option("--tokenizer", a->o.tokenizer_dir, "Copy tokenizer.json from this folder (default: a small trained one)");
+  cmd->add_option("--like", a->like.like,
+                  "A real model's folder or config.json: write its exact tensor layout (needs --sparse)");
+  cmd->add_option("--index", a->like.index_path,
+                  "With --like: the real model.safetensors.index.json (same tensor-to-shard map and file names)");
+  cmd->add_flag("--sparse", a->sparse, "With --like: leave every tensor's bytes a filesystem hole (reads as zeros)");
   cmd->callback([&commands, a, cmd] {
     commands.action = [a, cmd] {
+      if (cmd->count("--like") || cmd->count("--sparse") || cmd->count("--index")) return make_sparse_like(*a, *cmd);
       tools::MakeModelOptions o = a->o;
       if (!a->yaml.empty()) {
         // YAML first, then the flags that were given explicitly.

@@ -74,6 +74,17 @@ Result<std::vector<int64_t>> json_int_list_or_empty(const nlohmann::json& j, con
   return out;
 }
 
+Status check_tensor_count(const HParams& hp) {
+  const double layers = static_cast<double>(hp.n_layer) + static_cast<double>(std::max<int64_t>(hp.n_nextn_layer, 0));
+  const double estimate = layers * (16.0 + 3.0 * static_cast<double>(std::max<int64_t>(hp.n_expert, 0)));
+  if (estimate <= kMaxTensorSpecs) return Status::Ok();
+  return Status::InvalidArgument("config.json: num_hidden_layers (" + std::to_string(hp.n_layer) + ")" +
+                                 (hp.n_expert > 0 ? " with " + std::to_string(hp.n_expert) + " experts per layer" : "") +
+                                 " would declare about " + std::to_string(static_cast<int64_t>(estimate)) +
+                                 " tensors, more than the " + std::to_string(static_cast<int64_t>(kMaxTensorSpecs)) +
+                                 " any real model needs");
+}
+
 Result<HParams> parse_llama_like(const nlohmann::json& c) {
   HParams hp;
   if (!c.is_object()) return Status::InvalidArgument(std::string("config.json: top level is ") + json_kind(c) + ", not an object");

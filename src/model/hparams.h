@@ -135,6 +135,14 @@ Result<std::string> json_string_or(const nlohmann::json& j, const char* key, con
 // An optional list of integers (absent or null: empty).
 Result<std::vector<int64_t>> json_int_list_or_empty(const nlohmann::json& j, const char* key);
 
+// Refuses sizes that would make the tensor list itself absurd: more than kMaxTensorSpecs
+// tensors, estimated from the layer and expert counts (a layer declares ~16 tensors and 3 per
+// routed expert; Kimi-K2, 61 layers of 384 experts, lists ~71k). Without it a hostile
+// config.json ("num_hidden_layers": 100000000) makes inspect and plan build billions of specs.
+// Call after parse_hparams, before tensor_specs. InvalidArgument naming the keys.
+inline constexpr double kMaxTensorSpecs = 2e6;
+Status check_tensor_count(const HParams& hp);
+
 // Fields shared by the Llama-like families (sizes, rope, eps, tied embeddings).
 Result<HParams> parse_llama_like(const nlohmann::json& config);
 

@@ -154,6 +154,12 @@ const char* support_name(Support s) {
   return "?";
 }
 
+std::string stored_dtype_name(const TensorSpec& s, const ParamReport& r) {
+  if (s.component == Component::kQuantScale) return "F32";
+  if (!s.scale_name.empty()) return r.quant_fmt == "e5m2" ? "F8_E5M2" : "F8_E4M3";
+  return stored_dtype(r.torch_dtype);
+}
+
 ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& specs, const nlohmann::json& config,
                            const checkpoint::Catalog* catalog) {
   ParamReport r;
@@ -172,13 +178,11 @@ ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& spe
   }
 
   std::map<int, int64_t> routed_by_layer;
-  const std::string dense = stored_dtype(r.torch_dtype);
-  const std::string fp8 = r.quant_fmt == "e5m2" ? "F8_E5M2" : "F8_E4M3";
   for (const auto& s : specs) {
     const int64_t n = shape_numel(s.shape);
     const bool scale = s.component == Component::kQuantScale;
     if (!catalog) {
-      const std::string dt = scale ? "F32" : !s.scale_name.empty() ? fp8 : dense;
+      const std::string dt = stored_dtype_name(s, r);
       DTypeCount& d = r.dtypes[dt];
       d.tensors += 1;
       d.elements += n;

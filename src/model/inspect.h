@@ -84,4 +84,10 @@ ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& spe
 
 nlohmann::json to_json(const ParamReport& r);
 
+// The safetensors dtype name a tensor is stored in, from config.json alone (r: the report of
+// that config): F32 for an FP8 block scale, F8_E4M3 (F8_E5M2 for fmt e5m2) for a weight that
+// has one, else torch_dtype's (BF16 when absent). What inspect counts without weights and what
+// make-model --like writes; a torch_dtype that names no safetensors dtype is returned as is.
+std::string stored_dtype_name(const TensorSpec& s, const ParamReport& r);
+
 }  // namespace dayzero::model

@@ -41,6 +41,7 @@ Result<ModelFolder> open_model_folder(const std::string& path, WeightsNeeded wei
   m.adapter = *adapter;
   auto hp = m.adapter->parse_hparams(m.config);
   if (!hp.ok()) return in_context(hp.status());
+  if (Status s = check_tensor_count(*hp); !s.ok()) return in_context(s);
   m.hp = std::move(hp).value();
   m.specs = m.adapter->tensor_specs(m.hp);
   if (is_dir && (weights == WeightsNeeded::kRequired || has_safetensors(path))) {

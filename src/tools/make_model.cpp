@@ -193,7 +193,11 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
 Status make_model(const MakeModelOptions& o) {
   DZ_ASSIGN_OR_RETURN(const Adapter* adapter, find_adapter_by_family(o.family));
   if (o.out_dir.empty()) return Status::InvalidArgument("make-model: --out is required");
-  const fs::path out = fs::absolute(fs::path(o.out_dir)).lexically_normal();
+  return write_model_folder(o.out_dir, [&](const fs::path& tmp) { return write_model(o, adapter, tmp); });
+}
+
+Status write_model_folder(const std::string& out_dir, const std::function<Status(const fs::path&)>& write) {
+  const fs::path out = fs::absolute(fs::path(out_dir)).lexically_normal();
   const fs::path target = out.has_filename() ? out : out.parent_path();  // "dir/" names dir
   std::error_code ec;
   // An existing folder is replaced only when it is empty or a model folder (config.json).
@@ -213,7 +217,7 @@ Status make_model(const MakeModelOptions& o) {
   fs::remove_all(tmp, ec);
   fs::create_directory(tmp, ec);
   if (ec) return Status::IoError("make-model: cannot create " + tmp.string() + ": " + ec.message());
-  Status s = write_model(o, adapter, tmp);
+  Status s = write(tmp);
   if (s.ok() && exists) {
     const fs::path old = target.parent_path() / (target.filename().string() + tag + ".old");
     fs::rename(target, old, ec);

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <string>
 
 #include "core/dtype.h"
@@ -31,6 +33,31 @@ struct MakeModelOptions {
 
 // Writes the checkpoint; the model's n_vocab grows to cover the tokenizer when needed.
 Status make_model(const MakeModelOptions& options);
+
+// A checkpoint with the exact tensor names, shapes, dtypes (FP8 and its block scales where
+// config.json's quantization_config says so) of a real model, from its config.json and the
+// family's adapter, with every data region a filesystem hole (checkpoint/writer.h): terabytes
+// apparent, kilobytes on disk. With the real index.json the tensors go to the same shard
+// files (and the index is copied); without one they are packed in spec order into shards of
+// at most max_shard_bytes named like Hugging Face's. config.json (and generation_config.json,
+// tokenizer.json, tokenizer_config.json when next to it) are copied byte for byte.
+struct SparseLikeOptions {
+  std::string like;        // a model folder holding config.json, or a config.json
+  std::string index_path;  // model.safetensors.index.json of the real model; empty: none
+  std::string out_dir;
+  uint64_t max_shard_bytes = 5'000'000'000;  // transformers' default max_shard_size "5GB"
+};
+
+// Errors (bad input, exit 2), each naming the file: no config.json, an architecture without
+// an adapter, a torch_dtype that is no safetensors dtype, an index whose tensors differ from
+// the adapter's (the first missing and unknown names), whose shard names are not plain
+// .safetensors file names, or whose metadata.total_size differs from the tensors' bytes.
+Status make_sparse_like(const SparseLikeOptions& options);
+
+// Writes a model folder at out_dir through write(folder): into a sibling folder renamed over
+// out_dir at the end, so a failure leaves nothing behind. An existing out_dir is replaced only
+// when it is empty or a model folder (holds config.json).
+Status write_model_folder(const std::string& out_dir, const std::function<Status(const std::filesystem::path&)>& write);
 
 // Reads sizes from a small YAML file ({family, n_vocab, n_embd, n_layer, n_head, n_head_kv,
 // head_dim, n_ff, tie_embeddings, rope_theta, dtype, shards, seed}) into options.

@@ -77,6 +77,41 @@ TEST(Safetensors, RoundTripEveryDtype) {
   EXPECT_EQ(first % 8, 0u);
 }
 
+// A sparse file has the same header as a written one, its full size, next to nothing on disk,
+// and its tensors read as zeros.
+TEST(Safetensors, SparseFileMatchesTheWrittenLayout) {
+  TempDir dir;
+  SafetensorsWriter w;
+  w.add("w", DType::kBF16, {4096, 1024}, std::vector<uint8_t>(4096 * 1024 * 2, 7));
+  w.add("s", DType::kF32, {32, 8}, std::vector<uint8_t>(32 * 8 * 4, 7));
+  w.add("a", DType::kF8_E4M3, {3}, std::vector<uint8_t>(3, 7));
+  w.set_metadata({{"format", "pt"}});
+  ASSERT_TRUE(w.write(dir.file("dense.safetensors")).ok());
+  const Status s = write_sparse_safetensors(dir.file("sparse.safetensors"),
+                                            {{"w", DType::kBF16, {4096, 1024}}, {"s", DType::kF32, {32, 8}},
+                                             {"a", DType::kF8_E4M3, {3}}},
+                                            {{"format", "pt"}});
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto dense = SafetensorsFile::open(dir.file("dense.safetensors"));
+  auto sparse = SafetensorsFile::open(dir.file("sparse.safetensors"));
+  ASSERT_TRUE(dense.ok() && sparse.ok()) << sparse.status().message();
+  EXPECT_EQ(sparse->file_size(), dense->file_size());
+  ASSERT_EQ(sparse->tensors().size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(sparse->tensors()[i].name, dense->tensors()[i].name);
+    EXPECT_EQ(sparse->tensors()[i].offset, dense->tensors()[i].offset);
+    EXPECT_EQ(sparse->tensors()[i].nbytes, dense->tensors()[i].nbytes);
+  }
+  struct stat st;
+  ASSERT_EQ(::stat(dir.file("sparse.safetensors").c_str(), &st), 0);
+  EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, 64u << 10) << "8 MiB of data should be a hole";
+  ByteReader reader;
+  const TensorInfo* t = sparse->find("s");
+  std::vector<uint8_t> got(t->nbytes, 1);
+  ASSERT_TRUE(reader.read(t->file, t->offset, t->nbytes, got.data()).ok());
+  EXPECT_EQ(got, std::vector<uint8_t>(t->nbytes, 0));
+}
+
 TEST(Safetensors, FileShorterThanLengthPrefix) {
   TempDir dir;
   const std::string path = dir.file("tiny.safetensors");

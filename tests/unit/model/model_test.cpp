@@ -49,6 +49,30 @@ TEST(Llama, Llama31_405BInventory) {
   EXPECT_EQ(params, 405853388800LL);  // the published 405B
 }
 
+// Every real config passes; a layer or expert count that would list millions of tensors is
+// refused before tensor_specs runs (fuzzing config.json found inspect busy for minutes on
+// "num_hidden_layers": 100000000). Control: Kimi-K2, the largest inventory, is well inside.
+TEST(HParams, AbsurdTensorCountsAreRefused) {
+  for (const char* name : {"Kimi-K2-Instruct", "DeepSeek-V3", "Meta-Llama-3.1-405B", "Qwen3-235B-A22B", "Mixtral-8x22B-v0.1"}) {
+    const auto cfg = read_config(name);
+    auto hp = (*find_adapter(cfg))->parse_hparams(cfg);
+    ASSERT_TRUE(hp.ok()) << name;
+    EXPECT_TRUE(check_tensor_count(*hp).ok()) << name;
+  }
+  auto cfg = read_config("Qwen3-0.6B");
+  cfg["num_hidden_layers"] = 100000000;
+  auto hp = (*find_adapter(cfg))->parse_hparams(cfg);
+  ASSERT_TRUE(hp.ok());
+  const Status s = check_tensor_count(*hp);
+  EXPECT_EQ(s.exit_code(), 2);
+  EXPECT_NE(s.message().find("num_hidden_layers (100000000)"), std::string::npos) << s.message();
+  auto moe = read_config("Kimi-K2-Instruct");
+  moe["n_routed_experts"] = 1000000;
+  auto hp_moe = (*find_adapter(moe))->parse_hparams(moe);
+  ASSERT_TRUE(hp_moe.ok()) << hp_moe.status().message();
+  EXPECT_FALSE(check_tensor_count(*hp_moe).ok());
+}
+
 TEST(Llama, Llama3RopeMatchesTransformers) {
   const auto cfg = read_config("Meta-Llama-3.1-405B");
   auto hp = (*find_adapter(cfg))->parse_hparams(cfg);
