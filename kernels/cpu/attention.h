@@ -19,9 +19,10 @@ void attention_causal_rows(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, 
                            float* out);
 
 // Per kv head and tile of query tokens (the group's heads batched as rows): S = Q K^T and
-// O = P V through matmul_nt on packed copies, keys past the tile's last token never
-// computed (fully masked blocks skipped), the diagonal block masked, softmax with max
-// subtraction and the vectorised exp. Same inputs and thread count give the same bits.
+// O = P V as GEMMs on packed copies (the built-in kernel, one tile per thread at a time),
+// keys past the tile's last token never computed (fully masked blocks skipped), the
+// diagonal block masked, softmax with max subtraction and the vectorised exp. Results do
+// not depend on the thread count.
 void attention_causal_gemm(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
                            int64_t pos0, const float* q, const float* k, const float* v, float scale,
                            float* out);
