@@ -73,6 +73,17 @@ inline ::testing::AssertionResult close(const std::string& what, const std::vect
   return ::testing::AssertionFailure() << os.str();
 }
 
+// ||got - want|| / ||want|| in double (for printing measured agreement and negative controls).
+inline double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff2 = 0, ref2 = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const double d = double(got[i]) - double(want[i]);
+    diff2 += d * d;
+    ref2 += double(want[i]) * want[i];
+  }
+  return ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+}
+
 // Bit-for-bit equality (same inputs, same thread count), naming the first difference.
 inline ::testing::AssertionResult identical(const std::string& what, const std::vector<float>& a,
                                             const std::vector<float>& b, const std::vector<int64_t>& shape) {
