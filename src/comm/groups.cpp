@@ -7,9 +7,27 @@
 #include <string>
 
 #include "comm/mpi_env.h"
+#include "comm/op_watch.h"
 
 namespace dayzero::comm {
 namespace {
+
+// The communicator set-up calls are collective over the world and block until every rank
+// arrives, so they report to the op observer like every other op (group "setup", label
+// "world.setup", one sequence per process: cart_create #0, then cart_sub #1..#5 in the order
+// tp, pp, dp, ep, etp), and a peer that never arrives ends the job within the op deadline.
+const std::string kSetupLabel = "world.setup";
+int64_t g_setup_seq = 0;
+
+OpInfo setup_op(const char* name) {
+  OpInfo info;
+  info.kind = "collective";
+  info.op = name;
+  info.group = "setup";
+  info.label = &kSetupLabel;
+  info.seq = g_setup_seq++;
+  return info;
+}
 
 std::string coord_str(int dp, int pp, int tp, int ep, int etp) {
   return "(dp " + std::to_string(dp) + ", pp " + std::to_string(pp) + ", tp " + std::to_string(tp) +
@@ -61,8 +79,12 @@ Result<ProcessGroups> ProcessGroups::create(const plan::Plan& plan, int world_ra
   int dims[4] = {plan.dp, plan.pp, plan.ep, plan.etp};
   int periods[4] = {0, 0, 0, 0};
   MPI_Comm cart = MPI_COMM_NULL;
-  if (MPI_Cart_create(MPI_COMM_WORLD, 4, dims, periods, 0, &cart) != MPI_SUCCESS ||
-      cart == MPI_COMM_NULL)
+  int created = MPI_SUCCESS;
+  {
+    WatchedOp watched(setup_op("cart_create"));
+    created = MPI_Cart_create(MPI_COMM_WORLD, 4, dims, periods, 0, &cart);
+  }
+  if (created != MPI_SUCCESS || cart == MPI_COMM_NULL)
     return Status::Internal("process groups: MPI_Cart_create failed");
   int c[4] = {0, 0, 0, 0};  // dp, pp, ep, etp
   MPI_Cart_coords(cart, mpi_rank, 4, c);
@@ -76,7 +98,12 @@ Result<ProcessGroups> ProcessGroups::create(const plan::Plan& plan, int world_ra
   g.world_ = std::make_unique<MpiComm>(cart, true, "world", "world", timeline);
   auto sub = [&](const int (&keep)[4], const char* name, const std::string& where) {
     MPI_Comm sub_comm = MPI_COMM_NULL;
-    DZ_CHECK(MPI_Cart_sub(cart, keep, &sub_comm) == MPI_SUCCESS, "MPI_Cart_sub for " << name);
+    int subbed = MPI_SUCCESS;
+    {
+      WatchedOp watched(setup_op("cart_sub"));
+      subbed = MPI_Cart_sub(cart, keep, &sub_comm);
+    }
+    DZ_CHECK(subbed == MPI_SUCCESS, "MPI_Cart_sub for " << name);
     return std::make_unique<MpiComm>(sub_comm, true, name, std::string(name) + "@" + where,
                                      timeline);
   };

@@ -398,8 +398,14 @@ Status Parser::parse_generate(const YAML::Node& n) {
 }
 
 Status Parser::parse_dump(const YAML::Node& n) {
-  DZ_RETURN_IF_ERROR(check_map(n, "dump", {"enabled", "dir", "activations"}));
+  DZ_RETURN_IF_ERROR(check_map(n, "dump", {"enabled", "dir", "activations", "event_log", "timeline"}));
   DumpConfig& d = cfg_->dump;
+  if (given(n["event_log"]))
+    DZ_RETURN_IF_ERROR(get_enum<EventLogMode>(n["event_log"], "dump.event_log",
+                                              {{"full", EventLogMode::kFull}, {"off", EventLogMode::kOff}}, &d.event_log));
+  if (given(n["timeline"]))
+    DZ_RETURN_IF_ERROR(get_enum<TimelineMode>(n["timeline"], "dump.timeline",
+                                              {{"full", TimelineMode::kFull}, {"phases", TimelineMode::kPhases}}, &d.timeline));
   if (given(n["enabled"])) DZ_RETURN_IF_ERROR(get_bool(n["enabled"], "dump.enabled", &d.enabled));
   if (given(n["dir"])) DZ_RETURN_IF_ERROR(get_string(n["dir"], "dump.dir", &d.dir));
   if (given(n["activations"])) DZ_RETURN_IF_ERROR(parse_activations(n["activations"], "dump.activations", &d.activations));
@@ -458,8 +464,9 @@ Status Parser::parse_activations(const YAML::Node& n, const std::string& path, D
 }
 
 Status Parser::parse_watchdog(const YAML::Node& n) {
-  DZ_RETURN_IF_ERROR(check_map(n, "watchdog", {"collective_timeout_s", "phase_timeout_s"}));
+  DZ_RETURN_IF_ERROR(check_map(n, "watchdog", {"collective_timeout_s", "phase_timeout_s", "ring_events"}));
   WatchdogConfig& w = cfg_->watchdog;
+  if (given(n["ring_events"])) DZ_RETURN_IF_ERROR(get_int64(n["ring_events"], "watchdog.ring_events", &w.ring_events));
   if (given(n["collective_timeout_s"]))
     DZ_RETURN_IF_ERROR(get_double(n["collective_timeout_s"], "watchdog.collective_timeout_s", &w.collective_timeout_s));
   if (given(n["phase_timeout_s"]))
@@ -558,7 +565,7 @@ const char* dump_mode_name(DumpMode m) {
 }
 
 Status parse_stall_target(const std::string& before, StallConfig* s) {
-  static const std::vector<std::string> kGroups = {"world", "tp", "pp", "dp", "ep", "etp", "env"};
+  static const std::vector<std::string> kGroups = {"world", "tp", "pp", "dp", "ep", "etp", "env", "setup"};
   std::istringstream in(before);
   std::string group, op, seq, extra;
   in >> group >> op >> seq;
@@ -569,7 +576,7 @@ Status parse_stall_target(const std::string& before, StallConfig* s) {
   };
   if (group.empty() || op.empty() || seq.empty() || more) return bad("not three words");
   if (std::find(kGroups.begin(), kGroups.end(), group) == kGroups.end())
-    return bad("unknown group kind \"" + group + "\" (world, tp, pp, dp, ep, etp, env)");
+    return bad("unknown group kind \"" + group + "\" (world, tp, pp, dp, ep, etp, env, setup)");
   if (seq.size() < 2 || seq[0] != '#' || seq.find_first_not_of("0123456789", 1) != std::string::npos ||
       seq.size() > 12)
     return bad("the sequence number must be # and digits");

@@ -23,6 +23,8 @@ enum class CommKind { kAuto, kMpi, kNccl };
 enum class WeightsOnDevice { kAsStored, kBF16, kF32 };
 enum class DumpPhase { kPrefill, kDecode, kBoth };
 enum class DumpMode { kFull, kStats };  // stats: (min, max, mean, std, abs-max, l2, nan, inf)
+enum class EventLogMode { kFull, kOff };      // dump.event_log: events/rank-N.jsonl written or not
+enum class TimelineMode { kFull, kPhases };   // dump.timeline: every event in /timeline, or phases only
 
 // The YAML spellings ("auto", "cuda", "as_stored", "both", "stats", ...).
 const char* backend_name(Backend b);
@@ -118,20 +120,34 @@ struct DumpConfig {
   bool enabled = true;  // false: no per-rank HDF5 dumps (and activations.enabled is false too)
   std::string dir = "runs/{config}-{time}";  // as written, placeholders unexpanded; relative to cwd
   DumpSelection activations;
+  // off: no events/ file. The flight-recorder ring (watchdog.ring_events) and the hang report
+  // still hold the last events, and the report carries the rank's placement the log's meta
+  // line would have; `dayzero timeline` has nothing to read (exit 2).
+  EventLogMode event_log = EventLogMode::kFull;
+  // phases: /timeline keeps only run phases and per-prompt prefill/decode events (no
+  // collective or p2p rows), so its memory does not grow per op over a long run.
+  TimelineMode timeline = TimelineMode::kFull;
 };
 
 // Seconds; 0 disables that watchdog.
 struct WatchdogConfig {
   double collective_timeout_s = 300;
   double phase_timeout_s = 3600;
+  // The flight recorder: how many of this rank's last events are held in memory (every event
+  // passes through) and written, all of them, as last_events into the hang report.
+  // 1 .. kMaxRingEvents.
+  int64_t ring_events = 4096;
 };
+inline constexpr int64_t kMaxRingEvents = 1 << 20;
 
 // debug.stall (tests only): world rank `rank` sleeps forever, its heartbeat still beating,
 // just before the op named by `before`: "<group kind> <op> #<seq>", e.g. "tp all_reduce #40",
-// "pp send #3", "env agree #12". group kind: world, tp, pp, dp, ep, etp, or env (the world
-// helpers of comm/mpi_env.h); op: the op as the timeline names it (all_reduce, all_gather,
+// "pp send #3", "env agree #12", "setup cart_sub #1". group kind: world, tp, pp, dp, ep, etp,
+// env (the world helpers of comm/mpi_env.h) or setup (the communicator set-up of
+// comm/groups.cpp); op: the op as the timeline names it (all_reduce, all_gather,
 // reduce_scatter, broadcast, send, recv, barrier, all_reduce_max, argmax; env: agree,
-// clock_offset, broadcast_string, all_gather_strings, all_reduce_min); seq: the per-group
+// clock_offset, broadcast_string, all_gather_strings, all_reduce_min; setup: cart_create #0,
+// cart_sub #1..#5 for tp, pp, dp, ep, etp); seq: the per-group
 // sequence number the timeline records for it. If that seq is another op, nothing stalls.
 struct StallConfig {
   int rank = 0;

@@ -147,6 +147,8 @@ Status validate(const RunConfig& cfg) {
     return c.error("watchdog.collective_timeout_s", "must be >= 0 (0 disables it), got " + num(w.collective_timeout_s));
   if (w.phase_timeout_s < 0)
     return c.error("watchdog.phase_timeout_s", "must be >= 0 (0 disables it), got " + num(w.phase_timeout_s));
+  if (w.ring_events < 1 || w.ring_events > kMaxRingEvents)
+    return c.error("watchdog.ring_events", "must be in 1.." + std::to_string(kMaxRingEvents) + ", got " + std::to_string(w.ring_events));
 
   if (cfg.debug.perturb) {
     const PerturbConfig& pb = *cfg.debug.perturb;

@@ -32,7 +32,9 @@ nlohmann::ordered_json make_hang_report(const std::string& run_dir, int world_si
   if (!self.op.empty() && self.peer >= 0 && self.peer < static_cast<int>(members.size()))
     suspects.push_back(members[static_cast<size_t>(self.peer)]);
   if (!self.stalled_before.empty()) j["stalled_before"] = self.stalled_before;
+  if (!self.placement.is_null()) j["placement"] = self.placement;
   j["last_events"] = self.last_events;
+  j["events_total"] = self.events_total;
   nlohmann::ordered_json peers = nlohmann::ordered_json::array();
   for (int r = 0; r < world_size; ++r) {
     nlohmann::ordered_json p;

@@ -15,9 +15,6 @@
 
 namespace dayzero::diag {
 
-// How many of its last events a rank puts in its hang report.
-inline constexpr size_t kHangReportEvents = 32;
-
 // This rank's view at expiry. op is empty when no op was in flight (a phase deadline).
 struct HangSelf {
   int rank = 0;
@@ -30,13 +27,19 @@ struct HangSelf {
   std::vector<int> members;  // world ranks of the group, in group-rank order; empty: the world
   double waited_s = 0;  // since the op began
   std::string stalled_before;  // debug.stall: the op this rank stopped before; else empty
-  // This rank's last events, oldest first, from its in-memory timeline (also the ones begun
-  // before the event log was open): {t_begin_ns, t_end_ns (-1: open), kind, name, group, seq}.
+  // This rank's last events, oldest first: the whole flight-recorder ring (watchdog.ring_events;
+  // also the events begun before the event log was open, or with no event log at all):
+  // {t_begin_ns, t_end_ns (-1: open), kind, name, group, seq, bytes}.
   nlohmann::ordered_json last_events = nlohmann::ordered_json::array();
+  int64_t events_total = 0;  // events this rank ever began; the first events_total - last_events.size() fell out
+  // Where the rank sits (the event log's meta line: rank, world_size, host, dp, pp, tp, ep,
+  // etp, clock_offset_ns); null before it is known.
+  nlohmann::ordered_json placement;
 };
 
 // The report object: {"rank", "host", "reason", "t_ns", "phase", "op": {...} or null,
-// "stalled_before" (only under debug.stall), "last_events" (this rank's last kHangReportEvents),
+// "stalled_before" (only under debug.stall), "placement" (only once known), "last_events" (the
+// ring, oldest first), "events_total",
 // "peers": [{"rank", "phase", "current", "heartbeat_age_s", "stopped", "host", "pid"} or
 // {"rank", "error"}], "suspects": [world ranks]}. suspects: for a send/recv, the other side;
 // for a collective, the members of the group whose heartbeat does not show them inside the

@@ -433,6 +433,10 @@ bool GroupPresence::completed(int64_t seq) const {
 }
 
 Result<RunTrails> load_run_trails(const std::string& run_dir, const TrailOptions& options) {
+  // A run folder (it has plan.json) without events/ ran with dump.event_log: off.
+  if (!fs::is_directory(fs::path(run_dir) / dump::kEventsDirName) && fs::is_regular_file(fs::path(run_dir) / dump::kPlanFileName))
+    return Status::InvalidArgument(run_dir + ": no readable event log under " + dump::kEventsDirName +
+                                   "/ (none was written: the run had dump.event_log: off; its hang reports hold each rank's last events)");
   if (!fs::is_directory(fs::path(run_dir) / dump::kEventsDirName))
     return Status::NotFound(run_dir + ": no " + dump::kEventsDirName + "/ folder; not a dayzero run folder");
   RunTrails t;

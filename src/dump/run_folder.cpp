@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 #include "core/check.h"
 
@@ -34,10 +35,12 @@ std::string hang_report_path(const std::string& dir, int rank) {
   return (std::filesystem::path(dir) / kHangDirName / (rank_stem(rank) + ".json")).string();
 }
 
-Status make_run_folder(const std::string& dir) {
+Status make_run_folder(const std::string& dir, bool with_events) {
   if (dir.empty()) return Status::InvalidArgument("run folder: empty path");
   const std::filesystem::path root(dir);
-  for (const auto& p : {root, root / kEventsDirName, root / kLiveDirName}) {
+  std::vector<std::filesystem::path> dirs = {root, root / kLiveDirName};
+  if (with_events) dirs.push_back(root / kEventsDirName);
+  for (const auto& p : dirs) {
     std::error_code ec;
     std::filesystem::create_directories(p, ec);
     // create_directories races benignly between ranks; what matters is that it exists now.

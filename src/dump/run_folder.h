@@ -31,8 +31,8 @@ std::string heartbeat_path(const std::string& dir, int rank);
 // the hang folder is made by the writer, not by make_run_folder.
 std::string hang_report_path(const std::string& dir, int rank);
 
-// mkdir -p of dir, dir/events and dir/live. Ok when they already exist; IoError naming the
-// directory otherwise. Safe to call from every rank at once.
-Status make_run_folder(const std::string& dir);
+// mkdir -p of dir, dir/events (unless !with_events: dump.event_log off) and dir/live. Ok when
+// they already exist; IoError naming the directory otherwise. Safe to call from every rank at once.
+Status make_run_folder(const std::string& dir, bool with_events = true);
 
 }  // namespace dayzero::dump

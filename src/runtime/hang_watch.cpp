@@ -34,6 +34,11 @@ void HangWatch::set_phase(const std::string& phase) {
   phase_ = phase;
 }
 
+void HangWatch::set_placement(const nlohmann::ordered_json& placement) {
+  std::lock_guard lock(mu_);
+  placement_ = placement;
+}
+
 void HangWatch::op_begin(const comm::OpInfo& info) {
   const std::string what = describe_op(info);
   bool stall = false;
@@ -80,6 +85,7 @@ diag::HangSelf HangWatch::view() const {
   s.rank = rank_;
   s.phase = phase_;
   s.stalled_before = stalled_before_;
+  s.placement = placement_;
   if (in_op_) {
     s.op = op_;
     s.group = group_;

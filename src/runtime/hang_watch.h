@@ -29,6 +29,8 @@ class HangWatch final : public comm::OpObserver {
   void set_heartbeat(dump::Heartbeat* heartbeat);  // not owned; nullptr detaches
   void set_stall(const std::optional<config::StallConfig>& stall);
   void set_phase(const std::string& phase);
+  // The rank's placement for the hang report (diag::HangSelf::placement).
+  void set_placement(const nlohmann::ordered_json& placement);
 
   void op_begin(const comm::OpInfo& info) override;
   void op_end(const comm::OpInfo& info) override;
@@ -44,6 +46,7 @@ class HangWatch final : public comm::OpObserver {
   dump::Heartbeat* heartbeat_ = nullptr;
   std::optional<config::StallConfig> stall_;
   std::string phase_;
+  nlohmann::ordered_json placement_;
   bool in_op_ = false;
   std::string stalled_before_;  // set when debug.stall stopped this rank
   std::string op_, group_, label_;

@@ -5,7 +5,10 @@
 // op it stopped before. `dayzero timeline` on the files left behind must reach the same
 // verdict, and find no hang in a healthy run (the negative control). Last, a rank SIGKILLed
 // in decode (stalled first, so that the kill lands mid-decode on a model this small) ends
-// the job at once with mpirun's 137, and the timeline names it dead, not stuck.
+// the job at once with mpirun's 137, and the timeline names it dead, not stuck. With the event
+// log off the stalled job still ends and its hang report carries the flight-recorder ring; a
+// stall before the communicator set-up ends the job too; dump.timeline: phases leaves no op
+// rows in /timeline.
 #include <nlohmann/json.hpp>
 
 #include <signal.h>
@@ -14,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "dump/dump_reader.h"
 #include "e2e_util.h"
 
 namespace dayzero::e2e {
@@ -40,8 +44,10 @@ struct Stalled {
   fs::path run_dir;
 };
 
-// Runs the tiny llama under tp2 x pp2 with rank 2 stalled before `before`.
-Stalled run_stalled(const std::string& name, const std::string& before, double timeout_s = kTimeoutS) {
+// Runs the tiny llama under tp2 x pp2 with rank 2 stalled before `before`; `dump` and
+// `watchdog` are extra keys of those maps ("event_log: off").
+Stalled run_stalled(const std::string& name, const std::string& before, double timeout_s = kTimeoutS,
+                    const std::string& dump = "", const std::string& watchdog = "") {
   const std::string debug = before.empty() ? "" : "debug: {stall: {rank: 2, before: \"" + before + "\"}}\n";
   const fs::path dir = scratch_dir("hang-" + name);
   write_file(dir / "run.yaml",
@@ -49,8 +55,8 @@ Stalled run_stalled(const std::string& name, const std::string& before, double t
              "parallel: {pp: 2, tp: 2}\n"
              "prompts:\n  - {id: a, tokens: [1, 5, 9, 13]}\n"
              "generate: {max_new_tokens: 16, stop_at_eos: false}\n"
-             "dump: {dir: unused}\n"
-             "watchdog: {collective_timeout_s: " + std::to_string(timeout_s) + "}\n" +
+             "dump: {dir: unused" + (dump.empty() ? "" : ", " + dump) + "}\n"
+             "watchdog: {collective_timeout_s: " + std::to_string(timeout_s) + (watchdog.empty() ? "" : ", " + watchdog) + "}\n" +
              debug);
   Stalled s;
   s.run_dir = dir / "run";
@@ -106,7 +112,8 @@ void expect_rank3_inside(const Stalled& s, const std::string& op, int64_t seq) {
   EXPECT_EQ(r["suspects"], json::array({2}));
   // Its last events end with the open collective it waited in.
   ASSERT_TRUE(r["last_events"].is_array() && !r["last_events"].empty()) << r.dump(2);
-  EXPECT_LE(r["last_events"].size(), 32u);
+  // The whole ring, which at the default 4096 still holds every event of this short run.
+  EXPECT_EQ(r["last_events"].size(), r["events_total"].get<size_t>());
   const json& last = r["last_events"].back();
   EXPECT_EQ(last["name"], op);
   EXPECT_EQ(last["seq"], seq);
@@ -145,6 +152,26 @@ void expect_timeline_verdict(const Stalled& s, const std::string& op, const std:
   EXPECT_EQ(t["ranks"][2]["waiting_in"], "") << t["ranks"][2].dump();
 }
 
+// Rows of every rank file's /timeline: {collective or p2p rows, phase rows}.
+std::pair<int64_t, int64_t> timeline_rows(const fs::path& run_dir) {
+  int64_t ops = 0, phases = 0;
+  for (int r = 0; r < kWorld; ++r) {
+    char name[32];
+    std::snprintf(name, sizeof name, "rank-%05d.h5", r);
+    auto reader = dump::DumpReader::open((run_dir / name).string());
+    EXPECT_TRUE(reader.ok()) << reader.status().message();
+    if (!reader.ok()) continue;
+    auto rows = reader->read_timeline();
+    EXPECT_TRUE(rows.ok()) << rows.status().message();
+    if (!rows.ok()) continue;
+    for (const auto& e : *rows) {
+      ops += e.kind == "collective" || e.kind == "p2p";
+      phases += e.kind == "phase";
+    }
+  }
+  return {ops, phases};
+}
+
 TEST(Hang, HealthyRunHasNoHangInItsTimeline) {
   const Stalled s = run_stalled("healthy", "");
   ASSERT_EQ(s.outcome.exit_code, 0) << s.outcome.output;
@@ -155,6 +182,69 @@ TEST(Hang, HealthyRunHasNoHangInItsTimeline) {
   EXPECT_EQ(t["stuck"], json::array()) << t["stuck"].dump();
   EXPECT_EQ(t["verdict"].get<std::string>().rfind("no hang", 0), 0u) << t["verdict"];
   for (const auto& r : t["ranks"]) EXPECT_EQ(r["heartbeat"], "exited") << r.dump();
+  // The negative control of TimelinePhasesKeepsNoOpRows: by default /timeline holds the ops.
+  const auto [ops, phases] = timeline_rows(s.run_dir);
+  EXPECT_GT(ops, 100) << "ops in /timeline of a full run";
+  EXPECT_GT(phases, 0);
+}
+
+TEST(Hang, TimelinePhasesKeepsNoOpRows) {
+  const Stalled s = run_stalled("phases", "", kTimeoutS, "timeline: phases");
+  ASSERT_EQ(s.outcome.exit_code, 0) << s.outcome.output;
+  const auto [ops, phases] = timeline_rows(s.run_dir);
+  EXPECT_EQ(ops, 0) << "collective or p2p rows in /timeline under dump.timeline: phases";
+  EXPECT_GE(phases, 9 * kWorld) << "phase rows";  // config .. prompts on every rank
+  // The event log still has every op, so the timeline reader sees a healthy run.
+  const json t = timeline_of(s.run_dir);
+  ASSERT_TRUE(t.is_object());
+  EXPECT_EQ(t["stuck"], json::array()) << t["stuck"].dump();
+}
+
+// dump.event_log: off. The job still ends by the op deadline; rank 3's report holds the whole
+// ring (8 events here, fewer than it began), oldest first, the stalled all_reduce's begin last
+// and open, and the placement the event log's meta line would have carried. No events/ folder,
+// so `dayzero timeline` has nothing to read.
+TEST(Hang, StallWithEventLogOffReportsTheRing) {
+  constexpr int kRing = 8;
+  const Stalled s = run_stalled("no-log", "tp all_reduce #1", kTimeoutS, "event_log: off",
+                                "ring_events: " + std::to_string(kRing));
+  expect_rank2_named(s, "all_reduce #1 of tp@pp1.dp0");
+  EXPECT_FALSE(fs::exists(s.run_dir / "events")) << "events/ written with dump.event_log: off";
+  const fs::path p = s.run_dir / "hang" / "rank-00003.json";
+  ASSERT_TRUE(fs::exists(p)) << s.outcome.output;
+  const json r = json::parse(read_file(p));
+  const json& last = r["last_events"];
+  ASSERT_TRUE(last.is_array());
+  ASSERT_EQ(last.size(), static_cast<size_t>(kRing)) << r.dump(2);
+  EXPECT_GT(r["events_total"].get<int64_t>(), kRing) << r.dump(2);
+  for (size_t i = 1; i < last.size(); ++i)
+    EXPECT_LE(last[i - 1]["t_begin_ns"].get<int64_t>(), last[i]["t_begin_ns"].get<int64_t>()) << "at " << i;
+  EXPECT_EQ(last.back()["name"], "all_reduce");
+  EXPECT_EQ(last.back()["group"], "tp@pp1.dp0");
+  EXPECT_EQ(last.back()["seq"], 1);
+  EXPECT_EQ(last.back()["t_end_ns"], -1);
+  ASSERT_TRUE(r["placement"].is_object()) << r.dump(2);
+  EXPECT_EQ(r["placement"]["rank"], 3);
+  EXPECT_EQ(r["placement"]["pp"], 1);
+  EXPECT_EQ(r["placement"]["tp"], 1);
+  EXPECT_TRUE(r["placement"].contains("clock_offset_ns"));
+
+  const Outcome o = run_dayzero("timeline " + s.run_dir.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("no readable event log under events/"), std::string::npos) << o.output;
+}
+
+// A peer that never arrives at the communicator set-up (before any run folder exists) ends the
+// job within the op deadline, naming the set-up op.
+TEST(Hang, StallBeforeGroupSetupEndsTheJob) {
+  const Stalled s = run_stalled("setup", "setup cart_sub #1");
+  EXPECT_NE(s.outcome.exit_code, 0) << s.outcome.output;
+  EXPECT_NE(s.outcome.exit_code, 124) << "the job did not end by itself:\n" << s.outcome.output;
+  EXPECT_LT(s.seconds, kEndWithinS) << s.outcome.output;
+  EXPECT_NE(s.outcome.output.find("debug.stall: rank 2 stalls before cart_sub #1 of world.setup"), std::string::npos)
+      << s.outcome.output;
+  EXPECT_NE(s.outcome.output.find("watchdog: cart_sub #1 of world.setup did not finish within 3 s"), std::string::npos)
+      << s.outcome.output;
 }
 
 TEST(Hang, StallInPrefillAllReduceEndsTheJobAndIsReported) {
@@ -225,6 +315,13 @@ TEST(Hang, KilledRankEndsTheJobAndTheTimelineNamesItDead) {
   const std::string v = t["verdict"];
   EXPECT_NE(v.find("rank 2 (node "), std::string::npos) << v;
   EXPECT_NE(v.find("It is dead"), std::string::npos) << v;
+  // The survivors, SIGTERMed by mpirun, wrote out their rings too.
+  int with_ring = 0;
+  for (const json& r : waiter_reports(s.run_dir))
+    if (r.value("reason", "").find("SIGTERM") != std::string::npos && !r["last_events"].empty() &&
+        r["events_total"].get<int64_t>() >= static_cast<int64_t>(r["last_events"].size()))
+      ++with_ring;
+  EXPECT_GT(with_ring, 0) << "no survivor's hang report holds its ring after SIGTERM";
 }
 
 }  // namespace

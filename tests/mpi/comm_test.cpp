@@ -402,7 +402,7 @@ TEST(MpiComm, BadArgumentsAreRefusedBeforeAnyCommunication) {
   Tensor rs_out = f32({2, 3});
   EXPECT_EQ(g.tp().reduce_scatter_sum(f32({6, 3}), rs_out).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(g.tp().next_seq(), 0);
-  EXPECT_TRUE(timeline.events().empty());
+  EXPECT_TRUE(timeline.snapshot().empty());
 }
 
 // A fresh directory every rank sees (rank 0 makes it), removed at the end.
@@ -481,7 +481,7 @@ TEST(MpiComm, TimelineRecordsGroupSeqAndBytes) {
       {"collective", "all_gather", tp_label, 2, 96},
       {"p2p", pp == 0 ? "send" : "recv", pp_label, 1, 48},
   };
-  const auto& ev = timeline.events();
+  const auto& ev = timeline.snapshot();
   ASSERT_EQ(ev.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     SCOPED_TRACE("event " + std::to_string(i));

@@ -38,9 +38,11 @@ void Run::on_abort(const std::string& why) {
   diag::HangSelf self = hang_watch_.view();
   self.host = env_.hostname();
   self.reason = why;
-  for (const dump::TimelineEvent& e : timeline_.last(diag::kHangReportEvents))
+  const dump::Timeline::Recent recent = timeline_.recent();
+  for (const dump::TimelineEvent& e : recent.events)
     self.last_events.push_back({{"t_begin_ns", e.t_begin_ns}, {"t_end_ns", e.t_end_ns}, {"kind", e.kind},
-                                {"name", e.name}, {"group", e.group}, {"seq", e.seq}});
+                                {"name", e.name}, {"group", e.group}, {"seq", e.seq}, {"bytes", e.bytes}});
+  self.events_total = recent.total;
   const nlohmann::ordered_json report = diag::make_hang_report(run_dir_, env_.world_size(), self, realtime_ns());
   const Status s = diag::write_hang_report(run_dir_, report, env_.rank());
   if (!s.ok()) std::fprintf(stderr, "dayzero: error: %s\n", s.message().c_str());

@@ -21,6 +21,11 @@ Status Run::read_config() {
                                    " is not a rank of this job of " + std::to_string(env_.world_size()));
   hang_watch_.set_timeout(cfg_.watchdog.collective_timeout_s);
   hang_watch_.set_stall(cfg_.debug.stall);
+  timeline_.set_ring_capacity(static_cast<size_t>(cfg_.watchdog.ring_events));
+  // Without an HDF5 file nothing reads the /timeline list: keep it as small as phases does.
+  timeline_.set_keep(cfg_.dump.timeline == config::TimelineMode::kPhases || !cfg_.dump.enabled
+                         ? dump::TimelineKeep::kPhases
+                         : dump::TimelineKeep::kAll);
   return check_prompt_images();
 }
 

@@ -36,15 +36,17 @@ Status Run::make_run_folder() {
                         : Result<std::string>(args_.dump_dir_override);
     if (!expanded.ok()) s = expanded.status();
     else dir = *expanded;
-    if (s.ok()) s = dump::make_run_folder(dir);
+    if (s.ok()) s = dump::make_run_folder(dir, cfg_.dump.event_log == config::EventLogMode::kFull);
     if (s.ok()) s = write_file(fs::path(dir) / dump::kConfigFileName, cfg_.source_text);
     if (s.ok())
       s = write_file(fs::path(dir) / dump::kPlanFileName, plan::to_json(plan_).dump(2));
   }
   DZ_RETURN_IF_ERROR(comm::agree(s));
   run_dir_ = comm::broadcast_string(dir);
-  DZ_ASSIGN_OR_RETURN(events_, dump::EventLog::open(dump::event_log_path(run_dir_, env_.rank())));
-  timeline_.attach(events_.get());
+  if (cfg_.dump.event_log == config::EventLogMode::kFull) {
+    DZ_ASSIGN_OR_RETURN(events_, dump::EventLog::open(dump::event_log_path(run_dir_, env_.rank())));
+    timeline_.attach(events_.get());
+  }
   DZ_ASSIGN_OR_RETURN(heartbeat_, dump::Heartbeat::start(dump::heartbeat_path(run_dir_, env_.rank()), env_.rank()));
   return Status::Ok();
 }
@@ -52,14 +54,16 @@ Status Run::make_run_folder() {
 Status Run::open_dump_file() {
   // Collective over the world: every rank measures, whether or not it writes a file.
   const int64_t offset = comm::measure_clock_offset_ns();
-  // The event log carries the offset too, so `dayzero timeline` needs no HDF5 file.
+  // The event log carries the offset too, so `dayzero timeline` needs no HDF5 file; the hang
+  // report carries it as well, the only place it reaches with dump.event_log: off and no HDF5.
   const plan::RankCoord& c = groups_->coord();
   nlohmann::ordered_json meta = {{"rank", env_.rank()},       {"world_size", env_.world_size()},
                                  {"host", env_.hostname()},   {"dp", c.dp_rank},
                                  {"pp", c.pp_rank},           {"tp", c.tp_rank},
                                  {"ep", c.ep_rank},           {"etp", c.etp_rank},
                                  {"clock_offset_ns", offset}};
-  DZ_RETURN_IF_ERROR(events_->append_meta(realtime_ns(), meta));
+  hang_watch_.set_placement(meta);
+  if (events_) DZ_RETURN_IF_ERROR(events_->append_meta(realtime_ns(), meta));
   if (!cfg_.dump.enabled) return Status::Ok();
   dump::RootAttributes a;
   a.dayzero_version = DAYZERO_VERSION;

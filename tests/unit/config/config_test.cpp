@@ -207,6 +207,34 @@ TEST(RunConfig, DebugPerturbParses) {
   }
 }
 
+// The flight recorder and the event log / timeline modes parse; values the code cannot honour
+// are refused by key.
+TEST(RunConfig, RingEventLogAndTimelineModes) {
+  auto d = parse(kMinimal);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->watchdog.ring_events, 4096);
+  EXPECT_EQ(d->dump.event_log, EventLogMode::kFull);
+  EXPECT_EQ(d->dump.timeline, TimelineMode::kFull);
+  auto ok = parse(std::string(kMinimal) + "watchdog: {ring_events: 16}\ndump: {event_log: off, timeline: phases}\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->watchdog.ring_events, 16);
+  EXPECT_EQ(ok->dump.event_log, EventLogMode::kOff);
+  EXPECT_EQ(ok->dump.timeline, TimelineMode::kPhases);
+  const std::pair<const char*, const char*> refusals[] = {
+      {"watchdog: {ring_events: 0}\n", "watchdog.ring_events: must be in 1..1048576, got 0"},
+      {"watchdog: {ring_events: 1048577}\n", "watchdog.ring_events: must be in 1..1048576"},
+      {"watchdog: {ring_events: many}\n", "watchdog.ring_events: expected an integer"},
+      {"dump: {event_log: some}\n", "dump.event_log: expected one of full | off"},
+      {"dump: {timeline: collectives}\n", "dump.timeline: expected one of full | phases"},
+  };
+  for (const auto& [yaml, message] : refusals) {
+    auto r = parse(std::string(kMinimal) + yaml);
+    ASSERT_FALSE(r.ok()) << yaml;
+    EXPECT_EQ(r.status().exit_code(), 2);
+    EXPECT_NE(r.status().message().find(message), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(RunConfig, DefaultsApply) {
   auto r = parse(kMinimal, "");
   ASSERT_TRUE(r.ok()) << r.status().message();

@@ -107,10 +107,10 @@ TEST(Timeline, BeginWithoutEndStaysVisible) {
   EXPECT_EQ(lines[2]["seq"], 3);
   EXPECT_GE(lines[1]["t_ns"].get<int64_t>(), lines[0]["t_ns"].get<int64_t>());
 
-  ASSERT_EQ(tl.events().size(), 2u);
-  EXPECT_GE(tl.events()[0].t_end_ns, tl.events()[0].t_begin_ns);
-  EXPECT_EQ(tl.events()[1].t_end_ns, -1);
-  EXPECT_EQ(tl.events()[0].bytes, 1 << 20);
+  ASSERT_EQ(tl.snapshot().size(), 2u);
+  EXPECT_GE(tl.snapshot()[0].t_end_ns, tl.snapshot()[0].t_begin_ns);
+  EXPECT_EQ(tl.snapshot()[1].t_end_ns, -1);
+  EXPECT_EQ(tl.snapshot()[0].bytes, 1 << 20);
   tl.end(h);
   EXPECT_GE(tl.snapshot()[1].t_end_ns, tl.snapshot()[1].t_begin_ns);
   EXPECT_EQ(read_lines(path).size(), 4u);
@@ -122,10 +122,10 @@ TEST(Timeline, WorksWithoutALog) {
   ScopedEvent e(tl, "forward", "prompt p0 prefill");
   e.end();
   e.end();  // a second end is a no-op
-  ASSERT_EQ(tl.events().size(), 1u);
-  EXPECT_EQ(tl.events()[0].kind, "forward");
-  EXPECT_EQ(tl.events()[0].seq, -1);
-  EXPECT_GE(tl.events()[0].t_end_ns, tl.events()[0].t_begin_ns);
+  ASSERT_EQ(tl.snapshot().size(), 1u);
+  EXPECT_EQ(tl.snapshot()[0].kind, "forward");
+  EXPECT_EQ(tl.snapshot()[0].seq, -1);
+  EXPECT_GE(tl.snapshot()[0].t_end_ns, tl.snapshot()[0].t_begin_ns);
 }
 
 }  // namespace
