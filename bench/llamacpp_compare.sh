@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side CPU speed of dayzero and llama.cpp on identical weights: a script a person
 # runs (not a test). Builds llama.cpp's llama-bench once into a cache (from the llama.cpp
-# tree vendored in the llama-cpp-python sdist on PyPI), makes a ~135 M-parameter f32 llama
+# tree vendored in the llama-cpp-python sdist on PyPI), makes a 109 M-parameter f32 llama
 # checkpoint with `dayzero make-model`, converts it to an f32 GGUF with llama.cpp's own
 # converter, then interleaves llama-bench pp512/tg128 with dayzero's model_bench and
 # decode_bench over a few rounds and prints medians and the ratios against the targets.
@@ -233,6 +233,20 @@ log "greedy: $GREEDY"
 loadavg() { cut -d' ' -f1 /proc/loadavg; }
 # The first number after a label on a line of a bench's output.
 grab() { sed -n "s/^$2 *\([0-9.]*\).*/\1/p" "$1" | head -1; }
+# One round's figures on one line: llama.cpp pp, tg (mean of its 3 repetitions); dayzero
+# prefill, batch-1 and batch-B decode tok/s; dayzero prefill and GEMM-only GFLOP/s.
+round_line() {
+  local r="$1" m="$RUN_DIR/model-$1.txt" d="$RUN_DIR/decode-$1.txt"
+  python3 - "$RUN_DIR/llama-$r.json" "$PROMPT" "$GEN" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+pp = [x["avg_ts"] for x in rows if x["n_prompt"] == int(sys.argv[2]) and x["n_gen"] == 0]
+tg = [x["avg_ts"] for x in rows if x["n_gen"] == int(sys.argv[3]) and x["n_prompt"] == 0]
+print(f"{pp[0]:.2f} {tg[0]:.2f}", end=" ")
+PY
+  echo "$(sed -n 's/^prefill .*, \([0-9.]*\) tok\/s.*/\1/p' "$m") $(grab "$d" 'batch 1') $(grab "$d" "batch $BATCH") \
+$(grab "$m" prefill) $(grab "$m" 'gemm only')"
+}
 LOADS=("$(loadavg)")
 log "$ROUNDS rounds, $THREADS threads; load average $(loadavg) at start"
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -250,21 +264,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
     --threads "$THREADS" --repeats 1 >"$RUN_DIR/decode-$r.txt" 2>&1 ||
     die "decode_bench failed (exit $?): $(tail -3 "$RUN_DIR/decode-$r.txt")"
   LOADS+=("$(loadavg)")
+  round_line "$r" >>"$RUN_DIR/rounds.txt"
+  log "round $r/$ROUNDS (llama pp, tg | dayzero prefill, b1, b$BATCH tok/s | prefill, gemm GFLOP/s): $(tail -1 "$RUN_DIR/rounds.txt")"
 done
 
-# Per round: llama.cpp pp/tg (mean of its 3 repetitions), dayzero prefill/decode tok/s, GFLOP/s.
-for ((r = 1; r <= ROUNDS; r++)); do
-  python3 - "$RUN_DIR/llama-$r.json" "$PROMPT" "$GEN" <<'PY'
-import json, sys
-rows = json.load(open(sys.argv[1]))
-pp = [x["avg_ts"] for x in rows if x["n_prompt"] == int(sys.argv[2]) and x["n_gen"] == 0]
-tg = [x["avg_ts"] for x in rows if x["n_gen"] == int(sys.argv[3]) and x["n_prompt"] == 0]
-print(pp[0], tg[0], end=" ")
-PY
-  m="$RUN_DIR/model-$r.txt" d="$RUN_DIR/decode-$r.txt"
-  echo "$(sed -n 's/^prefill .*, \([0-9.]*\) tok\/s.*/\1/p' "$m") $(grab "$d" 'batch 1') $(grab "$d" "batch $BATCH") \
-$(grab "$m" prefill) $(grab "$m" 'gemm only')"
-done >"$RUN_DIR/rounds.txt"
 BACKEND="$(sed -n 's/^backend: //p' "$RUN_DIR/decode-1.txt")"
 SAME_IDS="$(sed -n 's/^sequence 0 generated ids //p' "$RUN_DIR/decode-$ROUNDS.txt")"
 
