@@ -34,7 +34,7 @@ while [[ $# -gt 0 ]]; do
     --setup-only) SETUP_ONLY=1 ;;
     --rounds) ROUNDS="${2:?--rounds needs a number}"; shift ;;
     --threads) THREADS="${2:?--threads needs a number}"; shift ;;
-    -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
   shift
