@@ -25,11 +25,11 @@ t0=$(date +%s.%N)
 "$dz" make-model --like "$like" "${index_args[@]}" --sparse --out "$out" >/dev/null
 t1=$(date +%s.%N)
 apparent=$(du -sb --apparent-size "$out" | cut -f1)
-on_disk=$(du -sb "$out" | cut -f1)
+on_disk=$(du -s -B1 "$out" | cut -f1)
 shards=$(ls "$out"/*.safetensors | wc -l)
 printf 'layout: %s, %d shards, %.1f GB apparent, %.1f MB on disk, written in %.2f s\n' \
-  "$like" "$shards" "$(echo "$apparent / 1e9" | bc -l)" "$(echo "$on_disk / 1e6" | bc -l)" \
-  "$(echo "$t1 - $t0" | bc -l)"
+  "$like" "$shards" "$(awk "BEGIN{print $apparent / 1e9}")" "$(awk "BEGIN{print $on_disk / 1e6}")" \
+  "$(awk "BEGIN{print $t1 - $t0}")"
 
 # best-of-N wall time of one command, in seconds
 best() {
