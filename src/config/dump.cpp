@@ -21,7 +21,8 @@ bool parse_index(std::string_view s, int* out) {
 const std::vector<std::string>& dump_point_names() {
   static const std::vector<std::string> kNames = {
       "embed",    "attn_norm",  "attn_out", "ffn_norm",         "router_logits", "topk_ids",    "ffn_out",
-      "layer_out", "final_norm", "logits",  "vision_layer_out", "projector_out", "merged_embed"};
+      "layer_out", "final_norm", "logits",  "vision_layer_out", "projector_out", "merged_embed",
+      "index_topk_ids"};
   return kNames;
 }
 
@@ -65,7 +66,7 @@ bool DumpSelection::wants_key(std::string_view key) const {
   const std::string_view name = rest.substr(dot + 1);
   if (vision) return name == "layer_out" && wants_layer(layer) && wants_point("vision_layer_out");
   static constexpr std::string_view kPerLayer[] = {"attn_norm", "attn_out", "ffn_norm", "router_logits",
-                                                   "topk_ids",  "ffn_out",  "layer_out"};
+                                                   "topk_ids",  "ffn_out",  "layer_out", "index_topk_ids"};
   return std::find(std::begin(kPerLayer), std::end(kPerLayer), name) != std::end(kPerLayer) &&
          wants_layer(layer) && wants_point(name);
 }

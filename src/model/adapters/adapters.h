@@ -10,4 +10,5 @@ const Adapter& qwen3_adapter();
 const Adapter& mixtral_adapter();
 const Adapter& qwen3_moe_adapter();
 const Adapter& deepseek_v3_adapter();
+const Adapter& deepseek_v32_adapter();
 }  // namespace dayzero::model
