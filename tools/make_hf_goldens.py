@@ -82,6 +82,12 @@ def prompt_activations(model, ids):
         gate = getattr(moe, "gate", None)
         if gate is not None and hasattr(gate, "top_k"):
             hooks.append(gate.register_forward_hook(lambda mod, inp, out, i=i: routers.__setitem__(i, out)))
+    # DSA indexers return the top-k key ids [1, S, topk]: kept per layer.
+    indexers = {}
+    for i, layer in enumerate(model.model.layers):
+        idx = getattr(layer.self_attn, "indexer", None)
+        if idx is not None:
+            hooks.append(idx.register_forward_hook(lambda mod, inp, out, i=i: indexers.__setitem__(i, out)))
     # hidden_states ends with the final norm's output: the last layer's output is its input.
     last = {}
     hooks.append(model.model.norm.register_forward_pre_hook(lambda mod, inp: last.__setitem__("x", inp[0])))
@@ -111,6 +117,15 @@ def prompt_activations(model, ids):
             )
         tensors[f"layers.{layer}.router_logits"] = logits.numpy().astype(np.float32)
         tensors[f"layers.{layer}.topk_ids"] = top_ids.numpy().astype(np.float32)
+    for layer, ids_out in indexers.items():
+        # As dayzero dumps them: per query the causal keys kept, ascending, -1 past them (the
+        # masked future keys topk also returns when fewer than index_topk are causal carry no weight).
+        k = model.config.index_topk
+        rows = np.full((len(ids), k), -1.0, dtype=np.float32)
+        for s, row in enumerate(ids_out[0].tolist()):
+            kept = sorted(j for j in row if j <= s)
+            rows[s, : len(kept)] = kept
+        tensors[f"layers.{layer}.index_topk_ids"] = rows
     return tensors
 
 

@@ -75,12 +75,15 @@ void add_features(Analysis& a) {
     ok(kind, heads + (n_linear ? " in " + std::to_string(n_full) + " full-attention layers" : ""),
        "num_attention_heads / num_key_value_heads", "blocks/attention");
   }
-  if (t.index_topk > 0)
-    missing("sparse attention indexer (DSA)",
-            "index_topk " + std::to_string(t.index_topk) + ", " + std::to_string(t.index_heads) + " heads x " +
-                std::to_string(t.index_head_dim),
-            "index_topk; tensors " + pattern(a, "sparse-attention indexer", "(none in the checkpoint)"),
-            "an indexer that picks the top-k keys per query before MLA");
+  if (t.index_topk > 0) {
+    const std::string detail = "index_topk " + std::to_string(t.index_topk) + ", " + std::to_string(t.index_heads) +
+                               " heads x " + std::to_string(t.index_head_dim);
+    const std::string evidence = "index_topk; tensors " + pattern(a, "sparse-attention indexer", "(none in the checkpoint)");
+    // The deepseek_v32 adapter runs it (blocks/dsa_indexer); other families' indexers (GLM-5's
+    // interleaved rope and shared top-k) are not built.
+    if (a.adapter == "deepseek_v32") ok("sparse attention indexer (DSA)", detail, evidence, "blocks/dsa_indexer");
+    else missing("sparse attention indexer (DSA)", detail, evidence, "an indexer that picks the top-k keys per query before MLA");
+  }
   if (n_linear > 0)
     missing("linear attention (Gated DeltaNet)",
             std::to_string(n_linear) + " of " + std::to_string(t.n_layer) + " layers, " + std::to_string(t.lin_k_heads) +

@@ -22,7 +22,8 @@ const std::vector<std::string>& dump_point_names() {
   static const std::vector<std::string> kNames = {
       "embed",    "attn_norm",  "attn_out", "ffn_norm",         "router_logits", "topk_ids",    "ffn_out",
       "layer_out", "final_norm", "logits",  "vision_layer_out", "projector_out", "merged_embed",
-      "vision_embed", "vision_selected", "vision_merged"};
+      "vision_embed", "vision_selected", "vision_merged",
+      "index_topk_ids"};
   return kNames;
 }
 
@@ -69,7 +70,7 @@ bool DumpSelection::wants_key(std::string_view key) const {
   const std::string_view name = rest.substr(dot + 1);
   if (vision) return name == "layer_out" && wants_layer(layer) && wants_point("vision_layer_out");
   static constexpr std::string_view kPerLayer[] = {"attn_norm", "attn_out", "ffn_norm", "router_logits",
-                                                   "topk_ids",  "ffn_out",  "layer_out"};
+                                                   "topk_ids",  "ffn_out",  "layer_out", "index_topk_ids"};
   return std::find(std::begin(kPerLayer), std::end(kPerLayer), name) != std::end(kPerLayer) &&
          wants_layer(layer) && wants_point(name);
 }

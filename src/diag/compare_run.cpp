@@ -31,8 +31,8 @@ std::string first_of(const std::vector<std::string>& v, size_t n = 20) {
 
 // Sort key of a dump point name in forward order.
 std::tuple<int, int64_t, int, std::string> forward_key(const std::string& name) {
-  static const char* const kPoints[] = {"attn_norm", "attn_out", "ffn_norm", "router_logits",
-                                        "topk_ids",  "ffn_out",  "layer_out"};
+  static const char* const kPoints[] = {"attn_norm", "index_topk_ids", "attn_out", "ffn_norm", "router_logits",
+                                        "topk_ids",  "ffn_out",         "layer_out"};
   const auto layered = [&](int section, size_t prefix) -> std::tuple<int, int64_t, int, std::string> {
     const size_t dot = name.find('.', prefix);
     int64_t layer = 0;

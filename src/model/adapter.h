@@ -32,6 +32,7 @@ namespace dayzero::model {
 struct SeqSegment {
   Tensor* k_cache = nullptr;  // [n_ctx, n_head_kv, head_dim] of this layer and sequence
   Tensor* v_cache = nullptr;  // [n_ctx, n_head_kv, head_dim]
+  Tensor* index_k_cache = nullptr;  // [n_ctx, index_head_dim]: DSA indexer keys; null without an indexer
   int64_t pos0 = 0;           // position of the segment's first row in its sequence
   int64_t row0 = 0;           // first row of the segment in the batch
   int64_t n_rows = 0;         // rows (tokens) of the segment

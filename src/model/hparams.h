@@ -41,6 +41,13 @@ struct MlaParams {
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
 };
 
+// DeepSeek Sparse Attention's lightning indexer (deepseek_v32); absent when index_topk is 0.
+struct DsaParams {
+  int64_t index_topk = 0;      // keys kept per query
+  int64_t index_n_heads = 0;   // indexer query heads
+  int64_t index_head_dim = 0;  // indexer head size (its one key head too); the cache holds it per token
+};
+
 // Sigmoid routing with a selection bias and group-limited top-k (DeepSeek-V3 "noaux_tc").
 struct GroupRouting {
   bool enabled = false;
@@ -105,6 +112,7 @@ struct HParams {
   std::vector<int> dense_layers;  // layers with a dense MLP instead of experts
   GroupRouting group_routing;
   MlaParams mla;
+  DsaParams dsa;
   // Rotary dimensions when not head_dim (MLA rotates qk_rope_head_dim of each head): the
   // size of rope_inv_freq is rope_dim / 2.
   int64_t rope_dim = 0;

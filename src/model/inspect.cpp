@@ -81,6 +81,11 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
                             ", qk " + std::to_string(m.qk_nope_head_dim) + "+" + std::to_string(m.qk_rope_head_dim) +
                             " (rope), v " + std::to_string(m.v_head_dim) + ", " + std::to_string(hp.n_head) + " heads",
                  S::kYes});
+    if (hp.dsa.index_topk > 0)
+      f.push_back({"DSA indexer", "top " + std::to_string(hp.dsa.index_topk) + " keys per query, " +
+                                      std::to_string(hp.dsa.index_n_heads) + " heads x " +
+                                      std::to_string(hp.dsa.index_head_dim),
+                   S::kYes});
   } else if (hp.n_head_kv == 1) {
     f.push_back({"MQA", heads, S::kYes});
   } else if (hp.n_head_kv < hp.n_head) {

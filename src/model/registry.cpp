@@ -15,6 +15,7 @@ const std::vector<const Adapter*>& table() {
       &mixtral_adapter(),
       &qwen3_moe_adapter(),
       &deepseek_v3_adapter(),
+      &deepseek_v32_adapter(),
       &llava_adapter(),
   };
   return kAdapters;

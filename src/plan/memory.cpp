@@ -26,6 +26,7 @@ LayerCache uniform_cache(const model::HParams& hp) {
   LayerCache c;
   c.kv_heads = hp.n_head_kv;
   c.kv_per_head = 2 * hp.head_dim;
+  c.kv_whole = hp.dsa.index_head_dim;  // the DSA indexer's key, whole on every tp rank
   return c;
 }
 
@@ -55,8 +56,8 @@ StageCache stage_cache(const model::HParams& hp, int begin, int end, int tp, con
 }
 
 int64_t kv_cache_bytes(const model::HParams& hp, int64_t n_layers, int tp, const MemoryParams& p) {
-  return 2 * n_layers * local_kv_heads(hp, tp) * hp.head_dim * p.max_context_tokens * p.batch *
-         p.bytes_per_activation;
+  return n_layers * (2 * local_kv_heads(hp, tp) * hp.head_dim + hp.dsa.index_head_dim) * p.max_context_tokens *
+         p.batch * p.bytes_per_activation;
 }
 
 int64_t activation_bytes(const model::HParams& hp, int tp, bool last_stage, const MemoryParams& p) {

@@ -52,7 +52,8 @@ struct MemoryParams {
 // heads / tp, or 1 when tp is a multiple of heads (each head then held by tp / heads ranks).
 // REQUIRES: heads % tp == 0 or tp % heads == 0.
 int64_t local_heads(int64_t heads, int tp);
-// What runtime::KvCache holds for an adapter's layer: n_head_kv heads of k and v of head_dim.
+// What runtime::KvCache holds for an adapter's layer: n_head_kv heads of k and v of head_dim,
+// plus the DSA indexer's key of index_head_dim (held whole) where the family has one.
 LayerCache uniform_cache(const model::HParams& hp);
 // One rank's KV cache of one layer: min(context, window) x batch x bytes_per_activation x
 // (local_heads(kv_heads) x kv_per_head + kv_whole).
@@ -71,7 +72,8 @@ StageCache stage_cache(const model::HParams& hp, int begin, int end, int tp, con
 // n_head_kv (each kv head is then replicated on tp / n_head_kv ranks).
 int64_t local_kv_heads(const model::HParams& hp, int tp);
 
-// 2 (k, v) x n_layers x local_kv_heads x head_dim x max_context_tokens x batch x bytes_per_activation.
+// n_layers x (2 (k, v) x local_kv_heads x head_dim + index_head_dim) x max_context_tokens x batch x
+// bytes_per_activation.
 int64_t kv_cache_bytes(const model::HParams& hp, int64_t n_layers, int tp, const MemoryParams& p);
 
 // Buffers of one forward over T = max_context_tokens x batch tokens, reused from layer to layer:

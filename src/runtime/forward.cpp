@@ -51,19 +51,26 @@ class StackingSink final : public model::ActivationSink {
 }  // namespace
 
 KvCache::KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx,
-                 KvLedger* ledger)
+                 KvLedger* ledger, int64_t index_head_dim)
     : layer_begin_(layer_begin), n_ctx_(n_ctx), ledger_(ledger) {
   for (int l = layer_begin; l < layer_end; ++l) {
     k_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
     v_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
+    if (index_head_dim > 0) ik_.push_back(be.empty(DType::kF32, {n_ctx, index_head_dim}));
   }
   if (ledger_) ledger_->add(bytes());
 }
 
 KvCache::KvCache(KvCache&& o) noexcept
-    : layer_begin_(o.layer_begin_), n_ctx_(o.n_ctx_), k_(std::move(o.k_)), v_(std::move(o.v_)), ledger_(o.ledger_) {
+    : layer_begin_(o.layer_begin_),
+      n_ctx_(o.n_ctx_),
+      k_(std::move(o.k_)),
+      v_(std::move(o.v_)),
+      ik_(std::move(o.ik_)),
+      ledger_(o.ledger_) {
   o.k_.clear();
   o.v_.clear();
+  o.ik_.clear();
   o.n_ctx_ = 0;
   o.ledger_ = nullptr;
 }
@@ -75,9 +82,11 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
     n_ctx_ = o.n_ctx_;
     k_ = std::move(o.k_);
     v_ = std::move(o.v_);
+    ik_ = std::move(o.ik_);
     ledger_ = o.ledger_;
     o.k_.clear();
     o.v_.clear();
+    o.ik_.clear();
     o.n_ctx_ = 0;
     o.ledger_ = nullptr;
   }
@@ -89,12 +98,14 @@ void KvCache::release() {
   ledger_ = nullptr;
   k_.clear();
   v_.clear();
+  ik_.clear();
   n_ctx_ = 0;
 }
 
 int64_t KvCache::bytes() const {
   int64_t b = 0;
   for (const auto& t : k_) b += static_cast<int64_t>(t.bytes()) * 2;
+  for (const auto& t : ik_) b += static_cast<int64_t>(t.bytes());
   return b;
 }
 
@@ -115,7 +126,8 @@ Forward::Forward(backend::Backend& be, const model::Adapter& adapter, const mode
 
 KvCache Forward::new_cache(int64_t n_ctx) const {
   const int64_t n_head_kv = plan::local_kv_heads(hp_, part_.tp ? part_.tp->size() : 1);
-  return KvCache(be_, part_.layer_begin, part_.layer_end, n_head_kv, hp_.head_dim, n_ctx, &kv_ledger_);
+  return KvCache(be_, part_.layer_begin, part_.layer_end, n_head_kv, hp_.head_dim, n_ctx, &kv_ledger_,
+                 hp_.dsa.index_head_dim);
 }
 
 Tensor Forward::run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cache, model::ActivationSink* sink,
@@ -166,6 +178,7 @@ void Forward::run_layers(std::span<const SeqInput> seqs, Rows& rows, model::Acti
     for (size_t i = 0; i < seqs.size(); ++i) {
       rows.segments[i].k_cache = &seqs[i].cache->k(l);
       rows.segments[i].v_cache = &seqs[i].cache->v(l);
+      rows.segments[i].index_k_cache = seqs[i].cache->index_k(l);
     }
     model::LayerContext ctx{be_, hp_, w_, rows.segments, rows.positions, inv_freq_, sink,
                             tp_all_reduce_ ? &tp_all_reduce_ : nullptr, expert_tokens_};

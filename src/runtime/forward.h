@@ -43,14 +43,16 @@ struct KvLedger {
   void remove(int64_t b) { resident -= b; }
 };
 
-// Keys and values of this rank's layers for one sequence, on the backend's device.
+// Keys and values of this rank's layers for one sequence, on the backend's device, and the DSA
+// indexer's keys [n_ctx, index_head_dim] per layer where the family has an indexer.
 // Move-only; counted in its ledger (if any) until destroyed or released. REQUIRES: the
 // ledger outlives the cache.
 class KvCache {
  public:
   // n_head_kv: the kv heads this rank holds (after the tp split or replication).
+  // index_head_dim 0: no indexer keys.
   KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx,
-          KvLedger* ledger = nullptr);
+          KvLedger* ledger = nullptr, int64_t index_head_dim = 0);
   KvCache(KvCache&& o) noexcept;
   KvCache& operator=(KvCache&& o) noexcept;
   KvCache(const KvCache&) = delete;
@@ -60,6 +62,8 @@ class KvCache {
   int64_t n_ctx() const { return n_ctx_; }
   Tensor& k(int layer) { return k_[layer - layer_begin_]; }  // [n_ctx, n_head_kv, head_dim]
   Tensor& v(int layer) { return v_[layer - layer_begin_]; }
+  // [n_ctx, index_head_dim], or null when the cache has no indexer keys.
+  Tensor* index_k(int layer) { return ik_.empty() ? nullptr : &ik_[layer - layer_begin_]; }
   int64_t bytes() const;
   // Frees the tensors and leaves the ledger; n_ctx() becomes 0.
   void release();
@@ -67,7 +71,7 @@ class KvCache {
  private:
   int layer_begin_;
   int64_t n_ctx_;
-  std::vector<Tensor> k_, v_;
+  std::vector<Tensor> k_, v_, ik_;
   KvLedger* ledger_ = nullptr;
 };
 

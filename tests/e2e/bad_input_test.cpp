@@ -340,6 +340,42 @@ TEST(BadInput, Fp8ScaleMisShaped) {
   expect_bad_input(run_case(c), c, {scale, "[2, 3]", "[1, 2]"});
 }
 
+// DeepSeek sparse attention (deepseek_v32): an indexer keeping no keys, or a checkpoint without
+// one of its tensors, is refused with one sentence naming the key or the tensor.
+Case make_dsa_case(const std::string& name) {
+  static const fs::path good = [] {
+    const fs::path d = scratch_dir("bad-input-good-dsa");
+    make_model_from_yaml(golden_sizes("deepseek_v32"), d / "model");
+    return d;
+  }();
+  Case c{scratch_dir("bad-input-" + name)};
+  fs::copy(good / "model", c.model(), fs::copy_options::recursive);
+  write_file(c.config(), "model: {path: model, dtype: float32}\n"
+                         "prompts:\n"
+                         "  - {id: capital, text: \"The capital of France is\"}\n"
+                         "generate: {max_new_tokens: 2}\n"
+                         "dump:\n"
+                         "  dir: " + (c.dir / "run").string() + "\n");
+  return c;
+}
+
+TEST(BadInput, DsaIndexTopkNotPositive) {
+  const Case c = make_dsa_case("dsa-index-topk");
+  auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
+  cfg["index_topk"] = 0;
+  write_file(c.model() / "config.json", cfg.dump(2));
+  expect_bad_input(run_case(c), c, {"index_topk"});
+}
+
+TEST(BadInput, DsaIndexerTensorMissing) {
+  const Case c = make_dsa_case("dsa-indexer-missing");
+  auto tensors = read_tensors(c.st());
+  const std::string name = "model.layers.2.self_attn.indexer.wk.weight";
+  ASSERT_EQ(tensors.erase(name), 1u);
+  write_tensors(c.st(), tensors);
+  expect_bad_input(run_case(c), c, {name, "missing"});
+}
+
 // ---- Untrusted input: every case ends in exit 2 within kQuickS, never a crash or a hang. ----
 
 constexpr double kQuickS = 5.0;

@@ -1,5 +1,6 @@
-// The tiny llama, qwen2, qwen3, mixtral, qwen3_moe and deepseek_v3 (bf16 and FP8) models
-// against Hugging Face transformers (CPU, float32): per-layer hidden states, router logits and top-k expert ids, last-position
+// The tiny llama, qwen2, qwen3, mixtral, qwen3_moe, deepseek_v3 (bf16 and FP8) and deepseek_v32 models
+// against Hugging Face transformers (CPU, float32): per-layer hidden states, router logits and top-k expert ids
+// (and DSA indexer key ids), last-position
 // logits and greedy tokens, each within a per-family tolerance proven by negative controls
 // (a wrong eps or rope theta must fail it); the dumped names must equal the golden's. The goldens were made
 // once by tools/make_hf_goldens.py from the same make-model sizes and seeds; this test
@@ -69,6 +70,7 @@ double tolerance(const std::string& family) {
       {"qwen3_moe", 1e-6},        // measured 3.1e-7 (layers.1.router_logits)
       {"deepseek_v3", 2e-6},      // measured 5.8e-7 (final_norm)
       {"deepseek_v3_fp8", 2e-6},  // measured 7.0e-7 (layers.2.layer_out)
+      {"deepseek_v32", 2e-6},     // measured 7.8e-7 (logits_last); dense attention (index_topk 64) fails
   };
   return kTol.at(family);
 }
@@ -109,7 +111,7 @@ Comparison compare(const dump::DumpReader& dump, const Golden& g, const std::str
     if (!ours.ok()) continue;
     EXPECT_EQ(ours->data.size(), expected.size()) << key;
     if (ours->data.size() != expected.size()) continue;
-    if (key.size() > 9 && key.compare(key.size() - 9, 9, ".topk_ids") == 0) {
+    if (key.ends_with(".topk_ids") || key.ends_with(".index_topk_ids")) {  // router and DSA indexer choices
       int64_t bad = 0;
       for (size_t i = 0; i < expected.size(); ++i)
         if (ours->data[i] != expected[i]) {
@@ -138,7 +140,7 @@ fs::path run_golden_prompt(const Golden& g, const fs::path& dir, const fs::path&
                    "prompts:\n  - {id: golden, tokens: [" + ids + "]}\n"
                    "generate: {max_new_tokens: " + std::to_string(n_greedy) + ", stop_at_eos: false}\n"
                    "dump:\n  dir: " + (dir / tag).string() + "\n"
-                   "  activations: {layers: all, points: [embed, layer_out, final_norm, router_logits, topk_ids], phase: prefill}\n");
+                   "  activations: {layers: all, points: [embed, layer_out, final_norm, router_logits, topk_ids, index_topk_ids], phase: prefill}\n");
   const Outcome o = run_dayzero("run " + yaml.string());
   EXPECT_EQ(o.exit_code, 0) << o.output;
   return rank0_dump(dir / tag);
@@ -215,6 +217,25 @@ TEST_P(HfGolden, MatchesTransformers) {
     EXPECT_GT(w.max, tol) << family << ": " << ctl.key << " x" << ctl.factor
                           << " passes the tolerance, so the comparison cannot see it";
   }
+  // DSA: the same model with an indexer keeping every key (dense MLA) must fail, so the
+  // comparison sees the sparse selection (the 25-token prompt is past index_topk 8).
+  if (family == "deepseek_v32") {
+    const fs::path model = dir / "ctl-dense-model";
+    fs::remove_all(model);
+    fs::copy(dir / "model", model, fs::copy_options::recursive);
+    auto cfg = nlohmann::json::parse(read_file(model / "config.json"));
+    cfg["index_topk"] = 64;
+    write_file(model / "config.json", cfg.dump(2));
+    auto wrong = dump::DumpReader::open(run_golden_prompt(g, dir, model, "ctl-dense").string());
+    ASSERT_TRUE(wrong.ok()) << wrong.status().message();
+    std::set<std::string> float_keys;
+    for (const auto& k : keys)
+      if (!k.ends_with("topk_ids")) float_keys.insert(k);
+    const Comparison w = compare(*wrong, g, "", float_keys);
+    std::printf("[negative control] %s with index_topk 64 (dense): max rel L2 %.3g (%s) (tolerance %.3g, must exceed)\n",
+                family.c_str(), w.max, w.worst.c_str(), tol);
+    EXPECT_GT(w.max, tol) << family << ": dense attention passes the tolerance, so the indexer is not seen";
+  }
   // MLA: transformers' q_a_layernorm / kv_a_layernorm use eps 1e-6 whatever rms_norm_eps
   // says. The golden also holds transformers' outputs with those norms at rms_norm_eps; our
   // (correct) run compared against them must fail, as a run with that bug would fail against
@@ -229,7 +250,7 @@ TEST_P(HfGolden, MatchesTransformers) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Families, HfGolden, ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "qwen3_moe",
-                                                                  "deepseek_v3", "deepseek_v3_fp8"));
+                                                                  "deepseek_v3", "deepseek_v3_fp8", "deepseek_v32"));
 
 }  // namespace
 }  // namespace dayzero::e2e

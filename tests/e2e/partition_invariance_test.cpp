@@ -1,4 +1,5 @@
-// Partition invariance: tiny 4-layer llama and qwen3 checkpoints run once on one rank, then under
+// Partition invariance: tiny 4-layer llama and qwen3 checkpoints (and the MoE families, deepseek_v32's
+// sparse attention among them, under expert-parallel plans) run once on one rank, then under
 // tp2, tp4 (more tp ranks than kv heads), pp2, pp4, tp2 x pp2, dp2 x tp2 and an uneven pp3, each
 // fixed with `parallel:`. The union of the rank files must hold exactly the one-rank run's keys,
 // each written once by the rank the plan makes its owner, with every activation and logits_last
@@ -83,6 +84,12 @@ const PlanCase kMoePlans[] = {
     {"tp4_ep4", 1, 1, 4, 4},  {"pp2_tp2_ep2", 1, 2, 2, 2},  {"dp2_tp2_ep2", 2, 1, 2, 2},
 };
 
+// DeepSeek sparse attention (deepseek_v32, index_topk 8: the prompts and their decode pass it):
+// the indexer runs where its MLA layer runs, its key cache carried through decode.
+const PlanCase kDsaPlans[] = {
+    {"tp2_ep1_etp2", 1, 1, 2, 1}, {"pp2", 1, 2, 1}, {"pp2_tp2_ep2", 1, 2, 2, 2}, {"tp2_ep2", 1, 1, 2, 2},
+};
+
 bool is_moe(const std::string& family) {
   return family == "mixtral" || family == "qwen3_moe" || family.starts_with("deepseek_v3");
 }
@@ -158,8 +165,9 @@ TEST_P(PartitionInvariance, MatchesOneRank) {
   const FamilyModel& m = family_model(family);
   ASSERT_FALSE(HasFailure()) << family << ": the reference run failed";
   const MergedDump& want = m.reference;
-  // MoE layers add router_logits and topk_ids per layer, prompt and phase.
-  const size_t moe_keys = 2u * static_cast<size_t>(moe_layers(family)) * 3 * 2;
+  // MoE layers add router_logits and topk_ids per layer, prompt and phase; DSA index_topk_ids.
+  const size_t moe_keys = 2u * static_cast<size_t>(moe_layers(family)) * 3 * 2 +
+                          (family == "deepseek_v32" ? static_cast<size_t>(kLayers) * 3 * 2 : 0);
   ASSERT_EQ(want.size(), kReferenceKeys + moe_keys) << family << ": the reference run lacks keys";
   ASSERT_EQ(want.count("activations/raw/decode/layers.3.layer_out"), 1u);
 
@@ -276,6 +284,9 @@ INSTANTIATE_TEST_SUITE_P(Plans, PartitionInvariance,
 INSTANTIATE_TEST_SUITE_P(MoePlans, PartitionInvariance,
                          ::testing::Combine(::testing::Values("mixtral", "qwen3_moe", "deepseek_v3", "deepseek_v3_fp8"),
                                             ::testing::ValuesIn(kMoePlans)),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(DsaPlans, PartitionInvariance,
+                         ::testing::Combine(::testing::Values("deepseek_v32"), ::testing::ValuesIn(kDsaPlans)),
                          case_name);
 
 }  // namespace

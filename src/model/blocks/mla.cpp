@@ -2,6 +2,7 @@
 // (per-row positions) on the host, then cache append and attention per sequence segment.
 #include "model/blocks/mla.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -23,6 +24,48 @@ Tensor host_copy(backend::Backend& be, const Tensor& t) {
   Tensor h = Tensor::host(DType::kF32, t.shape());
   be.to_host(t, h);
   return h;
+}
+
+// The keys and values of each segment appended to its cache, then each row attends over the
+// positions `keys` lists for it: q, k, v host [n_rows, n_head, hd]; out host [n_rows, n_head, hd].
+void selected_attention(LayerContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                        const std::vector<std::vector<int32_t>>& keys, Tensor& out) {
+  auto& be = ctx.be;
+  const int64_t n_head = q.dim(1), hd = q.dim(2), row_elems = n_head * hd;
+  for (const SeqSegment& s : ctx.segments) {
+    Tensor k_rows = s.k_cache->rows(s.pos0, s.pos0 + s.n_rows);
+    Tensor v_rows = s.v_cache->rows(s.pos0, s.pos0 + s.n_rows);
+    be.copy(be.to_device(k.rows(s.row0, s.row0 + s.n_rows)), k_rows);
+    be.copy(be.to_device(v.rows(s.row0, s.row0 + s.n_rows)), v_rows);
+    const int64_t n_keys = s.pos0 + s.n_rows;
+    const Tensor kc = host_copy(be, s.k_cache->rows(0, n_keys)), vc = host_copy(be, s.v_cache->rows(0, n_keys));
+    std::vector<float> p;
+    std::vector<double> acc(static_cast<size_t>(hd));
+    for (int64_t r = s.row0; r < s.row0 + s.n_rows; ++r) {
+      const std::vector<int32_t>& sel = keys[static_cast<size_t>(r)];
+      p.resize(sel.size());
+      for (int64_t h = 0; h < n_head; ++h) {
+        const float* qh = q.f32() + r * row_elems + h * hd;
+        float mx = -INFINITY;
+        for (size_t j = 0; j < sel.size(); ++j) {
+          const float* kh = kc.f32() + sel[j] * row_elems + h * hd;
+          double dot = 0;
+          for (int64_t i = 0; i < hd; ++i) dot += static_cast<double>(qh[i]) * kh[i];
+          p[j] = static_cast<float>(dot) * scale;
+          mx = std::max(mx, p[j]);
+        }
+        double sum = 0;
+        for (float& e : p) sum += (e = std::exp(e - mx));
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (size_t j = 0; j < sel.size(); ++j) {
+          const float* vh = vc.f32() + sel[j] * row_elems + h * hd;
+          for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] += static_cast<double>(p[j]) * vh[i];
+        }
+        float* o = out.f32() + r * row_elems + h * hd;
+        for (int64_t i = 0; i < hd; ++i) o[i] = static_cast<float>(acc[static_cast<size_t>(i)] / sum);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -91,7 +134,7 @@ void rope_host(float* x, int64_t n_tokens, int64_t n_head, int64_t stride, int64
   }
 }
 
-Tensor mla_attention(LayerContext& ctx, const MlaNames& n, const Tensor& x) {
+Tensor mla_attention(LayerContext& ctx, const MlaNames& n, const Tensor& x, const KeySelector* select) {
   auto& be = ctx.be;
   const HParams& hp = ctx.hp;
   const MlaParams& m = hp.mla;
@@ -102,11 +145,14 @@ Tensor mla_attention(LayerContext& ctx, const MlaNames& n, const Tensor& x) {
   constexpr float eps = 1e-6f;
 
   Tensor q;  // [n_tokens, n_head_local * qk]
+  std::vector<std::vector<int32_t>> keys;  // per row, when select is given
   if (m.q_lora_rank > 0) {
     Tensor qa = linear(be, ctx.w.get(n.q_a), x);
     be.rmsnorm(qa, ctx.w.get(n.q_a_norm), eps, qa);
     q = linear(be, ctx.w.get(n.q_b), qa);
+    if (select) keys = (*select)(qa);
   } else {
+    DZ_CHECK(select == nullptr, "sparse MLA needs a q LoRA residual (q_lora_rank > 0)");
     q = linear(be, ctx.w.get(n.q), x);
   }
   const int64_t n_head = q.dim(1) / qk;  // local heads (tp-split weights)
@@ -146,10 +192,16 @@ Tensor mla_attention(LayerContext& ctx, const MlaNames& n, const Tensor& x) {
   rope_host(qf.f32(), n_tokens, n_head, hd, nope, rope, pos, inv_host.f32(), factor, m.rope_interleave);
   rope_host(kf.f32(), n_tokens, n_head, hd, nope, rope, pos, inv_host.f32(), factor, m.rope_interleave);
 
-  const Tensor k_dev = be.to_device(kf), v_dev = be.to_device(vf), q_dev = be.to_device(qf);
-  Tensor attn = be.empty(DType::kF32, {n_tokens, n_head, hd});
-  cached_attention(ctx, q_dev, k_dev, v_dev, static_cast<float>(m.softmax_scale), attn);
-  Tensor attn_host = host_copy(be, attn);
+  Tensor attn_host;  // [n_tokens, n_head, hd]
+  if (select) {
+    attn_host = Tensor::host(DType::kF32, {n_tokens, n_head, hd});
+    selected_attention(ctx, qf, kf, vf, static_cast<float>(m.softmax_scale), keys, attn_host);
+  } else {
+    const Tensor k_dev = be.to_device(kf), v_dev = be.to_device(vf), q_dev = be.to_device(qf);
+    Tensor attn = be.empty(DType::kF32, {n_tokens, n_head, hd});
+    cached_attention(ctx, q_dev, k_dev, v_dev, static_cast<float>(m.softmax_scale), attn);
+    attn_host = host_copy(be, attn);
+  }
   Tensor packed = Tensor::host(DType::kF32, {n_tokens, n_head * vd});
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t h = 0; h < n_head; ++h)

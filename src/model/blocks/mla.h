@@ -7,7 +7,10 @@
 // Not the absorbed (latent-cache) form. Heads split over tp; o_proj partial sums reduced.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "model/adapter.h"
 
@@ -23,11 +26,17 @@ struct MlaNames {
 MlaNames mla_names(const HParams& hp, int layer);
 std::vector<TensorSpec> mla_specs(const HParams& hp, int layer);
 
+// Sparse attention (DSA): from the q LoRA residual [n_tokens, q_lora_rank] (q_a after its norm,
+// on the device), per row the positions in its sequence it may attend to (a subset of the
+// causal ones). REQUIRES: q_lora_rank > 0 where one is given.
+using KeySelector = std::function<std::vector<std::vector<int32_t>>(const Tensor& q_resid)>;
+
 // Returns the attention output [n_tokens, n_embd] for x [n_tokens, n_embd] (normalised);
 // appends each segment's keys and values to that sequence's cache of the layer
-// ([n_ctx, n_head_local, head_dim]) and attends over it. REQUIRES: the segments tile x's rows.
-// Collective over the tp group.
-Tensor mla_attention(LayerContext& ctx, const MlaNames& names, const Tensor& x);
+// ([n_ctx, n_head_local, head_dim]) and attends over it: causally, or over the keys `select`
+// picks per row when given (softmax over those keys only, as transformers' masked attention).
+// REQUIRES: the segments tile x's rows. Collective over the tp group.
+Tensor mla_attention(LayerContext& ctx, const MlaNames& names, const Tensor& x, const KeySelector* select = nullptr);
 
 // Rotates x[t, h, offset .. offset + rope_dim) in place at positions pos (host data, row
 // stride `stride` floats per head): interleaved pairs (x0, x1), (x2, x3)... written back

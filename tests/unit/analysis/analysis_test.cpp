@@ -168,7 +168,8 @@ TEST(Analysis, UnsupportedArchitecturesNameTheirNewBlocks) {
 TEST(Analysis, HeadersOnlyCheckpointOfAnArchitectureWithoutAdapter) {
   const fs::path dir = fs::temp_directory_path() / ("dayzero-analysis-dsa-" + std::to_string(getpid()));
   fs::create_directories(dir);
-  nlohmann::json c = {{"model_type", "deepseek_v32"}, {"architectures", {"DeepseekV32ForCausalLM"}},
+  // GLM-5's family (glm_moe_dsa) has no adapter; deepseek_v32, the same layout, has one.
+  nlohmann::json c = {{"model_type", "glm_moe_dsa"}, {"architectures", {"GlmMoeDsaForCausalLM"}},
                       {"vocab_size", 256}, {"hidden_size", 64}, {"num_hidden_layers", 3}, {"num_attention_heads", 4},
                       {"num_key_value_heads", 4}, {"intermediate_size", 128}, {"moe_intermediate_size", 32},
                       {"n_routed_experts", 8}, {"num_experts_per_tok", 2}, {"n_shared_experts", 1},

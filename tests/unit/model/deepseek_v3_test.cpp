@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 
 #include "model/blocks/mla.h"
 #include "model/blocks/moe_sigmoid.h"
@@ -169,6 +170,62 @@ TEST(DeepseekV3, RejectsBadGrouping) {
   ASSERT_FALSE(hp.ok());
   EXPECT_EQ(hp.status().exit_code(), 2);
   EXPECT_NE(hp.status().message().find("n_group"), std::string::npos) << hp.status().message();
+}
+
+}  // namespace
+}  // namespace dayzero::model
+
+namespace dayzero::model {
+namespace {
+
+nlohmann::json v32_config() {
+  std::ifstream f(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/DeepSeek-V3.2/config.json");
+  EXPECT_TRUE(f.good());
+  return nlohmann::json::parse(f);
+}
+
+// DeepSeek-V3.2's published config: the indexer sizes, its tensors in the published layout
+// (wq_b and wk block-quantized like the other Linears, weights_proj and the LayerNorm not).
+TEST(DeepseekV32, PublishedConfigParsesWithItsIndexer) {
+  const nlohmann::json c = v32_config();
+  auto a = find_adapter(c);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_STREQ((*a)->family(), "deepseek_v32");
+  auto hp = (*a)->parse_hparams(c);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  EXPECT_EQ(hp->dsa.index_topk, 2048);
+  EXPECT_EQ(hp->dsa.index_n_heads, 64);
+  EXPECT_EQ(hp->dsa.index_head_dim, 128);
+  EXPECT_TRUE(hp->mla.rope_interleave);
+  std::map<std::string, TensorSpec> by_name;
+  for (const auto& s : (*a)->tensor_specs(*hp)) by_name[s.name] = s;
+  const std::string p = "model.layers.5.self_attn.indexer.";
+  ASSERT_TRUE(by_name.count(p + "wq_b.weight"));
+  EXPECT_EQ(by_name[p + "wq_b.weight"].shape, (Shape{64 * 128, 1536}));
+  EXPECT_EQ(by_name[p + "wq_b.weight"].scale_name, p + "wq_b.weight_scale_inv");
+  EXPECT_EQ(by_name[p + "wk.weight"].shape, (Shape{128, 7168}));
+  EXPECT_EQ(by_name[p + "wk.weight"].scale_name, p + "wk.weight_scale_inv");
+  EXPECT_EQ(by_name[p + "weights_proj.weight"].shape, (Shape{64, 7168}));
+  EXPECT_EQ(by_name[p + "weights_proj.weight"].scale_name, "");
+  EXPECT_EQ(by_name[p + "k_norm.bias"].shape, (Shape{128}));
+  EXPECT_EQ(by_name[p + "k_norm.weight"].rule, ShardRule::kReplicated);
+  // The multi-token-prediction layer's indexer is claimed, never loaded.
+  ASSERT_TRUE(by_name.count("model.layers.61.self_attn.indexer.wk.weight"));
+  EXPECT_TRUE(by_name["model.layers.61.self_attn.indexer.wk.weight"].skip_load);
+}
+
+TEST(DeepseekV32, RejectsAnIndexerThatKeepsNoKeys) {
+  nlohmann::json c = v32_config();
+  for (const int bad : {0, -1}) {
+    c["index_topk"] = bad;
+    auto hp = (*find_adapter(c))->parse_hparams(c);
+    ASSERT_FALSE(hp.ok());
+    EXPECT_EQ(hp.status().exit_code(), 2);
+    EXPECT_NE(hp.status().message().find("index_topk"), std::string::npos) << hp.status().message();
+  }
+  c = v32_config();
+  c.erase("index_head_dim");
+  EXPECT_FALSE((*find_adapter(c))->parse_hparams(c).ok());
 }
 
 }  // namespace
