@@ -2,7 +2,8 @@
 // (59 shards) gives exactly the index's tensor-to-shard map and total_size, and the shard files
 // have the sizes its Git-LFS pointers record; Kimi-K2 and DeepSeek-V3 (FP8 + block scales, no
 // index) give HF-named ~5 GB shards with their own index. Each uses under 100 MB of disk and
-// `inspect` and `plan` read it at full scale. Never reads the holes.
+// `inspect`, `plan` and `verify --structure-only` (WizardLM: against its LFS pointers' sizes)
+// read it at full scale. Never reads the holes.
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
@@ -64,8 +65,10 @@ std::map<std::string, std::string> weight_map(const nlohmann::json& index) {
   return m;
 }
 
-// inspect and plan (a cluster shape that fits) on the sparse folder, at full scale.
-void inspect_and_plan(const fs::path& dir, uint64_t total, const std::string& plan_args) {
+// inspect, plan (a cluster shape that fits) and verify --structure-only (headers, index,
+// adapter inventory, sizes; extra: e.g. --hashes) on the sparse folder, at full scale.
+void inspect_and_plan(const fs::path& dir, uint64_t total, const std::string& plan_args,
+                      const std::string& verify_extra = "") {
   const Outcome in = run_dayzero("inspect --json " + dir.string());
   ASSERT_EQ(in.exit_code, 0) << in.output;
   const nlohmann::json j = nlohmann::json::parse(in.output.substr(in.output.find('{')));
@@ -74,6 +77,8 @@ void inspect_and_plan(const fs::path& dir, uint64_t total, const std::string& pl
   EXPECT_NE(text.find(std::to_string(total)), std::string::npos) << "total " << total << " not in " << text;
   const Outcome plan = run_dayzero("plan --model " + dir.string() + " " + plan_args);
   EXPECT_EQ(plan.exit_code, 0) << plan.output;
+  const Outcome verify = run_dayzero("verify --structure-only " + dir.string() + " " + verify_extra);
+  EXPECT_EQ(verify.exit_code, 0) << verify.output;
 }
 
 TEST(SparseModel, WizardLmHasTheRealIndexMapAndShardSizes) {
@@ -103,7 +108,8 @@ TEST(SparseModel, WizardLmHasTheRealIndexMapAndShardSizes) {
   EXPECT_EQ(compared, 59);
   EXPECT_GT(l.apparent, 280'000'000'000ull);
   EXPECT_LT(disk_used(dir), 100ull << 20);
-  inspect_and_plan(dir, l.tensor_bytes, "--nodes 1 --gpus-per-node 8 --gpu-mem 80GiB");
+  inspect_and_plan(dir, l.tensor_bytes, "--nodes 1 --gpus-per-node 8 --gpu-mem 80GiB",
+                   "--hashes " + (like / "lfs_pointers_concatenated.txt").string());
 }
 
 // FP8 layouts without an index: every quantized Linear has its F32 weight_scale_inv in the

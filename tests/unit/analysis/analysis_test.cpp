@@ -61,6 +61,18 @@ TEST(Analysis, EveryPublishedConfigIsAnalysed) {
   EXPECT_GE(n, 14);
 }
 
+// A config declaring absurd counts is refused at once instead of building a per-layer list of
+// billions of entries (found while fuzzing config.json); the real config is the control.
+TEST(Analysis, AbsurdLayerCountsAreRefused) {
+  nlohmann::json c = load("Kimi-K2-Instruct");
+  ASSERT_TRUE(analyze(c, {}, Source::kConfig).ok());
+  c["num_hidden_layers"] = 100000000;
+  auto a = analyze(c, {}, Source::kConfig);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(a.status().message().find("num_hidden_layers (100000000)"), std::string::npos) << a.status().message();
+}
+
 // The config estimate and the adapter's specs, classified by name, give the adapter's counts.
 TEST(Analysis, KnownFamiliesAgreeWithTheirAdapters) {
   for (const char* name : {"DeepSeek-V3", "Kimi-K2-Instruct", "Qwen3-235B-A22B", "Qwen3-30B-A3B", "Qwen3-30B-A3B-FP8",
