@@ -321,19 +321,7 @@ Result<PlanRequest> make_generic_plan_request(const analysis::Analysis& a, const
   }
   req.cache = generic_cache(a);
   req.caveats = generic_caveats(a, in.weights);
-  req.topo = in.topo;
-  req.world_size = in.world_size;
-  req.dp = in.dp;
-  req.pp = in.pp;
-  req.tp = in.tp;
-  req.ep = in.ep;
-  req.etp = in.etp;
-  req.bytes_per_weight = w.bytes_per_weight;
-  req.stored_bytes = w.stored_bytes;
-  req.bytes_per_activation = in.bytes_per_activation;
-  req.max_context_tokens = in.context_tokens;
-  req.batch = in.batch;
-  req.headroom_bytes = in.headroom_bytes;
+  fill_request_inputs(in, w, req);
   if (sizes) *sizes = std::move(w);
   return req;
 }

@@ -72,12 +72,7 @@ Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice we
   return w;
 }
 
-Result<PlanRequest> make_plan_request(const model::ModelFolder& m, const RequestInputs& in, WeightSizes* sizes) {
-  DZ_ASSIGN_OR_RETURN(WeightSizes w, weight_sizes(m, in.weights));
-  PlanRequest req;
-  req.hp = m.hp;
-  req.specs = m.specs;
-  req.names = edge_names(*m.adapter, m.hp);
+void fill_request_inputs(const RequestInputs& in, const WeightSizes& w, PlanRequest& req) {
   req.topo = in.topo;
   req.world_size = in.world_size;
   req.dp = in.dp;
@@ -92,6 +87,15 @@ Result<PlanRequest> make_plan_request(const model::ModelFolder& m, const Request
   req.batch = in.batch;
   req.headroom_bytes = in.headroom_bytes;
   req.layers = in.layers;
+}
+
+Result<PlanRequest> make_plan_request(const model::ModelFolder& m, const RequestInputs& in, WeightSizes* sizes) {
+  DZ_ASSIGN_OR_RETURN(WeightSizes w, weight_sizes(m, in.weights));
+  PlanRequest req;
+  req.hp = m.hp;
+  req.specs = m.specs;
+  req.names = edge_names(*m.adapter, m.hp);
+  fill_request_inputs(in, w, req);
   if (sizes) *sizes = std::move(w);
   return req;
 }

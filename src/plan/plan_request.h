@@ -54,6 +54,10 @@ struct RequestInputs {
   std::optional<std::pair<int, int>> layers;  // PlanRequest::layers: a replay of decoder layers [first, second)
 };
 
+// What every plan request takes from its inputs and weight sizes, whichever path built it
+// (the adapter's make_plan_request or the generic analysis's make_generic_plan_request).
+void fill_request_inputs(const RequestInputs& in, const WeightSizes& w, PlanRequest& req);
+
 // The request for choose_plan: the model's hparams, specs and edge names, the weight sizes of
 // weight_sizes(m, in.weights), and the inputs as given. `sizes` (may be null) receives the
 // weight sizes for display. Errors: those of weight_sizes.
