@@ -86,15 +86,8 @@ Status read_text(const nlohmann::json& t, bool nested, TextDims& x) {
   DZ_ASSIGN_OR_RETURN(x.dense_layers, model::json_int_list_or_empty(t, "mlp_only_layers"));
   DZ_ASSIGN_OR_RETURN(x.scoring, json_string_or(t, "scoring_func", "softmax"));
   DZ_ASSIGN_OR_RETURN(x.topk_method, json_string_or(t, "topk_method", ""));
-  // The same bound as the adapters' (model::check_tensor_count): a config declaring absurd
-  // layer or expert counts is refused before any per-layer list is built.
-  if (const double tensors = static_cast<double>(x.n_layer) * (16.0 + 3.0 * static_cast<double>(std::max<int64_t>(x.n_expert, 0)));
-      tensors > model::kMaxTensorSpecs)
-    return Status::InvalidArgument(std::string("config.json") + (nested ? " text_config" : "") + ": num_hidden_layers (" +
-                                   std::to_string(x.n_layer) + ")" +
-                                   (x.n_expert > 0 ? " with " + std::to_string(x.n_expert) + " experts per layer" : "") +
-                                   " would declare about " + std::to_string(static_cast<int64_t>(tensors)) +
-                                   " tensors, more than any real model needs");
+  // The adapters' bound: absurd layer or expert counts are refused before any per-layer list.
+  DZ_RETURN_IF_ERROR(model::check_tensor_count(x.n_layer, x.n_expert, std::string("config.json") + (nested ? " text_config" : "")));
   // MLA and the sparse-attention indexer
   DZ_ASSIGN_OR_RETURN(x.kv_lora, first_int(t, {"kv_lora_rank"}, 0));
   DZ_ASSIGN_OR_RETURN(x.q_lora, first_int(t, {"q_lora_rank"}, 0));

@@ -74,15 +74,18 @@ Result<std::vector<int64_t>> json_int_list_or_empty(const nlohmann::json& j, con
   return out;
 }
 
-Status check_tensor_count(const HParams& hp) {
-  const double layers = static_cast<double>(hp.n_layer) + static_cast<double>(std::max<int64_t>(hp.n_nextn_layer, 0));
-  const double estimate = layers * (16.0 + 3.0 * static_cast<double>(std::max<int64_t>(hp.n_expert, 0)));
+Status check_tensor_count(int64_t n_layer, int64_t n_expert, const std::string& where) {
+  const double estimate = static_cast<double>(n_layer) * (16.0 + 3.0 * static_cast<double>(std::max<int64_t>(n_expert, 0)));
   if (estimate <= kMaxTensorSpecs) return Status::Ok();
-  return Status::InvalidArgument("config.json: num_hidden_layers (" + std::to_string(hp.n_layer) + ")" +
-                                 (hp.n_expert > 0 ? " with " + std::to_string(hp.n_expert) + " experts per layer" : "") +
+  return Status::InvalidArgument(where + ": num_hidden_layers (" + std::to_string(n_layer) + ")" +
+                                 (n_expert > 0 ? " with " + std::to_string(n_expert) + " experts per layer" : "") +
                                  " would declare about " + std::to_string(static_cast<int64_t>(estimate)) +
                                  " tensors, more than the " + std::to_string(static_cast<int64_t>(kMaxTensorSpecs)) +
                                  " any real model needs");
+}
+
+Status check_tensor_count(const HParams& hp) {
+  return check_tensor_count(hp.n_layer + std::max<int64_t>(hp.n_nextn_layer, 0), hp.n_expert, "config.json");
 }
 
 Result<HParams> parse_llama_like(const nlohmann::json& c) {

@@ -150,6 +150,9 @@ Result<std::vector<int64_t>> json_int_list_or_empty(const nlohmann::json& j, con
 // Call after parse_hparams, before tensor_specs. InvalidArgument naming the keys.
 inline constexpr double kMaxTensorSpecs = 2e6;
 Status check_tensor_count(const HParams& hp);
+// The same bound from the raw counts (the generic analysis, which has no HParams); `where`
+// prefixes the message, e.g. "config.json text_config".
+Status check_tensor_count(int64_t n_layer, int64_t n_expert, const std::string& where);
 
 // Fields shared by the Llama-like families (sizes, rope, eps, tied embeddings).
 Result<HParams> parse_llama_like(const nlohmann::json& config);

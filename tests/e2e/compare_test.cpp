@@ -11,6 +11,7 @@
 #include <set>
 
 #include "dump/dump_writer.h"
+#include "compare_util.h"
 #include "e2e_util.h"
 
 namespace dayzero::e2e {
@@ -74,37 +75,6 @@ fs::path run(const std::string& fam, const std::string& label, int ranks, const 
   EXPECT_EQ(o.exit_code, 0) << label << "\n" << o.output;
   f.runs[label] = out;
   return out;
-}
-
-struct Compared {
-  Outcome o;
-  json j;
-};
-
-Compared compare(const fs::path& a, const fs::path& b, const std::string& flags = "") {
-  Compared c;
-  c.o = run_dayzero("compare " + a.string() + " " + b.string() + " --json " + flags);
-  if (c.o.exit_code <= 1) {
-    // stderr is interleaved: the JSON document runs from the first '{' to the last '}'.
-    const size_t at = c.o.output.find('{'), end = c.o.output.rfind('}');
-    c.j = json::parse(at == std::string::npos ? "" : c.o.output.substr(at, end + 1 - at), nullptr, false);
-  }
-  return c;
-}
-
-double num(const json& v) { return v.is_string() ? INFINITY : v.get<double>(); }
-
-// The largest tensor error over every group.
-double worst_error(const json& j, std::string* where = nullptr) {
-  double w = 0;
-  for (const json& g : j.at("groups"))
-    for (const json& t : g.at("tensors"))
-      if (num(t.at("error")) > w) {
-        w = num(t.at("error"));
-        if (where) *where = g.at("prompt").get<std::string>() + "/" + g.at("phase").get<std::string>() + "/" +
-                            t.at("name").get<std::string>();
-      }
-  return w;
 }
 
 TEST(Compare, IdenticalRunsAgreeExactly) {

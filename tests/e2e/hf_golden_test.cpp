@@ -16,43 +16,12 @@
 #include "checkpoint/safetensors.h"
 #include "dump/dump_reader.h"
 #include "e2e_util.h"
+#include "golden_util.h"
 
 namespace dayzero::e2e {
 namespace {
 
 // A golden file: tensors by name (f32 values; int ids converted) plus its metadata.
-struct Golden {
-  std::map<std::string, std::vector<float>> t;
-  std::map<std::string, Shape> shape;
-  std::map<std::string, std::string> meta;
-};
-
-Golden read_golden(const fs::path& path) {
-  Golden g;
-  auto f = checkpoint::SafetensorsFile::open(path.string());
-  EXPECT_TRUE(f.ok()) << f.status().message();
-  if (!f.ok()) return g;
-  g.meta = f->metadata();
-  checkpoint::ByteReader reader;
-  for (const auto& info : f->tensors()) {
-    std::vector<uint8_t> bytes(info.nbytes);
-    EXPECT_TRUE(reader.read(info.file, info.offset, info.nbytes, bytes.data()).ok());
-    std::vector<float> v(static_cast<size_t>(shape_numel(info.shape)));
-    convert_to_f32(info.dtype, bytes.data(), v.data(), v.size());
-    g.t[info.name] = std::move(v);
-    g.shape[info.name] = info.shape;
-  }
-  return g;
-}
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
 
 // Per-family tolerance on the relative L2 of every float tensor (hidden states, router
 // logits, last-position logits). Both sides compute in f32 from the same weights, so they
@@ -121,12 +90,12 @@ Comparison compare(const dump::DumpReader& dump, const Golden& g, const std::str
         }
       c.id_mismatches[key] = bad;
     } else {
-      note(key, rel_l2(ours->data, expected));
+      note(key, rel_l2(expected, ours->data));
     }
   }
   auto out = dump.read_output("golden");
   EXPECT_TRUE(out.ok()) << out.status().message();
-  if (out.ok()) note("logits_last", rel_l2(out->logits_last, g.t.at(prefix + "logits_last")));
+  if (out.ok()) note("logits_last", rel_l2(g.t.at(prefix + "logits_last"), out->logits_last));
   return c;
 }
 

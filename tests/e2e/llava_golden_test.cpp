@@ -12,6 +12,7 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/safetensors.h"
 #include "e2e_util.h"
+#include "golden_util.h"
 #include "kernels/ops.h"
 #include "model/blocks/vision.h"
 #include "runtime/forward.h"
@@ -20,35 +21,6 @@
 namespace dayzero::e2e {
 namespace {
 
-struct Golden {
-  std::map<std::string, std::vector<float>> t;
-};
-
-Golden read_golden(const fs::path& path) {
-  Golden g;
-  auto f = checkpoint::SafetensorsFile::open(path.string());
-  EXPECT_TRUE(f.ok()) << f.status().message();
-  if (!f.ok()) return g;
-  EXPECT_EQ(f->metadata().at("magic"), "dayzero-golden");
-  checkpoint::ByteReader reader;
-  for (const auto& info : f->tensors()) {
-    std::vector<uint8_t> bytes(info.nbytes);
-    EXPECT_TRUE(reader.read(info.file, info.offset, info.nbytes, bytes.data()).ok());
-    std::vector<float> v(static_cast<size_t>(shape_numel(info.shape)));
-    convert_to_f32(info.dtype, bytes.data(), v.data(), v.size());
-    g.t[info.name] = std::move(v);
-  }
-  return g;
-}
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
 
 // Keeps a host copy of every point's first occurrence.
 class CollectSink final : public model::ActivationSink {
@@ -78,6 +50,7 @@ TEST(LlavaGolden, MatchesTransformers) {
                                    " --out " + model_dir.string());
   ASSERT_EQ(made.exit_code, 0) << made.output;
   const Golden g = read_golden(fs::path(DAYZERO_SOURCE_DIR) / "tests" / "data" / "golden" / "llava.safetensors");
+  ASSERT_EQ(g.meta.at("magic"), "dayzero-golden");
   ASSERT_FALSE(g.t.empty());
 
   auto m = model::open_model_folder(model_dir.string(), model::WeightsNeeded::kRequired);
@@ -119,7 +92,7 @@ TEST(LlavaGolden, MatchesTransformers) {
     const std::vector<float> ours =
         key == "logits_last" ? std::vector<float>(logits.f32(), logits.f32() + logits.numel()) : sink.got[key];
     ASSERT_EQ(ours.size(), want.size()) << key;
-    const double e = rel_l2(ours, want);
+    const double e = rel_l2(want, ours);
     EXPECT_LT(e, 1e-6) << key;
     std::printf("  %-26s rel_l2 %.3g\n", key.c_str(), e);
     if (e > worst) worst = e, worst_key = key;
@@ -146,8 +119,8 @@ TEST(LlavaGolden, MatchesTransformers) {
   runtime::KvCache other = fwd.new_cache(static_cast<int64_t>(ids.size()));
   const Tensor lb = fwd.run(ids, 0, other, nullptr, false, img_b);
   const std::vector<float> logits_b(lb.f32(), lb.f32() + lb.numel());
-  EXPECT_GT(rel_l2(logits_b, logits_a), 1e-3);
-  EXPECT_LT(rel_l2(logits_b, g.t.at("b.logits_last")), 1e-6);
+  EXPECT_GT(rel_l2(logits_a, logits_b), 1e-3);
+  EXPECT_LT(rel_l2(g.t.at("b.logits_last"), logits_b), 1e-6);
 
   // Negative control: the tower's LayerNorm eps tenfold (1e-4) must fail the tolerance.
   const fs::path bad_dir = dir / "llava-bad-eps";
@@ -166,7 +139,7 @@ TEST(LlavaGolden, MatchesTransformers) {
   CollectSink bad_sink;
   runtime::KvCache bad_cache = bad.new_cache(static_cast<int64_t>(ids.size()));
   bad.run(ids, 0, bad_cache, &bad_sink, false, img_a);
-  const double bad_err = rel_l2(bad_sink.got["vision.embed"], g.t.at("vision.embed"));
+  const double bad_err = rel_l2(g.t.at("vision.embed"), bad_sink.got["vision.embed"]);
   std::printf("negative control (vision layer_norm_eps 1e-4): vision.embed rel_l2 %.3g\n", bad_err);
   EXPECT_GT(bad_err, 1e-6);
 }

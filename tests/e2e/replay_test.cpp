@@ -10,6 +10,7 @@
 #include <set>
 
 #include "dump/dump_writer.h"
+#include "compare_util.h"
 #include "e2e_util.h"
 
 namespace dayzero::e2e {
@@ -87,34 +88,6 @@ fs::path source() { return run("llama", "source", 1, kPerturb); }
 
 std::string replay_flags(const fs::path& src, const std::string& layers) {
   return "--replay-from " + src.string() + " --replay-layers " + layers;
-}
-
-struct Compared {
-  Outcome o;
-  json j;
-};
-
-Compared compare(const fs::path& a, const fs::path& b) {
-  Compared c;
-  c.o = run_dayzero("compare " + a.string() + " " + b.string() + " --json");
-  if (c.o.exit_code <= 1) {
-    const size_t at = c.o.output.find('{'), end = c.o.output.rfind('}');
-    c.j = json::parse(at == std::string::npos ? "" : c.o.output.substr(at, end + 1 - at), nullptr, false);
-  }
-  return c;
-}
-
-double num(const json& v) { return v.is_string() ? INFINITY : v.get<double>(); }
-
-double worst_error(const json& j, std::string* where = nullptr) {
-  double w = 0;
-  for (const json& g : j.at("groups"))
-    for (const json& t : g.at("tensors"))
-      if (num(t.at("error")) >= w) {
-        w = num(t.at("error"));
-        if (where) *where = g.at("prompt").get<std::string>() + "/" + t.at("name").get<std::string>();
-      }
-  return w;
 }
 
 // Layer 5 replayed on the perturbed run's layers.4.layer_out computes exactly what that run
