@@ -49,6 +49,8 @@ Result<plan::Topology> discover_topology(const comm::MpiEnv& env, const config::
 Status Run::plan_and_partition() {
   plan::RequestInputs in;
   DZ_ASSIGN_OR_RETURN(in.topo, discover_topology(env_, cfg_.topology));
+  device_memory_bytes_ = in.topo.device_memory_bytes;
+  memory_fraction_ = in.topo.memory_fraction;
   in.world_size = env_.world_size();
   in.dp = cfg_.parallel.dp;
   in.pp = cfg_.parallel.pp;
@@ -61,6 +63,7 @@ Status Run::plan_and_partition() {
     case config::WeightsOnDevice::kF32: in.weights = plan::WeightsOnDevice::kF32; break;
   }
   in.bytes_per_activation = 4;  // the CPU computes in f32
+  if (cfg_.runtime.headroom_mib) in.headroom_bytes = int64_t{*cfg_.runtime.headroom_mib} << 20;
   // Every prompt of a replica may be resident at once, up to generate.max_batch, each with a
   // KV cache as long as the longest prompt + reference + new tokens.
   int64_t longest = 1;
