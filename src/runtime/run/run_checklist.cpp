@@ -34,7 +34,8 @@ std::string Run::checklist_figures() const {
   for (const auto& r : records_) nan += r.nan_count, inf += r.inf_count;
   nlohmann::json prompts = nlohmann::json::array();
   for (const PromptRun& pr : prompts_) {
-    if (!writes_outputs_) continue;  // each prompt once, from its output owner
+    // Each prompt once, from its output owner; a replay has no first token to time.
+    if (!writes_outputs_ || replay_layers_) continue;
     prompts.push_back({{"id", pr.prompt->id},
                        {"image", !pr.images.empty()},
                        {"first_token_s", pr.gen.prefill_seconds},
