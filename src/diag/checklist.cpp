@@ -173,17 +173,17 @@ std::string format_checklist(const Checklist& c) {
   return s;
 }
 
-nlohmann::json checklist_to_json(const Checklist& c, int exit_code, int repeat) {
-  nlohmann::json lines = nlohmann::json::array();
+nlohmann::ordered_json checklist_to_json(const Checklist& c, int exit_code, int repeat) {
+  nlohmann::ordered_json lines = nlohmann::ordered_json::array();
   for (const ChecklistLine& l : c.lines)
     lines.push_back({{"key", l.key}, {"title", l.title}, {"status", check_status_name(l.status)}, {"detail", l.detail}});
   return {{"schema_version", kChecklistSchemaVersion}, {"complete", true}, {"exit_code", exit_code},
           {"pass", c.pass()}, {"repeat", repeat}, {"lines", lines}};
 }
 
-nlohmann::json failed_run_json(int exit_code, const std::string& phase, const std::string& error) {
+nlohmann::ordered_json failed_run_json(int exit_code, const std::string& phase, const std::string& error) {
   return {{"schema_version", kChecklistSchemaVersion}, {"complete", false}, {"exit_code", exit_code},
-          {"pass", false}, {"failed_phase", phase}, {"error", error}, {"lines", nlohmann::json::array()}};
+          {"pass", false}, {"failed_phase", phase}, {"error", error}, {"lines", nlohmann::ordered_json::array()}};
 }
 
 std::string repeat_difference(const RepeatOutputs& a, const RepeatOutputs& b, int repetition) {

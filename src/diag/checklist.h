@@ -76,10 +76,10 @@ std::string format_checklist(const Checklist& c);
 
 // checklist.json of a run that reached its end: {schema_version, complete: true, exit_code,
 // repeat, lines: [{key, title, status, detail}]}.
-nlohmann::json checklist_to_json(const Checklist& c, int exit_code, int repeat);
+nlohmann::ordered_json checklist_to_json(const Checklist& c, int exit_code, int repeat);
 // The record of a run that stopped at a phase: {schema_version, complete: false, exit_code,
 // failed_phase, error, lines: []}.
-nlohmann::json failed_run_json(int exit_code, const std::string& phase, const std::string& error);
+nlohmann::ordered_json failed_run_json(int exit_code, const std::string& phase, const std::string& error);
 
 // The first difference between two repetitions' outputs of one prompt, as a phrase naming the
 // repetition ("repetition 2: generated token 3 is 17, not 42"); empty when all are bitwise equal.

@@ -16,7 +16,7 @@ namespace dayzero::runtime {
 namespace fs = std::filesystem;
 namespace {
 
-void write_record(const std::string& run_dir, const nlohmann::json& j) {
+void write_record(const std::string& run_dir, const nlohmann::ordered_json& j) {
   const fs::path path = fs::path(run_dir) / diag::kChecklistFileName;
   const fs::path tmp = path.string() + ".tmp";
   std::ofstream f(tmp, std::ios::binary);

@@ -37,7 +37,7 @@ TEST(DiagChecklist, AllPassAndRepeatNotRunWithoutIt) {
   EXPECT_EQ(line(c, "repeat").status, CheckStatus::kNotRun);
   EXPECT_EQ(line(c, "image_prompts").status, CheckStatus::kPass);
   EXPECT_EQ(line(c, "expect").status, CheckStatus::kPass);
-  const nlohmann::json j = checklist_to_json(c, 0, 1);
+  const nlohmann::ordered_json j = checklist_to_json(c, 0, 1);
   EXPECT_EQ(j.at("lines").size(), 7u);
   EXPECT_EQ(j.at("lines")[5].at("status"), "not run");
   EXPECT_NE(format_checklist(c).find("not run  repeated runs give identical outputs"), std::string::npos)
