@@ -29,8 +29,9 @@ constexpr double kF32RelL2 = 4e-6;
 // A healthy job here takes a few seconds (TCP between namespaces, 4 ranks on 2 cores); the
 // limit only keeps a broken build from blocking the suite.
 constexpr int kJobLimitS = 90;
-// After the kill: mpirun reacts within a second or two (measured about 0.2 s).
-constexpr double kEndAfterKillS = 10;
+// After the kill: mpirun reacts within seconds (measured 1-4 s on 2 busy cores); the same
+// bound as the single-host kill of tests/e2e/hang_test.cpp.
+constexpr double kEndAfterKillS = 15;
 
 const fs::path kTestbed = fs::path(DAYZERO_SOURCE_DIR) / "tests" / "multinode" / "testbed.sh";
 
