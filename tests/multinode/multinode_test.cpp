@@ -246,11 +246,15 @@ Killed kill_node1(const std::string& name, const std::string& how) {
   auto job = std::async(std::launch::async, [&] { return run_on_bed(name, cfg); });
   bool stalled = false;
   for (int i = 0; i < 600 && !stalled; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (job.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready) break;  // ended early
     const json hb = json::parse(read_file(live), nullptr, false);
     stalled = hb.is_object() && hb.value("current", "").rfind("debug.stall", 0) == 0;
   }
-  EXPECT_TRUE(stalled) << "rank 2 never reported its stall in " << live;
+  if (!stalled) {
+    k.job = job.get();
+    ADD_FAILURE() << "rank 2 never reported its stall in " << live << "\n" << k.job.outcome.output;
+    return k;
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a beat or two while stalled
   const auto killed_at = std::chrono::steady_clock::now();
   const Outcome kill = run_shell("bash " + kTestbed.string() + " " + how + " " + bed_dir().string() + " node1");
@@ -298,15 +302,23 @@ TEST_F(Multinode, KillingOneNodesRanksEndsTheJobAndTheTimelineNamesTheNode) {
   expect_node1_named(k);
 }
 
-// The whole node goes (its daemon too): mpirun loses the daemon's connection and ends the job
-// with Open MPI's own code (205 with Open MPI 4.1), saying so.
+// The whole node goes, its Open MPI daemon and the launch agent's session to it too. Which
+// one mpirun notices first is a race inside Open MPI 4.1: the daemon's lost connection ("ORTE
+// has lost communication with a remote daemon", exit 205) or the agent's exit ("ORTE was
+// unable to reliably start one or more daemons", exit 9 here, the agent's signal). Either
+// ends the job within seconds, saying so.
 TEST_F(Multinode, LosingANodeEndsTheJobAndTheTimelineNamesTheNode) {
   const Killed k = kill_node1("kill-node", "kill");
-  EXPECT_NE(k.job.outcome.exit_code, 0) << k.job.outcome.output;
-  EXPECT_NE(k.job.outcome.exit_code, 124) << "the job did not end by itself:\n" << k.job.outcome.output;
-  EXPECT_LT(k.after_kill_s, kEndAfterKillS) << k.job.outcome.output;
-  EXPECT_NE(k.job.outcome.output.find("lost communication with a remote daemon"), std::string::npos)
-      << k.job.outcome.output;
+  const std::string& out = k.job.outcome.output;
+  EXPECT_NE(k.job.outcome.exit_code, 0) << out;
+  EXPECT_NE(k.job.outcome.exit_code, 124) << "the job did not end by itself:\n" << out;
+  EXPECT_LT(k.after_kill_s, kEndAfterKillS) << out;
+  const bool lost = out.find("ORTE has lost communication with a remote daemon") != std::string::npos;
+  const bool agent = out.find("ORTE was unable to reliably start one or more daemons") != std::string::npos;
+  EXPECT_TRUE(lost || agent) << "mpirun did not say that node1's daemon went:\n" << out;
+  if (lost) {
+    EXPECT_EQ(k.job.outcome.exit_code, 205) << out;
+  }
   expect_node1_named(k);
 }
 
