@@ -5,7 +5,8 @@
 // puts the stages on different nodes, and the node split gives local ranks 0, 1 on each; a
 // job launched round-robin is refused; killing node1's ranks, or everything on node1, ends
 // the job within seconds and `dayzero timeline` names node1 lost with ranks 2 and 3.
-// Skips with the reason where namespaces cannot be made, except under CI=true (fails there).
+// The bed adds nothing to the host's namespace and leaves no namespace behind. Skips with the
+// reason where namespaces cannot be made, except under CI=true (fails there).
 #include <nlohmann/json.hpp>
 
 #include <future>
@@ -39,20 +40,36 @@ fs::path bed_dir() { return fs::path(DAYZERO_BINARY_DIR) / "multinode-bed"; }
 
 // The bed, made once for the whole binary and removed at its end (the ctest cleanup fixture
 // multinode_bed_down removes it too when this process dies).
+// The host namespace's interfaces and addresses, one per line.
+std::string host_interfaces() { return run_shell("ip -o link show | cut -d' ' -f2; ip -o addr show").output; }
+
+// The network namespaces whose names start with the bed's tag (bed.env's TAG).
+std::string bed_namespaces(const std::string& tag) {
+  return run_shell("ip netns list | cut -d' ' -f1 | grep -- '^" + tag + "-' | sort").output;
+}
+
 class Bed : public ::testing::Environment {
  public:
   static bool up;
-  static std::string why;
+  static std::string why, tag, host_before;
   void SetUp() override {
     fs::create_directories(bed_dir());
+    host_before = host_interfaces();
     const Outcome o = run_shell("bash " + kTestbed.string() + " up " + bed_dir().string() + " 2 2");
     up = o.exit_code == 0;
     if (!up) why = "the multi-node test bed could not be made (exit " + std::to_string(o.exit_code) + "): " + o.output;
+    tag = run_shell(". " + (bed_dir() / "bed.env").string() + " 2>/dev/null && printf %s \"$TAG\"").output;
   }
-  void TearDown() override { run_shell("bash " + kTestbed.string() + " down " + bed_dir().string()); }
+  void TearDown() override {
+    const Outcome o = run_shell("bash " + kTestbed.string() + " down " + bed_dir().string());
+    if (!up) return;
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_EQ(bed_namespaces(tag), "") << "namespaces left after testbed.sh down";
+    EXPECT_EQ(host_interfaces(), host_before) << "the host's interfaces changed";
+  }
 };
 bool Bed::up = false;
-std::string Bed::why;
+std::string Bed::why, Bed::tag, Bed::host_before;
 ::testing::Environment* const bed_env = ::testing::AddGlobalTestEnvironment(new Bed);
 
 bool under_ci() {
@@ -133,6 +150,22 @@ std::vector<json> meta_lines(const fs::path& run_dir) {
     out.push_back(meta);
   }
   return out;
+}
+
+// The nodes, the fabric and their names as testbed.sh makes them; nothing in the host's own
+// namespace (its bridge and veths live in the fabric namespace).
+TEST_F(Multinode, BedIsTwoNamedNodesAndLeavesTheHostAlone) {
+  ASSERT_FALSE(Bed::tag.empty());
+  ASSERT_NE(Bed::host_before.find("lo:"), std::string::npos) << "ip -o link show did not list lo: " << Bed::host_before;
+  EXPECT_EQ(bed_namespaces(Bed::tag), Bed::tag + "-fab\n" + Bed::tag + "-n0\n" + Bed::tag + "-n1\n");
+  EXPECT_EQ(host_interfaces(), Bed::host_before) << "the bed changed the host's interfaces";
+  for (int n : {0, 1}) {
+    const std::string node = "node" + std::to_string(n);
+    const Outcome o = run_shell("bash " + kTestbed.string() + " exec " + bed_dir().string() + " " + node +
+                                " sh -c 'hostname; ip -o -4 addr show dev fab0 | cut -d\" \" -f7'");
+    EXPECT_EQ(o.output, node + "\n10.77.0." + std::to_string(n + 1) + "/24\n") << o.output;
+  }
+  EXPECT_EQ(read_file(bed_dir() / "hostfile"), "node0 slots=2\nnode1 slots=2\n");
 }
 
 TEST_F(Multinode, Tp2Pp2OverTwoNodesMatchesOneRank) {
