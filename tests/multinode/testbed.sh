@@ -12,8 +12,9 @@
 #   testbed.sh down DIR                 kill every process on the nodes, remove the namespaces
 #   testbed.sh mpirun DIR ARGS...       mpirun on node0 across every node over TCP on the bridge
 #
-# Exit 0 ok, 1 nothing to kill, 2 usage, 3 the namespaces could not be made (a message says why); `up` of a DIR
-# that still has a bed first removes it. Needs root, iproute2 (ip), util-linux (unshare).
+# Exit 0 ok, 1 nothing to kill, 2 usage, 3 the namespaces could not be made (a message says
+# why; nothing is left behind). `up` of a DIR that still has a bed first removes it. Needs
+# root, iproute2 (ip), util-linux (unshare).
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -70,8 +71,8 @@ cmd_up() {
   dir=$(cd "$dir" && pwd -P)
   cmd_down "$dir"
   tag=$(bed_tag "$dir")
-  fab=$tag-fab
-  trap 'cmd_down "$dir"' ERR
+  fab=$(fabric_ns "$dir")
+  trap 'trap - ERR; cmd_down "$dir"; die "setting up the bed failed at line $LINENO of ${BASH_SOURCE[0]}" 3' ERR
   ip netns add "$fab" 2>/dev/null || { trap - ERR; cmd_down "$dir"; die "cannot create network namespace $fab (ip netns add failed: no CAP_SYS_ADMIN, or no netns support)" 3; }
   unshare --uts true 2>/dev/null || { trap - ERR; cmd_down "$dir"; die "cannot create a UTS namespace (unshare --uts failed)" 3; }
   ip -n "$fab" link set lo up
