@@ -162,6 +162,7 @@ Status Run::open_dump_file() {
                                  {"host", env_.hostname()},   {"dp", c.dp_rank},
                                  {"pp", c.pp_rank},           {"tp", c.tp_rank},
                                  {"ep", c.ep_rank},           {"etp", c.etp_rank},
+                                 {"local_rank", env_.local_rank()}, {"local_size", env_.local_size()},
                                  {"clock_offset_ns", offset}};
   hang_watch_.set_placement(meta);
   if (events_) DZ_RETURN_IF_ERROR(events_->append_meta(realtime_ns(), meta));

@@ -30,6 +30,19 @@ Result<plan::Topology> discover_topology(const comm::MpiEnv& env, const config::
   t.nodes = static_cast<int>(names.size());
   t.node_names = names;
   t.gpus_per_node = (env.world_size() + t.nodes - 1) / t.nodes;
+  // The plan places rank r on node r / gpus_per_node (docs/planner.md "Rank order and
+  // placement"); a launcher that placed the ranks otherwise would split tp groups across nodes
+  // while the plan says they share one. Only what was discovered is checked: a topology given
+  // in the run config describes another machine on purpose.
+  if (!tc.file && !tc.nodes && !tc.gpus_per_node)
+    for (int r = 0; r < env.world_size(); ++r)
+      if (hosts[r] != names[r / t.gpus_per_node])
+        return Status::InvalidArgument(
+            "topology: rank " + std::to_string(r) + " runs on " + hosts[r] + ", but ranks must fill nodes in order, " +
+            std::to_string(t.gpus_per_node) + " per node (" + std::to_string(t.nodes) + " node(s), " +
+            std::to_string(env.world_size()) + " ranks), which puts it on " + names[r / t.gpus_per_node] +
+            ": launch the same number of ranks on every node, in blocks (mpirun --map-by slot or ppr:N:node, "
+            "srun --distribution=block)");
   int64_t budget = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / std::max(1, env.local_size());
   budget = comm::all_reduce_min(budget);
   t.device_memory_bytes = budget;
