@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 
 #include "analysis/analysis.h"
@@ -272,7 +273,7 @@ Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> t
   return a;
 }
 
-Result<Analysis> analyze_path(const std::string& path) {
+Result<Analysis> analyze_path(const std::string& path, const checkpoint::Catalog* opened) {
   std::error_code ec;
   const bool dir = fs::is_directory(path, ec);
   const std::string config_path = dir ? (fs::path(path) / "config.json").string() : path;
@@ -281,16 +282,22 @@ Result<Analysis> analyze_path(const std::string& path) {
   const fs::path index = fs::path(path) / checkpoint::kIndexFileName;
   const bool has_index = fs::exists(index, ec), has_single = fs::exists(fs::path(path) / checkpoint::kSingleFileName, ec);
   if (!has_index && !has_single) return analyze(config, {}, Source::kConfig);
-  auto catalog = checkpoint::Catalog::open(path);
-  if (catalog.ok()) {
+  std::optional<Result<checkpoint::Catalog>> catalog;
+  const checkpoint::Catalog* cat = opened;
+  if (!cat) {
+    catalog.emplace(checkpoint::Catalog::open(path));
+    if (catalog->ok()) cat = &**catalog;
+  }
+  if (cat) {
     std::vector<TensorInfo> ts;
-    for (const auto& x : catalog->tensors()) ts.push_back({x.name, x.shape, dtype_name(x.dtype), x.nbytes});
+    ts.reserve(cat->tensors().size());
+    for (const auto& x : cat->tensors()) ts.push_back({x.name, x.shape, dtype_name(x.dtype), x.nbytes});
     DZ_ASSIGN_OR_RETURN(Analysis a, analyze(config, std::move(ts), Source::kHeaders));
-    a.index_total_size = catalog->total_bytes();
+    a.index_total_size = cat->total_bytes();
     return a;
   }
   // An index whose shards are absent (a published index alone): names from the index.
-  if (!has_index || catalog.status().code() != StatusCode::kNotFound) return catalog.status();
+  if (!has_index || (*catalog).status().code() != StatusCode::kNotFound) return (*catalog).status();
   DZ_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(index.string()));
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
     return Status::Corrupt(index.string() + ": key 'weight_map' must be an object");

@@ -94,7 +94,7 @@ void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
 // The inspection itself (text or JSON); its exit code.
 int inspect(const std::string& path, bool json) {
   auto d = model::open_model_folder(path, model::WeightsNeeded::kIfPresent);
-  auto generic = analysis::analyze_path(path);
+  auto generic = analysis::analyze_path(path, d.ok() && d->has_weights ? &d->catalog : nullptr);
   const bool fallback = !d.ok() && generic.ok() &&
                         (d.status().code() == StatusCode::kUnsupported || generic->source == analysis::Source::kIndexNames);
   if (fallback) {
