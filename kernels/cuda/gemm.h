@@ -18,6 +18,10 @@ namespace dayzero::kernels::cuda {
 // "cublas <op>: CUBLAS_STATUS_... (<what>)" for a failed call; Ok for CUBLAS_STATUS_SUCCESS.
 Status cublas_status(cublasStatus_t s, const char* op, const std::string& what = "");
 
+// cuBLAS's version (e.g. 130100); Unsupported when the library cannot be loaded. Creates a
+// handle: needs a device.
+Status cublas_version(int* version);
+
 class Gemm {
  public:
   Gemm() = default;
@@ -25,8 +29,9 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // Creates the handle on the current device and binds it to stream; pedantic f32 math (no
-  // TF32), so f32 GEMMs are f32 GEMMs.
+  // Loads cuBLAS (dlopen, once per process), creates the handle on the current device and
+  // binds it to stream; default math mode, f32 GEMMs with the pedantic compute type (no
+  // TF32). Unsupported when cuBLAS cannot be loaded, naming what was tried.
   Status init(cudaStream_t stream);
   // y = x · w^T (+ y when accumulate). x and w of the same element type (both bf16 or both
   // f32); y f32. Errors name the shapes.
