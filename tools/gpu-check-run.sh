@@ -64,6 +64,7 @@ run_test() {  # name, timeout, command...
 }
 run_test cuda_probe_test 60 "$P/bin/cuda_probe_test"
 run_test cuda_kernels_test 120 "$P/bin/cuda_kernels_test"
+run_test nccl_smoke_test 60 "$P/bin/nccl_smoke_test"
 run_test mpi_staged_comm_test 60 mpiexec -n 2 --oversubscribe "$P/bin/mpi_staged_comm_test"
 run_test cuda_e2e_test 300 "$P/bin/cuda_e2e_test"
 
@@ -77,7 +78,7 @@ fi
 N_EMBD=2048 N_LAYER=16 N_HEAD=16 N_HEAD_KV=8 HEAD_DIM=128 N_FF=8192 N_VOCAB=32000 TOKENS=512 DECODE=64
 M=$W/bench-model
 if [[ ! -f $M/config.json ]]; then
-  dayzero make-model --family llama --out "$M" --n-vocab $N_VOCAB --n-embd $N_EMBD --n-layer $N_LAYER \
+  timeout 180 dayzero make-model --family llama --out "$M" --n-vocab $N_VOCAB --n-embd $N_EMBD --n-layer $N_LAYER \
     --n-head $N_HEAD --n-head-kv $N_HEAD_KV --n-ff $N_FF --dtype bfloat16 --seed 1 >"$W/make-model.log" 2>&1 ||
     { echo "gpu-check: make-model failed:"; tail -20 "$W/make-model.log"; failed+=(make-model); }
 fi

@@ -2,7 +2,7 @@
 # The GPU checks of the CUDA backend, in two halves, because the GPU machine can build nothing:
 #   tools/gpu-check.sh pack [OUT_DIR]   here: builds with CUDA (sm_80, sm_90), packs dayzero, the
 #       gpu-labelled test binaries, cuda_bench, the shared libraries they need and Open MPI's
-#       launcher with its components into OUT_DIR/dayzero-gpu.tar.xz (checked < 64 MiB).
+#       launcher and orted with its components into OUT_DIR/dayzero-gpu.tar.xz (checked < 64 MiB).
 #   ./run.sh [WORK_DIR]                 there, inside the unpacked folder: every gpu test, then the
 #       bench on a generated ~1.1 B bf16 llama: load GB/s to device vs raw read, prefill TFLOP/s
 #       vs cuBLAS bf16 GEMMs of the same shapes, decode tokens/s vs the memory-bandwidth bound.
@@ -17,7 +17,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${2:-$ROOT/build-gpu-pack}
 BUILD=${DAYZERO_GPU_BUILD_DIR:-$ROOT/build}
 LIMIT=$((64 << 20))
-TARGETS=(dayzero cuda_bench cuda_probe_test cuda_kernels_test cuda_e2e_test mpi_staged_comm_test)
+TARGETS=(dayzero cuda_bench cuda_probe_test cuda_kernels_test nccl_smoke_test cuda_e2e_test mpi_staged_comm_test)
 
 echo "gpu-check: building ${TARGETS[*]} in $BUILD (CUDA on)"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDAYZERO_CUDA=ON \
@@ -29,7 +29,8 @@ P=$OUT/dayzero-gpu
 mkdir -p "$P/bin" "$P/lib" "$P/ompi/bin" "$P/ompi/lib/openmpi3" "$P/ompi/share" "$P/pmix/lib" "$P/tests/data"
 
 binaries=("$BUILD/src/cli/dayzero" "$BUILD/bench/cuda_bench" "$BUILD/tests/unit/cuda/cuda_probe_test"
-          "$BUILD/tests/unit/cuda/cuda_kernels_test" "$BUILD/tests/e2e/cuda_e2e_test"
+          "$BUILD/tests/unit/cuda/cuda_kernels_test" "$BUILD/tests/unit/cuda/nccl_smoke_test"
+          "$BUILD/tests/e2e/cuda_e2e_test"
           "$BUILD/tests/mpi/mpi_staged_comm_test")
 for b in "${binaries[@]}"; do
   [[ -x $b ]] || { echo "gpu-check: $b was not built" >&2; exit 3; }
@@ -40,6 +41,8 @@ done
 ompi_pkglib=$(ompi_info --path pkglibdir --parsable | sed 's/^path:pkglibdir://')
 ompi_pkgdata=$(ompi_info --path pkgdatadir --parsable | sed 's/^path:pkgdatadir://')
 cp "$(readlink -f "$(command -v orterun)")" "$P/ompi/bin/orterun"
+# A process started without mpiexec (a singleton: the 1-rank runs of the tests) spawns orted.
+cp "$(readlink -f "$(command -v orted)")" "$P/ompi/bin/orted"
 ln -sf orterun "$P/ompi/bin/mpiexec"
 ln -sf orterun "$P/ompi/bin/mpirun"
 cp "$ompi_pkglib"/*.so "$P/ompi/lib/openmpi3/"
@@ -58,7 +61,7 @@ collect() {
     [[ -e $P/lib/$name ]] || cp -L "$path" "$P/lib/$name"
   done
 }
-for f in "$P"/bin/* "$P"/ompi/bin/orterun "$P"/ompi/lib/openmpi3/*.so "$P"/pmix/lib/pmix/*.so; do
+for f in "$P"/bin/* "$P"/ompi/bin/orterun "$P"/ompi/bin/orted "$P"/ompi/lib/openmpi3/*.so "$P"/pmix/lib/pmix/*.so; do
   [[ -f $f ]] && collect "$f"
 done
 # dlopen()ed at run time, so ldd cannot see it: OpenBLAS (the CPU reference's GEMM) and its deps.
