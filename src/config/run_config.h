@@ -238,7 +238,8 @@ Result<RunConfig> parse_run_config(const std::string& yaml_text, const std::stri
 
 // Value checks that need no YAML: ranges, prompt ids, text xor tokens, ep/etp against tp,
 // dump placeholders, limits; and keys this build cannot honour (model.dtype other than float32
-// off CUDA, comm: nccl). InvalidArgument naming source_name and the key path.
+// off CUDA, comm: nccl without CUDA or with backend: cpu). InvalidArgument naming source_name
+// and the key path.
 Status validate(const RunConfig& cfg);
 
 // The dump point vocabulary (STYLE.md): embed, attn_norm, attn_out, ffn_norm, router_logits,

@@ -56,7 +56,7 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
     if (rec.nan_count || rec.inf_count)
       return Status::Corrupt(rec.file + ": tensor " + spec.name + " holds " + std::to_string(rec.nan_count) +
                              " NaN and " + std::to_string(rec.inf_count) + " infinite values");
-    weights.put(spec.name, be.to_device(host));
+    weights.put(spec.name, be.to_device_weight(host));
     stats.bytes_read += rec.bytes_read;
     ++stats.tensors;
     if (on_tensor) on_tensor(rec);

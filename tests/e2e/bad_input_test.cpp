@@ -274,6 +274,20 @@ TEST(BadInput, PromptLongerThanTheLimit) {
   EXPECT_FALSE(fs::exists(c.dir / "run")) << "prompts are checked before the run folder is made";
 }
 
+// backend: cuda where no GPU is visible (or CUDA is not built in) stops before the run folder
+// with one sentence; where a GPU is visible the run succeeds and there is nothing to test.
+TEST(BadInput, BackendCudaWithoutADevice) {
+  const Case c = make_case("cuda-no-device");
+  write_file(c.config(), "backend: cuda\n" + read_file(c.config()));
+  const Outcome o = run_case(c);
+  if (o.exit_code == 0) GTEST_SKIP() << "a CUDA device is visible: backend: cuda ran";
+  expect_bad_input(o, c, {"run.yaml", "backend: cuda"});
+  EXPECT_TRUE(o.output.find("no CUDA device is visible") != std::string::npos ||
+              o.output.find("not available in this build") != std::string::npos)
+      << o.output;
+  EXPECT_FALSE(fs::exists(c.dir / "run")) << "the backend is checked before the run folder is made";
+}
+
 TEST(BadInput, MissingModelFolder) {
   const Case c = make_case("missing-model");
   fs::remove_all(c.model());

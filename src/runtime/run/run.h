@@ -117,6 +117,7 @@ class Run {
   ModelInfo model_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   std::unique_ptr<backend::Backend> be_;
+  std::string comm_choice_;  // run_backend.cpp: "mpi", "nccl (...)", "mpi (device buffers staged ...)"
   model::Weights weights_;
   std::vector<checkpoint::WeightRecord> records_;
   LoadStats load_stats_;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "backend/backend.h"
 #include "image/processor.h"
 #include "model/model_folder.h"
 #include "runtime/run/run.h"
@@ -14,8 +15,17 @@ namespace dayzero::runtime {
 Status Run::read_config() {
   DZ_ASSIGN_OR_RETURN(cfg_, config::load_run_config(args_.config_path));
   config_loaded_ = true;
-  if (cfg_.backend == config::Backend::kCuda)
+  // backend: cuda where it cannot run stops here, before the run folder (run_backend.cpp picks for auto).
+  if (cfg_.backend == config::Backend::kCuda && !backend::cuda_built())
     return Status::Unsupported(cfg_.source_name + ": backend: cuda is not available in this build; use cpu or auto");
+  if (cfg_.backend == config::Backend::kCuda || cfg_.comm == config::CommKind::kNccl) {
+    DZ_ASSIGN_OR_RETURN(const int n_gpu, backend::cuda_device_count());
+    if (n_gpu == 0)
+      return Status::InvalidArgument(cfg_.source_name + ": " +
+                                     (cfg_.backend == config::Backend::kCuda ? "backend: cuda" : "comm: nccl") +
+                                     ", but no CUDA device is visible to this process; use " +
+                                     (cfg_.backend == config::Backend::kCuda ? "cpu or auto" : "mpi or auto"));
+  }
   if (cfg_.debug.stall && cfg_.debug.stall->rank >= env_.world_size())
     return Status::InvalidArgument(cfg_.source_name + ": debug.stall.rank: rank " + std::to_string(cfg_.debug.stall->rank) +
                                    " is not a rank of this job of " + std::to_string(env_.world_size()));

@@ -163,7 +163,7 @@ TEST(RunConfig, KeysThatCannotTakeEffectAreRefused) {
        "model.dtype: bfloat16 cannot take effect: the CPU backend computes in float32 only"},
       {"model: {path: m, dtype: float16}\nbackend: cpu\nprompts: [{id: a, text: hi}]\n",
        "model.dtype: float16 cannot take effect"},
-      {"model: {path: m}\ncomm: nccl\nprompts: [{id: a, text: hi}]\n", "comm: nccl cannot take effect"},
+      {"model: {path: m}\nbackend: cpu\ncomm: nccl\nprompts: [{id: a, text: hi}]\n", "comm: nccl cannot take effect"},
   };
   for (const Refusal& rc : cases) {
     auto r = parse(rc.yaml);
@@ -173,11 +173,13 @@ TEST(RunConfig, KeysThatCannotTakeEffectAreRefused) {
     EXPECT_EQ(r.status().message().rfind("run.yaml", 0), 0u) << r.status().message();
   }
 #ifdef DAYZERO_WITH_CUDA
-  const char* nccl_reason = "no NCCL communicator is built yet";
+  const char* nccl_reason = "with backend: cpu";
+  // With CUDA built in, comm: nccl is for the CUDA backend (auto decides at run time).
+  EXPECT_TRUE(parse("model: {path: m}\ncomm: nccl\nprompts: [{id: a, text: hi}]\n").ok());
 #else
   const char* nccl_reason = "built without CUDA";
 #endif
-  auto nccl = parse("model: {path: m}\ncomm: nccl\nprompts: [{id: a, text: hi}]\n");
+  auto nccl = parse("model: {path: m}\nbackend: cpu\ncomm: nccl\nprompts: [{id: a, text: hi}]\n");
   EXPECT_NE(nccl.status().message().find(nccl_reason), std::string::npos) << nccl.status().message();
   // What the CPU backend does honour stays accepted; seed is recorded only.
   auto ok = parse("model: {path: m, dtype: float32}\ncomm: mpi\nprompts: [{id: a, text: hi}]\ngenerate: {seed: 7}\n");
