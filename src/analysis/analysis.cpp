@@ -153,6 +153,8 @@ void add_features(Analysis& a) {
     const std::string what = a.dims.quant_method + " " + a.dims.quant_detail;
     if (a.dims.quant_method == "fp8" && a.dims.quant_block_rows > 0)
       ok("FP8 block scales", what, "quantization_config", "checkpoint/fp8 (dequantized at load)");
+    else if (a.dims.quant_method == "compressed-tensors" && a.dims.quant_bits == 4 && a.adapter == "kimi_k25")
+      ok("quantized weights", what, "quantization_config", "checkpoint/pack_quantized (dequantized at load)");
     else
       missing("quantized weights", what, "quantization_config.quant_method", "a " + a.dims.quant_method + " weight format");
   }

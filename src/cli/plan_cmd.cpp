@@ -259,7 +259,8 @@ int run_plan(const PlanArgs& a) {
   int64_t params = 0;
   if (generic) params = an->total;
   else
-    for (const auto& s : req.specs) params += shape_numel(s.shape);
+    for (const auto& s : req.specs)  // quantization storage (scales, INT4 packed words) holds no parameters
+      if (s.component != model::Component::kQuantScale) params += shape_numel(s.shape);
   const auto& h = req.hp;
   const std::string family =
       generic ? "generic analysis of " + h.model_type + " (no adapter; " + analysis::source_name(an->source) + ")" : h.family;

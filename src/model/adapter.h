@@ -68,6 +68,8 @@ struct ModelShape {
   bool tie_embeddings = false;
   int32_t bos_id = -1, eos_id = -1;
   std::string torch_dtype = "bfloat16";
+  std::string quant;  // "" or "int4": the family's INT4 layout (make_config writes its quantization_config)
+  int32_t image_token_id = -1;  // the tokenizer's image placeholder (image_placeholder_text), -1: none
 };
 
 class Adapter {
@@ -103,6 +105,9 @@ class Adapter {
   // preprocessor_config.json of a generated model with this config.json (null: the family
   // takes no images).
   virtual nlohmann::json make_preprocessor_config(const nlohmann::json& config) const { return nullptr; }
+  // The image placeholder's text in a generated model's tokenizer (make-model adds it as a
+  // special token after the trained vocabulary; empty: none).
+  virtual std::string image_placeholder_text() const { return {}; }
   // Fills the sizes this family needs that shape leaves at 0 (experts of an MoE family) with
   // tiny defaults, so a generated model needs no size flags. Sizes already set are kept.
   virtual void fill_tiny_defaults(ModelShape& shape) const {}

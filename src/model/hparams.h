@@ -79,7 +79,9 @@ struct VisionParams {
   int64_t n_layer_run = 0;        // encoder layers run: the feature layer's hidden state
   bool drop_class_token = true;   // vision_feature_select_strategy "default"
   int64_t merge_kernel = 1;       // k x k patch merger (1: none)
-  bool projector_pre_norm = false;
+  bool post_norm = false;         // run the post-norm on the tower's output (MoonViT's final_layernorm)
+  double projector_norm_eps = 1e-5;
+  bool projector_pre_norm = false;  // LayerNorm of each patch's n_embd features before the merge's concatenation
   Act projector_act = Act::kGelu;
   int64_t projector_hidden = 0;   // linear_1 output width
   int32_t image_token_id = -1;    // the placeholder the processor expands per image

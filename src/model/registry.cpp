@@ -17,6 +17,7 @@ const std::vector<const Adapter*>& table() {
       &deepseek_v3_adapter(),
       &deepseek_v32_adapter(),
       &llava_adapter(),
+      &kimi_k25_adapter(),
   };
   return kAdapters;
 }

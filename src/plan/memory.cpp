@@ -72,6 +72,7 @@ int64_t activation_bytes(const model::HParams& hp, int tp, bool last_stage, cons
 int64_t held_bytes(const model::TensorSpec& spec, size_t index, const Slice& slice, const MemoryParams& p) {
   if (spec.skip_load || !slice.held) return 0;
   if (p.stored_bytes.empty()) return slice_bytes(spec, slice, p.bytes_per_weight);
+  if (spec.pack_group > 0) return pack_quant_bytes(spec, slice, true);  // as stored: 0.5 B + group scales
   DZ_CHECK(index < p.stored_bytes.size(), spec.name << ": no stored element size (" << p.stored_bytes.size()
                                                     << " for spec " << index << ")");
   const int64_t elem = p.stored_bytes[index];

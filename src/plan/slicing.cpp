@@ -150,4 +150,15 @@ int64_t slice_bytes(const model::TensorSpec& spec, const Slice& slice, int64_t b
   return numel / extent * (slice.end - slice.begin) * bytes_per_element;
 }
 
+int64_t pack_quant_bytes(const model::TensorSpec& spec, const Slice& slice, bool with_scales) {
+  if (!slice.held || spec.shape.size() != 2 || spec.pack_group <= 0) return 0;
+  int64_t r0 = 0, r1 = spec.shape[0], c0 = 0, c1 = spec.shape[1];
+  if (slice.dim == 0) r0 = slice.begin, r1 = slice.end;
+  if (slice.dim == 1) c0 = slice.begin, c1 = slice.end;
+  if (r1 <= r0 || c1 <= c0) return 0;
+  // Covering words and groups, as checkpoint::load_pack_quantized_f32 reads them.
+  const int64_t words = (c1 - 1) / 8 + 1 - c0 / 8, groups = (c1 - 1) / spec.pack_group + 1 - c0 / spec.pack_group;
+  return (r1 - r0) * (words * 4 + (with_scales ? groups * 2 : 0));
+}
+
 }  // namespace dayzero::plan

@@ -518,6 +518,7 @@ void check(Report& rep, const Plan& plan, const Expectations& ex, const VerifyOp
       if (f.present && !f.header_error.empty()) bad_header_files.insert(f.name);
     std::set<std::string> claimed;
     for (const auto& spec : m->specs) {
+      if (spec.pack_group > 0) continue;  // a logical INT4 weight: its stored companions are specs of their own
       claimed.insert(spec.name);
       auto it = actual.find(spec.name);
       if (it == actual.end()) {
@@ -531,7 +532,7 @@ void check(Report& rep, const Plan& plan, const Expectations& ex, const VerifyOp
       const auto& [fr, tr] = it->second;
       if (tr->shape != spec.shape)
         add("wrong_shape", fr->name, spec.name, "shape " + shape_str(tr->shape) + ", expected " + shape_str(spec.shape));
-      if (!dtype_is_float(tr->dtype))
+      if (!dtype_is_float(tr->dtype) && spec.component != model::Component::kQuantScale)
         add("wrong_dtype", fr->name, spec.name, std::string("dtype ") + dtype_name(tr->dtype) + ", expected a float type");
       if (spec.layer >= m->hp.n_layer)
         add("mtp", fr->name, spec.name, "multi-token-prediction layer " + std::to_string(spec.layer) + ": checked, never loaded", false);
