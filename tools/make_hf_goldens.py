@@ -85,7 +85,7 @@ def prompt_activations(model, ids):
     # DSA indexers return the top-k key ids [1, S, topk]: kept per layer.
     indexers = {}
     for i, layer in enumerate(model.model.layers):
-        idx = getattr(layer.self_attn, "indexer", None)
+        idx = getattr(getattr(layer, "self_attn", None), "indexer", None)  # hybrid layers may have no self_attn
         if idx is not None:
             hooks.append(idx.register_forward_hook(lambda mod, inp, out, i=i: indexers.__setitem__(i, out)))
     # hidden_states ends with the final norm's output: the last layer's output is its input.
@@ -239,7 +239,8 @@ def make_golden(dayzero, yaml_path):
         mla_norms = [
             norm
             for layer in model.model.layers
-            for norm in (getattr(layer.self_attn, "q_a_layernorm", None), getattr(layer.self_attn, "kv_a_layernorm", None))
+            for norm in (getattr(getattr(layer, "self_attn", None), "q_a_layernorm", None),
+                         getattr(getattr(layer, "self_attn", None), "kv_a_layernorm", None))
             if norm is not None
         ]
         if mla_norms:
