@@ -138,8 +138,13 @@ void add_features(Analysis& a) {
   if (a.dims.vision) {
     const VisionDims& v = *a.dims.vision;
     // With an adapter (llava) the tower and projector run; without one they still need a block.
+    // qwen3_5_moe's adapter runs the text model only and claims its tower without loading it.
+    const bool runs_vision = known && a.adapter != "qwen3_5_moe";
     auto vision = [&](const std::string& name, const std::string& detail, const std::string& evidence,
-                      const std::string& what) { known ? ok(name, detail, evidence, what) : missing(name, detail, evidence, what); };
+                      const std::string& what) {
+      if (runs_vision) ok(name, detail, evidence, what);
+      else a.features.push_back({name, detail, evidence, FeatureStatus::kNewBlock, what});
+    };
     vision("vision tower", v.model_type + " " + std::to_string(v.n_layer) + " layers, hidden " + std::to_string(v.hidden) +
                                 ", patch " + std::to_string(v.patch),
             "vision_config; tensors " + pattern(a, "vision tower", "(none)"), "a vision encoder block");

@@ -17,6 +17,7 @@ const std::vector<const Adapter*>& table() {
       &deepseek_v3_adapter(),
       &deepseek_v32_adapter(),
       &qwen3_next_adapter(),
+      &qwen3_5_moe_adapter(),
       &llava_adapter(),
   };
   return kAdapters;

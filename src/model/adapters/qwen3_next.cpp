@@ -134,10 +134,17 @@ Result<HParams> Qwen3NextAdapter::parse_hparams(const nlohmann::json& c) const {
 }
 
 std::vector<TensorSpec> Qwen3NextAdapter::tensor_specs(const HParams& hp) const {
-  std::vector<TensorSpec> s = blocks::dense_model_specs(hp);
   const int64_t d = hp.n_embd, hd = hp.head_dim;
   using R = ShardRule;
   using C = Component;
+  std::vector<TensorSpec> s = {{embed_name(), {hp.n_vocab, d}, R::kVocabSplit, -1},
+                               {final_norm_name(), {d}, R::kReplicated, -1}};
+  s[0].component = C::kEmbedding;
+  s[1].component = C::kNorm;
+  if (!hp.tie_embeddings) {
+    s.push_back({lm_head_name(hp), {hp.n_vocab, d}, R::kVocabSplit, -1});
+    s.back().component = C::kLmHead;
+  }
   for (int l = 0; l < hp.n_layer; ++l) {
     size_t from = s.size();
     s.push_back({layer_name(l, "input_layernorm.weight"), {d}, R::kReplicated, l});

@@ -40,14 +40,23 @@ std::vector<TensorSpec> gated_deltanet_specs(const HParams& hp, int layer, const
   const int64_t d = hp.n_embd, r = la.v_per_k(), dk = la.k_head_dim, dv = la.v_head_dim;
   const int64_t group = 2 * dk + 2 * r * dv;  // one key head's rows of in_proj_qkvz
   using R = ShardRule;
-  std::vector<TensorSpec> s = {
-      {n.in_proj_qkvz, {la.n_k_heads * group, d}, R::kSplitDim0, layer, group},
-      {n.in_proj_ba, {la.n_k_heads * 2 * r, d}, R::kSplitDim0, layer, 2 * r},
+  std::vector<TensorSpec> s;
+  if (n.in_proj_qkv.empty()) {
+    s.push_back({n.in_proj_qkvz, {la.n_k_heads * group, d}, R::kSplitDim0, layer, group});
+    s.push_back({n.in_proj_ba, {la.n_k_heads * 2 * r, d}, R::kSplitDim0, layer, 2 * r});
+  } else {
+    s.push_back({n.in_proj_qkv, {la.conv_dim(), d}, R::kReplicated, layer});
+    s.push_back({n.in_proj_z, {la.value_dim(), d}, R::kSplitDim0, layer, r * dv});
+    s.push_back({n.in_proj_b, {la.n_v_heads, d}, R::kSplitDim0, layer, r});
+    s.push_back({n.in_proj_a, {la.n_v_heads, d}, R::kSplitDim0, layer, r});
+  }
+  const std::vector<TensorSpec> rest = {
       {n.conv1d, {la.conv_dim(), 1, la.conv_kernel}, R::kReplicated, layer},
       {n.dt_bias, {la.n_v_heads}, R::kReplicated, layer},
       {n.a_log, {la.n_v_heads}, R::kReplicated, layer},
       {n.out_proj, {d, la.value_dim()}, R::kSplitDim1, layer, r * dv},
   };
+  s.insert(s.end(), rest.begin(), rest.end());
   set_component(s, 0, Component::kAttention);
   s.push_back({n.norm, {dv}, R::kReplicated, layer});
   s.back().component = Component::kNorm;
@@ -168,49 +177,65 @@ Tensor gated_deltanet(LayerContext& ctx, const GatedDeltaNetNames& nm, const Ten
   const int64_t kh0 = ctx.tp_rank * nk, vh0 = kh0 * r;  // this rank's first key and value head
   const int64_t group = 2 * dk + 2 * r * dv, lc = 2 * nk * dk + nv * dv;  // local conv channels
 
-  const Tensor& w_qkvz = ctx.w.get(nm.in_proj_qkvz);
-  const Tensor& w_ba = ctx.w.get(nm.in_proj_ba);
-  DZ_CHECK(w_qkvz.dim(0) == nk * group && w_ba.dim(0) == nk * 2 * r,
-           nm.in_proj_qkvz << ": " << w_qkvz.dim(0) << " rows held, expected " << nk * group);
-  Tensor qkvz_d = be.empty(DType::kF32, {n, nk * group});
-  Tensor ba_d = be.empty(DType::kF32, {n, nk * 2 * r});
-  be.matmul(x, w_qkvz, qkvz_d);
-  be.matmul(x, w_ba, ba_d);
-  const Tensor qkvz = host_copy(be, qkvz_d), ba = host_copy(be, ba_d);
   const Tensor conv_full = host_copy(be, ctx.w.get(nm.conv1d));  // [conv_dim, 1, K]
   const Tensor a_log = host_copy(be, ctx.w.get(nm.a_log)), dt_bias = host_copy(be, ctx.w.get(nm.dt_bias));
   const Tensor norm_w = host_copy(be, ctx.w.get(nm.norm));
 
-  // This rank's conv channels in the global [q | k | v] order, and their taps [lc, K].
-  std::vector<float> conv_w(static_cast<size_t>(lc * K));
-  for (int64_t c = 0; c < lc; ++c) {
-    int64_t global;
-    if (c < nk * dk) global = kh0 * dk + c;
-    else if (c < 2 * nk * dk) global = la.key_dim() + kh0 * dk + (c - nk * dk);
-    else global = 2 * la.key_dim() + vh0 * dv + (c - 2 * nk * dk);
-    std::memcpy(&conv_w[c * K], conv_full.f32() + global * K, static_cast<size_t>(K) * 4);
-  }
+  // This rank's conv channel c in the global [q | k | v] order.
+  auto global_channel = [&](int64_t c) {
+    if (c < nk * dk) return kh0 * dk + c;
+    if (c < 2 * nk * dk) return la.key_dim() + kh0 * dk + (c - nk * dk);
+    return 2 * la.key_dim() + vh0 * dv + (c - 2 * nk * dk);
+  };
+  std::vector<float> conv_w(static_cast<size_t>(lc * K));  // this rank's taps [lc, K]
+  for (int64_t c = 0; c < lc; ++c)
+    std::memcpy(&conv_w[c * K], conv_full.f32() + global_channel(c) * K, static_cast<size_t>(K) * 4);
 
   // The conv input [n, lc] as [q | k | v] of the local heads; z [n, nv, dv]; b, a [n, nv].
   std::vector<float> mixed(static_cast<size_t>(n * lc)), z(static_cast<size_t>(n * nv * dv));
-  std::vector<float> beta(static_cast<size_t>(n * nv)), g(static_cast<size_t>(n * nv));
-  for (int64_t t = 0; t < n; ++t) {
-    float* m = &mixed[t * lc];
-    for (int64_t kh = 0; kh < nk; ++kh) {
-      const float* src = qkvz.f32() + t * nk * group + kh * group;
-      std::memcpy(m + kh * dk, src, static_cast<size_t>(dk) * 4);
-      std::memcpy(m + nk * dk + kh * dk, src + dk, static_cast<size_t>(dk) * 4);
-      std::memcpy(m + 2 * nk * dk + kh * r * dv, src + 2 * dk, static_cast<size_t>(r * dv) * 4);
-      std::memcpy(&z[(t * nv + kh * r) * dv], src + 2 * dk + r * dv, static_cast<size_t>(r * dv) * 4);
-      const float* bap = ba.f32() + t * nk * 2 * r + kh * 2 * r;
-      for (int64_t j = 0; j < r; ++j) {
-        const int64_t vh = kh * r + j;
-        beta[t * nv + vh] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(bap[j]))));
-        const double A = std::exp(static_cast<double>(a_log.f32()[vh0 + vh]));
-        g[t * nv + vh] = static_cast<float>(-A * softplus(static_cast<double>(bap[r + j]) + dt_bias.f32()[vh0 + vh]));
+  std::vector<float> b_raw(static_cast<size_t>(n * nv)), a_raw(static_cast<size_t>(n * nv));
+  auto project = [&](const std::string& name, int64_t rows) {
+    const Tensor& w = ctx.w.get(name);
+    DZ_CHECK(w.dim(0) == rows, name << ": " << w.dim(0) << " rows held, expected " << rows);
+    Tensor y = be.empty(DType::kF32, {n, rows});
+    be.matmul(x, w, y);
+    return host_copy(be, y);
+  };
+  if (nm.in_proj_qkv.empty()) {
+    const Tensor qkvz = project(nm.in_proj_qkvz, nk * group), ba = project(nm.in_proj_ba, nk * 2 * r);
+    for (int64_t t = 0; t < n; ++t) {
+      float* m = &mixed[t * lc];
+      for (int64_t kh = 0; kh < nk; ++kh) {
+        const float* src = qkvz.f32() + t * nk * group + kh * group;
+        std::memcpy(m + kh * dk, src, static_cast<size_t>(dk) * 4);
+        std::memcpy(m + nk * dk + kh * dk, src + dk, static_cast<size_t>(dk) * 4);
+        std::memcpy(m + 2 * nk * dk + kh * r * dv, src + 2 * dk, static_cast<size_t>(r * dv) * 4);
+        std::memcpy(&z[(t * nv + kh * r) * dv], src + 2 * dk + r * dv, static_cast<size_t>(r * dv) * 4);
+        const float* bap = ba.f32() + t * nk * 2 * r + kh * 2 * r;
+        for (int64_t j = 0; j < r; ++j) {
+          b_raw[t * nv + kh * r + j] = bap[j];
+          a_raw[t * nv + kh * r + j] = bap[r + j];
+        }
       }
     }
+  } else {
+    // Replicated [q | k | v] rows: every rank projects all and keeps its channels.
+    const Tensor qkv = project(nm.in_proj_qkv, la.conv_dim());
+    const Tensor zt = project(nm.in_proj_z, nv * dv), bt = project(nm.in_proj_b, nv), at = project(nm.in_proj_a, nv);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t c = 0; c < lc; ++c) mixed[t * lc + c] = qkv.f32()[t * la.conv_dim() + global_channel(c)];
+    std::memcpy(z.data(), zt.f32(), z.size() * 4);
+    std::memcpy(b_raw.data(), bt.f32(), b_raw.size() * 4);
+    std::memcpy(a_raw.data(), at.f32(), a_raw.size() * 4);
   }
+  std::vector<float> beta(static_cast<size_t>(n * nv)), g(static_cast<size_t>(n * nv));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t vh = 0; vh < nv; ++vh) {
+      beta[t * nv + vh] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(b_raw[t * nv + vh]))));
+      const double A = std::exp(static_cast<double>(a_log.f32()[vh0 + vh]));
+      g[t * nv + vh] =
+          static_cast<float>(-A * softplus(static_cast<double>(a_raw[t * nv + vh]) + dt_bias.f32()[vh0 + vh]));
+    }
 
   std::vector<float> core(static_cast<size_t>(n * nv * dv));
   for (const SeqSegment& s : ctx.segments) {

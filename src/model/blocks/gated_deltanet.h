@@ -17,11 +17,14 @@
 
 namespace dayzero::model::blocks {
 
-// qwen3_next's layout: in_proj_qkvz rows grouped per key head [q dk | k dk | v r dv | z r dv]
-// (r = v_per_k), in_proj_ba rows per key head [b r | a r].
+// Two layouts of the input projections. qwen3_next: in_proj_qkvz rows grouped per key head
+// [q dk | k dk | v r dv | z r dv] (r = v_per_k), in_proj_ba rows per key head [b r | a r].
+// qwen3_5_moe (in_proj_qkv set): in_proj_qkv rows in the conv's order [q | k | v] (replicated: a
+// rank's rows are three ranges), in_proj_z [n_v dv], in_proj_b and in_proj_a [n_v], split by heads.
 struct GatedDeltaNetNames {
   std::string in_proj_qkvz;  // [n_k * (2 dk + 2 r dv), n_embd]
   std::string in_proj_ba;    // [n_k * 2 r, n_embd]
+  std::string in_proj_qkv, in_proj_z, in_proj_b, in_proj_a;  // the split layout (empty: qwen3_next's)
   std::string conv1d;        // [conv_dim, 1, conv_kernel], channels [q (n_k dk) | k (n_k dk) | v (n_v dv)]
   std::string dt_bias, a_log;  // [n_v]
   std::string norm;          // [dv]: the gated RMSNorm's weight (plain w, never 1 + w)
