@@ -129,7 +129,10 @@ Result<HParams> Qwen3NextAdapter::parse_hparams(const nlohmann::json& c) const {
                         step > 0 && (l + 1) % step == 0;
     if (!sparse) hp.dense_layers.push_back(l);
   }
-  // Multi-token prediction (mtp.* tensors) is declared by neither side: transformers ignores it.
+  // Multi-token prediction layers (mtp.*): declared and checked, never run (transformers ignores them).
+  DZ_ASSIGN_OR_RETURN(const int64_t nextn, json_int_or(c, "num_nextn_predict_layers", 0));
+  DZ_ASSIGN_OR_RETURN(hp.n_nextn_layer, json_int_or(c, "mtp_num_hidden_layers", nextn));
+  if (hp.n_nextn_layer < 0) return Status::InvalidArgument("config.json: key 'mtp_num_hidden_layers' must be >= 0");
   return hp;
 }
 
@@ -145,7 +148,11 @@ std::vector<TensorSpec> Qwen3NextAdapter::tensor_specs(const HParams& hp) const 
     s.push_back({lm_head_name(hp), {hp.n_vocab, d}, R::kVocabSplit, -1});
     s.back().component = C::kLmHead;
   }
-  for (int l = 0; l < hp.n_layer; ++l) {
+  // Decoder layers, then the multi-token-prediction layers (full attention + MoE, as layer
+  // n_layer + i under mtp.layers.{i}.*), declared for the checkpoint check and never loaded.
+  const int n_total = static_cast<int>(hp.n_layer + hp.n_nextn_layer);
+  for (int l = 0; l < n_total; ++l) {
+    const size_t layer_from = s.size();
     size_t from = s.size();
     s.push_back({layer_name(l, "input_layernorm.weight"), {d}, R::kReplicated, l});
     s.push_back({layer_name(l, "post_attention_layernorm.weight"), {d}, R::kReplicated, l});
@@ -183,6 +190,23 @@ std::vector<TensorSpec> Qwen3NextAdapter::tensor_specs(const HParams& hp) const 
       s.push_back({m.down, {d, hp.n_ff}, R::kSplitDim1, l});
       set_component(s, from, C::kMlp);
     }
+    if (l >= hp.n_layer) {
+      const std::string prefix = layer_name(l, ""), mtp = "mtp.layers." + std::to_string(l - hp.n_layer) + ".";
+      for (size_t i = layer_from; i < s.size(); ++i) {
+        s[i].name = mtp + s[i].name.substr(prefix.size());
+        s[i].skip_load = true;
+      }
+    }
+  }
+  if (hp.n_nextn_layer > 0) {
+    const int l = static_cast<int>(hp.n_layer);
+    const size_t from = s.size();
+    s.push_back({"mtp.fc.weight", {d, 2 * d}, R::kReplicated, l});
+    s.push_back({"mtp.pre_fc_norm_embedding.weight", {d}, R::kReplicated, l});
+    s.push_back({"mtp.pre_fc_norm_hidden.weight", {d}, R::kReplicated, l});
+    s.push_back({"mtp.norm.weight", {d}, R::kReplicated, l});
+    set_component(s, from, C::kMtpHead);
+    for (size_t i = from; i < s.size(); ++i) s[i].skip_load = true;
   }
   return s;
 }
