@@ -85,7 +85,7 @@ def prompt_activations(model, ids):
     # DSA indexers return the top-k key ids [1, S, topk]: kept per layer.
     indexers = {}
     for i, layer in enumerate(model.model.layers):
-        idx = getattr(layer.self_attn, "indexer", None)
+        idx = getattr(getattr(layer, "self_attn", None), "indexer", None)  # hybrid layers may have no self_attn
         if idx is not None:
             hooks.append(idx.register_forward_hook(lambda mod, inp, out, i=i: indexers.__setitem__(i, out)))
     # hidden_states ends with the final norm's output: the last layer's output is its input.
@@ -407,12 +407,67 @@ def make_kimi_golden(dayzero, yaml_path):
         print(f"{name}: {len(ids)} prompt tokens ({n_feat} image rows), greedy {greedy_ids}")
 
 
+def text_model_activations(model, lm, ids):
+    """prompt_activations for a multimodal checkpoint run on a text prompt (qwen3_5_moe): the
+    text model lm's embeddings, every layer's output, final norm and router choices by hooks."""
+    seen, routers, hooks = {}, {}, []
+    hooks.append(lm.embed_tokens.register_forward_hook(lambda mod, inp, out: seen.__setitem__("embed", out)))
+    for i, layer in enumerate(lm.layers):
+        hooks.append(layer.register_forward_hook(lambda mod, inp, out, i=i: seen.__setitem__(i, out)))
+        gate = getattr(getattr(layer, "mlp", None), "gate", None)
+        if gate is not None and hasattr(gate, "top_k"):
+            hooks.append(gate.register_forward_hook(lambda mod, inp, out, i=i: routers.__setitem__(i, out)))
+    hooks.append(lm.norm.register_forward_hook(lambda mod, inp, out: seen.__setitem__("norm", out)))
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]))
+    for h in hooks:
+        h.remove()
+    first = lambda t: (t[0] if isinstance(t, tuple) else t)[0].detach().numpy().astype(np.float32)
+    tensors = {"embed": first(seen["embed"]), "final_norm": first(seen["norm"]),
+               "logits_last": out.logits[0, -1].detach().numpy().astype(np.float32)}
+    for i in range(len(lm.layers)):
+        tensors[f"layers.{i}.layer_out"] = first(seen[i])
+    for i, (logits, _, top_ids) in routers.items():
+        tensors[f"layers.{i}.router_logits"] = logits.detach().numpy().astype(np.float32)
+        tensors[f"layers.{i}.topk_ids"] = top_ids.numpy().astype(np.float32)
+    return tensors
+
+
+def make_text_of_multimodal_golden(dayzero, yaml_path):
+    """qwen3_5_moe: the published multimodal layout (vision tower included) on a text prompt."""
+    family = yaml_path.stem
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = pathlib.Path(tmp) / family
+        subprocess.run([dayzero, "make-model", "--config", str(yaml_path), "--out", str(model_dir)], check=True)
+        tok = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        ids = tok.encode(PROMPT, add_special_tokens=False).ids
+        model = transformers.Qwen3_5MoeForConditionalGeneration.from_pretrained(str(model_dir), dtype=torch.float32)
+        model.eval()
+        lm = model.model.language_model
+        tensors = {"prompt_ids": np.array(ids, dtype=np.int32)}
+        tensors.update(text_model_activations(model, lm, ids))
+        seq, greedy_ids = list(ids), []
+        for _ in range(N_GREEDY):
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([seq])).logits[0, -1]
+            greedy_ids.append(int(torch.argmax(logits)))
+            seq.append(greedy_ids[-1])
+        tensors["greedy_ids"] = np.array(greedy_ids, dtype=np.int32)
+        meta = {"magic": "dayzero-golden", "version": "1", "family": family, "make_model_config": yaml_path.name,
+                "prompt": PROMPT, "transformers": transformers.__version__, "torch": torch.__version__,
+                "tokenizers": tokenizers.__version__, "dtype": "float32"}
+        safetensors.numpy.save_file(tensors, str(GOLDEN / f"{family}.safetensors"), metadata=meta)
+        print(f"{family}: {len(ids)} prompt tokens, greedy {greedy_ids}")
+
+
 def make_golden(dayzero, yaml_path):
     family = yaml_path.stem
     if family == "llava":
         return make_llava_golden(dayzero, yaml_path)
     if family.startswith("kimi_k25"):
         return make_kimi_golden(dayzero, yaml_path)
+    if family == "qwen3_5_moe":
+        return make_text_of_multimodal_golden(dayzero, yaml_path)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = pathlib.Path(tmp) / family
         subprocess.run([dayzero, "make-model", "--config", str(yaml_path), "--out", str(model_dir)], check=True)
@@ -431,7 +486,8 @@ def make_golden(dayzero, yaml_path):
         mla_norms = [
             norm
             for layer in model.model.layers
-            for norm in (getattr(layer.self_attn, "q_a_layernorm", None), getattr(layer.self_attn, "kv_a_layernorm", None))
+            for norm in (getattr(getattr(layer, "self_attn", None), "q_a_layernorm", None),
+                         getattr(getattr(layer, "self_attn", None), "kv_a_layernorm", None))
             if norm is not None
         ]
         if mla_norms:

@@ -33,6 +33,13 @@ struct SeqSegment {
   Tensor* k_cache = nullptr;  // [n_ctx, n_head_kv, head_dim] of this layer and sequence
   Tensor* v_cache = nullptr;  // [n_ctx, n_head_kv, head_dim]
   Tensor* index_k_cache = nullptr;  // [n_ctx, index_head_dim]: DSA indexer keys; null without an indexer
+  // A linear-attention layer's fixed-size state of this sequence (null for other layers): the
+  // causal conv's last conv_kernel - 1 inputs [conv_kernel - 1, local conv channels], the
+  // delta-rule state [local v heads, k_head_dim, v_head_dim] (f32), and the positions they cover
+  // (the block checks pos0 against it: a segment at pos0 0 starts from zero state).
+  Tensor* conv_state = nullptr;
+  Tensor* recurrent_state = nullptr;
+  int64_t* state_pos = nullptr;
   int64_t pos0 = 0;           // position of the segment's first row in its sequence
   int64_t row0 = 0;           // first row of the segment in the batch
   int64_t n_rows = 0;         // rows (tokens) of the segment
@@ -53,6 +60,9 @@ struct LayerContext {
   const std::function<void(Tensor&)>* tp_all_reduce = nullptr;
   // Routed tokens per [layer][expert] (MoE layers add to it; may be null).
   std::vector<std::vector<int64_t>>* expert_tokens = nullptr;
+  // This rank's index in the tp group and its size (blocks that pick their rows of a replicated
+  // tensor, such as Gated DeltaNet's conv weights, need them).
+  int tp_rank = 0, tp_size = 1;
 
   void reduce_tp(Tensor& t) const {
     if (tp_all_reduce) (*tp_all_reduce)(t);

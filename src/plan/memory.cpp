@@ -30,6 +30,20 @@ LayerCache uniform_cache(const model::HParams& hp) {
   return c;
 }
 
+std::vector<LayerCache> adapter_layer_caches(const model::HParams& hp) {
+  if (hp.linear_layers.empty()) return {};
+  std::vector<LayerCache> out(static_cast<size_t>(hp.n_layer), uniform_cache(hp));
+  const model::LinearAttnParams& la = hp.linear;
+  for (int l : hp.linear_layers) {
+    LayerCache c;
+    c.state_heads = la.n_k_heads;
+    c.conv_per_head = (la.conv_kernel - 1) * (2 * la.k_head_dim + la.v_per_k() * la.v_head_dim);
+    c.recurrent_per_head = la.v_per_k() * la.k_head_dim * la.v_head_dim;
+    out[static_cast<size_t>(l)] = c;
+  }
+  return out;
+}
+
 int64_t layer_kv_bytes(const LayerCache& c, int tp, const MemoryParams& p) {
   const int64_t tokens = c.window > 0 ? std::min(c.window, p.max_context_tokens) : p.max_context_tokens;
   return tokens * p.batch * p.bytes_per_activation * (local_heads(c.kv_heads, tp) * c.kv_per_head + c.kv_whole);

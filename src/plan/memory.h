@@ -55,6 +55,11 @@ int64_t local_heads(int64_t heads, int tp);
 // What runtime::KvCache holds for an adapter's layer: n_head_kv heads of k and v of head_dim,
 // plus the DSA indexer's key of index_head_dim (held whole) where the family has one.
 LayerCache uniform_cache(const model::HParams& hp);
+// What runtime::KvCache holds per layer for an adapter's hparams when layers differ: a
+// linear-attention (Gated DeltaNet) layer keeps its fixed state (n_k_heads head blocks split over
+// tp, each with (conv_kernel - 1) x (2 k_dim + v_per_k v_dim) conv elements and v_per_k x k_dim x
+// v_dim f32 recurrent elements), the others uniform_cache. Empty when every layer is uniform.
+std::vector<LayerCache> adapter_layer_caches(const model::HParams& hp);
 // One rank's KV cache of one layer: min(context, window) x batch x bytes_per_activation x
 // (local_heads(kv_heads) x kv_per_head + kv_whole).
 int64_t layer_kv_bytes(const LayerCache& c, int tp, const MemoryParams& p);

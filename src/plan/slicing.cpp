@@ -71,6 +71,9 @@ Status check_tp(const std::vector<model::TensorSpec>& specs, const model::HParam
   if (hp.n_head_kv % tp != 0 && tp % hp.n_head_kv != 0)
     return Status::InvalidArgument(std::to_string(hp.n_head_kv) + " kv heads are not divisible by " + t + " and " + t +
                                    " is not a multiple of " + std::to_string(hp.n_head_kv));
+  if (!hp.linear_layers.empty() && hp.linear.n_k_heads % tp != 0)
+    return Status::InvalidArgument(std::to_string(hp.linear.n_k_heads) +
+                                   " linear-attention key heads are not divisible by " + t);
   if (hp.n_ff % tp != 0)
     return Status::InvalidArgument("intermediate size " + std::to_string(hp.n_ff) + " is not divisible by " + t);
   for (const auto& s : specs) DZ_RETURN_IF_ERROR(check_tp(s, tp));

@@ -390,6 +390,28 @@ TEST(BadInput, DsaIndexerTensorMissing) {
   expect_bad_input(run_case(c), c, {name, "missing"});
 }
 
+// Hybrid linear attention (qwen3_next): a layer_types list of another length than
+// num_hidden_layers is refused with one sentence naming both keys.
+TEST(BadInput, LayerTypesLengthDisagreesWithLayerCount) {
+  static const fs::path good = [] {
+    const fs::path d = scratch_dir("bad-input-good-qwen3-next");
+    make_model_from_yaml(golden_sizes("qwen3_next"), d / "model");
+    return d;
+  }();
+  Case c{scratch_dir("bad-input-layer-types")};
+  fs::copy(good / "model", c.model(), fs::copy_options::recursive);
+  write_file(c.config(), "model: {path: model, dtype: float32}\n"
+                         "prompts:\n"
+                         "  - {id: capital, text: \"The capital of France is\"}\n"
+                         "generate: {max_new_tokens: 2}\n"
+                         "dump:\n"
+                         "  dir: " + (c.dir / "run").string() + "\n");
+  auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
+  cfg["layer_types"] = {"linear_attention", "full_attention", "linear_attention"};  // 3 of 4 layers
+  write_file(c.model() / "config.json", cfg.dump(2));
+  expect_bad_input(run_case(c), c, {"layer_types", "num_hidden_layers", "3", "4"});
+}
+
 // ---- Untrusted input: every case ends in exit 2 within kQuickS, never a crash or a hang. ----
 
 constexpr double kQuickS = 5.0;

@@ -92,6 +92,27 @@ TEST(InspectCli, UnknownArchitectureGetsTheGenericAnalysis) {
   EXPECT_TRUE(dsa) << r["features"].dump();
 }
 
+// Hybrid linear attention: the cache line counts KV bytes per token for the 15 full-attention
+// layers (2 kv heads x 256 x k and v x bf16) and state bytes per sequence for the 45 Gated
+// DeltaNet layers ((4 - 1) x 12288 bf16 conv window + 64 x 128 x 128 f32 state each); the
+// feature list marks Gated DeltaNet supported (by the qwen3_5_moe adapter).
+TEST(InspectCli, HybridModelReportsKvPerTokenAndStatePerSequence) {
+  const Outcome o = run_dayzero("inspect " + fixture_config("Qwen3.5-397B-A17B"));
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const int64_t state = 45 * (3 * 12288 * 2 + 64 * 128 * 128 * 4);
+  EXPECT_NE(o.output.find("cache       30720 KV bytes per token (15 attention layers), " + std::to_string(state) +
+                          " state bytes per sequence (45 linear-attention layers)"),
+            std::string::npos)
+      << o.output;
+  const Outcome j = run_dayzero("inspect --json " + fixture_config("Qwen3.5-397B-A17B"));
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  const nlohmann::json r = parse_json(j);
+  bool gdn = false;
+  for (const auto& f : r["analysis"]["features"])
+    gdn = gdn || (f["name"] == "linear attention (Gated DeltaNet)" && f["status"] == "supported by adapter");
+  EXPECT_TRUE(gdn) << r["features"].dump();
+}
+
 TEST(InspectCli, UnknownArchitectureWithoutSizesIsBadInput) {
   const std::string path = ::testing::TempDir() + "dayzero-inspect-nosizes.json";
   std::ofstream(path) << R"({"model_type": "brand_new", "hidden_size": "wide"})";
@@ -161,7 +182,8 @@ TEST(InspectCli, MarkdownNamesEveryFeatureThatNeedsANewBlock) {
     ASSERT_EQ(md.exit_code, 0) << md.output;
     EXPECT_NE(md.output.find("## " + m + "\n"), std::string::npos) << md.output;
     int missing = 0;
-    for (const auto& f : r["features"])
+    // A family with an adapter (Qwen3.5: qwen3_5_moe) carries the generic analysis under "analysis".
+    for (const auto& f : r.contains("analysis") ? r["analysis"]["features"] : r["features"])
       if (f["status"] == "needs a new block") {
         ++missing;
         EXPECT_NE(md.output.find("| " + f["name"].get<std::string>() + " | needs a new block |"), std::string::npos)

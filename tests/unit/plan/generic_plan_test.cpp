@@ -66,7 +66,9 @@ TEST(GenericPlan, PublishedConfigsPlanWithHandCountedCaches) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     const analysis::Analysis a = analysed(c.name);
-    ASSERT_TRUE(a.adapter.empty());
+    // Qwen3.5 has an adapter (qwen3_5_moe) whose cache rule gives the same figures
+    // (inspect_cli_test); its generic request is still what a family without one gets.
+    ASSERT_TRUE(a.adapter.empty() || a.adapter == "qwen3_5_moe") << a.adapter;
     auto req = make_generic_plan_request(a, inputs(16, 4096, 1));
     ASSERT_TRUE(req.ok()) << req.status().message();
     const CacheSummary s = summarize_cache(req->cache, 2);
