@@ -130,6 +130,16 @@ void add_features(Analysis& a) {
       ok("gated shared expert", "ffn " + std::to_string(t.shared_ff) + " behind a sigmoid gate",
          "shared_expert_intermediate_size; tensors " + pattern(a, "shared experts", "(none)"), "adapters/qwen3_next");
   }
+  {  // gpt-oss: a router with a bias and fused experts with biases
+    std::string biases;
+    for (const auto& g : a.groups)
+      if ((g.component == Component::kRouter || g.component == Component::kRoutedExpert) && g.tmpl.size() > 5 &&
+          g.tmpl.compare(g.tmpl.size() - 5, 5, "_bias") * g.tmpl.compare(g.tmpl.size() - 5, 5, ".bias") == 0)
+        biases += (biases.empty() ? "" : ", ") + g.tmpl;
+    if (!biases.empty())
+      missing("router and expert biases", "biases on the router logits and the expert projections", "tensors " + biases,
+              "biased router and expert Linears in blocks/moe");
+  }
   if (a.main.dense_mlp > 0) ok("dense SwiGLU MLP", "ffn " + std::to_string(t.ff), "intermediate_size", "blocks/mlp");
   if (t.tie_embeddings) ok("tied embeddings", "lm_head = embed_tokens", "tie_word_embeddings", "blocks/dense_decoder");
   if (t.n_mtp > 0)
@@ -159,6 +169,10 @@ void add_features(Analysis& a) {
       ok("FP8 block scales", what, "quantization_config", "checkpoint/fp8 (dequantized at load)");
     else if (a.dims.quant_method == "compressed-tensors" && a.dims.quant_bits == 4 && a.adapter == "kimi_k25")
       ok("quantized weights", what, "quantization_config", "checkpoint/pack_quantized (dequantized at load)");
+    else if (a.dims.mxfp4)
+      missing("quantized weights", what, "quantization_config.quant_method; tensors " +
+              pattern(a, "quantization scales", "(none)"),
+              "MXFP4 expert matmuls (e2m1 _blocks, e8m0 _scales) or their dequantization at load");
     else
       missing("quantized weights", what, "quantization_config.quant_method", "a " + a.dims.quant_method + " weight format");
   }
@@ -168,7 +182,20 @@ void add_features(Analysis& a) {
       a.features.push_back({"unknown tensors", std::to_string(g.tensors) + " tensor(s), " + std::to_string(g.bytes) + " bytes",
                             g.tmpl, FeatureStatus::kUnknown, "no rule explains this group"});
   // Precision-sensitive points.
-  if (!a.dims.quant_method.empty()) a.precision.push_back("quantized weights: " + a.dims.quant_method + " " + a.dims.quant_detail);
+  if (a.dims.mxfp4) {
+    int64_t blocks = 0, n = 0;
+    std::string names;
+    for (const auto& g : a.groups)
+      if (g.tmpl.size() > 7 && g.tmpl.compare(g.tmpl.size() - 7, 7, "_blocks") == 0) {
+        blocks += g.tensors, n += g.params;
+        names += (names.empty() ? "" : ", ") + g.tmpl;
+      }
+    a.precision.push_back("MXFP4 weights: " + std::to_string(blocks) + " tensor(s) (" + names + "), " +
+                          model::grouped_count(n) +
+                          " parameters as e2m1 (|x| <= 6) times a power of two per 32 (e8m0 _scales)");
+  } else if (!a.dims.quant_method.empty()) {
+    a.precision.push_back("quantized weights: " + a.dims.quant_method + " " + a.dims.quant_detail);
+  }
   if (t.rope_type == "yarn" && t.rope_factor >= 8)
     a.precision.push_back("YaRN with factor " + num(t.rope_factor) + " (attention scale and long-context frequencies)");
   if (t.scoring == "sigmoid") a.precision.push_back("sigmoid routing with a selection bias (ties in top-k flip experts)");
@@ -227,9 +254,11 @@ Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> t
                          c.component != Component::kQuantScale && c.component != Component::kNorm;
       const bool packed = a.dims.quant_bits > 0 && (ends_with(x.name, ".weight_packed") || ends_with(x.name, ".weight_shape"));
       const bool group_scale = a.dims.quant_bits > 0 && ends_with(x.name, ".weight_scale");
-      x.dtype = packed ? "I32" : group_scale ? "BF16" : c.component == Component::kQuantScale ? "F32" : quant ? "F8_E4M3" : dense;
+      // MXFP4 experts: uint8 blocks (two e2m1 a byte) and uint8 e8m0 scales.
+      const bool mx = a.dims.mxfp4 && (ends_with(x.name, "_blocks") || ends_with(x.name, "_scales"));
+      x.dtype = mx ? "U8" : packed ? "I32" : group_scale ? "BF16" : c.component == Component::kQuantScale ? "F32" : quant ? "F8_E4M3" : dense;
       x.bytes = static_cast<uint64_t>(numel) *
-                (x.dtype == "F32" || x.dtype == "I32" ? 4 : x.dtype == "F8_E4M3" ? 1 : 2);
+                (x.dtype == "F32" || x.dtype == "I32" ? 4 : x.dtype == "F8_E4M3" || x.dtype == "U8" ? 1 : 2);
       if (quant && source == Source::kConfig) {
         TensorInfo s{x.name + "_scale_inv", *shape_from_name(x.name + "_scale_inv", a.dims), "F32", 0};
         s.bytes = static_cast<uint64_t>(shape_numel(s.shape)) * 4;
@@ -417,6 +446,7 @@ void print_text(std::ostream& o, const Analysis& a) {
             ? "; quantized Linears " + std::to_string(a.dims.quant_bits) + "-bit packed in int32 + bf16 scales per " +
                   std::to_string(a.dims.quant_group)
             : std::string())
+    << (a.dims.mxfp4 && a.source != Source::kHeaders ? "; MXFP4 experts 0.5 B per weight + 1 B scale per 32" : "")
     << ")";
   if (a.index_total_size) o << ", index total_size " << model::grouped_count(static_cast<int64_t>(a.index_total_size));
   o << "\nquantization " << (a.dims.quant_method.empty() ? "none" : a.dims.quant_method + " " + a.dims.quant_detail)

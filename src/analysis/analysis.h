@@ -29,6 +29,9 @@ struct TextDims {
   int64_t vocab = 0, hidden = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, ff = 0;
   bool tie_embeddings = false, attn_qkv_bias = false, attn_o_bias = false, attn_output_gate = false, qk_norm = false;
   bool mlp_bias = false;
+  // gpt-oss: attention sinks, a router with a bias (mlp.router.*), fused experts with biases
+  // (mlp.experts.gate_up_proj / down_proj and their _bias).
+  bool attn_sinks = false, router_bias = false, fused_expert_bias = false;
   // MoE (n_expert 0: dense)
   int64_t n_expert = 0, top_k = 0, moe_ff = 0, n_shared = 0, shared_ff = 0;
   int64_t first_dense = 0, moe_freq = 1;  // first_k_dense_replace, moe_layer_freq / decoder_sparse_step
@@ -76,6 +79,12 @@ struct ModelDims {
   // or "re:" regular expressions) stay unquantized.
   int64_t quant_bits = 0, quant_group = 0;
   std::vector<std::string> quant_ignore;
+  // MXFP4 (quant_method "mxfp4", as gpt-oss ships it): the fused routed experts of each MoE
+  // layer not matched by modules_to_not_convert (kept in quant_ignore) are stored as
+  // X_blocks uint8 [E, out, in / 32, 16] (two e2m1 values a byte, 32 a block), X_scales uint8
+  // [E, out, in / 32] (one e8m0 exponent a block) and X_bias bf16 [E, out], X in gate_up_proj
+  // (out = 2 x moe_ff, gate and up rows interleaved) and down_proj (out = hidden).
+  bool mxfp4 = false;
   bool nested_text = false;                // sizes came from text_config
 };
 
@@ -101,7 +110,12 @@ std::optional<Shape> shape_from_name(const std::string& name, const ModelDims& d
 // Whether a decoder Linear weight (".weight" name) is stored pack-quantized: quant_bits > 0,
 // a 2-D Linear of a text decoder layer other than the router, not matched by quant_ignore.
 bool is_pack_quantized(const std::string& weight_name, const ModelDims& d);
-// Parameters a tensor holds: its elements, times 32 / quant_bits for an int32 weight_packed.
+// Whether the routed experts of decoder layer `layer` are stored MXFP4 (d.mxfp4 and the module
+// model.layers.{layer}.mlp.experts not matched by modules_to_not_convert, as transformers
+// matches them: a regular expression from the start up to a module boundary, or a suffix).
+bool is_mxfp4_experts(int64_t layer, const ModelDims& d);
+// Parameters a tensor holds: its elements, times 32 / quant_bits for an int32 weight_packed,
+// times 2 for MXFP4 _blocks (two e2m1 values a byte).
 int64_t tensor_params(const std::string& name, const Shape& shape, const ModelDims& d);
 
 // What a tensor is: component (as model::inspect counts), the finer part ("MLA latent",

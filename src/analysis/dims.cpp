@@ -74,6 +74,7 @@ Status read_text(const nlohmann::json& t, bool nested, TextDims& x) {
   DZ_ASSIGN_OR_RETURN(x.mlp_bias, json_bool_or(t, "mlp_bias", false));
   DZ_ASSIGN_OR_RETURN(x.attn_output_gate, json_bool_or(t, "attn_output_gate", false));
   DZ_ASSIGN_OR_RETURN(bool use_qk_norm, json_bool_or(t, "use_qk_norm", false));
+  x.attn_sinks = x.router_bias = x.fused_expert_bias = x.model_type == "gpt_oss";
   x.qk_norm = use_qk_norm || x.model_type.rfind("qwen3", 0) == 0;  // every Qwen3 text model has q/k norm
   // MoE
   DZ_ASSIGN_OR_RETURN(x.n_expert, first_int(t, {"num_local_experts", "num_experts", "n_routed_experts"}, 0));
@@ -232,6 +233,11 @@ Result<ModelDims> read_dims(const nlohmann::json& config) {
                                              " / group_size " + w["group_size"].dump() + " cannot pack into int32");
           }
         }
+    if (d.quant_method == "mxfp4") {
+      d.mxfp4 = true;
+      d.quant_detail = "e2m1 in blocks of 32 with e8m0 scales (routed experts)";
+      DZ_ASSIGN_OR_RETURN(d.quant_ignore, string_list(q, "modules_to_not_convert"));
+    }
     if (d.quant_bits > 0 && q.contains("ignore") && q["ignore"].is_array())
       for (const auto& x : q["ignore"])
         if (x.is_string()) d.quant_ignore.push_back(x.get<std::string>());

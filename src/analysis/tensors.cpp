@@ -110,6 +110,15 @@ std::optional<Shape> text_shape(const std::string& r, const TextDims& t, bool in
     return std::nullopt;
   }
   if (has(r, "experts.") && !has(r, "shared_expert")) {
+    // MXFP4 fused experts (gpt-oss): [E, out, in / 32, 16] uint8 blocks, [E, out, in / 32] scales.
+    for (const char* x : {"gate_up_proj_", "down_proj_"}) {
+      if (!has(r, x)) continue;
+      const bool gu = std::string(x) == "gate_up_proj_";
+      const int64_t out = gu ? 2 * t.moe_ff : d, in = gu ? d : t.moe_ff;
+      if (ends(r, "_blocks")) return Shape{t.n_expert, out, in / 32, 16};
+      if (ends(r, "_scales")) return Shape{t.n_expert, out, in / 32};
+      if (ends(r, "_bias")) return Shape{t.n_expert, out};
+    }
     if (ends(r, "gate_up_proj")) return Shape{t.n_expert, 2 * t.moe_ff, d};  // fused, all experts
     if (ends(r, "experts.down_proj")) return Shape{t.n_expert, d, t.moe_ff};
     if (has(r, "down_proj") || has(r, ".w2.")) return Shape{d, t.moe_ff};
@@ -121,7 +130,7 @@ std::optional<Shape> text_shape(const std::string& r, const TextDims& t, bool in
     const int64_t f = has(r, "shared_experts.") ? t.n_shared * t.moe_ff : t.shared_ff;
     return has(r, "down_proj") ? Shape{d, f} : Shape{f, d};
   }
-  if (ends(r, "e_score_correction_bias")) return Shape{t.n_expert};
+  if (ends(r, "e_score_correction_bias") || ends(r, "mlp.router.bias")) return Shape{t.n_expert};
   if (ends(r, "mlp.gate.weight") || ends(r, "block_sparse_moe.gate.weight") || ends(r, "router.weight"))
     return Shape{t.n_expert, d};
   if (has(r, "mlp.")) {
@@ -199,9 +208,29 @@ bool is_pack_quantized(const std::string& weight_name, const ModelDims& d) {
   return true;
 }
 
+bool is_mxfp4_experts(int64_t layer, const ModelDims& d) {
+  if (!d.mxfp4 || !d.text.is_moe_layer(layer)) return false;
+  const std::string module = "model.layers." + std::to_string(layer) + ".mlp.experts";
+  static thread_local std::map<std::string, std::regex> compiled;
+  for (const auto& key : d.quant_ignore) {
+    if (ends(module, key)) return false;
+    auto it = compiled.find(key);
+    if (it == compiled.end()) {
+      try {  // the key from the start, then a module boundary (or a key ending in '.')
+        it = compiled.emplace(key, std::regex("(?:" + key + ")(?:\\..*)?" + (ends(key, ".") ? ".*" : ""))).first;
+      } catch (const std::regex_error&) {
+        continue;  // an expression std::regex cannot read excludes nothing
+      }
+    }
+    if (std::regex_match(module, it->second)) return false;
+  }
+  return true;
+}
+
 int64_t tensor_params(const std::string& name, const Shape& shape, const ModelDims& d) {
   const int64_t n = shape_numel(shape);
   if (d.quant_bits > 0 && ends(name, ".weight_packed")) return n * (32 / d.quant_bits);
+  if (d.mxfp4 && ends(name, "_blocks")) return n * 2;
   return n;
 }
 
@@ -235,7 +264,7 @@ Classified classify(const std::string& name, const ModelDims& d) {
   c.layer = s.layer;
   c.mtp = s.scope == "mtp";
   const std::string& r = s.layer >= 0 ? s.rest : name;
-  if (ends(name, "_scale_inv") || ends(name, ".weight_scale") || ends(name, ".input_scale") ||
+  if (ends(name, "_scale_inv") || ends(name, ".weight_scale") || (d.mxfp4 && ends(name, "_scales")) || ends(name, ".input_scale") ||
       ends(name, ".weight_shape") || ends(name, ".weight_zero_point")) {
     c.component = Component::kQuantScale;
     c.part = "quantization scales";
@@ -273,7 +302,7 @@ Classified classify(const std::string& name, const ModelDims& d) {
   }
   if (has(r, "experts.") && !has(r, "shared_expert")) return set(Component::kRoutedExpert, "routed experts");
   if (has(r, "shared_expert")) return set(Component::kSharedExpert, "shared experts");
-  if (ends(r, "e_score_correction_bias") || ends(r, "mlp.gate.weight") || ends(r, "block_sparse_moe.gate.weight") ||
+  if (ends(r, "e_score_correction_bias") || ends(r, "mlp.gate.weight") || ends(r, "router.bias") || ends(r, "block_sparse_moe.gate.weight") ||
       ends(r, "router.weight"))
     return set(Component::kRouter, "router");
   if (has(r, "mlp.") && has(r, "_proj")) return set(Component::kMlp, "dense MLP");
@@ -339,8 +368,18 @@ std::vector<TensorInfo> synthesize_tensors(const ModelDims& d) {
         names.push_back(base + "self_attn.q_norm.weight");
         names.push_back(base + "self_attn.k_norm.weight");
       }
+      if (t.attn_sinks) names.push_back(base + "self_attn.sinks");
     }
-    if (t.is_moe_layer(l) || (mtp_layer && t.n_expert > 0)) {
+    if (t.router_bias && t.is_moe_layer(l) && !mtp_layer) {  // gpt-oss: router and fused experts with biases
+      names.push_back(base + "mlp.router.weight");
+      names.push_back(base + "mlp.router.bias");
+      for (const char* x : {"gate_up_proj", "down_proj"}) {
+        const std::string e = base + "mlp.experts." + x;
+        if (is_mxfp4_experts(l, d)) names.push_back(e + "_blocks"), names.push_back(e + "_scales");
+        else names.push_back(e);
+        names.push_back(e + "_bias");
+      }
+    } else if (t.is_moe_layer(l) || (mtp_layer && t.n_expert > 0)) {
       names.push_back(base + "mlp.gate.weight");
       if (t.scoring == "sigmoid") names.push_back(base + "mlp.gate.e_score_correction_bias");
       for (int64_t e = 0; e < t.n_expert; ++e)

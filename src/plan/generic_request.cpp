@@ -171,6 +171,24 @@ std::vector<model::TensorSpec> generic_specs(const analysis::Analysis& a, bool a
       }
     }
   }
+  if (d.mxfp4) {
+    // MXFP4 fused experts [E, ...] (blocks, their e8m0 scales as stored, biases): the experts
+    // split along dim 0 over the tp group (E / tp whole experts a rank: ep = tp, etp = 1 in
+    // bytes); converted, the blocks at their logical [E, out, in] and the scales dropped.
+    for (auto& s : specs) {
+      const bool fused = s.layer >= 0 && has(s.name, "mlp.experts.") && expert_index(s.name) < 0 &&
+                         !s.shape.empty() && s.shape[0] == d.text.n_expert;
+      if (fused && ends(s.name, "_scales") && s.component == Component::kQuantScale && as_stored &&
+          by_name.count(s.name.substr(0, s.name.size() - 7) + "_blocks"))
+        s.skip_load = false;
+      if (fused && !s.skip_load) {
+        s.rule = ShardRule::kSplitDim0;
+        s.shard_block = 1;
+      }
+      if (!as_stored && ends(s.name, "_blocks") && s.shape.size() == 4)
+        s.shape = Shape{s.shape[0], s.shape[1], s.shape[2] * s.shape[3] * 2};
+    }
+  }
   return specs;
 }
 
@@ -233,9 +251,12 @@ std::vector<Caveat> generic_caveats(const analysis::Analysis& a, WeightsOnDevice
     add("weights", std::to_string(a.unknown_tensors) + " tensor(s) no rule explains (" + std::to_string(a.unknown_bytes) +
                        " bytes), held whole on every rank of their stage");
   if (weights == WeightsOnDevice::kAsStored && !a.dims.quant_method.empty() && a.dims.quant_method != "fp8" &&
-      a.dims.quant_bits == 0)
+      a.dims.quant_bits == 0 && !a.dims.mxfp4)
     add("weights", "quantization " + a.dims.quant_method + " (" + a.dims.quant_detail +
                        ") is not modelled in bytes: its weights count at the dtype the analysis gives them");
+  if (weights == WeightsOnDevice::kAsStored && a.dims.mxfp4)
+    add("weights", "mxfp4 (" + a.dims.quant_detail + "): the experts as stored, uint8 blocks of two e2m1 values "
+                   "plus one uint8 e8m0 scale per 32 weights; dayzero has no kernel for them yet");
   if (weights == WeightsOnDevice::kAsStored && a.dims.quant_bits > 0)
     add("weights", a.dims.quant_method + " (" + a.dims.quant_detail + "): the quantized Linears as stored, " +
                        std::to_string(a.dims.quant_bits) + "-bit integers packed in int32 plus bf16 scales per " +

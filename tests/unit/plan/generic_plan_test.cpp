@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "analysis/analysis.h"
 #include "model/model_folder.h"
@@ -127,9 +128,9 @@ void write_headers_only(const fs::path& file, const std::vector<analysis::Tensor
   nlohmann::json h = nlohmann::json::object();
   uint64_t off = 0;
   for (const auto& t : tensors) {
-    const bool i32 = t.dtype == "I32";
-    const uint64_t n = static_cast<uint64_t>(shape_numel(t.shape)) * (i32 ? 4 : 2);
-    h[t.name] = {{"dtype", i32 ? "I32" : "BF16"}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
+    const bool i32 = t.dtype == "I32", u8 = t.dtype == "U8";
+    const uint64_t n = static_cast<uint64_t>(shape_numel(t.shape)) * (i32 ? 4 : u8 ? 1 : 2);
+    h[t.name] = {{"dtype", i32 ? "I32" : u8 ? "U8" : "BF16"}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
     off += n;
   }
   std::string text = h.dump();
@@ -381,6 +382,189 @@ TEST(GenericPlan, PackQuantizedInt4Headers) {
   for (const auto& g : h->groups)
     if (g.tmpl.find("experts.{E}.") != std::string::npos) routed_bytes += g.bytes;
   EXPECT_EQ(routed_bytes, uint64_t{24} * 8257544);
+  RequestInputs in = inputs(1, 128, 1);
+  in.dp = in.pp = in.tp = 1;
+  in.world_size = 1;
+  auto req = make_generic_plan_request(*h, in);
+  ASSERT_TRUE(req.ok()) << req.status().message();
+  auto p = choose_plan(*req);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->memory[0].weights, static_cast<int64_t>(h->weight_bytes));
+}
+
+}  // namespace
+}  // namespace dayzero::plan
+
+namespace dayzero::plan {
+namespace {
+
+// gpt-oss-120b as published: GptOssConfig's defaults in transformers 5.24
+// (models/gpt_oss/configuration_gpt_oss.py: 36 layers, 128 experts top-4, hidden and
+// intermediate 2880, 64 q / 8 kv heads of 64, vocab 201088, window 128, attention_bias,
+// sliding/full layer_types alternating, YaRN x32) and the quantization_config its conversion
+// script writes (MXFP4 experts; attention, router, embedding and lm_head not converted).
+nlohmann::json gpt_oss_120b() {
+  nlohmann::json types = nlohmann::json::array();
+  for (int l = 0; l < 36; ++l) types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+  return {{"architectures", {"GptOssForCausalLM"}}, {"model_type", "gpt_oss"}, {"vocab_size", 201088},
+          {"hidden_size", 2880}, {"intermediate_size", 2880}, {"num_hidden_layers", 36},
+          {"num_attention_heads", 64}, {"num_key_value_heads", 8}, {"head_dim", 64},
+          {"num_local_experts", 128}, {"num_experts_per_tok", 4}, {"experts_per_token", 4},
+          {"sliding_window", 128}, {"layer_types", types}, {"attention_bias", true},
+          {"tie_word_embeddings", false}, {"max_position_embeddings", 131072}, {"torch_dtype", "bfloat16"},
+          {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
+                            {"original_max_position_embeddings", 4096}}},
+          {"quantization_config",
+           {{"quant_method", "mxfp4"},
+            {"modules_to_not_convert",
+             {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}}}};
+}
+
+uint64_t bytes_of(const analysis::Analysis& a, const std::string& suffix) {
+  uint64_t b = 0;
+  for (const auto& g : a.groups)
+    if (g.tmpl.size() >= suffix.size() && g.tmpl.compare(g.tmpl.size() - suffix.size(), suffix.size(), suffix) == 0)
+      b += g.bytes;
+  return b;
+}
+
+// Per MoE layer, as stored (E 128, hidden = ffn = 2880, 90 blocks of 32 per row):
+//   gate_up_proj_blocks U8 [128, 5760, 90, 16] 1,061,683,200 B, _scales U8 [128, 5760, 90]
+//   66,355,200 B, _bias BF16 [128, 5760] 1,474,560 B; down_proj_blocks U8 [128, 2880, 90, 16]
+//   530,841,600 B, _scales 33,177,600 B, _bias 737,280 B: 1,694,269,440 B of experts holding
+//   3,186,155,520 parameters (2 per block byte). The rest of a layer is bf16: attention with
+//   biases and sinks, router with bias, two norms: 26,924,672 parameters.
+// Whole model: 116,829,156,672 parameters (the model card's 116.83B, "117B"; within 0.2%),
+// 65,248,815,744 B (60.77 GiB: the card's 60.8 GiB checkpoint). Activated 5,711,982,912 with
+// the embedding table; the card's 5.13B ("5.1B active") leaves the embedding out: 5,132,849,472.
+TEST(GenericPlan, Mxfp4GptOss120bEstimate) {
+  auto r = analysis::analyze(gpt_oss_120b(), {}, analysis::Source::kConfig);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const analysis::Analysis& a = *r;
+  EXPECT_TRUE(a.dims.mxfp4);
+  EXPECT_EQ(a.total, 116829156672);
+  EXPECT_NEAR(static_cast<double>(a.total), 117e9, 0.02 * 117e9);
+  EXPECT_EQ(a.activated - a.main.embedding, 5132849472);
+  EXPECT_NEAR(static_cast<double>(a.activated - a.main.embedding), 5.1e9, 0.05 * 5.1e9);
+  EXPECT_EQ(a.main.routed_experts, int64_t{36} * 3186155520);
+  EXPECT_EQ(a.weight_bytes, 65248815744u);
+  EXPECT_EQ(bytes_of(a, "_blocks"), uint64_t{36} * (1061683200 + 530841600));
+  EXPECT_EQ(bytes_of(a, "_scales"), uint64_t{36} * (66355200 + 33177600));
+  EXPECT_EQ(a.scale_tensors, 72);
+  for (const auto& x : a.tensors)
+    if (x.name.find("_blocks") != std::string::npos || x.name.find("_scales") != std::string::npos)
+      ASSERT_EQ(x.dtype, "U8") << x.name;
+  EXPECT_EQ(a.parts.at("attention sinks"), 36 * 64);
+  EXPECT_EQ(a.main.router, 36 * (128 * 2880 + 128));
+  // inspect's text: the quantization line and MXFP4 among the precision-sensitive points.
+  std::ostringstream o;
+  analysis::print_text(o, a);
+  EXPECT_NE(o.str().find("quantization mxfp4 e2m1 in blocks of 32 with e8m0 scales"), std::string::npos) << o.str();
+  bool named = false;
+  for (const auto& p : a.precision) named = named || p.find("MXFP4 weights: 72 tensor(s)") != std::string::npos;
+  EXPECT_TRUE(named);
+  bool sinks = false, sliding = false;
+  for (const auto& f : a.features) {
+    sinks = sinks || (f.name == "attention sinks" && f.status == analysis::FeatureStatus::kNewBlock);
+    sliding = sliding || (f.name == "sliding window" && f.detail == "window 128 in 18 layers");
+  }
+  EXPECT_TRUE(sinks && sliding);
+  // Negative control: with the experts in modules_to_not_convert they are bf16, 2 B a weight.
+  nlohmann::json plain = gpt_oss_120b();
+  plain["quantization_config"]["modules_to_not_convert"].push_back("model.layers.*.mlp.experts");
+  auto b = analysis::analyze(plain, {}, analysis::Source::kConfig);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->total, a.total);
+  EXPECT_EQ(b->scale_tensors, 0);
+  EXPECT_EQ(b->weight_bytes, static_cast<uint64_t>(a.total) * 2);
+  // The plan as stored holds exactly those bytes on one rank; converted to bf16 the experts
+  // take 2 B per weight and the scales nothing.
+  RequestInputs in = inputs(1, 128, 1);
+  in.dp = in.pp = in.tp = 1;
+  in.world_size = 1;
+  auto req = make_generic_plan_request(a, in);
+  ASSERT_TRUE(req.ok()) << req.status().message();
+  auto p = choose_plan(*req);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->memory[0].weights, 65248815744);
+  EXPECT_TRUE(has_caveat(*p, "weights", "uint8 blocks of two e2m1 values plus one uint8 e8m0 scale per 32"));
+  // tp = 8: the fused expert tensors split 16 experts a rank, each expert held once; the
+  // attention and the rest replicated or split as before.
+  {
+    RequestInputs in8 = inputs(1, 128, 1);
+    in8.dp = in8.pp = 1;
+    in8.tp = 8;
+    in8.ep = 8;
+    in8.world_size = 8;
+    auto r8 = make_generic_plan_request(a, in8);
+    ASSERT_TRUE(r8.ok()) << r8.status().message();
+    const MemoryParams m8 = r8->memory_params();
+    int64_t experts_held = 0, rank0 = 0;
+    for (size_t i = 0; i < r8->specs.size(); ++i) {
+      const auto& s = r8->specs[i];
+      if (s.name.find("mlp.experts.") == std::string::npos) continue;
+      for (int t = 0; t < 8; ++t) {
+        const int64_t b = held_bytes(s, i, rank_slice(s, 8, 8, 1, t), m8);
+        experts_held += b;
+        if (t == 0) rank0 += b;
+      }
+    }
+    EXPECT_EQ(experts_held, int64_t{36} * 1694269440);
+    EXPECT_EQ(rank0, int64_t{36} * 1694269440 / 8);
+  }
+  in.weights = WeightsOnDevice::kBF16;
+  auto bf = make_generic_plan_request(a, in);
+  ASSERT_TRUE(bf.ok());
+  const MemoryParams mb = bf->memory_params();
+  int64_t bf_held = 0;
+  for (size_t i = 0; i < bf->specs.size(); ++i) bf_held += held_bytes(bf->specs[i], i, Slice{true, -1, 0, 0}, mb);
+  EXPECT_EQ(bf_held, a.total * 2);
+}
+
+// Headers only: 2 layers of gpt-oss-120b (sliding then full attention) with 8 of its experts,
+// the real names, dtypes (U8 blocks and scales, BF16 rest) and shapes; data as holes. Each
+// layer's bytes are the estimate's: 8 / 128 of the experts' 1,694,269,440 B plus the bf16 rest.
+TEST(GenericPlan, Mxfp4GptOssHeaders) {
+  nlohmann::json config = gpt_oss_120b();
+  config["num_hidden_layers"] = 2;
+  config["num_local_experts"] = 8;
+  config["layer_types"] = {"sliding_attention", "full_attention"};
+  auto dims = analysis::read_dims(config);
+  ASSERT_TRUE(dims.ok()) << dims.status().message();
+  auto tensors = analysis::synthesize_tensors(*dims);
+  int blocks = 0;
+  for (auto& t : tensors) {
+    const bool mx = t.name.find("_blocks") != std::string::npos || t.name.find("_scales") != std::string::npos;
+    t.dtype = mx ? "U8" : "BF16";
+    blocks += t.name.find("_blocks") != std::string::npos;
+  }
+  ASSERT_EQ(blocks, 4);
+  const fs::path dir = fs::temp_directory_path() / ("dayzero-generic-mxfp4-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << config.dump();
+  write_headers_only(dir / "model.safetensors", tensors);
+  auto h = analysis::analyze_path(dir.string());
+  auto c = analysis::analyze(config, {}, analysis::Source::kConfig);
+  fs::remove_all(dir);
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(h->source, analysis::Source::kHeaders);
+  EXPECT_EQ(h->unknown_tensors, 0);
+  EXPECT_EQ(h->total, c->total);
+  EXPECT_EQ(h->main.routed_experts, 2 * 3186155520 / 16);
+  auto layer_bytes = [](const analysis::Analysis& a, int l) {
+    uint64_t b = 0;
+    for (const auto& x : a.tensors)
+      if (analysis::classify(x.name, a.dims).layer == l) b += x.bytes;
+    return b;
+  };
+  for (int l = 0; l < 2; ++l) {
+    EXPECT_EQ(layer_bytes(*h, l), layer_bytes(*c, l)) << "layer " << l;
+    // the router of 8 experts: 120 x (2880 + 1) parameters fewer than of 128
+    EXPECT_EQ(layer_bytes(*h, l), 1694269440u / 16 + (26924672u - 120 * 2881) * 2) << "layer " << l;
+  }
+  EXPECT_EQ(h->weight_bytes, c->weight_bytes);
+  EXPECT_EQ(h->scale_tensors, 4);
   RequestInputs in = inputs(1, 128, 1);
   in.dp = in.pp = in.tp = 1;
   in.world_size = 1;
