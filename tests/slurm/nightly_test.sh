@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# slurm/nightly.sbatch on a real one-machine Slurm with configs/nightly/tiny.yaml (2 tiny models x
+# 2 plans): the night passes; the same matrix with one run perturbed (debug.perturb on
+# layers.1.ffn_out of qwen3 pp2) exits 1, and summary.md and junit.xml name that run and the
+# blamed layer; a matrix with a baseline key is refused (until the build has `dayzero baseline`).
+# Usage: nightly_test.sh DAYZERO_BIN
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+bin="$(realpath "$1")"
+source "$root/tests/slurm/cluster.sh"
+dz_slurm_start 5
+work="$(mktemp -d /tmp/dz-nightly-test.XXXXXX)"
+trap 'dz_slurm_stop; rm -rf "$work"' EXIT
+cd "$work"
+export DAYZERO_MODELS="$work/models" DAYZERO_HOME="$root" DAYZERO_BIN="$bin"
+"$bin" make-model --family llama --out models/llama >/dev/null
+"$bin" make-model --family qwen3 --out models/qwen3 >/dev/null
+fail=0
+night() {  # night MATRIX OUT -> the nightly job's exit code
+  local id
+  id="$(sbatch --parsable --output="$work/$2.out" "$root/slurm/nightly.sbatch" "$1" "$work/$2")"
+  dz_slurm_wait "$id" 150 && return 0 || return $?
+}
+
+t0=$SECONDS
+if night "$root/configs/nightly/tiny.yaml" pass; then
+  echo "ok: the tiny night passed in $((SECONDS - t0)) s"
+else
+  echo "FAIL: the tiny night failed (exit $?)"; cat pass.out pass/summary/summary.md 2>/dev/null; fail=1
+fi
+# 4 runs of the plans and the 2 single-rank runs they are compared against
+grep -c "| pass |" pass/summary/summary.md | grep -qx 6 || { echo "FAIL: summary.md lacks 6 passing runs"; fail=1; }
+grep -q "tests='6' failures='0' errors='0'" pass/summary/junit.xml || { echo "FAIL: junit.xml of the passing night"; fail=1; }
+grep -q "<svg" pass/summary/summary.html || { echo "FAIL: summary.html has no compare plot"; fail=1; }
+
+cp "$root/configs/nightly/tiny.yaml" perturbed.yaml
+sed -i "s|\${DAYZERO_MODELS}|$work/models|" perturbed.yaml
+cat >> perturbed.yaml <<'YAML'
+overrides:
+  - {model: qwen3, plan: pp2, run: {debug: {perturb: {point: layers.1.ffn_out, scale: 1.001}}}}
+YAML
+t0=$SECONDS
+rc=0; night perturbed.yaml perturbed || rc=$?
+if ((rc != 1)); then echo "FAIL: the perturbed night exited $rc, not 1"; cat perturbed.out; fail=1; fi
+echo "ok: the perturbed night exited $rc in $((SECONDS - t0)) s"
+sum=perturbed/summary/summary.md
+grep -q "| qwen3.tokens.pp2 | qwen3 | pp2 | tokens | 2 | 0 | regression | vs single-rank: blamed layers.1 at layers.1.ffn_out" $sum ||
+  { echo "FAIL: summary.md does not name the regressed layer:"; cat $sum; fail=1; }
+[[ $(grep -c "| regression |" $sum) == 1 ]] || { echo "FAIL: more than the perturbed run regressed"; cat $sum; fail=1; }
+grep -q "tests='6' failures='1' errors='0'" perturbed/summary/junit.xml &&
+  grep -q "classname=\"nightly.qwen3.tokens\" name=\"pp2\">" perturbed/summary/junit.xml &&
+  grep -q "<failure message=\"vs single-rank: blamed layers.1 at layers.1.ffn_out" perturbed/summary/junit.xml ||
+  { echo "FAIL: junit.xml does not name the regressed layer:"; cat perturbed/summary/junit.xml; fail=1; }
+
+cp perturbed.yaml baseline.yaml
+echo "baseline: {library: $work/library}" >> baseline.yaml
+if "$bin" --help | grep -q "^  baseline "; then
+  echo "note: this build has dayzero baseline; the refusal case does not apply"
+else
+  rc=0; msg="$(python3 "$root/slurm/nightly.py" submit baseline.yaml --out "$work/b" 2>&1)" || rc=$?
+  [[ $rc == 2 && "$msg" == *"baseline: this dayzero"*"has no \`baseline\` command"* ]] ||
+    { echo "FAIL: a baseline key was not refused (exit $rc): $msg"; fail=1; }
+  [[ ! -e "$work/b/night.json" ]] || { echo "FAIL: a refused matrix submitted jobs"; fail=1; }
+fi
+((fail == 0)) && echo "PASS: nightly"
+exit $fail
