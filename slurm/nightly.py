@@ -188,6 +188,7 @@ def submit(a):
     except MatrixError as e:
         log(str(e))
         return 2
+    night["dayzero"] = dayzero
     out = os.path.abspath(a.out)
     for sub in ("configs", "runs", "logs", "compare"):
         os.makedirs(os.path.join(out, sub), exist_ok=True)
@@ -201,11 +202,26 @@ def submit(a):
     env_base = {"DAYZERO_HOME": ROOT, "DAYZERO_BIN": dayzero, "DAYZERO_LAUNCH_ARGS": sl.get("launch_args", "")}
     jobs = {}
     os.environ.update(env_base)
+    try:
+        return submit_jobs(a, night, out, common, jobs)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        log(f"submitting the night failed: {e}")
+        if jobs:
+            subprocess.run(["scancel"] + list(jobs.values()), capture_output=True, timeout=60)
+            log(f"cancelled the {len(jobs)} run job(s) already submitted")
+        return 3
+
+
+def submit_jobs(a, night, out, common, jobs):
+    # Written before the first job, which its compare job reads however fast the run fails.
+    for r in night["runs"]:
+        r["run_dir"] = os.path.join(out, "runs", r["name"])
+    with open(os.path.join(out, "night.json"), "w") as f:
+        json.dump(night, f, indent=2)
     for r in night["runs"]:
         cfg_path = os.path.join(out, "configs", r["name"] + ".yaml")
         with open(cfg_path, "w") as f:
             yaml.safe_dump(r["config"], f, sort_keys=False)
-        r["run_dir"] = os.path.join(out, "runs", r["name"])
         layout = [f"--nodes={r['nodes']}", f"--ntasks-per-node={r['ranks_per_node']}"]
         if r["gpus_per_node"]:
             layout.append(f"--gpus-per-node={r['gpus_per_node']}")
@@ -222,15 +238,16 @@ def submit(a):
                                f"--job-name=dz-compare-{r['name']}", f"--output={out}/logs/compare-{r['name']}-%j.out",
                                "--wrap", shlex.join(me + ["compare", out, r["name"]])])
         compare_jobs.append(cid)
+        jobs["compare " + r["name"]] = cid
     summary_job = sbatch(common + ["--ntasks=1", f"--dependency=afterany:{':'.join(compare_jobs)}",
                                    "--kill-on-invalid-dep=no", "--job-name=dz-nightly-summary",
                                    f"--output={out}/logs/summary-%j.out",
                                    "--wrap", shlex.join(me + ["summary", out])])
-    night["jobs"] = {"runs": jobs, "compare": compare_jobs, "summary": summary_job}
-    night["dayzero"] = dayzero
+    night["jobs"] = {"runs": {k: v for k, v in jobs.items() if not k.startswith("compare ")},
+                     "compare": compare_jobs, "summary": summary_job}
     with open(os.path.join(out, "night.json"), "w") as f:
         json.dump(night, f, indent=2)
-    log(f"{len(jobs)} runs, {len(compare_jobs)} compares, summary job {summary_job}; folder {out}")
+    log(f"{len(night['runs'])} runs, {len(compare_jobs)} compares, summary job {summary_job}; folder {out}")
     print(summary_job, flush=True)
     if not a.wait:
         return 0

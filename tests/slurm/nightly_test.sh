@@ -2,7 +2,8 @@
 # slurm/nightly.sbatch on a real one-machine Slurm with configs/nightly/tiny.yaml (2 tiny models x
 # 2 plans): the night passes; the same matrix with one run perturbed (debug.perturb on
 # layers.1.ffn_out of qwen3 pp2) exits 1, and summary.md and junit.xml name that run and the
-# blamed layer; a matrix with a baseline key is refused (until the build has `dayzero baseline`).
+# blamed layer; a night whose run fails still ends with a summary that reports it (exit 1); a
+# matrix with a baseline key is refused (until the build has `dayzero baseline`).
 # Usage: nightly_test.sh DAYZERO_BIN
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -51,6 +52,23 @@ grep -q "tests='6' failures='1' errors='0'" perturbed/summary/junit.xml &&
   grep -q "classname=\"nightly.qwen3.tokens\" name=\"pp2\">" perturbed/summary/junit.xml &&
   grep -q "<failure message=\"vs single-rank: blamed layers.1 at layers.1.ffn_out" perturbed/summary/junit.xml ||
   { echo "FAIL: junit.xml does not name the regressed layer:"; cat perturbed/summary/junit.xml; fail=1; }
+
+# A run that fails (tp 3 on 2 ranks: exit 2) still gets its compare job (afterany) and a row.
+cat > broken.yaml <<YAML
+name: broken
+models: [{name: llama, path: $work/models/llama}]
+plans: [{name: tp2, ranks_per_node: 2, parallel: {tp: 2}}]
+prompt_sets: [{name: tokens, prompts: [{id: a, tokens: [1, 2, 3]}]}]
+run: {generate: {max_new_tokens: 2}}
+slurm: {time: 5, launch_args: "--threads 1"}
+overrides: [{model: llama, plan: tp2, run: {parallel: {tp: 3}}}]
+YAML
+rc=0; night broken.yaml broken || rc=$?
+((rc == 1)) || { echo "FAIL: the night with a failed run exited $rc, not 1"; cat broken.out; fail=1; }
+grep -q "| llama.tokens.tp2 | llama | tp2 | tokens | 2 | 2 | error | run did not finish (exit 2) |" broken/summary/summary.md &&
+  grep -q "| llama.tokens.single | llama | single | tokens | 1 | 0 | pass |" broken/summary/summary.md &&
+  grep -q "<error message=\"run did not finish (exit 2)\"" broken/summary/junit.xml ||
+  { echo "FAIL: the failed run is not reported as such:"; cat broken/summary/summary.md broken/summary/junit.xml; fail=1; }
 
 cp perturbed.yaml baseline.yaml
 echo "baseline: {library: $work/library}" >> baseline.yaml
