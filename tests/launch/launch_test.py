@@ -153,6 +153,26 @@ class StartupFailures(unittest.TestCase):
             self.assertEqual(r.returncode, 2)
             self.assertIn("srun --mpi=none gives Open MPI no way to wire up its ranks", r.stderr)
 
+    def test_run_folder_probe_names_the_blind_node(self):
+        with tempfile.TemporaryDirectory() as d:
+            # A fake mpirun that runs the probe script as two nodes, node02 without the folder
+            # (the probe file itself is removed afterwards).
+            self.fake_bin(d, "mpirun", 'for a; do last="$a"; done\n'
+                                       'sh -c "$last" || exit 1\n'
+                                       'echo "dayzero-probe: node02 cannot see /x"; exit 1\n')
+            base = ["--hosts", "node[01-02]", "--gpus-per-node", "1", "--assume-shared-fs", "--run-dir", d + "/run",
+                    "--bin", "/bin/true"]
+            r = launch(base + ["c.yaml"], env=clean_env(PATH=d + ":/usr/bin:/bin"))
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("is not on a filesystem every node sees: node02 cannot see a file written there", r.stderr)
+            self.assertFalse(any(n.startswith("probe-") for n in os.listdir(d + "/run/launch")))
+            # Every node sees it: the probe passes and the run starts (the fake mpirun again).
+            self.fake_bin(d, "mpirun", 'for a; do last="$a"; done\n'
+                                       'case " $* " in *" sh -c "*) sh -c "$last";; *) exit 0;; esac\n')
+            r = launch(base + ["c.yaml"], env=clean_env(PATH=d + ":/usr/bin:/bin"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("cannot see", r.stderr)
+
     def test_pmi_failure_at_start_is_explained(self):
         with tempfile.TemporaryDirectory() as d:
             self.fake_bin(d, "srun", 'case "$1" in --mpi=list) echo "	pmix";; *) '
