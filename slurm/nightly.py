@@ -25,7 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PROG = "nightly"
 
-MATRIX_KEYS = {"name", "models", "plans", "prompt_sets", "run", "compare", "slurm", "overrides", "baseline"}
+MATRIX_KEYS = {"name", "models", "plans", "prompt_sets", "run", "compare", "slurm", "overrides", "baseline",
+               "register"}
 MODEL_KEYS = {"name", "path"}
 PLAN_KEYS = {"name", "nodes", "ranks_per_node", "gpus_per_node", "parallel"}
 PROMPT_SET_KEYS = {"name", "prompts"}
@@ -162,8 +163,14 @@ def load_matrix(path, dayzero):
                              "ranks_per_node": pl["ranks_per_node"], "gpus_per_node": pl["gpus_per_node"],
                              "reference": None if pl["name"] == "single" else f"{group}.single",
                              "config": cfg})
+    register = m.get("register")
+    if register is not None:
+        if not isinstance(register, str):
+            raise MatrixError(f"{where}: register: expected the path of a model register YAML (dayzero inspect --register)")
+        register = os.path.normpath(os.path.join(base, os.path.expandvars(register)))
     return {"name": m.get("name") or os.path.splitext(os.path.basename(path))[0], "matrix": os.path.abspath(path),
-            "runs": runs, "compare": compare, "slurm": slurm, "baseline": m.get("baseline")}
+            "runs": runs, "compare": compare, "slurm": slurm, "baseline": m.get("baseline"),
+            "models": models, "register": register}
 
 
 # ---- Slurm ----------------------------------------------------------------------------------------
@@ -372,6 +379,28 @@ def describe(res):
     return "; ".join(parts)
 
 
+def register_page(night, d):
+    """With a `register:` key: the night's models added to (or updated in) the team's model register
+    (`dayzero inspect MODEL --register FILE`), and the whole register as summary/register.md."""
+    reg = night.get("register")
+    if not reg:
+        return ""
+    page, err = None, None
+    for mod in night.get("models", []):
+        p = subprocess.run([night["dayzero"], "inspect", mod["path"], "--register", reg, "--markdown"],
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            err = f"`dayzero inspect {mod['path']} --register {reg}` exit {p.returncode}: " \
+                  f"{(p.stderr.strip().splitlines() or [''])[-1]}"
+        else:
+            page = p.stdout
+    if page is not None:
+        with open(os.path.join(d, "register.md"), "w") as f:
+            f.write(page)
+    note = f"Model register: [register.md](register.md) (`{reg}`)" if page is not None else ""
+    return note + (f" Register not updated: {err}" if err else "")
+
+
 def summary(a):
     out = a.out
     night = json.load(open(os.path.join(out, "night.json")))
@@ -387,11 +416,13 @@ def summary(a):
     bad = [x for x in results if x["verdict"] != "pass"]
     d = os.path.join(out, "summary")
     os.makedirs(d, exist_ok=True)
+    register_note = register_page(night, d)
     title = f"dayzero nightly {night['name']}"
     verdict = "PASS" if not bad else "FAIL"
     # Markdown
     lines = [f"# {title}: {verdict}", "", f"Matrix: `{night['matrix']}`; {len(results)} runs, "
-             f"{len(bad)} failing.", "", "| run | model | plan | prompts | ranks | run exit | verdict | details |",
+             f"{len(bad)} failing.", ""] + ([register_note, ""] if register_note else []) + [
+              "| run | model | plan | prompts | ranks | run exit | verdict | details |",
              "|---|---|---|---|---|---|---|---|"]
     for x in results:
         lines.append(f"| {x['name']} | {x['model']} | {x['plan']} | {x['prompts']} | {x['ranks']} | "
@@ -418,7 +449,9 @@ def summary(a):
         f.write(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
                 "body{font-family:sans-serif} td,th{border:1px solid #ccc;padding:2px 6px} table{border-collapse:collapse}"
                 " tr.regression td,tr.error td{background:#fdd} tr.pass td{background:#efe}</style></head><body>"
-                f"<h1>{html.escape(title)}: {verdict}</h1><table><tr><th>run</th><th>ranks</th><th>run exit</th>"
+                f"<h1>{html.escape(title)}: {verdict}</h1>"
+                + (f"<p>Model register: <a href='register.md'>register.md</a> ({html.escape(night['register'])})</p>"
+                   if register_note and night.get("register") else "") + "<table><tr><th>run</th><th>ranks</th><th>run exit</th>"
                 f"<th>verdict</th><th>details</th></tr>{rows}</table><h2>Comparisons</h2>{''.join(plots)}</body></html>\n")
     # JUnit XML: one test case per run, grouped by model and prompt set
     cases = []

@@ -62,6 +62,7 @@ prompt_sets: [{name: tokens, prompts: [{id: a, tokens: [1, 2, 3]}]}]
 run: {generate: {max_new_tokens: 2}}
 slurm: {time: 5, launch_args: "--threads 1"}
 overrides: [{model: llama, plan: tp2, run: {parallel: {tp: 3}}}]
+register: $work/register.yaml
 YAML
 rc=0; night broken.yaml broken || rc=$?
 ((rc == 1)) || { echo "FAIL: the night with a failed run exited $rc, not 1"; cat broken.out; fail=1; }
@@ -69,6 +70,10 @@ grep -q "| llama.tokens.tp2 | llama | tp2 | tokens | 2 | 2 | error | run did not
   grep -q "| llama.tokens.single | llama | single | tokens | 1 | 0 | pass |" broken/summary/summary.md &&
   grep -q "<error message=\"run did not finish (exit 2)\"" broken/summary/junit.xml ||
   { echo "FAIL: the failed run is not reported as such:"; cat broken/summary/summary.md broken/summary/junit.xml; fail=1; }
+# The register key: the night's model entered in the team register, linked from the summary.
+grep -q "^Model register: \[register.md\](register.md)" broken/summary/summary.md &&
+  grep -q "^## llama" broken/summary/register.md && grep -q "name: llama" register.yaml ||
+  { echo "FAIL: the register was not updated and linked"; cat broken/summary/summary.md; fail=1; }
 
 cp perturbed.yaml baseline.yaml
 echo "baseline: {library: $work/library}" >> baseline.yaml
