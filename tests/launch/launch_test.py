@@ -41,14 +41,12 @@ class DryRun(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             hosts = ",".join(f"gpu{i:03d}:8" for i in range(1, 17))
             root = " --allow-run-as-root" if os.geteuid() == 0 else ""
-            expected = (f"mpirun -np 128{root} --map-by ppr:8:node --bind-to numa --report-bindings "
+            expected = (f"mpirun -np 128{root} --host {hosts} --map-by ppr:8:node --bind-to numa --report-bindings "
                         "--mca btl '^openib' -x DAYZERO_THREADS=12 -x NCCL_DEBUG=WARN "
                         "-x 'NCCL_SOCKET_IFNAME=^lo,docker' -x OMP_NUM_THREADS=12 -x OPENBLAS_NUM_THREADS=12 "
                         f"/opt/dayzero/bin/dayzero run configs/k2.yaml --dump-dir {d}/runs/k2-4242")
-            # SLURM_JOB_ID set without a node list: the job id names the folder; outside an
-            # allocation's node list the hosts go on the command line.
-            expected_outside = expected.replace("--map-by", f"--host {hosts} --map-by")
-            self.assertIn(r.stdout.strip(), (expected, expected_outside), r.stdout)
+            # The job id names the folder; hosts given with --hosts go on the command line.
+            self.assertEqual(r.stdout.strip(), expected)
             self.assertFalse(os.path.exists(d + "/runs"), "a dry run created the run folder")
 
     def test_16_nodes_outside_slurm_names_every_host(self):
@@ -76,6 +74,19 @@ class DryRun(unittest.TestCase):
         self.assertIn("-x NCCL_DEBUG=INFO", r.stdout)
         self.assertIn("-x NCCL_SOCKET_IFNAME=eth7", r.stdout)
         self.assertNotIn("--mca btl", r.stdout)  # the environment's OMPI_MCA_btl wins
+
+    def test_mpirun_inside_allocation_reads_the_allocation(self):
+        r = launch(["--run-dir", "/shared/{jobid}", "--assume-shared-fs", "--threads", "4", "--bin", "dz",
+                    "--dry-run", "c.yaml"],
+                   env=clean_env(SLURM_JOB_ID="78", SLURM_JOB_NUM_NODES="16", SLURM_JOB_NODELIST="gpu[001-016]",
+                                 SLURM_NTASKS_PER_NODE="8(x16)", SLURM_GPUS_PER_NODE="8",
+                                 PATH="/nonexistent:/usr/bin:/bin"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith("mpirun -np 128 "), r.stdout)
+        self.assertNotIn("--host", r.stdout)
+        self.assertIn("--map-by ppr:8:node --bind-to numa", r.stdout)
+        self.assertIn("16 node(s) x 8 rank(s) = 128 ranks, one per GPU; hosts: gpu001,", r.stderr)
+        self.assertEqual(r.stdout.strip().split()[-1], "/shared/78")
 
     def test_srun_command_inside_allocation(self):
         r = launch(["--launcher", "srun", "--run-dir", "/shared/{jobid}", "--assume-shared-fs",
