@@ -19,6 +19,13 @@ Status Run::read_config() {
   if (cfg_.debug.stall && cfg_.debug.stall->rank >= env_.world_size())
     return Status::InvalidArgument(cfg_.source_name + ": debug.stall.rank: rank " + std::to_string(cfg_.debug.stall->rank) +
                                    " is not a rank of this job of " + std::to_string(env_.world_size()));
+  if (args_.repeat < 1) return Status::InvalidArgument("--repeat: must be >= 1, got " + std::to_string(args_.repeat));
+  if (args_.repeat > 1 && !args_.replay_from.empty())
+    return Status::InvalidArgument("--repeat: a replay runs its layers once; repeat the full run instead");
+  if (cfg_.debug.perturb && cfg_.debug.perturb->repetition && *cfg_.debug.perturb->repetition > args_.repeat)
+    return Status::InvalidArgument(cfg_.source_name + ": debug.perturb.repetition: " +
+                                   std::to_string(*cfg_.debug.perturb->repetition) + " is past the run's " +
+                                   std::to_string(args_.repeat) + " repetition(s) (--repeat)");
   hang_watch_.set_timeout(cfg_.watchdog.collective_timeout_s);
   hang_watch_.set_stall(cfg_.debug.stall);
   timeline_.set_ring_capacity(static_cast<size_t>(cfg_.watchdog.ring_events));

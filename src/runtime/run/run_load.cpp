@@ -85,6 +85,12 @@ Status Run::check_coverage() {
                   ? 1
                   : 0;
   DZ_RETURN_IF_ERROR(groups_->world().all_reduce_max_int(held.data(), static_cast<int>(held.size())));
+  tensors_needed_ = tensors_claimed_ = 0;
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (replay_layers_ && !plan::stage_holds(model_.specs[i], model_.hp, plan_.stages.front(), names)) continue;
+    ++tensors_needed_;
+    tensors_claimed_ += held[i] ? 1 : 0;
+  }
   for (size_t i = 0; i < held.size(); ++i)
     if (!held[i])
       return Status::Internal("coverage: tensor " + model_.specs[i].name + " is held by no rank under the plan");

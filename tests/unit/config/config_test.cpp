@@ -207,6 +207,36 @@ TEST(RunConfig, DebugPerturbParses) {
   }
 }
 
+// The checklist limits, a perturbation of one repetition and the planner's headroom parse;
+// out-of-range values and unknown keys are refused by key.
+TEST(RunConfig, ChecklistRepetitionAndHeadroom) {
+  auto d = parse(kMinimal);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_DOUBLE_EQ(d->checklist.first_token_text_s, 30);
+  EXPECT_DOUBLE_EQ(d->checklist.first_token_image_s, 60);
+  EXPECT_FALSE(d->runtime.headroom_mib.has_value());
+  auto ok = parse(std::string(kMinimal) +
+                  "checklist: {first_token_text_s: 2.5, first_token_image_s: 90}\nruntime: {headroom_mib: 0}\n"
+                  "debug: {perturb: {point: embed, scale: 2, repetition: 2}}\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_DOUBLE_EQ(ok->checklist.first_token_text_s, 2.5);
+  EXPECT_DOUBLE_EQ(ok->checklist.first_token_image_s, 90);
+  EXPECT_EQ(ok->runtime.headroom_mib, 0);
+  EXPECT_EQ(ok->debug.perturb->repetition, 2);
+  const std::pair<const char*, const char*> refusals[] = {
+      {"checklist: {first_token_s: 3}\n", "checklist.first_token_s: unknown key"},
+      {"checklist: {first_token_image_s: -1}\n", "checklist.first_token_image_s: must be a number of seconds > 0"},
+      {"runtime: {headroom_mib: -5}\n", "runtime.headroom_mib: must be >= 0 MiB"},
+      {"debug: {perturb: {point: embed, scale: 2, repetition: 0}}\n", "debug.perturb.repetition: must be >= 1"},
+  };
+  for (const auto& [yaml, message] : refusals) {
+    auto r = parse(std::string(kMinimal) + yaml);
+    ASSERT_FALSE(r.ok()) << yaml;
+    EXPECT_EQ(r.status().exit_code(), 2);
+    EXPECT_NE(r.status().message().find(message), std::string::npos) << r.status().message();
+  }
+}
+
 // The flight recorder and the event log / timeline modes parse; values the code cannot honour
 // are refused by key.
 TEST(RunConfig, RingEventLogAndTimelineModes) {
