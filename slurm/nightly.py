@@ -297,6 +297,16 @@ def blamed_of(report_json):
     return blamed, outputs
 
 
+def read_checklist(run_dir):
+    """The run's checklist.json (docs/dump-schema.md), or None when absent or unreadable."""
+    try:
+        with open(os.path.join(run_dir, "checklist.json")) as f:
+            j = json.load(f)
+        return j if isinstance(j, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
 def run_compare(dayzero, ref, run, report, tolerance):
     cmd = [dayzero, "compare", ref, run, "--report", report]
     if tolerance:
@@ -317,10 +327,14 @@ def compare(a):
     report_dir = os.path.join(a.out, "compare", r["name"])
     os.makedirs(report_dir, exist_ok=True)
     verdict = "pass"
+    res["checklist"] = read_checklist(r["run_dir"])
     if res["run_exit"] != 0:
         verdict = "error"
         res["message"] = (f"run did not finish (exit {res['run_exit']})" if res["run_exit"] is not None
                           else "run left no exit code (not started, or killed with its job)")
+        failed = [ln["key"] for ln in (res["checklist"] or {}).get("lines", []) if ln.get("status") == "fail"]
+        if failed:
+            res["message"] += f": checklist failed: {', '.join(failed)}"
     if r["reference"]:
         ref = next(x for x in night["runs"] if x["name"] == r["reference"])
         ref_exit = read_int(os.path.join(ref["run_dir"], "launch", "exit_code"))
@@ -335,9 +349,18 @@ def compare(a):
             res["checks"].append({"against": "single-rank", "verdict": v, "exit": rc, "blamed": blamed,
                                   "outputs": outputs, "report": os.path.join("compare", r["name"], "single", "compare.html"),
                                   "message": last if v == "error" else ""})
-    if night.get("baseline") and res["run_exit"] == 0:
-        lib = night["baseline"]["library"]
-        name = f"{r['model']}.{r['prompts']}"
+    b = night.get("baseline")
+    name = f"{r['model']}.{r['prompts']}"
+    has_baseline = bool(b) and os.path.exists(os.path.join(b["library"], name, "baseline.json"))
+    if b and res["run_exit"] == 0 and not has_baseline:
+        # The first night of a model and prompt set: nothing to compare with yet.
+        res["checks"].append({"against": f"baseline {name}", "verdict": "pass" if b.get("update") else "error",
+                              "note": f"no baseline {name} in {b['library']} yet" +
+                                      ("; this night's single-rank run becomes it if the night passes"
+                                       if b.get("update") else ""),
+                              "message": "" if b.get("update") else f"no baseline {name} in {b['library']}"})
+    if b and res["run_exit"] == 0 and has_baseline:
+        lib = b["library"]
         cmd = [dayzero, "compare", r["run_dir"], "--baseline", name, "--library", lib,
                "--report", os.path.join(report_dir, "baseline")]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
@@ -401,6 +424,27 @@ def register_page(night, d):
     return note + (f" Register not updated: {err}" if err else "")
 
 
+def update_baselines(night, results):
+    """With baseline.update: each model and prompt set whose runs all passed saves its single-rank
+    run as the library's baseline of that name; a group with any failure leaves it as it was."""
+    b = night.get("baseline") or {}
+    if not b.get("update"):
+        return []
+    notes = []
+    for group in dict.fromkeys(r["group"] for r in night["runs"]):
+        members = [x for x in results if x["name"].startswith(group + ".")]
+        single = next(r for r in night["runs"] if r["group"] == group and r["plan"] == "single")
+        if any(x["verdict"] != "pass" for x in members):
+            notes.append(f"baseline {group} not updated: a run of it did not pass")
+            continue
+        cmd = [night["dayzero"], "baseline", "save", single["run_dir"], "--name", group, "--library", b["library"]]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        notes.append(f"baseline {group} updated from {single['name']}" if p.returncode == 0 else
+                     f"baseline {group} not updated: `{shlex.join(cmd)}` exit {p.returncode}: "
+                     f"{(p.stderr.strip().splitlines() or [''])[-1]}")
+    return notes
+
+
 def summary(a):
     out = a.out
     night = json.load(open(os.path.join(out, "night.json")))
@@ -417,16 +461,29 @@ def summary(a):
     d = os.path.join(out, "summary")
     os.makedirs(d, exist_ok=True)
     register_note = register_page(night, d)
+    baseline_notes = update_baselines(night, results)
     title = f"dayzero nightly {night['name']}"
     verdict = "PASS" if not bad else "FAIL"
     # Markdown
     lines = [f"# {title}: {verdict}", "", f"Matrix: `{night['matrix']}`; {len(results)} runs, "
-             f"{len(bad)} failing.", ""] + ([register_note, ""] if register_note else []) + [
+             f"{len(bad)} failing.", ""] + ([register_note, ""] if register_note else []) + \
+        ([f"- {n}" for n in baseline_notes] + [""] if baseline_notes else []) + [
               "| run | model | plan | prompts | ranks | run exit | verdict | details |",
              "|---|---|---|---|---|---|---|---|"]
     for x in results:
         lines.append(f"| {x['name']} | {x['model']} | {x['plan']} | {x['prompts']} | {x['ranks']} | "
                      f"{x['run_exit'] if x['run_exit'] is not None else '-'} | {x['verdict']} | {describe(x)} |")
+    notes = [f"- {x['name']}: {c['note']}" for x in results for c in x.get("checks", []) if c.get("note")]
+    if notes:
+        lines += ["", "Notes:", ""] + notes
+    keys = ["weights", "peak_memory", "first_token_text", "first_token_image", "image_prompts", "repeat", "expect"]
+    lines += ["", "## Day-0 checklist", "", "| run | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    for x in results:
+        by_key = {ln.get("key"): ln.get("status", "?") for ln in (x.get("checklist") or {}).get("lines", [])}
+        cl = x.get("checklist")
+        row = ([by_key.get(k, "-") for k in keys] if cl and cl.get("complete") else
+               [f"stopped in {cl.get('failed_phase', '?')}" if cl else "no checklist.json"] + ["-"] * (len(keys) - 1))
+        lines.append(f"| {x['name']} | " + " | ".join(row) + " |")
     with open(os.path.join(d, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     # HTML, with each comparison's plots inlined from its compare.html

@@ -3,7 +3,9 @@
 # 2 plans): the night passes; the same matrix with one run perturbed (debug.perturb on
 # layers.1.ffn_out of qwen3 pp2) exits 1, and summary.md and junit.xml name that run and the
 # blamed layer; a night whose run fails still ends with a summary that reports it (exit 1); a
-# matrix with a baseline key is refused (until the build has `dayzero baseline`).
+# baseline library night after night (saved from a passing night, compared against, a perturbed
+# night regressing against it and leaving it unchanged); a baseline key refused by a dayzero
+# without the baseline command; the Day-0 checklist section of the summary.
 # Usage: nightly_test.sh DAYZERO_BIN
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -30,7 +32,7 @@ else
   echo "FAIL: the tiny night failed (exit $?)"; cat pass.out pass/summary/summary.md 2>/dev/null; fail=1
 fi
 # 4 runs of the plans and the 2 single-rank runs they are compared against
-grep -c "| pass |" pass/summary/summary.md | grep -qx 6 || { echo "FAIL: summary.md lacks 6 passing runs"; fail=1; }
+grep -cE "\| [0-9]+ \| 0 \| pass \|" pass/summary/summary.md | grep -qx 6 || { echo "FAIL: summary.md lacks 6 passing runs"; fail=1; }
 grep -q "tests='6' failures='0' errors='0'" pass/summary/junit.xml || { echo "FAIL: junit.xml of the passing night"; fail=1; }
 grep -q "<svg" pass/summary/summary.html || { echo "FAIL: summary.html has no compare plot"; fail=1; }
 
@@ -75,15 +77,53 @@ grep -q "^Model register: \[register.md\](register.md)" broken/summary/summary.m
   grep -q "^## llama" broken/summary/register.md && grep -q "name: llama" register.yaml ||
   { echo "FAIL: the register was not updated and linked"; cat broken/summary/summary.md; fail=1; }
 
-cp perturbed.yaml baseline.yaml
-echo "baseline: {library: $work/library}" >> baseline.yaml
-if "$bin" --help | grep -q "^  baseline "; then
-  echo "note: this build has dayzero baseline; the refusal case does not apply"
-else
-  rc=0; msg="$(python3 "$root/slurm/nightly.py" submit baseline.yaml --out "$work/b" 2>&1)" || rc=$?
-  [[ $rc == 2 && "$msg" == *"baseline: this dayzero"*"has no \`baseline\` command"* ]] ||
-    { echo "FAIL: a baseline key was not refused (exit $rc): $msg"; fail=1; }
-  [[ ! -e "$work/b/night.json" ]] || { echo "FAIL: a refused matrix submitted jobs"; fail=1; }
-fi
+# The baseline library: the first night finds no baseline and, passing, saves its single-rank
+# run as one; the second compares with it and passes; a perturbed third regresses against both the
+# single-rank run and the baseline, naming the layer, and leaves the baseline as it was.
+cat > bl.yaml <<YAML
+name: bl
+models: [{name: llama, path: $work/models/llama}]
+plans: [{name: tp2, ranks_per_node: 2, parallel: {tp: 2}}]
+prompt_sets: [{name: tokens, prompts: [{id: a, tokens: [1, 2, 3]}]}]
+run: {generate: {max_new_tokens: 2}, dump: {activations: {layers: all, points: [ffn_out, layer_out], phase: prefill}}}
+compare: {tolerance: f32}
+slurm: {time: 5, launch_args: "--threads 1"}
+baseline: {library: $work/library, update: true}
+YAML
+rc=0; night bl.yaml bl1 || rc=$?
+((rc == 0)) && grep -q "llama.tokens.tp2: no baseline llama.tokens in $work/library yet" bl1/summary/summary.md &&
+  grep -q "baseline llama.tokens updated from llama.tokens.single" bl1/summary/summary.md &&
+  [[ -s library/llama.tokens/baseline.json ]] ||
+  { echo "FAIL: the first baseline night (exit $rc) did not save the baseline"; cat bl1/summary/summary.md; fail=1; }
+rc=0; night bl.yaml bl2 || rc=$?
+((rc == 0)) && python3 - bl2/compare/llama.tokens.tp2/result.json <<'PY' ||
+import json, sys
+checks = {c["against"]: c for c in json.load(open(sys.argv[1]))["checks"]}
+assert checks["baseline llama.tokens"]["verdict"] == "pass" and checks["baseline llama.tokens"]["exit"] == 0, checks
+assert checks["single-rank"]["verdict"] == "pass", checks
+PY
+  { echo "FAIL: the second baseline night (exit $rc) did not pass against the baseline"; cat bl2/summary/summary.md; fail=1; }
+# (the passing second night replaced it: the failing third must not)
+saved="$(sed -n 's/.*"saved_at": *"\([^"]*\)".*/\1/p' library/llama.tokens/baseline.json | head -1)"
+[[ -n "$saved" ]] || { echo "FAIL: no saved_at in library/llama.tokens/baseline.json"; fail=1; }
+cp bl.yaml bl-perturbed.yaml
+echo "overrides: [{model: llama, plan: tp2, run: {debug: {perturb: {point: layers.1.ffn_out, scale: 1.001}}}}]" >> bl-perturbed.yaml
+rc=0; night bl-perturbed.yaml bl3 || rc=$?
+((rc == 1)) && grep -q "vs baseline llama.tokens: blamed layers.1 at layers.1.ffn_out (prompt a, prefill)" bl3/summary/summary.md &&
+  grep -q "vs single-rank: blamed layers.1 at layers.1.ffn_out" bl3/summary/summary.md &&
+  grep -q "vs baseline llama.tokens: blamed layers.1 at layers.1.ffn_out" bl3/summary/junit.xml &&
+  grep -q "baseline llama.tokens not updated: a run of it did not pass" bl3/summary/summary.md ||
+  { echo "FAIL: the perturbed baseline night (exit $rc):"; cat bl3/summary/summary.md bl3/summary/junit.xml; fail=1; }
+[[ "$(sed -n 's/.*"saved_at": *"\([^"]*\)".*/\1/p' library/llama.tokens/baseline.json | head -1)" == "$saved" ]] ||
+  { echo "FAIL: a failing night replaced the baseline"; fail=1; }
+grep -q "| llama.tokens.tp2 | pass | pass | pass | not run | not run | not run | not run |" bl3/summary/summary.md ||
+  { echo "FAIL: the summary's checklist section"; cat bl3/summary/summary.md; fail=1; }
+
+# A dayzero without the baseline command: the baseline key is refused, nothing submitted.
+printf '#!/bin/sh\necho "Subcommands:"\necho "  run    Run the prompts"\n' > old-dayzero && chmod +x old-dayzero
+rc=0; msg="$(python3 "$root/slurm/nightly.py" submit bl.yaml --out "$work/b" --dayzero ./old-dayzero 2>&1)" || rc=$?
+[[ $rc == 2 && "$msg" == *"baseline: this dayzero"*"has no \`baseline\` command"* ]] ||
+  { echo "FAIL: a baseline key was not refused (exit $rc): $msg"; fail=1; }
+[[ ! -e "$work/b/night.json" ]] || { echo "FAIL: a refused matrix submitted jobs"; fail=1; }
 ((fail == 0)) && echo "PASS: nightly"
 exit $fail
