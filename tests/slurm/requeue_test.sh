@@ -43,6 +43,9 @@ for _ in $(seq 100); do
 done
 scontrol -o show job "$jobid" | grep -o "JobState=[A-Z]* Reason=[A-Za-z]*" || true
 scontrol update JobId="$jobid" StartTime=now
+# Wait for the second attempt to have started (its wrapper moved the first aside): until then the
+# job can still show the first attempt's end.
+for _ in $(seq 300); do [[ -d $run.attempt-1 ]] && break; sleep 0.2; done
 rc=0; dz_slurm_wait "$jobid" 150 || rc=$?
 echo "requeue to end: $((SECONDS - t0)) s"
 fail=0
