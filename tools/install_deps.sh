@@ -12,7 +12,7 @@ PKGS=(
   libopenblas-dev libblis-dev libdnnl-dev
   libpcre2-dev libutf8proc-dev
   libstb-dev
-  python3-numpy python3-h5py
+  python3-numpy python3-h5py python3-yaml   # python3-yaml: slurm/nightly.py reads its matrix
   iproute2 util-linux # the multi-node test bed's namespaces (tests/multinode/testbed.sh)
   chromium            # renders the compare report headless in its test
   clang-14 libclang-rt-14-dev   # the libFuzzer targets of fuzz/ (tools/test.sh builds them in build-fuzz/)
