@@ -53,6 +53,9 @@ struct LayerContext {
   const std::function<void(Tensor&)>* tp_all_reduce = nullptr;
   // Routed tokens per [layer][expert] (MoE layers add to it; may be null).
   std::vector<std::vector<int64_t>>* expert_tokens = nullptr;
+  // DSA: the keys the last indexer of this forward call on this stage selected, per row (a
+  // layer that reuses the previous selection reads it; may be null).
+  std::vector<std::vector<int32_t>>* dsa_keys = nullptr;
 
   void reduce_tp(Tensor& t) const {
     if (tp_all_reduce) (*tp_all_reduce)(t);

@@ -26,8 +26,20 @@ LayerCache uniform_cache(const model::HParams& hp) {
   LayerCache c;
   c.kv_heads = hp.n_head_kv;
   c.kv_per_head = 2 * hp.head_dim;
-  c.kv_whole = hp.dsa.index_head_dim;  // the DSA indexer's key, whole on every tp rank
+  c.kv_whole = hp.dsa.index_topk > 0 ? hp.dsa.index_head_dim : 0;  // the DSA indexer's key, whole on every tp rank
   return c;
+}
+
+LayerCache adapter_layer_cache(const model::HParams& hp, int layer) {
+  LayerCache c = uniform_cache(hp);
+  if (hp.dsa.reuses_topk(layer)) c.kv_whole = 0;
+  return c;
+}
+
+std::vector<LayerCache> adapter_caches(const model::HParams& hp) {
+  std::vector<LayerCache> out;
+  for (int l = 0; l < hp.n_layer; ++l) out.push_back(adapter_layer_cache(hp, l));
+  return out;
 }
 
 int64_t layer_kv_bytes(const LayerCache& c, int tp, const MemoryParams& p) {
@@ -43,7 +55,11 @@ int64_t layer_state_bytes(const LayerCache& c, int tp, const MemoryParams& p) {
 StageCache stage_cache(const model::HParams& hp, int begin, int end, int tp, const MemoryParams& p) {
   StageCache s;
   if (p.cache.empty()) {
-    s.kv = kv_cache_bytes(hp, end - begin, tp, p);
+    if (hp.dsa.shared.empty()) {
+      s.kv = kv_cache_bytes(hp, end - begin, tp, p);
+    } else {
+      for (int l = begin; l < end; ++l) s.kv += layer_kv_bytes(adapter_layer_cache(hp, l), tp, p);
+    }
     return s;
   }
   DZ_CHECK(begin >= 0 && end <= static_cast<int>(p.cache.size()),

@@ -55,6 +55,11 @@ int64_t local_heads(int64_t heads, int tp);
 // What runtime::KvCache holds for an adapter's layer: n_head_kv heads of k and v of head_dim,
 // plus the DSA indexer's key of index_head_dim (held whole) where the family has one.
 LayerCache uniform_cache(const model::HParams& hp);
+// uniform_cache for layer `layer`: without the indexer key where the layer reuses another
+// layer's DSA selection (hp.dsa.reuses_topk).
+LayerCache adapter_layer_cache(const model::HParams& hp, int layer);
+// adapter_layer_cache of every layer [n_layer].
+std::vector<LayerCache> adapter_caches(const model::HParams& hp);
 // One rank's KV cache of one layer: min(context, window) x batch x bytes_per_activation x
 // (local_heads(kv_heads) x kv_per_head + kv_whole).
 int64_t layer_kv_bytes(const LayerCache& c, int tp, const MemoryParams& p);
@@ -62,7 +67,7 @@ int64_t layer_kv_bytes(const LayerCache& c, int tp, const MemoryParams& p);
 // (conv_per_head x bytes_per_activation + recurrent_per_head x kStateBytes).
 int64_t layer_state_bytes(const LayerCache& c, int tp, const MemoryParams& p);
 // KV cache and state of the decoder layers [begin, end) on one rank of a tp group of tp:
-// p.cache when given, else kv_cache_bytes of hp (and no state).
+// p.cache when given, else adapter_layer_cache of each layer (and no state).
 struct StageCache {
   int64_t kv = 0, state = 0;
 };

@@ -78,18 +78,44 @@ TEST(InspectCli, LlavaCountsItsVisionTowerAndProjector) {
   EXPECT_NE(t.output.find("vision tower"), std::string::npos) << t.output;
 }
 
+// GLM-5's config renamed to a family no adapter claims (glm_moe_dsa has one).
 TEST(InspectCli, UnknownArchitectureGetsTheGenericAnalysis) {
-  const Outcome o = run_dayzero("inspect " + fixture_config("GLM-5"));
+  std::ifstream published(fixture_config("GLM-5"));
+  nlohmann::json c = nlohmann::json::parse(published);
+  c["model_type"] = "sparse_mla_preview";
+  c["architectures"] = {"SparseMlaPreviewForCausalLM"};
+  const fs::path d = scratch_dir("inspect_unknown_dsa");
+  std::ofstream(d / "config.json") << c.dump();
+  const Outcome o = run_dayzero("inspect " + (d / "config.json").string());
   ASSERT_EQ(o.exit_code, 0) << o.output;
   EXPECT_NE(o.output.find("unknown architecture"), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("needs a new block"), std::string::npos) << o.output;
-  const Outcome j = run_dayzero("inspect --json " + fixture_config("GLM-5"));
+  const Outcome j = run_dayzero("inspect --json " + (d / "config.json").string());
   ASSERT_EQ(j.exit_code, 0) << j.output;
   const nlohmann::json r = parse_json(j);
   EXPECT_EQ(r["source"], "config estimate");
   bool dsa = false;
   for (const auto& f : r["features"]) dsa = dsa || (f["name"] == "sparse attention indexer (DSA)" && f["status"] == "needs a new block");
   EXPECT_TRUE(dsa) << r["features"].dump();
+}
+
+// The published DSA configs: their adapters' totals (MTP apart; the generic analysis agrees,
+// docs/analysis.md) and the indexer marked supported by the adapter.
+TEST(InspectCli, SparseAttentionFamiliesAreSupported) {
+  const std::pair<std::string, int64_t> models[] = {{"DeepSeek-V3.2", 671877944064}, {"GLM-5", 743911218432}};
+  for (const auto& [m, total] : models) {
+    const Outcome j = run_dayzero("inspect --json " + fixture_config(m));
+    ASSERT_EQ(j.exit_code, 0) << j.output;
+    const nlohmann::json r = parse_json(j);
+    EXPECT_EQ(r["total"], total) << m;
+    EXPECT_EQ(r["analysis"]["total"], total) << m;
+    bool dsa = false;
+    for (const auto& f : r["analysis"]["features"]) {
+      EXPECT_NE(f["status"], "needs a new block") << m << ": " << f.dump();
+      dsa = dsa || (f["name"] == "sparse attention indexer (DSA)" && f["status"] == "supported by adapter");
+    }
+    EXPECT_TRUE(dsa) << m << ": " << r.dump();
+  }
 }
 
 TEST(InspectCli, UnknownArchitectureWithoutSizesIsBadInput) {
@@ -153,7 +179,7 @@ TEST(InspectCli, RegisterTwoModelsTwiceKeepsTwoEntries) {
 }
 
 TEST(InspectCli, MarkdownNamesEveryFeatureThatNeedsANewBlock) {
-  for (const std::string m : {"GLM-5", "Qwen3.5-397B-A17B"}) {
+  for (const std::string m : {"Kimi-K2.5", "Qwen3.5-397B-A17B"}) {
     const Outcome j = run_dayzero("inspect --json " + fixture_dir(m));
     ASSERT_EQ(j.exit_code, 0) << j.output;
     const nlohmann::json r = parse_json(j);

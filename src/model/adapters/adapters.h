@@ -11,5 +11,6 @@ const Adapter& mixtral_adapter();
 const Adapter& qwen3_moe_adapter();
 const Adapter& deepseek_v3_adapter();
 const Adapter& deepseek_v32_adapter();
+const Adapter& glm_moe_dsa_adapter();
 const Adapter& llava_adapter();
 }  // namespace dayzero::model

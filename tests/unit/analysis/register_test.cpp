@@ -102,7 +102,7 @@ TEST(Register, MalformedFilesAreRefused) {
 }
 
 TEST(Register, MarkdownNamesEveryFeatureThatNeedsANewBlock) {
-  for (const std::string model : {"GLM-5", "Qwen3.5-397B-A17B"}) {
+  for (const std::string model : {"Kimi-K2.5", "Qwen3.5-397B-A17B"}) {
     auto a = analyze_path(kConfigs + model);
     ASSERT_TRUE(a.ok());
     std::ostringstream o;
