@@ -1,7 +1,8 @@
 // glm_moe_dsa (GLM-5) from its published config and variants of it: the indexer sizes and rotary
 // layout, indexer types as transformers derives them, the tensors of full and shared layers, the
 // KV cache the planner counts per layer, the stage split that keeps a shared layer with the layer
-// whose top-k it reuses, and the config keys refused with one sentence. Not the forward pass
+// whose top-k it reuses, the runtime cache that holds what the planner counts, and the config keys
+// refused with one sentence. Not the forward pass
 // (tests/unit/runtime/reference_moe_mla_test.cpp, tests/e2e/hf_golden_test.cpp).
 #include <gtest/gtest.h>
 
@@ -9,9 +10,11 @@
 #include <functional>
 #include <map>
 
+#include "backend/backend.h"
 #include "model/registry.h"
 #include "plan/memory.h"
 #include "plan/planner.h"
+#include "runtime/forward.h"
 
 namespace dayzero::model {
 namespace {
@@ -106,6 +109,31 @@ TEST(GlmMoeDsa, SharedLayersHaveNoIndexer) {
   EXPECT_TRUE(hp->dsa.reuses_topk(77));
   EXPECT_FALSE(hp->dsa.reuses_topk(76));
   EXPECT_EQ(hp->dense_layers, (std::vector<int>{0, 5}));
+}
+
+// The runtime's cache of the tiny model (indexer types full, shared, full, shared): indexer keys in
+// layers 0 and 2 only, and exactly the bytes the memory model counts for them.
+TEST(GlmMoeDsa, RuntimeCacheHoldsWhatThePlannerCounts) {
+  const Adapter& a = **find_adapter_by_family("glm_moe_dsa");
+  ModelShape shape;
+  shape.n_layer = 4;
+  shape.n_head_kv = shape.n_head;
+  a.fill_tiny_defaults(shape);
+  auto hp = a.parse_hparams(a.make_config(shape));
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  auto be = backend::make_backend({});
+  ASSERT_TRUE(be.ok()) << be.status().message();
+  const Weights w;
+  runtime::Forward fwd(**be, a, *hp, w);
+  runtime::KvCache cache = fwd.new_cache(16);
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(cache.index_k(l) != nullptr, l % 2 == 0) << "layer " << l;
+  ASSERT_NE(cache.index_k(2), nullptr);
+  EXPECT_EQ(cache.index_k(2)->shape(), (Shape{16, 16}));
+  plan::MemoryParams mp;
+  mp.max_context_tokens = 16;
+  mp.bytes_per_activation = 4;
+  EXPECT_EQ(cache.bytes(), plan::stage_cache(*hp, 0, 4, 1, mp).kv);
+  EXPECT_EQ(plan::stage_cache(*hp, 0, 4, 1, mp).kv, 4 * 16 * 4 * (2 * 4 * hp->head_dim) + 2 * 16 * 4 * 16);
 }
 
 // A shared layer stays on the stage of the layer whose top-k it reuses: stages are cut only
