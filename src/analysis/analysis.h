@@ -38,7 +38,7 @@ struct TextDims {
   int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
   // Sparse-attention indexer (index_topk 0: none)
   int64_t index_topk = 0, index_heads = 0, index_head_dim = 0;
-  std::vector<std::string> indexer_types;  // per layer "full" | "shared" (reuses the previous top-k; no indexer)
+  std::vector<bool> index_shared;  // [n_layer] or empty: true reuses the previous top-k (no indexer)
   // Hybrid layers: layer_types, and the linear-attention (Gated DeltaNet) sizes
   std::vector<std::string> layer_types;
   int64_t lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, lin_conv = 0;

@@ -9,71 +9,10 @@
 #include "model/adapters/deepseek_v3.h"
 #include "model/blocks/dsa_indexer.h"
 #include "model/blocks/mla.h"
-
-#include "core/json.h"
+#include "model/dsa_config.h"
 
 namespace dayzero::model {
 namespace {
-
-// A per-layer list of strings (absent or null: an empty list), each one of `allowed`; its length
-// must be num_hidden_layers.
-Result<std::vector<std::string>> layer_list(const nlohmann::json& c, const char* key, int64_t n_layer,
-                                            std::initializer_list<const char*> allowed) {
-  std::vector<std::string> out;
-  auto it = c.find(key);
-  if (it == c.end() || it->is_null()) return out;
-  if (!it->is_array())
-    return Status::InvalidArgument(std::string("config.json: key '") + key + "' must be a list, got " +
-                                   json_kind(*it));
-  for (const auto& e : *it) {
-    const bool ok = e.is_string() && std::any_of(allowed.begin(), allowed.end(),
-                                                 [&](const char* a) { return e.get<std::string>() == a; });
-    if (!ok) {
-      std::string names;
-      for (const char* a : allowed) names += std::string(names.empty() ? "" : ", ") + "'" + a + "'";
-      return Status::InvalidArgument(std::string("config.json: key '") + key + "' holds " + e.dump() +
-                                     " (each entry must be one of " + names + ")");
-    }
-    out.push_back(e.get<std::string>());
-  }
-  if (static_cast<int64_t>(out.size()) != n_layer)
-    return Status::InvalidArgument(std::string("config.json: key '") + key + "' has " + std::to_string(out.size()) +
-                                   " entries for num_hidden_layers " + std::to_string(n_layer));
-  return out;
-}
-
-// GlmMoeDsaConfig.__post_init__: indexer_types, else index_topk_pattern ("F"/"S" per layer, or a
-// list), else "full" where max(i - index_skip_topk_offset + 1, 0) % index_topk_freq == 0.
-Result<std::vector<bool>> shared_layers(const nlohmann::json& c, int64_t n_layer) {
-  DZ_ASSIGN_OR_RETURN(std::vector<std::string> types, layer_list(c, "indexer_types", n_layer, {"full", "shared"}));
-  auto pattern = c.find("index_topk_pattern");
-  if (types.empty() && pattern != c.end() && pattern->is_string()) {
-    for (char ch : pattern->get<std::string>()) {
-      if (ch != 'F' && ch != 'S')
-        return Status::InvalidArgument(std::string("config.json: key 'index_topk_pattern' holds '") + ch +
-                                       "' (each letter must be F or S)");
-      types.push_back(ch == 'F' ? "full" : "shared");
-    }
-    if (static_cast<int64_t>(types.size()) != n_layer)
-      return Status::InvalidArgument("config.json: key 'index_topk_pattern' has " + std::to_string(types.size()) +
-                                     " letters for num_hidden_layers " + std::to_string(n_layer));
-  } else if (types.empty() && pattern != c.end() && !pattern->is_null()) {
-    DZ_ASSIGN_OR_RETURN(types, layer_list(c, "index_topk_pattern", n_layer, {"full", "shared"}));
-  }
-  if (types.empty()) {
-    DZ_ASSIGN_OR_RETURN(const int64_t freq_raw, json_int_or(c, "index_topk_freq", 1));
-    DZ_ASSIGN_OR_RETURN(const int64_t offset, json_int_or(c, "index_skip_topk_offset", 2));
-    const int64_t freq = std::max<int64_t>(freq_raw, 1);
-    for (int64_t i = 0; i < n_layer; ++i)
-      types.push_back(std::max<int64_t>(i - offset + 1, 0) % freq == 0 ? "full" : "shared");
-  }
-  if (!types.empty() && types[0] == "shared")
-    return Status::InvalidArgument("config.json: indexer type of layer 0 is 'shared', but there is no earlier layer "
-                                   "whose top-k it could reuse");
-  std::vector<bool> shared;
-  for (const auto& t : types) shared.push_back(t == "shared");
-  return shared;
-}
 
 class GlmMoeDsaAdapter final : public DeepseekV3Adapter {
  public:
@@ -101,11 +40,11 @@ class GlmMoeDsaAdapter final : public DeepseekV3Adapter {
       return Status::InvalidArgument("config.json: index_head_dim " + std::to_string(d.index_head_dim) +
                                      " is smaller than qk_rope_head_dim " + std::to_string(hp.mla.qk_rope_head_dim));
     d.rope_interleave = true;
-    DZ_ASSIGN_OR_RETURN(d.shared, shared_layers(c, hp.n_layer));
+    DZ_ASSIGN_OR_RETURN(d.shared, dsa_shared_layers(c, hp.n_layer));
     DZ_ASSIGN_OR_RETURN(const std::vector<std::string> attn,
-                        layer_list(c, "layer_types", hp.n_layer, {"indexed_attention"}));
+                        config_layer_list(c, "layer_types", hp.n_layer, {"indexed_attention"}));
     (void)attn;
-    DZ_ASSIGN_OR_RETURN(const std::vector<std::string> mlp, layer_list(c, "mlp_layer_types", hp.n_layer, {"dense", "sparse"}));
+    DZ_ASSIGN_OR_RETURN(const std::vector<std::string> mlp, config_layer_list(c, "mlp_layer_types", hp.n_layer, {"dense", "sparse"}));
     if (!mlp.empty()) {
       hp.dense_layers.clear();
       for (int l = 0; l < static_cast<int>(mlp.size()); ++l)

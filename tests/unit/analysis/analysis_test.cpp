@@ -234,6 +234,18 @@ TEST(Analysis, SparseAttentionIsSupportedWhereAnAdapterRunsIt) {
   }
 }
 
+// GLM-5's indexer types as transformers derives them (index_topk_freq 4, offset 2: 21 full
+// layers, 57 shared) leave the shared layers without indexer tensors: 57 x (32 x 128 x 2048 wq_b
+// + 128 x 6144 wk + 2 x 128 k_norm + 32 x 6144 weights_proj) = 57 x 9,371,904 fewer parameters.
+TEST(Analysis, SharedIndexerLayersHaveNoIndexerTensors) {
+  nlohmann::json c = load("GLM-5");
+  auto full = analyze(c, {}, Source::kConfig);
+  c["index_topk_freq"] = 4;
+  auto shared = analyze(c, {}, Source::kConfig);
+  ASSERT_TRUE(full.ok() && shared.ok());
+  EXPECT_EQ(full->total - shared->total, int64_t{57} * 9371904);
+}
+
 TEST(Analysis, WrongTypeNamesTheKey) {
   nlohmann::json c = load("GLM-5");
   c["n_routed_experts"] = "many";
