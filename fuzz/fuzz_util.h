@@ -13,16 +13,23 @@
 
 namespace dayzero::fuzz {
 
-// A folder under $TMPDIR (or /tmp) owned by this process, created on first use.
+// A folder under $TMPDIR (or /tmp) owned by this process, created on first use and removed
+// when the process exits normally (a crash leaves it, next to the input that caused it).
 inline const std::filesystem::path& scratch() {
-  static const std::filesystem::path dir = [] {
-    const char* t = std::getenv("TMPDIR");
-    std::filesystem::path d = std::filesystem::path(t && *t ? t : "/tmp") /
-                              ("dayzero-fuzz-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
+  struct Scratch {
+    std::filesystem::path dir;
+    Scratch() {
+      const char* t = std::getenv("TMPDIR");
+      dir = std::filesystem::path(t && *t ? t : "/tmp") / ("dayzero-fuzz-" + std::to_string(::getpid()));
+      std::filesystem::create_directories(dir);
+    }
+    ~Scratch() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  };
+  static const Scratch s;
+  return s.dir;
 }
 
 inline void write_bytes(const std::filesystem::path& p, const uint8_t* data, size_t size) {

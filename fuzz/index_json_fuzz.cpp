@@ -1,7 +1,8 @@
 // Fuzz target: model.safetensors.index.json through Catalog::open, in a folder that also holds
 // two small valid shards (model-00001-of-00002 with tensors a, b; model-00002-of-00002 with c),
 // so inputs that name them reach the cross-checks (tensor in its shard, claimed once,
-// total_size). Accepted catalogs must list each tensor once, inside the folder.
+// total_size). Accepted catalogs must list each tensor once, inside the folder. The streaming
+// index parser and the tree parser must agree: the same verdict, message and tensors.
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -37,7 +38,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& dir = model_dir();
   fuzz::write_bytes(dir / checkpoint::kIndexFileName, data, size);
   auto c = checkpoint::Catalog::open(dir.string());
-  if (!c.ok()) return 0;
+  auto tree = checkpoint::Catalog::open(dir.string(), checkpoint::HeaderParser::kTree);
+  if (c.ok() != tree.ok()) std::abort();
+  if (!c.ok()) {
+    if (c.status().message() != tree.status().message()) std::abort();
+    return 0;
+  }
+  if (c->tensors().size() != tree->tensors().size()) std::abort();
+  for (size_t i = 0; i < c->tensors().size(); ++i)
+    if (c->tensors()[i].name != tree->tensors()[i].name || c->tensors()[i].offset != tree->tensors()[i].offset)
+      std::abort();
   uint64_t total = 0;
   for (const auto& t : c->tensors()) {
     if (c->find(t.name) != &t) std::abort();

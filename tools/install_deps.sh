@@ -13,6 +13,7 @@ PKGS=(
   libpcre2-dev libutf8proc-dev
   libstb-dev
   python3-numpy python3-h5py
+  iproute2 util-linux # the multi-node test bed's namespaces (tests/multinode/testbed.sh)
   chromium            # renders the compare report headless in its test
   clang-14 libclang-rt-14-dev   # the libFuzzer targets of fuzz/ (tools/test.sh builds them in build-fuzz/)
 )

@@ -86,7 +86,7 @@ def prompt_activations(model, ids):
     # DSA indexers return the top-k key ids [1, S, topk]: kept per layer.
     indexers = {}
     for i, layer in enumerate(model.model.layers):
-        idx = getattr(layer.self_attn, "indexer", None)
+        idx = getattr(getattr(layer, "self_attn", None), "indexer", None)  # hybrid layers may have no self_attn
         if idx is not None:
             hooks.append(idx.register_forward_hook(lambda mod, inp, out, i=i: indexers.__setitem__(i, out)))
     # hidden_states ends with the final norm's output: the last layer's output is its input.
@@ -218,10 +218,257 @@ def make_llava_golden(dayzero, yaml_path):
         print(f"llava: {len(ids)} prompt tokens ({n_feat} image rows), greedy {greedy_ids}")
 
 
+def dequantize_int4(state, group_size):
+    """compressed-tensors pack-quantized INT4 (X.weight_packed int32 [out, in/8], element j at
+    bits 4 (j % 8) of word j / 8 stored as q + 8; X.weight_scale per group of inputs) to f32
+    X.weight = q * scale, exactly (transformers' compressed-tensors path would round to the
+    scale's bf16)."""
+    out = {}
+    for name, t in state.items():
+        if name.endswith((".weight_scale", ".weight_shape")):
+            continue
+        if not name.endswith(".weight_packed"):
+            out[name] = t.float()
+            continue
+        base = name[: -len("_packed")]
+        rows, cols = state[base + "_shape"].tolist()
+        words = t.to(torch.int64) & 0xFFFFFFFF
+        shifts = torch.arange(8, dtype=torch.int64) * 4
+        q = ((words[:, :, None] >> shifts) & 0xF).reshape(rows, -1)[:, :cols] - 8
+        scale = state[base + "_scale"].float().repeat_interleave(group_size, 1)[:, :cols]
+        out[base] = q.float() * scale
+    return out
+
+
+def kimi_hf_folder(model_dir, out_dir):
+    """The published-layout tiny kimi_k25 as a folder transformers' Kimi_K25ForConditionalGeneration
+    loads: its config in Kimi_K25Config's keys, the weights f32 (INT4 dequantized here) under their
+    published names, which transformers' conversion_mapping.py entry renames, unfuses (wqkv) and
+    permutes (2-D RoPE) on load."""
+    import safetensors.torch
+    config = json.loads((model_dir / "config.json").read_text())
+    tc = dict(config["text_config"])
+    quant = tc.pop("quantization_config", None)
+    tc["model_type"] = "deepseek_v3"
+    tc["torch_dtype"] = "float32"
+    vc = config["vision_config"]
+    hf = {
+        "architectures": ["Kimi_K25ForConditionalGeneration"],
+        "model_type": "kimi_k25",
+        "image_token_id": config["media_placeholder_token_id"],
+        "tie_word_embeddings": config["tie_word_embeddings"],
+        "projection_hidden_size": vc["mm_hidden_size"],
+        "projection_layer_norm_eps": vc["projector_ln_eps"],
+        "torch_dtype": "float32",
+        "text_config": tc,
+        "vision_config": {
+            "model_type": "kimi_k25_vision",
+            "patch_size": vc["patch_size"],
+            "pos_emb_height": vc["init_pos_emb_height"],
+            "pos_emb_width": vc["init_pos_emb_width"],
+            "pos_emb_time": vc["init_pos_emb_time"],
+            "num_attention_heads": vc["vt_num_attention_heads"],
+            "num_hidden_layers": vc["vt_num_hidden_layers"],
+            "hidden_size": vc["vt_hidden_size"],
+            "intermediate_size": vc["vt_intermediate_size"],
+            "hidden_act": "gelu_pytorch_tanh",
+            "merge_kernel_size": vc["merge_kernel_size"],
+            "rope_parameters": {"rope_type": "axial", "rope_theta": 10000.0},
+        },
+    }
+    out_dir.mkdir()
+    (out_dir / "config.json").write_text(json.dumps(hf, indent=2))
+    for name in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+        shutil.copy(model_dir / name, out_dir / name)
+    state = {}
+    for f in sorted(model_dir.glob("*.safetensors")):
+        state.update(safetensors.torch.load_file(str(f)))
+    group = quant["config_groups"]["group_0"]["weights"]["group_size"] if quant else 32
+    safetensors.torch.save_file(dequantize_int4(state, group), str(out_dir / "model.safetensors"),
+                                metadata={"format": "pt"})
+    return config
+
+
+def kimi_pattern(seed, gh, gw, patch):
+    """Deterministic normalised pixels [3, gh * patch, gw * patch] (Kimi's processor: mean = std
+    = 0.5, so [-1, 1])."""
+    c, y, x = np.meshgrid(np.arange(3), np.arange(gh * patch), np.arange(gw * patch), indexing="ij")
+    v = 0.5 * np.sin(0.21 * x * (c + 1) + 0.13 * y + seed) + 0.45 * np.cos(0.17 * y * (seed + 1) - 0.07 * x * c)
+    return v.astype(np.float32)
+
+
+def kimi_patches(pixels, patch):
+    """Kimi_K25ImageProcessor.patchify: [3, H, W] -> [gh * gw, 3, p, p], row-major over the grid."""
+    c, h, w = pixels.shape
+    gh, gw = h // patch, w // patch
+    p = torch.tensor(pixels).reshape(c, gh, patch, gw, patch).permute(1, 3, 0, 2, 4)
+    return p.reshape(gh * gw, c, patch, patch), torch.tensor([[1, gh, gw]])
+
+
+def kimi_activations(model, ids, pixels, patch):
+    """Vision points (embeddings, each layer, the final-norm output as vision.selected, the merged
+    and pre-normed rows, the projector), merged embeddings, text hidden states, router logits and
+    top-k ids, the last-position logits."""
+    cfg = model.config
+    vt = model.model.vision_tower
+    lm = model.model.language_model
+    pv, grid = kimi_patches(pixels, patch)
+    seen = {}
+    hooks = [
+        lm.register_forward_pre_hook(lambda mod, a, kw: seen.__setitem__("merged", kw["inputs_embeds"]), with_kwargs=True),
+        lm.norm.register_forward_pre_hook(lambda mod, inp: seen.__setitem__("last", inp[0])),
+        vt.patch_embed.register_forward_hook(lambda mod, inp, out: seen.__setitem__("embed", out)),
+        vt.final_layernorm.register_forward_hook(lambda mod, inp, out: seen.__setitem__("post", out)),
+    ]
+    for k, block in enumerate(vt.layers):
+        hooks.append(block.register_forward_hook(lambda mod, inp, out, k=k: seen.__setitem__(f"vl{k}", out)))
+    routers = {}
+    for i, layer in enumerate(lm.layers):
+        gate = getattr(layer.mlp, "gate", None)
+        if gate is not None and hasattr(gate, "top_k"):
+            hooks.append(gate.register_forward_hook(lambda mod, inp, out, i=i: routers.__setitem__(i, out)))
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]), pixel_values=pv, image_grid_thw=grid, output_hidden_states=True)
+        pooled = vt.temporal_merge(seen["post"], grid, *vt.merge_kernel_size)  # [n, k*k, d]
+        proj = model.model.mm_projector
+        merged = proj.pre_norm(pooled).reshape(pooled.shape[0], -1)
+        projected = proj.out_proj(proj.act(proj.in_proj(merged)))
+    for h in hooks:
+        h.remove()
+    t = {
+        "vision.embed": seen["embed"],
+        "vision.selected": seen["post"],
+        "vision.merged": merged,
+        "projector_out": projected,
+        "merged_embed": seen["merged"][0],
+        "logits_last": out.logits[0, -1],
+    }
+    for k in range(len(vt.layers)):
+        t[f"vision.layers.{k}.layer_out"] = seen[f"vl{k}"]
+    hs = out.hidden_states
+    n_layer = cfg.text_config.num_hidden_layers
+    t["final_norm"] = hs[n_layer][0]
+    for k in range(n_layer - 1):
+        t[f"layers.{k}.layer_out"] = hs[k + 1][0]
+    t[f"layers.{n_layer - 1}.layer_out"] = seen["last"][0]
+    for layer, (logits, _, top_ids) in routers.items():
+        bias = lm.layers[layer].mlp.gate.e_score_correction_bias
+        choice = (logits.float().sigmoid() + bias).numpy()
+        top_ids = torch.tensor([sorted(row.tolist(), key=lambda e, c=c: (-c[e], e)) for row, c in zip(top_ids, choice)])
+        t[f"layers.{layer}.router_logits"] = logits
+        t[f"layers.{layer}.topk_ids"] = top_ids.float()
+    return {k: v.detach().numpy().astype(np.float32) for k, v in t.items()}
+
+
+KIMI_GRID = (6, 8)  # a non-square grid, not the 4x4 position table: resampled, RoPE rows != columns
+
+
+def make_kimi_golden(dayzero, yaml_path):
+    """The tiny kimi_k25 (bf16, or with INT4 routed experts) on a fixed pixel pattern of a 6x8
+    patch grid (saved in the golden) and a prompt with the image's placeholder rows in its middle;
+    a second pattern's logits_last for the different-image check."""
+    name = yaml_path.stem
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = pathlib.Path(tmp) / name
+        subprocess.run([dayzero, "make-model", "--config", str(yaml_path), "--out", str(model_dir)], check=True)
+        hf_dir = pathlib.Path(tmp) / "hf"
+        config = kimi_hf_folder(model_dir, hf_dir)
+        tok = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        media = config["media_placeholder_token_id"]
+        patch = config["vision_config"]["patch_size"]
+        k = config["vision_config"]["merge_kernel_size"][0]
+        n_feat = (KIMI_GRID[0] // k) * (KIMI_GRID[1] // k)
+        prefix = tok.encode(LLAVA_PREFIX, add_special_tokens=False).ids
+        suffix = tok.encode(LLAVA_SUFFIX, add_special_tokens=False).ids
+        assert media not in prefix + suffix
+        ids = prefix + [media] * n_feat + suffix
+        model, info = transformers.Kimi_K25ForConditionalGeneration.from_pretrained(
+            str(hf_dir), dtype=torch.float32, output_loading_info=True)
+        bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+        assert not bad, bad
+        model.eval()
+        pixels = kimi_pattern(0, *KIMI_GRID, patch)
+        tensors = {"prompt_ids": np.array(ids, dtype=np.int32), "pixel_values": pixels,
+                   "pixel_values_b": kimi_pattern(1, *KIMI_GRID, patch)}
+        tensors.update(kimi_activations(model, ids, pixels, patch))
+        tensors["b.logits_last"] = kimi_activations(model, ids, tensors["pixel_values_b"], patch)["logits_last"]
+        seq, greedy_ids = list(ids), []
+        pv, grid = kimi_patches(pixels, patch)
+        for _ in range(N_GREEDY):  # full recomputation, image included every time
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([seq]), pixel_values=pv, image_grid_thw=grid).logits[0, -1]
+            greedy_ids.append(int(torch.argmax(logits)))
+            seq.append(greedy_ids[-1])
+        tensors["greedy_ids"] = np.array(greedy_ids, dtype=np.int32)
+        meta = {"magic": "dayzero-golden", "version": "1", "family": "kimi_k25", "make_model_config": yaml_path.name,
+                "prompt": LLAVA_PREFIX + "<media>" + LLAVA_SUFFIX, "image": "kimi_pattern(0) / kimi_pattern(1), 6x8 patches",
+                "transformers": transformers.__version__, "torch": torch.__version__,
+                "tokenizers": tokenizers.__version__, "dtype": "float32"}
+        safetensors.numpy.save_file(tensors, str(GOLDEN / f"{name}.safetensors"), metadata=meta)
+        print(f"{name}: {len(ids)} prompt tokens ({n_feat} image rows), greedy {greedy_ids}")
+
+
+def text_model_activations(model, lm, ids):
+    """prompt_activations for a multimodal checkpoint run on a text prompt (qwen3_5_moe): the
+    text model lm's embeddings, every layer's output, final norm and router choices by hooks."""
+    seen, routers, hooks = {}, {}, []
+    hooks.append(lm.embed_tokens.register_forward_hook(lambda mod, inp, out: seen.__setitem__("embed", out)))
+    for i, layer in enumerate(lm.layers):
+        hooks.append(layer.register_forward_hook(lambda mod, inp, out, i=i: seen.__setitem__(i, out)))
+        gate = getattr(getattr(layer, "mlp", None), "gate", None)
+        if gate is not None and hasattr(gate, "top_k"):
+            hooks.append(gate.register_forward_hook(lambda mod, inp, out, i=i: routers.__setitem__(i, out)))
+    hooks.append(lm.norm.register_forward_hook(lambda mod, inp, out: seen.__setitem__("norm", out)))
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]))
+    for h in hooks:
+        h.remove()
+    first = lambda t: (t[0] if isinstance(t, tuple) else t)[0].detach().numpy().astype(np.float32)
+    tensors = {"embed": first(seen["embed"]), "final_norm": first(seen["norm"]),
+               "logits_last": out.logits[0, -1].detach().numpy().astype(np.float32)}
+    for i in range(len(lm.layers)):
+        tensors[f"layers.{i}.layer_out"] = first(seen[i])
+    for i, (logits, _, top_ids) in routers.items():
+        tensors[f"layers.{i}.router_logits"] = logits.detach().numpy().astype(np.float32)
+        tensors[f"layers.{i}.topk_ids"] = top_ids.numpy().astype(np.float32)
+    return tensors
+
+
+def make_text_of_multimodal_golden(dayzero, yaml_path):
+    """qwen3_5_moe: the published multimodal layout (vision tower included) on a text prompt."""
+    family = yaml_path.stem
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = pathlib.Path(tmp) / family
+        subprocess.run([dayzero, "make-model", "--config", str(yaml_path), "--out", str(model_dir)], check=True)
+        tok = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        ids = tok.encode(PROMPT, add_special_tokens=False).ids
+        model = transformers.Qwen3_5MoeForConditionalGeneration.from_pretrained(str(model_dir), dtype=torch.float32)
+        model.eval()
+        lm = model.model.language_model
+        tensors = {"prompt_ids": np.array(ids, dtype=np.int32)}
+        tensors.update(text_model_activations(model, lm, ids))
+        seq, greedy_ids = list(ids), []
+        for _ in range(N_GREEDY):
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([seq])).logits[0, -1]
+            greedy_ids.append(int(torch.argmax(logits)))
+            seq.append(greedy_ids[-1])
+        tensors["greedy_ids"] = np.array(greedy_ids, dtype=np.int32)
+        meta = {"magic": "dayzero-golden", "version": "1", "family": family, "make_model_config": yaml_path.name,
+                "prompt": PROMPT, "transformers": transformers.__version__, "torch": torch.__version__,
+                "tokenizers": tokenizers.__version__, "dtype": "float32"}
+        safetensors.numpy.save_file(tensors, str(GOLDEN / f"{family}.safetensors"), metadata=meta)
+        print(f"{family}: {len(ids)} prompt tokens, greedy {greedy_ids}")
+
+
 def make_golden(dayzero, yaml_path):
     family = yaml_path.stem
     if family == "llava":
         return make_llava_golden(dayzero, yaml_path)
+    if family.startswith("kimi_k25"):
+        return make_kimi_golden(dayzero, yaml_path)
+    if family == "qwen3_5_moe":
+        return make_text_of_multimodal_golden(dayzero, yaml_path)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = pathlib.Path(tmp) / family
         subprocess.run([dayzero, "make-model", "--config", str(yaml_path), "--out", str(model_dir)], check=True)
@@ -260,7 +507,8 @@ def make_golden(dayzero, yaml_path):
         mla_norms = [
             norm
             for layer in model.model.layers
-            for norm in (getattr(layer.self_attn, "q_a_layernorm", None), getattr(layer.self_attn, "kv_a_layernorm", None))
+            for norm in (getattr(getattr(layer, "self_attn", None), "q_a_layernorm", None),
+                         getattr(getattr(layer, "self_attn", None), "kv_a_layernorm", None))
             if norm is not None
         ]
         if mla_norms:

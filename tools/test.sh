@@ -2,7 +2,9 @@
 # Installs what is missing, builds, and runs the whole test suite (CPU, MPI ranks oversubscribed
 # on this machine, one BLAS thread per rank); then, where clang-14 is installed, builds the
 # libFuzzer targets of fuzz/ in build-fuzz/ (only their libraries) and runs their fixed-seed
-# pass (ctest label fuzz).
+# pass (ctest label fuzz). The suite includes the multi-node tests (label multinode, network
+# namespaces: they need root; under CI=true a bed that cannot be made fails them, elsewhere
+# they skip with the reason).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/build.sh

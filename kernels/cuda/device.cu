@@ -1,9 +1,9 @@
 // CUDA probe: device count and library versions, without touching a device that is absent.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/gemm.h"
 
 namespace dayzero::kernels::cuda {
 
@@ -23,11 +23,7 @@ CudaProbe probe() {
   }
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) p.first_device_name = prop.name;
-  cublasHandle_t h = nullptr;
-  if (cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
-    cublasGetVersion(h, &p.cublas_version);
-    cublasDestroy(h);
-  }
+  if (!cublas_version(&p.cublas_version).ok()) p.cublas_version = 0;
   return p;
 }
 

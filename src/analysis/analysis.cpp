@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 
 #include "analysis/analysis.h"
@@ -84,15 +85,16 @@ void add_features(Analysis& a) {
     if (a.adapter == "deepseek_v32" || a.adapter == "glm_moe_dsa") ok("sparse attention indexer (DSA)", detail, evidence, "blocks/dsa_indexer");
     else missing("sparse attention indexer (DSA)", detail, evidence, "an indexer that picks the top-k keys per query before MLA");
   }
+  // Gated DeltaNet, the output gate, partial rotary and the gated shared expert are built
+  // (blocks/gated_deltanet, blocks/attention; the qwen3_next adapter composes them).
   if (n_linear > 0)
-    missing("linear attention (Gated DeltaNet)",
-            std::to_string(n_linear) + " of " + std::to_string(t.n_layer) + " layers, " + std::to_string(t.lin_k_heads) +
-                " k / " + std::to_string(t.lin_v_heads) + " v heads, conv kernel " + std::to_string(t.lin_conv),
-            "layer_types; tensors " + pattern(a, "linear attention", "(none)"),
-            "a gated delta-rule recurrent block with its conv state");
+    ok("linear attention (Gated DeltaNet)",
+       std::to_string(n_linear) + " of " + std::to_string(t.n_layer) + " layers, " + std::to_string(t.lin_k_heads) +
+           " k / " + std::to_string(t.lin_v_heads) + " v heads, conv kernel " + std::to_string(t.lin_conv),
+       "layer_types; tensors " + pattern(a, "linear attention", "(none)"), "blocks/gated_deltanet");
   if (t.attn_output_gate)
-    missing("attention output gate", "sigmoid gate on the attention output (q_proj doubled)", "attn_output_gate",
-            "a gated attention output in blocks/attention");
+    ok("attention output gate", "sigmoid gate on the attention output (q_proj doubled)", "attn_output_gate",
+       "blocks/attention");
   if (n_sliding > 0)
     missing("sliding window", "window " + std::to_string(t.sliding_window) + " in " + std::to_string(n_sliding) + " layers",
             t.layer_types.empty() ? "sliding_window" : "layer_types", "a bounded-window KV cache and mask");
@@ -108,8 +110,7 @@ void add_features(Analysis& a) {
     missing("RoPE scaling", t.rope_type + " x" + num(t.rope_factor), "rope_scaling", "the " + t.rope_type + " rope type");
   if (t.mrope) missing("multimodal RoPE (M-RoPE)", "sections over t/h/w", "rope_parameters.mrope_section", "3-D rotary positions");
   if (t.partial_rotary < 1.0 && t.kv_lora == 0)
-    missing("partial rotary", num(t.partial_rotary) + " of head_dim rotated", "partial_rotary_factor",
-            "rotary embedding of a head_dim fraction in blocks/attention");
+    ok("partial rotary", num(t.partial_rotary) + " of head_dim rotated", "partial_rotary_factor", "blocks/attention");
   // MLP / MoE
   if (t.n_expert > 0) {
     int64_t moe = 0;
@@ -126,9 +127,8 @@ void add_features(Analysis& a) {
       ok("shared experts", std::to_string(t.n_shared) + " x " + std::to_string(t.moe_ff), "n_shared_experts",
          "blocks/moe_sigmoid");
     if (t.shared_ff > 0)
-      missing("gated shared expert", "ffn " + std::to_string(t.shared_ff) + " behind a sigmoid gate",
-              "shared_expert_intermediate_size; tensors " + pattern(a, "shared experts", "(none)"),
-              "a shared expert with a per-token gate beside the routed experts");
+      ok("gated shared expert", "ffn " + std::to_string(t.shared_ff) + " behind a sigmoid gate",
+         "shared_expert_intermediate_size; tensors " + pattern(a, "shared experts", "(none)"), "adapters/qwen3_next");
   }
   if (a.main.dense_mlp > 0) ok("dense SwiGLU MLP", "ffn " + std::to_string(t.ff), "intermediate_size", "blocks/mlp");
   if (t.tie_embeddings) ok("tied embeddings", "lm_head = embed_tokens", "tie_word_embeddings", "blocks/dense_decoder");
@@ -139,8 +139,13 @@ void add_features(Analysis& a) {
   if (a.dims.vision) {
     const VisionDims& v = *a.dims.vision;
     // With an adapter (llava) the tower and projector run; without one they still need a block.
+    // qwen3_5_moe's adapter runs the text model only and claims its tower without loading it.
+    const bool runs_vision = known && a.adapter != "qwen3_5_moe";
     auto vision = [&](const std::string& name, const std::string& detail, const std::string& evidence,
-                      const std::string& what) { known ? ok(name, detail, evidence, what) : missing(name, detail, evidence, what); };
+                      const std::string& what) {
+      if (runs_vision) ok(name, detail, evidence, what);
+      else a.features.push_back({name, detail, evidence, FeatureStatus::kNewBlock, what});
+    };
     vision("vision tower", v.model_type + " " + std::to_string(v.n_layer) + " layers, hidden " + std::to_string(v.hidden) +
                                 ", patch " + std::to_string(v.patch),
             "vision_config; tensors " + pattern(a, "vision tower", "(none)"), "a vision encoder block");
@@ -152,6 +157,8 @@ void add_features(Analysis& a) {
     const std::string what = a.dims.quant_method + " " + a.dims.quant_detail;
     if (a.dims.quant_method == "fp8" && a.dims.quant_block_rows > 0)
       ok("FP8 block scales", what, "quantization_config", "checkpoint/fp8 (dequantized at load)");
+    else if (a.dims.quant_method == "compressed-tensors" && a.dims.quant_bits == 4 && a.adapter == "kimi_k25")
+      ok("quantized weights", what, "quantization_config", "checkpoint/pack_quantized (dequantized at load)");
     else
       missing("quantized weights", what, "quantization_config.quant_method", "a " + a.dims.quant_method + " weight format");
   }
@@ -272,7 +279,7 @@ Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> t
   return a;
 }
 
-Result<Analysis> analyze_path(const std::string& path) {
+Result<Analysis> analyze_path(const std::string& path, const checkpoint::Catalog* opened) {
   std::error_code ec;
   const bool dir = fs::is_directory(path, ec);
   const std::string config_path = dir ? (fs::path(path) / "config.json").string() : path;
@@ -281,16 +288,22 @@ Result<Analysis> analyze_path(const std::string& path) {
   const fs::path index = fs::path(path) / checkpoint::kIndexFileName;
   const bool has_index = fs::exists(index, ec), has_single = fs::exists(fs::path(path) / checkpoint::kSingleFileName, ec);
   if (!has_index && !has_single) return analyze(config, {}, Source::kConfig);
-  auto catalog = checkpoint::Catalog::open(path);
-  if (catalog.ok()) {
+  std::optional<Result<checkpoint::Catalog>> catalog;
+  const checkpoint::Catalog* cat = opened;
+  if (!cat) {
+    catalog.emplace(checkpoint::Catalog::open(path));
+    if (catalog->ok()) cat = &**catalog;
+  }
+  if (cat) {
     std::vector<TensorInfo> ts;
-    for (const auto& x : catalog->tensors()) ts.push_back({x.name, x.shape, dtype_name(x.dtype), x.nbytes});
+    ts.reserve(cat->tensors().size());
+    for (const auto& x : cat->tensors()) ts.push_back({x.name, x.shape, dtype_name(x.dtype), x.nbytes});
     DZ_ASSIGN_OR_RETURN(Analysis a, analyze(config, std::move(ts), Source::kHeaders));
-    a.index_total_size = catalog->total_bytes();
+    a.index_total_size = cat->total_bytes();
     return a;
   }
   // An index whose shards are absent (a published index alone): names from the index.
-  if (!has_index || catalog.status().code() != StatusCode::kNotFound) return catalog.status();
+  if (!has_index || (*catalog).status().code() != StatusCode::kNotFound) return (*catalog).status();
   DZ_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(index.string()));
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
     return Status::Corrupt(index.string() + ": key 'weight_map' must be an object");

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/catalog.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/inspect.h"
@@ -154,8 +155,9 @@ Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> t
 
 // path: a model folder or a config.json. Reads config.json; takes the tensors from the
 // safetensors headers when the shards are there, else the index's names with shapes from the
-// config, else the config estimate. Errors name the file (exit 2).
-Result<Analysis> analyze_path(const std::string& path);
+// config, else the config estimate. Errors name the file (exit 2). opened: the folder's catalog
+// when the caller has opened it already (its headers are then not read a second time).
+Result<Analysis> analyze_path(const std::string& path, const checkpoint::Catalog* opened = nullptr);
 
 nlohmann::json to_json(const Analysis& a);
 void print_text(std::ostream& o, const Analysis& a);

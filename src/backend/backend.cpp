@@ -6,6 +6,10 @@ namespace dayzero::backend {
 Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options);
 #ifdef DAYZERO_WITH_CUDA
 Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options);
+bool cuda_built() { return true; }
+#else
+Result<int> cuda_device_count() { return 0; }
+bool cuda_built() { return false; }
 #endif
 
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options) {

@@ -3,7 +3,7 @@
 // stream per backend, so callers (model blocks, forward, runner) never change. Ops are
 // enqueued in call order; synchronize() waits for all of them (a no-op on CPU); to_host()
 // returns data that is complete.
-// Not a tensor library: only the ops the model blocks need, all f32, all contiguous.
+// Not a tensor library: only the ops the model blocks need, all contiguous, activations f32.
 #pragma once
 
 #include <cstdint>
@@ -37,12 +37,20 @@ class Backend {
   virtual Tensor empty(DType dtype, Shape shape) = 0;
   // A device copy of a host tensor (the CPU backend may return the same storage).
   virtual Tensor to_device(const Tensor& host) = 0;
-  // Copies a device tensor into a host tensor of the same dtype and numel; complete on return.
+  // A device copy of a loaded weight, in the dtype the backend keeps weights in: the CPU
+  // backend keeps f32 (to_device); the CUDA backend keeps weights of rank >= 2 in its compute
+  // dtype (bf16 by default; matmul, embedding, add and to_host accept them) and vectors in f32.
+  virtual Tensor to_device_weight(const Tensor& host) { return to_device(host); }
+  // Copies a device tensor into a host tensor of the same dtype and numel (or a bf16 weight
+  // into an f32 host tensor, widened); complete on return.
   virtual void to_host(const Tensor& src, Tensor& host_dst) = 0;
   // dst = src, same device, same numel.
   virtual void copy(const Tensor& src, Tensor& dst) = 0;
   virtual void synchronize() = 0;
   virtual MemoryInfo memory_info() const = 0;
+  // The stream this backend's ops are enqueued on (CUDA: its cudaStream_t), for a device comm
+  // that must order its collectives with them; nullptr for the CPU backend.
+  virtual void* device_stream() const { return nullptr; }
 
   // y[m, n] = x[m, k] · w[n, k]^T (+ y when accumulate)
   virtual void matmul(const Tensor& x, const Tensor& w, Tensor& y, bool accumulate = false) = 0;
@@ -80,7 +88,15 @@ struct BackendOptions {
   int threads = 0;                // CPU GEMM threads; 0 = cores of this node / ranks on this node
   int64_t memory_budget_bytes = 0;  // CPU: per-rank budget reported as total; 0 = physical memory
   int device_index = 0;           // CUDA: which visible device
+  DType compute_dtype = DType::kF32;  // CUDA: GEMM input dtype, kBF16 (f32 accumulation) or kF32
+  int64_t required_bytes = 0;     // CUDA: the plan's bytes for this rank, checked against the
+                                  // device's free memory before anything is allocated (0: no check)
 };
+
+// CUDA devices visible to this process: 0 when none is (or when CUDA is not built in); an
+// error only when the runtime fails otherwise.
+Result<int> cuda_device_count();
+bool cuda_built();
 
 // Creates a backend; Unsupported when the kind is not built or no device is visible.
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& options);

@@ -48,16 +48,86 @@ Result<std::string> resolve_shard(const std::string& path, const std::string& wh
 }
 
 struct Index {
-  std::map<std::string, std::string> weight_map;  // tensor name -> shard file name (relative to the folder)
-  std::optional<uint64_t> total_size;             // metadata.total_size when given
+  // tensor name -> shard file name (relative to the folder), sorted by name, each name once
+  std::vector<std::pair<std::string, std::string>> weight_map;
+  std::optional<uint64_t> total_size;  // metadata.total_size when given
 };
 
-Result<Index> parse_index(const std::string& index_path) {
+bool by_name(const std::pair<std::string, std::string>& a, const std::pair<std::string, std::string>& b) {
+  return a.first < b.first;
+}
+
+// The fast path for an index as Hugging Face writes it: {"metadata": {scalars, total_size as an
+// unsigned integer}, "weight_map": {name: file, ...}}, each key once, other top-level keys
+// scalars. It streams the weight_map into a vector, building no tree; anything else makes it
+// give up (`false`) and the index is parsed again as a tree, whose checks give the message.
+class FastIndexSax {
+ public:
+  explicit FastIndexSax(Index* out) : out_(out) {}
+
+  bool null() { return scalar(); }
+  bool boolean(bool) { return scalar(); }
+  bool number_integer(json::number_integer_t) { return scalar() && !total_size_next(); }
+  bool number_float(json::number_float_t, const json::string_t&) { return scalar() && !total_size_next(); }
+  bool binary(json::binary_t&) { return false; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (!scalar()) return false;
+    if (total_size_next()) out_->total_size = v;
+    return true;
+  }
+  bool string(json::string_t& v) {
+    if (depth_ == 2 && in_ == In::kWeightMap) {
+      out_->weight_map.emplace_back(std::move(key_), std::move(v));
+      return true;
+    }
+    return scalar() && !total_size_next();
+  }
+  bool key(json::string_t& k) {
+    if (depth_ == 1 || (depth_ == 2 && in_ == In::kMetadata)) {
+      // Few keys here: a linear look for one given twice (the tree path names it).
+      std::vector<std::string>& seen = depth_ == 1 ? top_keys_ : metadata_keys_;
+      if (std::find(seen.begin(), seen.end(), k) != seen.end()) return false;
+      seen.push_back(k);
+    }
+    if (depth_ == 1) in_ = k == "metadata" ? In::kMetadata : k == "weight_map" ? In::kWeightMap : In::kOther;
+    key_ = std::move(k);
+    return true;
+  }
+  bool saw_weight_map() const {
+    return std::find(top_keys_.begin(), top_keys_.end(), "weight_map") != top_keys_.end();
+  }
+  bool start_object(std::size_t) {
+    if (depth_ == 0 || (depth_ == 1 && in_ != In::kOther)) return ++depth_, true;
+    return false;
+  }
+  bool end_object() {
+    if (--depth_ == 1) in_ = In::kOther;
+    return true;
+  }
+  bool start_array(std::size_t) { return false; }
+  bool end_array() { return false; }
+
+ private:
+  enum class In { kOther, kMetadata, kWeightMap };
+  // A scalar where one is allowed: a metadata value or another top-level key's value; a
+  // weight_map value must be a string (string() takes those).
+  bool scalar() const { return (depth_ == 2 && in_ == In::kMetadata) || (depth_ == 1 && in_ == In::kOther); }
+  bool total_size_next() const { return depth_ == 2 && in_ == In::kMetadata && key_ == "total_size"; }
+
+  Index* out_;
+  int depth_ = 0;
+  In in_ = In::kOther;
+  std::vector<std::string> top_keys_, metadata_keys_;
+  std::string key_;
+};
+
+// The tree path: every index, valid or not, with a message naming what is wrong.
+Result<Index> parse_index_tree(const std::string& index_path, const std::string& text) {
   JsonParseOptions options;
   options.reject_duplicate_keys = true;  // a tensor mapped twice would silently keep the last shard
-  DZ_ASSIGN_OR_RETURN(const json j, read_json_file(index_path, options));
+  DZ_ASSIGN_OR_RETURN(const json j, parse_json_limited(text, index_path, options));
   Index index;
-  std::map<std::string, std::string>& weight_map = index.weight_map;
   try {
     if (!j.is_object()) return Status::Corrupt(index_path + ": not a JSON object");
     if (auto md = j.find("metadata"); md != j.end() && !md->is_null()) {
@@ -78,17 +148,37 @@ Result<Index> parse_index(const std::string& index_path) {
         return Status::Corrupt(index_path + ": weight_map entry '" + name + "' is " + json_kind(file) +
                                ", not a file name");
       }
-      weight_map[name] = file.get<std::string>();
+      index.weight_map.emplace_back(name, file.get<std::string>());
     }
   } catch (const json::exception& e) {
     return Status::Corrupt(index_path + ": malformed JSON: " + std::string(e.what()).substr(0, 200));
   }
+  std::sort(index.weight_map.begin(), index.weight_map.end(), by_name);
   return index;
+}
+
+Result<Index> parse_index(const std::string& index_path, HeaderParser parser) {
+  DZ_ASSIGN_OR_RETURN(const std::string text, read_regular_file(index_path, kMaxJsonFileBytes));
+  if (parser == HeaderParser::kTree) return parse_index_tree(index_path, text);
+  Index index;
+  FastIndexSax sax(&index);
+  bool ok = false;
+  try {
+    ok = json::sax_parse(text.begin(), text.end(), &sax) && sax.saw_weight_map();
+  } catch (const json::exception&) {
+    ok = false;
+  }
+  if (ok) {
+    std::sort(index.weight_map.begin(), index.weight_map.end(), by_name);
+    for (size_t i = 1; ok && i < index.weight_map.size(); ++i)
+      ok = index.weight_map[i - 1].first != index.weight_map[i].first;
+  }
+  return ok ? Result<Index>(std::move(index)) : parse_index_tree(index_path, text);
 }
 
 }  // namespace
 
-Result<Catalog> Catalog::open(const std::string& model_dir) {
+Result<Catalog> Catalog::open(const std::string& model_dir, HeaderParser parser) {
   Catalog c;
   c.dir_ = model_dir;
   const std::string index_path = (fs::path(model_dir) / kIndexFileName).string();
@@ -101,13 +191,13 @@ Result<Catalog> Catalog::open(const std::string& model_dir) {
                               " found");
     }
     DZ_ASSIGN_OR_RETURN(const std::string resolved, resolve_shard(single_path, single_path));
-    DZ_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(single_path));
+    DZ_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(single_path, parser));
     c.files_.push_back(single_path);
-    c.tensors_ = f.tensors();
+    c.tensors_ = f.release_tensors();
     for (TensorInfo& t : c.tensors_) t.resolved = resolved;
   } else {
-    DZ_ASSIGN_OR_RETURN(const Index index, parse_index(index_path));
-    const auto& weight_map = index.weight_map;
+    DZ_ASSIGN_OR_RETURN(const Index index, parse_index(index_path, parser));
+    const auto& weight_map = index.weight_map;  // sorted by name
     std::map<std::string, std::string> first_tensor;  // shard file name -> a tensor mapped to it
     for (const auto& [name, file] : weight_map) {
       if (!stays_inside(file)) {
@@ -116,42 +206,49 @@ Result<Catalog> Catalog::open(const std::string& model_dir) {
       }
       first_tensor.emplace(file, name);
     }
-    std::map<std::string, SafetensorsFile> shards;  // shard file name -> header
-    std::map<std::string, std::string> owner;       // tensor name -> shard file name holding it
-    std::map<std::string, std::string> resolved_of;  // shard file name -> real path when a symlink
+    // Per weight_map entry: the shard (by position in first_tensor's order) holding a tensor of
+    // that name, and the tensor when it is in the shard the index names.
+    std::vector<int> owner(weight_map.size(), -1);
+    std::vector<std::string> owner_file;
+    std::vector<std::optional<TensorInfo>> found(weight_map.size());
     int i = 0;
     for (const auto& [file, tensor] : first_tensor) {
-      ++i;
       const std::string path = (fs::path(model_dir) / file).string();
       auto resolved = resolve_shard(path, index_path + ": shard '" + file + "' (holding tensor '" + tensor + "')");
       if (!resolved.ok()) return resolved.status();
-      auto f = SafetensorsFile::open(path);
+      auto f = SafetensorsFile::open(path, parser);
       if (!f.ok()) {
-        return f.status().with_context("shard " + std::to_string(i) + " of " +
+        return f.status().with_context("shard " + std::to_string(i + 1) + " of " +
                                        std::to_string(first_tensor.size()));
       }
-      for (const TensorInfo& t : f->tensors()) {
-        auto [it, fresh] = owner.emplace(t.name, file);
-        if (!fresh) {
-          return Status::Corrupt(model_dir + ": tensor '" + t.name + "' is in both shard '" + it->second +
-                                 "' and shard '" + file + "'");
-        }
-        if (!weight_map.contains(t.name)) {
+      for (TensorInfo& t : f->release_tensors()) {
+        auto it = std::lower_bound(weight_map.begin(), weight_map.end(), std::make_pair(t.name, std::string()), by_name);
+        if (it == weight_map.end() || it->first != t.name) {
           return Status::Corrupt(path + ": tensor '" + t.name + "' is not in the weight_map of " +
                                  index_path);
         }
+        const size_t k = static_cast<size_t>(it - weight_map.begin());
+        if (owner[k] >= 0) {
+          return Status::Corrupt(model_dir + ": tensor '" + t.name + "' is in both shard '" + owner_file[owner[k]] +
+                                 "' and shard '" + file + "'");
+        }
+        owner[k] = i;
+        if (it->second == file) {
+          found[k] = std::move(t);
+          found[k]->resolved = *resolved;
+        }
       }
       c.files_.push_back(path);
-      resolved_of.emplace(file, *resolved);
-      shards.emplace(file, std::move(f).value());
+      owner_file.push_back(file);
+      ++i;
     }
-    for (const auto& [name, file] : weight_map) {
-      const TensorInfo* t = shards.at(file).find(name);
-      if (!t) {
-        return Status::NotFound(index_path + ": tensor '" + name + "' is not in its shard '" + file + "'");
+    c.tensors_.reserve(weight_map.size());
+    for (size_t k = 0; k < weight_map.size(); ++k) {
+      if (!found[k]) {
+        return Status::NotFound(index_path + ": tensor '" + weight_map[k].first + "' is not in its shard '" +
+                                weight_map[k].second + "'");
       }
-      c.tensors_.push_back(*t);
-      c.tensors_.back().resolved = resolved_of.at(file);
+      c.tensors_.push_back(std::move(*found[k]));
     }
     uint64_t sum = 0;
     for (const TensorInfo& t : c.tensors_) sum += t.nbytes;
@@ -160,8 +257,7 @@ Result<Catalog> Catalog::open(const std::string& model_dir) {
                              " but the tensors of its weight_map hold " + std::to_string(sum) + " bytes");
     }
   }
-  std::sort(c.tensors_.begin(), c.tensors_.end(),
-            [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+  // tensors_ is sorted by name already (a shard's header, or the weight_map's order).
   std::sort(c.files_.begin(), c.files_.end());
   for (const TensorInfo& t : c.tensors_) c.total_bytes_ += t.nbytes;
   return c;

@@ -27,7 +27,8 @@ class Catalog {
   // Corrupt: malformed index (nesting deeper than kMaxJsonDepth, a key given twice); a shard
   //   tensor missing from weight_map or present in two shards (names both); metadata.total_size
   //   present and not the sum of the tensors' bytes; any header error of a shard (safetensors.h).
-  static Result<Catalog> open(const std::string& model_dir);
+  // parser: as for SafetensorsFile::open, for the index and every header alike.
+  static Result<Catalog> open(const std::string& model_dir, HeaderParser parser = HeaderParser::kAuto);
 
   const TensorInfo* find(std::string_view name) const;                 // nullptr when absent
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // sorted by name

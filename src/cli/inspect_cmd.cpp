@@ -17,10 +17,25 @@
 #include "core/json.h"
 #include "model/inspect.h"
 #include "model/model_folder.h"
+#include "plan/generic_request.h"
+#include "plan/memory.h"
 #include "runtime/model_loader.h"
 
 namespace dayzero::cli {
 namespace {
+
+// "cache" line: KV bytes per token of the attention layers, state bytes per sequence of the
+// linear-attention layers, at bfloat16 (the plan's default compute dtype), tp=1.
+void print_cache(std::ostream& o, const std::vector<plan::LayerCache>& cache) {
+  const plan::CacheSummary c = plan::summarize_cache(cache, 2);
+  o << "cache       " << c.kv_bytes_per_token << " KV bytes per token (" << c.kv_layers << " attention layers)";
+  if (c.window_layers > 0)
+    o << " + " << c.window_kv_bytes_per_token << " per token up to the window (" << c.window_layers << " layers)";
+  if (c.state_layers > 0)
+    o << ", " << c.state_bytes_per_sequence << " state bytes per sequence (" << c.state_layers
+      << " linear-attention layers)";
+  o << ", bfloat16, tp=1\n";
+}
 
 void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
   const model::HParams& hp = d.hp;
@@ -37,6 +52,7 @@ void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
   }
   o << "vocab       " << hp.n_vocab << (hp.tie_embeddings ? " (tied lm_head)" : "") << "\n"
     << "rope        theta " << hp.rope_theta << ", scaling " << hp.rope_scaling.type << "\n";
+  print_cache(o, plan::adapter_layer_caches(hp));
 
   o << "parameters  (from the tensor specs)\n";
   const auto row = [&](const char* name, int64_t v) {
@@ -94,7 +110,7 @@ void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
 // The inspection itself (text or JSON); its exit code.
 int inspect(const std::string& path, bool json) {
   auto d = model::open_model_folder(path, model::WeightsNeeded::kIfPresent);
-  auto generic = analysis::analyze_path(path);
+  auto generic = analysis::analyze_path(path, d.ok() && d->has_weights ? &d->catalog : nullptr);
   const bool fallback = !d.ok() && generic.ok() &&
                         (d.status().code() == StatusCode::kUnsupported || generic->source == analysis::Source::kIndexNames);
   if (fallback) {
@@ -105,6 +121,7 @@ int inspect(const std::string& path, bool json) {
     } else {
       std::cout << "adapter     " << d.status().message() << "\n";
       analysis::print_text(std::cout, *generic);
+      print_cache(std::cout, plan::generic_cache(*generic));
     }
     return 0;
   }

@@ -259,12 +259,12 @@ int run_plan(const PlanArgs& a) {
   int64_t params = 0;
   if (generic) params = an->total;
   else
-    for (const auto& s : req.specs) params += shape_numel(s.shape);
+    for (const auto& s : req.specs)  // quantization storage (scales, INT4 packed words) holds no parameters
+      if (s.component != model::Component::kQuantScale) params += shape_numel(s.shape);
   const auto& h = req.hp;
   const std::string family =
       generic ? "generic analysis of " + h.model_type + " (no adapter; " + analysis::source_name(an->source) + ")" : h.family;
-  const auto cache = plan::summarize_cache(req.cache.empty() ? plan::adapter_caches(h)
-                                                             : req.cache,
+  const auto cache = plan::summarize_cache(req.cache.empty() ? plan::adapter_layer_caches(h) : req.cache,
                                            in.bytes_per_activation);
   std::cout << "model       " << family << " from " << config_path << "\n"
             << "            " << h.n_layer << " layers, hidden " << h.n_embd << ", heads " << h.n_head << "/" << h.n_head_kv

@@ -1,4 +1,5 @@
-// dayzero run CONFIG.yaml [--replay-from RUN_DIR --replay-layers A:B]: alone or under mpirun/srun.
+// dayzero run CONFIG.yaml [--repeat N] [--replay-from RUN_DIR --replay-layers A:B]: alone or under
+// mpirun/srun; ends with the Day-0 checklist (diag/checklist.h).
 #include <memory>
 
 #include "cli/commands.h"
@@ -18,6 +19,9 @@ void add_run_command(CLI::App& app, Commands& commands) {
                   "Run folder whose recorded input of layer A (prefill, full mode) is fed to layers A..B-1");
   cmd->add_option("--replay-layers", args->replay_layers,
                   "A:B, half-open: replay layers A..B-1 only (12:13 is layer 12); loads only their weights");
+  cmd->add_option("--repeat", args->repeat,
+                  "Run the prompts N times in this job and check the outputs are bitwise identical (checklist)")
+      ->check(CLI::Range(1, 1000));
   cmd->callback([&commands, args] {
     commands.action = [args] {
       int argc = 0;

@@ -5,6 +5,7 @@
 // set, bootstrapped from these, comes later).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "comm/comm.h"
@@ -44,12 +45,20 @@ class ProcessGroups {
   ProcessGroups(ProcessGroups&&) noexcept = default;
   ProcessGroups& operator=(ProcessGroups&&) noexcept = default;
 
-  Comm& world() { return *world_; }
-  Comm& tp() { return *tp_; }
-  Comm& pp() { return *pp_; }
-  Comm& dp() { return *dp_; }
-  Comm& ep() { return *ep_; }
-  Comm& etp() { return *etp_; }
+  // The Comm of each group: the MPI one, or what wrap() put in front of it.
+  Comm& world() { return front_[0] ? *front_[0] : *world_; }
+  Comm& tp() { return front_[1] ? *front_[1] : *tp_; }
+  Comm& pp() { return front_[2] ? *front_[2] : *pp_; }
+  Comm& dp() { return front_[3] ? *front_[3] : *dp_; }
+  Comm& ep() { return front_[4] ? *front_[4] : *ep_; }
+  Comm& etp() { return front_[5] ? *front_[5] : *etp_; }
+  // Puts make(mpi comm) in front of every group's MPI Comm (e.g. a StagedComm for device
+  // buffers); the MPI Comms stay reachable through mpi_*() and must outlive the fronts, which
+  // they do (both are owned here). Comm references taken before the call still name the MPI Comms.
+  void wrap(const std::function<std::unique_ptr<Comm>(MpiComm&)>& make) {
+    MpiComm* inner[6] = {world_.get(), tp_.get(), pp_.get(), dp_.get(), ep_.get(), etp_.get()};
+    for (int i = 0; i < 6; ++i) front_[i] = make(*inner[i]);
+  }
   // The MPI communicators behind them (e.g. to bootstrap NCCL over the same groups).
   MpiComm& mpi_world() { return *world_; }
   MpiComm& mpi_tp() { return *tp_; }
@@ -66,6 +75,7 @@ class ProcessGroups {
   plan::RankCoord coord_;
   // world_ owns the Cartesian communicator; the others own their sub-communicators.
   std::unique_ptr<MpiComm> world_, tp_, pp_, dp_, ep_, etp_;
+  std::unique_ptr<Comm> front_[6];  // world, tp, pp, dp, ep, etp; null: the MPI Comm itself
 };
 
 }  // namespace dayzero::comm

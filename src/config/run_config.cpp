@@ -258,6 +258,7 @@ class Parser {
   Status parse_activations(const YAML::Node& n, const std::string& path, DumpSelection* sel);
   Status parse_watchdog(const YAML::Node& n);
   Status parse_runtime(const YAML::Node& n);
+  Status parse_checklist(const YAML::Node& n);
   Status parse_debug(const YAML::Node& n);
 
   RunConfig* cfg_;
@@ -266,7 +267,8 @@ class Parser {
 Status Parser::parse_root(const YAML::Node& root) {
   if (!given(root)) return Status::InvalidArgument(cfg_->source_name + ": the run config is empty");
   DZ_RETURN_IF_ERROR(check_map(root, "", {"model", "backend", "comm", "parallel", "topology", "limits",
-                                          "prompts", "generate", "dump", "watchdog", "runtime", "debug"}));
+                                          "prompts", "generate", "dump", "watchdog", "runtime", "checklist",
+                                          "debug"}));
   if (!given(root["model"])) return error(root, "model", "missing required section (model: {path: ...})");
   DZ_RETURN_IF_ERROR(parse_model(root["model"]));
   if (given(root["backend"]))
@@ -286,6 +288,7 @@ Status Parser::parse_root(const YAML::Node& root) {
   if (given(root["dump"])) DZ_RETURN_IF_ERROR(parse_dump(root["dump"]));
   if (given(root["watchdog"])) DZ_RETURN_IF_ERROR(parse_watchdog(root["watchdog"]));
   if (given(root["runtime"])) DZ_RETURN_IF_ERROR(parse_runtime(root["runtime"]));
+  if (given(root["checklist"])) DZ_RETURN_IF_ERROR(parse_checklist(root["checklist"]));
   if (given(root["debug"])) DZ_RETURN_IF_ERROR(parse_debug(root["debug"]));
   return Status::Ok();
 }
@@ -474,6 +477,19 @@ Status Parser::parse_watchdog(const YAML::Node& n) {
   return Status::Ok();
 }
 
+Status Parser::parse_checklist(const YAML::Node& n) {
+  DZ_RETURN_IF_ERROR(check_map(n, "checklist", {"first_token_text_s", "first_token_image_s"}));
+  ChecklistConfig& c = cfg_->checklist;
+  for (const auto& [key, value] : {std::pair<const char*, double*>{"first_token_text_s", &c.first_token_text_s},
+                                   {"first_token_image_s", &c.first_token_image_s}}) {
+    if (!given(n[key])) continue;
+    const std::string path = std::string("checklist.") + key;
+    DZ_RETURN_IF_ERROR(get_double(n[key], path, value));
+    if (!(*value > 0)) return error(n[key], path, "must be a number of seconds > 0, got " + n[key].Scalar());
+  }
+  return Status::Ok();
+}
+
 Status Parser::parse_debug(const YAML::Node& n) {
   DZ_RETURN_IF_ERROR(check_map(n, "debug", {"perturb", "stall", "image_patterns"}));
   if (given(n["image_patterns"])) {
@@ -491,12 +507,17 @@ Status Parser::parse_debug(const YAML::Node& n) {
   }
   if (given(n["perturb"])) {
     const YAML::Node p = n["perturb"];
-    DZ_RETURN_IF_ERROR(check_map(p, "debug.perturb", {"point", "scale"}));
+    DZ_RETURN_IF_ERROR(check_map(p, "debug.perturb", {"point", "scale", "repetition"}));
     PerturbConfig pc;
     if (!given(p["point"])) return error(p, "debug.perturb.point", "missing required key (a dump point, e.g. layers.3.ffn_out)");
     DZ_RETURN_IF_ERROR(get_string(p["point"], "debug.perturb.point", &pc.point));
     if (!given(p["scale"])) return error(p, "debug.perturb.scale", "missing required key (e.g. 1.001)");
     DZ_RETURN_IF_ERROR(get_double(p["scale"], "debug.perturb.scale", &pc.scale));
+    if (given(p["repetition"])) {
+      DZ_RETURN_IF_ERROR(get_int(p["repetition"], "debug.perturb.repetition", &pc.repetition.emplace()));
+      if (*pc.repetition < 1)
+        return error(p["repetition"], "debug.perturb.repetition", "must be >= 1 (the first repetition is 1)");
+    }
     cfg_->debug.perturb = pc;
   }
   if (!given(n["stall"])) return Status::Ok();
@@ -516,8 +537,11 @@ Status Parser::parse_debug(const YAML::Node& n) {
 }
 
 Status Parser::parse_runtime(const YAML::Node& n) {
-  DZ_RETURN_IF_ERROR(check_map(n, "runtime", {"threads", "staging_mib"}));
+  DZ_RETURN_IF_ERROR(check_map(n, "runtime", {"threads", "staging_mib", "headroom_mib"}));
   DZ_RETURN_IF_ERROR(get_opt_int(n["staging_mib"], "runtime.staging_mib", &cfg_->runtime.staging_mib));
+  DZ_RETURN_IF_ERROR(get_opt_int(n["headroom_mib"], "runtime.headroom_mib", &cfg_->runtime.headroom_mib));
+  if (cfg_->runtime.headroom_mib && *cfg_->runtime.headroom_mib < 0)
+    return error(n["headroom_mib"], "runtime.headroom_mib", "must be >= 0 MiB");
   return get_opt_int(n["threads"], "runtime.threads", &cfg_->runtime.threads);
 }
 

@@ -162,12 +162,18 @@ Status parse_stall_target(const std::string& before, StallConfig* s);
 struct RuntimeConfig {
   std::optional<int> threads;  // CPU threads per rank, >= 1; nullopt: runtime's choice
   std::optional<int> staging_mib;  // host staging for weight reads per rank, MiB (default 256)
+  // The fixed reserve per rank the planner adds to its estimate (runtime, library workspaces,
+  // fragmentation), MiB >= 0; nullopt: the planner's default (1 GiB), as `dayzero plan --headroom`.
+  std::optional<int> headroom_mib;
 };
 
 // debug.perturb (tests only).
 struct PerturbConfig {
   std::string point;   // a dump point produced by emit: "layers.3.ffn_out", "embed", "logits"
   double scale = 1.0;  // that tensor is multiplied by scale where it is produced (every rank)
+  // Only in this repetition of `dayzero run --repeat N` (1-based); nullopt: in every one. A
+  // perturbed later repetition is the negative control of the checklist's reproducibility line.
+  std::optional<int> repetition;
 };
 // debug.image_patterns (tests only): prompt `prompt` gets one synthetic image per entry, a
 // deterministic wave pattern of the model's image size already normalised (no file, no
@@ -183,6 +189,12 @@ struct DebugConfig {
   std::vector<ImagePatternConfig> image_patterns;
 };
 
+// checklist: the limits of the Day-0 checklist every run ends with (diag/checklist.h).
+struct ChecklistConfig {
+  double first_token_text_s = 30;   // first-token latency of a text prompt may not exceed this (> 0)
+  double first_token_image_s = 60;  // nor that of a prompt with images (> 0)
+};
+
 struct RunConfig {
   ModelConfig model;
   Backend backend = Backend::kAuto;
@@ -195,6 +207,7 @@ struct RunConfig {
   DumpConfig dump;
   WatchdogConfig watchdog;
   RuntimeConfig runtime;
+  ChecklistConfig checklist;
   DebugConfig debug;
 
   std::string source_text;  // the YAML exactly as read: echoed into the run folder and dumps
@@ -225,7 +238,8 @@ Result<RunConfig> parse_run_config(const std::string& yaml_text, const std::stri
 
 // Value checks that need no YAML: ranges, prompt ids, text xor tokens, ep/etp against tp,
 // dump placeholders, limits; and keys this build cannot honour (model.dtype other than float32
-// off CUDA, comm: nccl). InvalidArgument naming source_name and the key path.
+// off CUDA, comm: nccl without CUDA or with backend: cpu). InvalidArgument naming source_name
+// and the key path.
 Status validate(const RunConfig& cfg);
 
 // The dump point vocabulary (STYLE.md): embed, attn_norm, attn_out, ffn_norm, router_logits,

@@ -81,8 +81,9 @@ Status validate(const RunConfig& cfg) {
                                       "(backend: auto runs on the CPU); use float32 or omit the key");
   if (cfg.comm == CommKind::kNccl) {
 #ifdef DAYZERO_WITH_CUDA
-    return c.error("comm", "nccl cannot take effect: no NCCL communicator is built yet (MPI carries every "
-                           "collective); use mpi or auto");
+    if (cfg.backend == Backend::kCpu)
+      return c.error("comm", "nccl cannot take effect with backend: cpu (NCCL moves device buffers; the CPU "
+                             "backend's tensors are on the host); use mpi or auto");
 #else
     return c.error("comm", "nccl cannot take effect: this dayzero was built without CUDA (configure with "
                            "DAYZERO_CUDA=ON); use mpi or auto");

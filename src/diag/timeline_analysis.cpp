@@ -160,6 +160,39 @@ Analysis analyse(const RunTrails& t) {
     a.ranks.push_back(s);
   }
 
+  // Lost nodes (LostNode): only when the launcher ended a job spread over several hosts.
+  if (!watchdog_expired && first_sigterm_ns >= 0) {
+    std::map<std::string, std::vector<int>> by_host;
+    std::vector<std::string> host_order;
+    for (const RankTrail& r : t.ranks) {
+      if (!r.has_log) continue;
+      if (!by_host.count(r.host)) host_order.push_back(r.host);
+      by_host[r.host].push_back(r.rank);
+    }
+    const auto sigtermed = [&](int rank) {
+      return t.ranks[static_cast<size_t>(rank)].abort_reason.find("SIGTERM") != std::string::npos;
+    };
+    for (const std::string& host : host_order) {
+      if (host == "?" || by_host.size() < 2) continue;
+      bool silent = true, others_sigtermed = false;
+      for (int rank : by_host[host]) {
+        const RankTrail& r = t.ranks[static_cast<size_t>(rank)];
+        silent = silent && r.has_heartbeat && !r.hb_stopped && r.abort_reason.empty();
+      }
+      for (const auto& [other, ranks] : by_host)
+        if (other != host)
+          for (int rank : ranks) others_sigtermed = others_sigtermed || sigtermed(rank);
+      if (!silent || !others_sigtermed) continue;
+      a.lost_nodes.push_back({host, by_host[host]});
+      for (int rank : by_host[host]) a.ranks[static_cast<size_t>(rank)].heartbeat = "dead";
+    }
+  }
+  std::string lost;
+  for (const LostNode& n : a.lost_nodes)
+    lost += "node " + n.host + " was lost with all its ranks (" + ranks_text(n.ranks) +
+            "): none of them wrote an abort record or exited, while the launcher SIGTERMed the ranks "
+            "elsewhere; the node, or every dayzero process on it, died. ";
+
   std::set<int> culprits;
   for (const StuckOp& st : a.stuck)
     for (int r : st.never)
@@ -170,7 +203,7 @@ Analysis analyse(const RunTrails& t) {
 
   // The verdict.
   if (a.stuck.empty()) {
-    a.verdict = "no hang: every op that a group's ranks entered completed on all of them.";
+    a.verdict = lost + "no hang: every op that a group's ranks entered completed on all of them.";
     return a;
   }
   std::string v;
@@ -218,7 +251,7 @@ Analysis analyse(const RunTrails& t) {
   if (a.culprits.empty())
     v = "every stuck op's missing ranks are themselves waiting in another op (a cycle, or ops issued in "
         "different orders): see the stuck ops above. ";
-  a.verdict = v.substr(0, v.size() - 1);
+  a.verdict = lost + v.substr(0, v.size() - 1);
   return a;
 }
 
@@ -244,6 +277,8 @@ nlohmann::ordered_json to_json(const Analysis& a) {
                           {"last_event", r.last_event}, {"waiting_in", r.waiting_in}, {"waiting_s", r.waiting_s},
                           {"heartbeat", r.heartbeat}, {"heartbeat_age_s", r.heartbeat_age_s},
                           {"abort_reason", r.abort_reason}});
+  j["lost_nodes"] = nlohmann::ordered_json::array();
+  for (const LostNode& n : a.lost_nodes) j["lost_nodes"].push_back({{"host", n.host}, {"ranks", n.ranks}});
   j["culprits"] = a.culprits;
   j["verdict"] = a.verdict;
   return j;
@@ -275,6 +310,7 @@ std::string to_text(const Analysis& a) {
     if (r.heartbeat_age_s >= 0) o += " (" + fmt(r.heartbeat_age_s, "%.1f") + " s before the end)";
     o += "\n";
   }
+  for (const LostNode& n : a.lost_nodes) o += "node lost: " + n.host + ", ranks " + ranks_text(n.ranks) + "\n";
   o += "verdict: " + a.verdict + "\n";
   return o;
 }

@@ -2,7 +2,8 @@
 // spread of durations over ranks, per collective group the spread of arrival times, and the
 // hang analysis: per group and seq which ranks entered, completed, never arrived; each rank's
 // last event, whether it waits inside an op, and its heartbeat at the end (alive, dead or
-// exited); and a verdict naming the rank(s) the others wait for. Not the file reading.
+// exited); the nodes whose ranks all died at once; and a verdict naming the node(s) lost and
+// the rank(s) the others wait for. Not the file reading.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -61,8 +62,19 @@ struct RankState {
   std::string abort_reason;
 };
 
+// A node whose ranks all died together while the launcher ended the others: when no watchdog
+// expired, ranks on other hosts wrote "terminated by SIGTERM" abort records, and not one rank
+// of this host wrote any abort record nor exited, the launcher's SIGTERM found no process
+// there: the node (or every process on it) was gone. Its ranks are all "dead", those blocked
+// in an op as well.
+struct LostNode {
+  std::string host;
+  std::vector<int> ranks;  // world ranks, ascending
+};
+
 struct Analysis {
   int world = 0, nodes = 0;
+  std::vector<LostNode> lost_nodes;
   std::vector<PhaseStat> phases;
   std::vector<GroupSpread> groups;
   std::vector<StuckOp> stuck;

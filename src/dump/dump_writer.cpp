@@ -247,18 +247,28 @@ Status DumpWriter::append_activation_row(const std::string& prompt_id, const std
 
 Status DumpWriter::write_activation_stats(const std::string& prompt_id, const std::string& phase,
                                           const std::string& name, const float* data, int64_t n) {
-  DZ_RETURN_IF_ERROR(check_names(path_, prompt_id, phase, name));
-  const std::string path = activation_path(prompt_id, phase, name);
   if (n < 0 || (n > 0 && data == nullptr)) {
-    return Status::InvalidArgument(path_ + ": " + path + ": bad stats input");
+    return Status::InvalidArgument(path_ + ": " + activation_path(prompt_id, phase, name) + ": bad stats input");
   }
   const std::array<double, 8> stats = activation_stats(data, n);  // [8]
+  return write_activation_stats_rows(prompt_id, phase, name, stats.data(), 1);
+}
+
+Status DumpWriter::write_activation_stats_rows(const std::string& prompt_id, const std::string& phase,
+                                               const std::string& name, const double* rows, int64_t n_rows) {
+  DZ_RETURN_IF_ERROR(check_names(path_, prompt_id, phase, name));
+  const std::string path = activation_path(prompt_id, phase, name);
+  if (n_rows < 1 || rows == nullptr || (phase != kPhaseDecode && n_rows != 1)) {
+    return Status::InvalidArgument(path_ + ": " + path + ": bad stats rows (prefill takes one)");
+  }
   if (phase == kPhaseDecode) {
-    return append_row(path, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, sizeof(double), stats.data(),
-                      kStatsWidth, true);
+    for (int64_t i = 0; i < n_rows; ++i)
+      DZ_RETURN_IF_ERROR(append_row(path, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, sizeof(double), rows + i * kStatsWidth,
+                                    kStatsWidth, true));
+    return Status::Ok();
   }
   DZ_RETURN_IF_ERROR(write_dataset(path, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE,
-                                   {static_cast<hsize_t>(kStatsWidth)}, stats.data()));
+                                   {static_cast<hsize_t>(kStatsWidth)}, rows));
   h5::Id ds = h5::dataset(H5Dopen2(file_.get(), path.c_str(), H5P_DEFAULT));
   h5::Id str = h5::vlen_string_type();
   h5::Id space = h5::space(H5Screate(H5S_SCALAR));

@@ -47,6 +47,10 @@ class DumpWriter {
   // data: [n] (any shape, flattened).
   Status write_activation_stats(const std::string& prompt_id, const std::string& phase,
                                 const std::string& name, const float* data, int64_t n);
+  // Stats vectors already computed (another dump's, copied): rows [n_rows, 8] in the field
+  // order of activation_stats; prefill takes exactly one row, decode appends each.
+  Status write_activation_stats_rows(const std::string& prompt_id, const std::string& phase,
+                                     const std::string& name, const double* rows, int64_t n_rows);
 
   // Writes /outputs/<prompt_id>/ (see OutputRecord) and flushes the file: this is a prompt's
   // last write. InvalidArgument when the group exists or the step_topk sizes are not

@@ -33,6 +33,13 @@ struct SeqSegment {
   Tensor* k_cache = nullptr;  // [n_ctx, n_head_kv, head_dim] of this layer and sequence
   Tensor* v_cache = nullptr;  // [n_ctx, n_head_kv, head_dim]
   Tensor* index_k_cache = nullptr;  // [n_ctx, index_head_dim]: DSA indexer keys; null without an indexer
+  // A linear-attention layer's fixed-size state of this sequence (null for other layers): the
+  // causal conv's last conv_kernel - 1 inputs [conv_kernel - 1, local conv channels], the
+  // delta-rule state [local v heads, k_head_dim, v_head_dim] (f32), and the positions they cover
+  // (the block checks pos0 against it: a segment at pos0 0 starts from zero state).
+  Tensor* conv_state = nullptr;
+  Tensor* recurrent_state = nullptr;
+  int64_t* state_pos = nullptr;
   int64_t pos0 = 0;           // position of the segment's first row in its sequence
   int64_t row0 = 0;           // first row of the segment in the batch
   int64_t n_rows = 0;         // rows (tokens) of the segment
@@ -56,6 +63,9 @@ struct LayerContext {
   // DSA: the keys the last indexer of this forward call on this stage selected, per row (a
   // layer that reuses the previous selection reads it; may be null).
   std::vector<std::vector<int32_t>>* dsa_keys = nullptr;
+  // This rank's index in the tp group and its size (blocks that pick their rows of a replicated
+  // tensor, such as Gated DeltaNet's conv weights, need them).
+  int tp_rank = 0, tp_size = 1;
 
   void reduce_tp(Tensor& t) const {
     if (tp_all_reduce) (*tp_all_reduce)(t);
@@ -71,6 +81,8 @@ struct ModelShape {
   bool tie_embeddings = false;
   int32_t bos_id = -1, eos_id = -1;
   std::string torch_dtype = "bfloat16";
+  std::string quant;  // "" or "int4": the family's INT4 layout (make_config writes its quantization_config)
+  int32_t image_token_id = -1;  // the tokenizer's image placeholder (image_placeholder_text), -1: none
 };
 
 class Adapter {
@@ -106,6 +118,9 @@ class Adapter {
   // preprocessor_config.json of a generated model with this config.json (null: the family
   // takes no images).
   virtual nlohmann::json make_preprocessor_config(const nlohmann::json& config) const { return nullptr; }
+  // The image placeholder's text in a generated model's tokenizer (make-model adds it as a
+  // special token after the trained vocabulary; empty: none).
+  virtual std::string image_placeholder_text() const { return {}; }
   // Fills the sizes this family needs that shape leaves at 0 (experts of an MoE family) with
   // tiny defaults, so a generated model needs no size flags. Sizes already set are kept.
   virtual void fill_tiny_defaults(ModelShape& shape) const {}

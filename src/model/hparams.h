@@ -61,6 +61,18 @@ struct DsaParams {
   }
 };
 
+// Gated DeltaNet linear attention (qwen3_next, qwen3_5_moe); absent when n_k_heads is 0. Which
+// layers are linear comes from HParams::linear_layers.
+struct LinearAttnParams {
+  int64_t n_k_heads = 0, n_v_heads = 0;  // linear_num_key_heads / linear_num_value_heads (v a multiple of k)
+  int64_t k_head_dim = 0, v_head_dim = 0;
+  int64_t conv_kernel = 0;               // linear_conv_kernel_dim: the causal depthwise conv's taps
+  int64_t v_per_k() const { return n_k_heads > 0 ? n_v_heads / n_k_heads : 0; }
+  int64_t key_dim() const { return n_k_heads * k_head_dim; }
+  int64_t value_dim() const { return n_v_heads * v_head_dim; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // channels of the conv: [q | k | v]
+};
+
 // Sigmoid routing with a selection bias and group-limited top-k (DeepSeek-V3 "noaux_tc").
 struct GroupRouting {
   bool enabled = false;
@@ -92,7 +104,9 @@ struct VisionParams {
   int64_t n_layer_run = 0;        // encoder layers run: the feature layer's hidden state
   bool drop_class_token = true;   // vision_feature_select_strategy "default"
   int64_t merge_kernel = 1;       // k x k patch merger (1: none)
-  bool projector_pre_norm = false;
+  bool post_norm = false;         // run the post-norm on the tower's output (MoonViT's final_layernorm)
+  double projector_norm_eps = 1e-5;
+  bool projector_pre_norm = false;  // LayerNorm of each patch's n_embd features before the merge's concatenation
   Act projector_act = Act::kGelu;
   int64_t projector_hidden = 0;   // linear_1 output width
   int32_t image_token_id = -1;    // the placeholder the processor expands per image
@@ -124,6 +138,13 @@ struct HParams {
   bool norm_topk_prob = true;     // renormalise the top-k probabilities to sum to 1
   std::vector<int> dense_layers;  // layers with a dense MLP instead of experts
   GroupRouting group_routing;
+  // Shared expert next to the routed ones, scaled per token by sigmoid(shared_expert_gate . x)
+  // (qwen3_next); 0: none.
+  int64_t n_ff_shared_gated = 0;
+  bool attn_output_gate = false;    // q_proj also yields a per-head gate: attention * sigmoid(gate) (qwen3_next)
+  bool norm_weight_offset = false;  // every RMSNorm scales by (1 + w), Gemma-style (qwen3_next)
+  LinearAttnParams linear;
+  std::vector<int> linear_layers;   // layers whose token mixer is Gated DeltaNet (layer_types "linear_attention")
   MlaParams mla;
   DsaParams dsa;
   // Rotary dimensions when not head_dim (MLA rotates qk_rope_head_dim of each head): the
@@ -134,6 +155,9 @@ struct HParams {
   VisionParams vision;         // multimodal families only
   nlohmann::json raw;          // config.json as read
 
+  bool is_linear_layer(int layer) const {
+    return std::find(linear_layers.begin(), linear_layers.end(), layer) != linear_layers.end();
+  }
   bool is_moe_layer(int layer) const {
     return n_expert > 0 && std::find(dense_layers.begin(), dense_layers.end(), layer) == dense_layers.end();
   }

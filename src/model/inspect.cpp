@@ -119,7 +119,15 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
       f.push_back({"shared experts", std::to_string(g.n_shared_experts) + " x " + std::to_string(hp.n_ff_expert),
                    S::kYes});
   }
-  if (!r.quant_method.empty()) {
+  int64_t packed = 0, group = 0;
+  for (const auto& s : specs)
+    if (s.pack_group > 0) ++packed, group = s.pack_group;
+  if (packed > 0) {
+    f.push_back({"INT4 weights",
+                 std::to_string(packed) + " Linear weights (compressed-tensors, groups of " + std::to_string(group) +
+                     "), dequantized to f32 at load",
+                 S::kYes});
+  } else if (!r.quant_method.empty()) {
     bool declared = false;
     for (const auto& s : specs) declared = declared || !s.scale_name.empty();
     const std::string what = r.quant_method + (r.quant_fmt.empty() ? "" : " " + r.quant_fmt) +
@@ -160,6 +168,12 @@ const char* support_name(Support s) {
 }
 
 std::string stored_dtype_name(const TensorSpec& s, const ParamReport& r) {
+  auto ends = [&](const char* x) {
+    const std::string t(x);
+    return s.name.size() >= t.size() && s.name.compare(s.name.size() - t.size(), t.size(), t) == 0;
+  };
+  if (ends(".weight_packed") || ends(".weight_shape")) return "I32";  // INT4 pack-quantized storage
+  if (ends(".weight_scale") && s.component == Component::kQuantScale) return "BF16";
   if (s.component == Component::kQuantScale) return "F32";
   if (!s.scale_name.empty()) return r.quant_fmt == "e5m2" ? "F8_E5M2" : "F8_E4M3";
   return stored_dtype(r.torch_dtype);
@@ -170,8 +184,17 @@ ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& spe
   ParamReport r;
   if (config.contains("torch_dtype") && config["torch_dtype"].is_string())
     r.torch_dtype = config["torch_dtype"].get<std::string>();
-  if (config.contains("quantization_config") && config["quantization_config"].is_object()) {
-    const auto& q = config["quantization_config"];
+  // A multimodal config carries its text model's quantization in text_config (Kimi-K2.5).
+  const nlohmann::json* qc = nullptr;
+  if (config.contains("quantization_config") && config["quantization_config"].is_object())
+    qc = &config["quantization_config"];
+  else if (config.contains("text_config") && config["text_config"].is_object() &&
+           config["text_config"].contains("quantization_config") &&
+           config["text_config"]["quantization_config"].is_object())
+    qc = &config["text_config"]["quantization_config"];
+  if (qc) {
+    const auto& q = *qc;
+    if (q.contains("format") && q["format"].is_string()) r.quant_fmt = q["format"].get<std::string>();
     // Reported as found: a value of the wrong type reads as absent (the adapter's parse refuses it).
     if (q.contains("quant_method") && q["quant_method"].is_string()) r.quant_method = q["quant_method"].get<std::string>();
     if (q.contains("fmt") && q["fmt"].is_string()) r.quant_fmt = q["fmt"].get<std::string>();
@@ -186,7 +209,7 @@ ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& spe
   for (const auto& s : specs) {
     const int64_t n = shape_numel(s.shape);
     const bool scale = s.component == Component::kQuantScale;
-    if (!catalog) {
+    if (!catalog && s.pack_group == 0) {  // a pack-quantized weight is stored as its companions
       const std::string dt = stored_dtype_name(s, r);
       DTypeCount& d = r.dtypes[dt];
       d.tensors += 1;
@@ -204,7 +227,7 @@ ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& spe
     component_slot(mtp ? r.mtp : r.main, s.component) += n;
     if (mtp) continue;
     if (s.component == Component::kRoutedExpert) routed_by_layer[s.layer] += n;
-    if (!s.scale_name.empty()) r.quantized_params += n;
+    if (!s.scale_name.empty() || s.pack_group > 0) r.quantized_params += n;
   }
   if (catalog) {
     r.dtype_source = "checkpoint";

@@ -17,7 +17,10 @@ const std::vector<const Adapter*>& table() {
       &deepseek_v3_adapter(),
       &deepseek_v32_adapter(),
       &glm_moe_dsa_adapter(),
+      &qwen3_next_adapter(),
+      &qwen3_5_moe_adapter(),
       &llava_adapter(),
+      &kimi_k25_adapter(),
   };
   return kAdapters;
 }

@@ -34,7 +34,8 @@ enum class Component {
   kVision,       // a vision tower (patch embedding, encoder layers, its norms)
   kProjector,    // the multimodal projector from the tower into the text width
   kMtpHead,       // multi-token prediction's own projection, embedding and head
-  kQuantScale,    // FP8 block scales: quantization metadata, not parameters
+  kQuantScale,    // quantization storage, not parameters: FP8 block scales; INT4 packed words,
+                  // group scales and shapes (the parameters count on the logical weight)
 };
 const char* component_name(Component c);
 
@@ -59,6 +60,11 @@ struct TensorSpec {
   // and the block size; the loader dequantizes to f32 (checkpoint/fp8.h). Empty: not quantized.
   std::string scale_name = {};
   int64_t quant_block_rows = 0, quant_block_cols = 0;
+  // Pack-quantized INT4 Linear (compressed-tensors, checkpoint/pack_quantized.h): name and shape
+  // are the logical weight, which is not on disk; its companions `<module>.weight_packed`,
+  // `.weight_scale` and `.weight_shape` are declared as their own specs (kQuantScale, skip_load)
+  // and read with it; the loader dequantizes to f32. 0: not pack-quantized.
+  int64_t pack_group = 0;
   Component component = Component::kUnknown;
 };
 

@@ -270,7 +270,7 @@ std::vector<Caveat> generic_caveats(const analysis::Analysis& a, WeightsOnDevice
     add("kv_cache", "no KV cache in the " + std::to_string(n_linear) + " linear-attention layers; " +
                         "the other " + std::to_string(t.n_layer - n_linear) + " layers hold one");
     const int64_t kd = t.lin_k_heads * t.lin_k_dim, vd = t.lin_v_heads * t.lin_v_dim;
-    add("state", "linear attention (Gated DeltaNet: needs a new block): per sequence and layer the conv window (" +
+    add("state", "linear attention (Gated DeltaNet): per sequence and layer the conv window (" +
                      std::to_string(t.lin_conv) + " - 1) x " + std::to_string(2 * kd + vd) +
                      " channels at the compute dtype and " + std::to_string(t.lin_v_heads) + " x " +
                      std::to_string(t.lin_k_dim) + " x " + std::to_string(t.lin_v_dim) + " f32 recurrent state");

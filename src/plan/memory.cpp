@@ -31,12 +31,20 @@ LayerCache uniform_cache(const model::HParams& hp) {
 }
 
 LayerCache adapter_layer_cache(const model::HParams& hp, int layer) {
+  if (std::find(hp.linear_layers.begin(), hp.linear_layers.end(), layer) != hp.linear_layers.end()) {
+    const model::LinearAttnParams& la = hp.linear;
+    LayerCache c;
+    c.state_heads = la.n_k_heads;
+    c.conv_per_head = (la.conv_kernel - 1) * (2 * la.k_head_dim + la.v_per_k() * la.v_head_dim);
+    c.recurrent_per_head = la.v_per_k() * la.k_head_dim * la.v_head_dim;
+    return c;
+  }
   LayerCache c = uniform_cache(hp);
   if (hp.dsa.reuses_topk(layer)) c.kv_whole = 0;
   return c;
 }
 
-std::vector<LayerCache> adapter_caches(const model::HParams& hp) {
+std::vector<LayerCache> adapter_layer_caches(const model::HParams& hp) {
   std::vector<LayerCache> out;
   for (int l = 0; l < hp.n_layer; ++l) out.push_back(adapter_layer_cache(hp, l));
   return out;
@@ -55,10 +63,10 @@ int64_t layer_state_bytes(const LayerCache& c, int tp, const MemoryParams& p) {
 StageCache stage_cache(const model::HParams& hp, int begin, int end, int tp, const MemoryParams& p) {
   StageCache s;
   if (p.cache.empty()) {
-    if (hp.dsa.shared.empty()) {
-      s.kv = kv_cache_bytes(hp, end - begin, tp, p);
-    } else {
-      for (int l = begin; l < end; ++l) s.kv += layer_kv_bytes(adapter_layer_cache(hp, l), tp, p);
+    for (int l = begin; l < end; ++l) {
+      const LayerCache c = adapter_layer_cache(hp, l);
+      s.kv += layer_kv_bytes(c, tp, p);
+      s.state += layer_state_bytes(c, tp, p);
     }
     return s;
   }
@@ -88,6 +96,7 @@ int64_t activation_bytes(const model::HParams& hp, int tp, bool last_stage, cons
 int64_t held_bytes(const model::TensorSpec& spec, size_t index, const Slice& slice, const MemoryParams& p) {
   if (spec.skip_load || !slice.held) return 0;
   if (p.stored_bytes.empty()) return slice_bytes(spec, slice, p.bytes_per_weight);
+  if (spec.pack_group > 0) return pack_quant_bytes(spec, slice, true);  // as stored: 0.5 B + group scales
   DZ_CHECK(index < p.stored_bytes.size(), spec.name << ": no stored element size (" << p.stored_bytes.size()
                                                     << " for spec " << index << ")");
   const int64_t elem = p.stored_bytes[index];

@@ -63,11 +63,13 @@ Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice we
   }
   DZ_ASSIGN_OR_RETURN(WeightSizes w, config_dtype(m.config));
   const bool quantized = std::any_of(m.specs.begin(), m.specs.end(), [](const auto& s) { return !s.scale_name.empty(); });
-  if (quantized) {
+  const bool packed = std::any_of(m.specs.begin(), m.specs.end(), [](const auto& s) { return s.pack_group > 0; });
+  if (quantized || packed) {
     // torch_dtype then names the unquantized tensors (a float8 one: taken as bfloat16).
     if (w.bytes_per_weight == 1) w.bytes_per_weight = 2;
     w.stored_bytes = stored_bytes_from_config(m.specs, w.bytes_per_weight);
-    w.label += "; fp8 Linear weights 1 B + f32 block scales (quantization_config)";
+    if (quantized) w.label += "; fp8 Linear weights 1 B + f32 block scales (quantization_config)";
+    if (packed) w.label += "; int4 pack-quantized Linear weights 0.5 B + bf16 group scales (quantization_config)";
   }
   return w;
 }
@@ -95,6 +97,7 @@ Result<PlanRequest> make_plan_request(const model::ModelFolder& m, const Request
   req.hp = m.hp;
   req.specs = m.specs;
   req.names = edge_names(*m.adapter, m.hp);
+  req.cache = adapter_layer_caches(m.hp);
   fill_request_inputs(in, w, req);
   if (sizes) *sizes = std::move(w);
   return req;

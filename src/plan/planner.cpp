@@ -271,22 +271,17 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
   const double logits_gather =
       tp > 1 ? intra_lat + seconds_for(1.0 * (tp - 1) / tp * hp.n_vocab * 4.0, topo.intra_node_gbps) : 0.0;
   const double attn_flops_layer = 4.0 * ctx_avg * static_cast<double>(hp.n_head / tp) * hp.head_dim;
-  const double kv_read_layer = 2.0 * ctx_avg * local_kv_heads(hp, tp) * hp.head_dim * a;
   double total = 0, t_max = 0;
   for (int s = 0; s < pp; ++s) {
     const int b = ev.bounds[s], e = ev.bounds[s + 1];
     const bool last = s == pp - 1 && edges;
     double compute = 0;
-    // Cache read per token: the uniform formula for adapter families; with per-layer caches,
-    // the cache (at half the context) and the state, as held.
-    double cache_read = (e - b) * kv_read_layer;
-    if (!mp.cache.empty()) {
-      MemoryParams half = mp;
-      half.max_context_tokens = std::max<int64_t>(1, req.max_context_tokens / 2);
-      half.batch = 1;
-      const StageCache c = stage_cache(hp, b, e, tp, half);
-      cache_read = static_cast<double>(c.kv + c.state);
-    }
+    // Cache read per token: the stage's caches at half the context and its state, as held.
+    MemoryParams half = mp;
+    half.max_context_tokens = std::max<int64_t>(1, req.max_context_tokens / 2);
+    half.batch = 1;
+    const StageCache c = stage_cache(hp, b, e, tp, half);
+    const double cache_read = static_cast<double>(c.kv + c.state);
     for (int t = 0; t < tp; ++t) {
       const double wbytes = static_cast<double>(tb.layers(t, b, e) + (last ? tb.lm_head[t] : 0));
       const double flops = 2.0 * wbytes / bytes_per_param + (e - b) * attn_flops_layer;

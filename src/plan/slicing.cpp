@@ -71,6 +71,9 @@ Status check_tp(const std::vector<model::TensorSpec>& specs, const model::HParam
   if (hp.n_head_kv % tp != 0 && tp % hp.n_head_kv != 0)
     return Status::InvalidArgument(std::to_string(hp.n_head_kv) + " kv heads are not divisible by " + t + " and " + t +
                                    " is not a multiple of " + std::to_string(hp.n_head_kv));
+  if (!hp.linear_layers.empty() && hp.linear.n_k_heads % tp != 0)
+    return Status::InvalidArgument(std::to_string(hp.linear.n_k_heads) +
+                                   " linear-attention key heads are not divisible by " + t);
   if (hp.n_ff % tp != 0)
     return Status::InvalidArgument("intermediate size " + std::to_string(hp.n_ff) + " is not divisible by " + t);
   for (const auto& s : specs) DZ_RETURN_IF_ERROR(check_tp(s, tp));
@@ -148,6 +151,17 @@ int64_t slice_bytes(const model::TensorSpec& spec, const Slice& slice, int64_t b
   const int64_t extent = spec.shape[slice.dim];
   if (extent == 0) return 0;
   return numel / extent * (slice.end - slice.begin) * bytes_per_element;
+}
+
+int64_t pack_quant_bytes(const model::TensorSpec& spec, const Slice& slice, bool with_scales) {
+  if (!slice.held || spec.shape.size() != 2 || spec.pack_group <= 0) return 0;
+  int64_t r0 = 0, r1 = spec.shape[0], c0 = 0, c1 = spec.shape[1];
+  if (slice.dim == 0) r0 = slice.begin, r1 = slice.end;
+  if (slice.dim == 1) c0 = slice.begin, c1 = slice.end;
+  if (r1 <= r0 || c1 <= c0) return 0;
+  // Covering words and groups, as checkpoint::load_pack_quantized_f32 reads them.
+  const int64_t words = (c1 - 1) / 8 + 1 - c0 / 8, groups = (c1 - 1) / spec.pack_group + 1 - c0 / spec.pack_group;
+  return (r1 - r0) * (words * 4 + (with_scales ? groups * 2 : 0));
 }
 
 }  // namespace dayzero::plan

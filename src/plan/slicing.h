@@ -69,6 +69,10 @@ Slice slice_for(const model::TensorSpec& spec, const model::HParams& hp, const P
 
 // Bytes of a slice with elements of bytes_per_element; 0 when not held.
 int64_t slice_bytes(const model::TensorSpec& spec, const Slice& slice, int64_t bytes_per_element);
+// A pack-quantized INT4 spec's stored bytes for a slice (spec.pack_group > 0, 2-D): the int32
+// words covering its columns in each of its rows, plus with_scales the BF16 group scales
+// covering them; 0 when not held.
+int64_t pack_quant_bytes(const model::TensorSpec& spec, const Slice& slice, bool with_scales);
 
 // Whether the spec's shard rule can split it over tp ranks. InvalidArgument with a reason that
 // names the tensor ("...k_proj.weight: 8 blocks (1024 rows in blocks of 128) are not divisible

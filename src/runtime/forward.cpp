@@ -8,6 +8,7 @@
 #include <map>
 
 #include "comm/comm.h"
+#include "model/blocks/norm.h"
 #include "model/blocks/vision.h"
 #include "plan/memory.h"
 
@@ -51,16 +52,30 @@ class StackingSink final : public model::ActivationSink {
 }  // namespace
 
 KvCache::KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx,
-                 KvLedger* ledger, int64_t index_head_dim, const std::vector<bool>& index_layers)
+                 KvLedger* ledger, int64_t index_head_dim, const std::vector<bool>& index_layers,
+                 const LinearStateShape& state)
     : layer_begin_(layer_begin), n_ctx_(n_ctx), ledger_(ledger) {
   DZ_CHECK(index_layers.empty() || static_cast<int>(index_layers.size()) == layer_end - layer_begin,
            index_layers.size() << " indexer flags for layers [" << layer_begin << ", " << layer_end << ")");
   for (int l = layer_begin; l < layer_end; ++l) {
-    k_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
-    v_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
-    const bool keeps = index_layers.empty() || index_layers[l - layer_begin];
-    if (index_head_dim > 0) ik_.push_back(keeps ? be.empty(DType::kF32, {n_ctx, index_head_dim}) : Tensor());
+    const bool linear = std::find(state.layers.begin(), state.layers.end(), l) != state.layers.end();
+    if (linear) {
+      // A fixed-size state instead of keys and values: nothing grows with n_ctx.
+      k_.emplace_back();
+      v_.emplace_back();
+      if (index_head_dim > 0) ik_.emplace_back();
+      conv_.push_back(be.empty(DType::kF32, {state.conv_rows, state.conv_channels}));
+      rec_.push_back(be.empty(DType::kF32, {state.v_heads, state.k_dim, state.v_dim}));
+    } else {
+      k_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
+      v_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
+      const bool keeps = index_layers.empty() || index_layers[l - layer_begin];
+      if (index_head_dim > 0) ik_.push_back(keeps ? be.empty(DType::kF32, {n_ctx, index_head_dim}) : Tensor());
+      conv_.emplace_back();
+      rec_.emplace_back();
+    }
   }
+  state_pos_.assign(static_cast<size_t>(std::max(0, layer_end - layer_begin)), 0);
   if (ledger_) ledger_->add(bytes());
 }
 
@@ -70,10 +85,16 @@ KvCache::KvCache(KvCache&& o) noexcept
       k_(std::move(o.k_)),
       v_(std::move(o.v_)),
       ik_(std::move(o.ik_)),
+      conv_(std::move(o.conv_)),
+      rec_(std::move(o.rec_)),
+      state_pos_(std::move(o.state_pos_)),
       ledger_(o.ledger_) {
   o.k_.clear();
   o.v_.clear();
   o.ik_.clear();
+  o.conv_.clear();
+  o.rec_.clear();
+  o.state_pos_.clear();
   o.n_ctx_ = 0;
   o.ledger_ = nullptr;
 }
@@ -86,10 +107,16 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
     k_ = std::move(o.k_);
     v_ = std::move(o.v_);
     ik_ = std::move(o.ik_);
+    conv_ = std::move(o.conv_);
+    rec_ = std::move(o.rec_);
+    state_pos_ = std::move(o.state_pos_);
     ledger_ = o.ledger_;
     o.k_.clear();
     o.v_.clear();
     o.ik_.clear();
+    o.conv_.clear();
+    o.rec_.clear();
+    o.state_pos_.clear();
     o.n_ctx_ = 0;
     o.ledger_ = nullptr;
   }
@@ -102,13 +129,26 @@ void KvCache::release() {
   k_.clear();
   v_.clear();
   ik_.clear();
+  conv_.clear();
+  rec_.clear();
+  state_pos_.clear();
   n_ctx_ = 0;
 }
 
-int64_t KvCache::bytes() const {
+int64_t KvCache::kv_bytes() const {
   int64_t b = 0;
-  for (const auto& t : k_) b += static_cast<int64_t>(t.bytes()) * 2;
+  for (const auto& t : k_)
+    if (t.defined()) b += static_cast<int64_t>(t.bytes()) * 2;
   for (const auto& t : ik_)
+    if (t.defined()) b += static_cast<int64_t>(t.bytes());
+  return b;
+}
+
+int64_t KvCache::state_bytes() const {
+  int64_t b = 0;
+  for (const auto& t : conv_)
+    if (t.defined()) b += static_cast<int64_t>(t.bytes());
+  for (const auto& t : rec_)
     if (t.defined()) b += static_cast<int64_t>(t.bytes());
   return b;
 }
@@ -132,8 +172,21 @@ KvCache Forward::new_cache(int64_t n_ctx) const {
   const int64_t n_head_kv = plan::local_kv_heads(hp_, part_.tp ? part_.tp->size() : 1);
   std::vector<bool> index_layers;
   for (int l = part_.layer_begin; l < part_.layer_end; ++l) index_layers.push_back(hp_.dsa.has_indexer(l));
+  LinearStateShape state;
+  if (!hp_.linear_layers.empty()) {
+    // Gated DeltaNet heads split over tp by key-head groups, as the block's weights are.
+    const model::LinearAttnParams& la = hp_.linear;
+    const int tp = part_.tp ? part_.tp->size() : 1;
+    DZ_CHECK(la.n_k_heads % tp == 0, la.n_k_heads << " linear-attention key heads over tp=" << tp);
+    state.layers = hp_.linear_layers;
+    state.conv_rows = la.conv_kernel - 1;
+    state.conv_channels = la.conv_dim() / tp;
+    state.v_heads = la.n_v_heads / tp;
+    state.k_dim = la.k_head_dim;
+    state.v_dim = la.v_head_dim;
+  }
   return KvCache(be_, part_.layer_begin, part_.layer_end, n_head_kv, hp_.head_dim, n_ctx, &kv_ledger_,
-                 hp_.dsa.index_topk > 0 ? hp_.dsa.index_head_dim : 0, index_layers);
+                 hp_.dsa.index_topk > 0 ? hp_.dsa.index_head_dim : 0, index_layers, state);
 }
 
 Tensor Forward::run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cache, model::ActivationSink* sink,
@@ -186,9 +239,13 @@ void Forward::run_layers(std::span<const SeqInput> seqs, Rows& rows, model::Acti
       rows.segments[i].k_cache = &seqs[i].cache->k(l);
       rows.segments[i].v_cache = &seqs[i].cache->v(l);
       rows.segments[i].index_k_cache = seqs[i].cache->index_k(l);
+      rows.segments[i].conv_state = seqs[i].cache->conv_state(l);
+      rows.segments[i].recurrent_state = seqs[i].cache->recurrent_state(l);
+      rows.segments[i].state_pos = seqs[i].cache->state_pos(l);
     }
     model::LayerContext ctx{be_, hp_, w_, rows.segments, rows.positions, inv_freq_, sink,
                             tp_all_reduce_ ? &tp_all_reduce_ : nullptr, expert_tokens_, &dsa_keys};
+    if (part_.tp) ctx.tp_rank = part_.tp->rank(), ctx.tp_size = part_.tp->size();
     adapter_.forward_layer(ctx, l, hidden);
   }
 }
@@ -232,7 +289,7 @@ Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink*
     return {};
   }
   Tensor normed = be_.empty(DType::kF32, {n, hp_.n_embd});
-  be_.rmsnorm(hidden, w_.get(adapter_.final_norm_name()), static_cast<float>(hp_.rms_eps), normed);
+  model::blocks::rms_norm(be_, hp_, hidden, w_.get(adapter_.final_norm_name()), normed);
   model::emit(sink, "final_norm", normed);
   Tensor last_rows;  // [n_seqs, n_embd]: each sequence's last row
   if (all_logits || n == static_cast<int64_t>(seqs.size())) {

@@ -43,8 +43,18 @@ struct KvLedger {
   void remove(int64_t b) { resident -= b; }
 };
 
+// The fixed-size state of a linear-attention (Gated DeltaNet) layer on one rank, per sequence:
+// conv window [conv_kernel - 1, conv_channels] and recurrent state [v_heads, k_dim, v_dim] (f32).
+struct LinearStateShape {
+  std::vector<int> layers;  // the linear-attention layers (hp.linear_layers)
+  int64_t conv_rows = 0, conv_channels = 0;
+  int64_t v_heads = 0, k_dim = 0, v_dim = 0;
+};
+
 // Keys and values of this rank's layers for one sequence, on the backend's device, and the DSA
-// indexer's keys [n_ctx, index_head_dim] per layer where the family has an indexer.
+// indexer's keys [n_ctx, index_head_dim] per layer where the family has an indexer. A
+// linear-attention layer (state.layers) holds no keys and values but its fixed-size state,
+// whatever n_ctx is.
 // Move-only; counted in its ledger (if any) until destroyed or released. REQUIRES: the
 // ledger outlives the cache.
 class KvCache {
@@ -53,7 +63,8 @@ class KvCache {
   // index_head_dim 0: no indexer keys; index_layers, when given ([layer_end - layer_begin]),
   // says which of the layers keep them (a layer reusing another's selection keeps none).
   KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx,
-          KvLedger* ledger = nullptr, int64_t index_head_dim = 0, const std::vector<bool>& index_layers = {});
+          KvLedger* ledger = nullptr, int64_t index_head_dim = 0, const std::vector<bool>& index_layers = {},
+          const LinearStateShape& state = {});
   KvCache(KvCache&& o) noexcept;
   KvCache& operator=(KvCache&& o) noexcept;
   KvCache(const KvCache&) = delete;
@@ -67,7 +78,16 @@ class KvCache {
   Tensor* index_k(int layer) {
     return ik_.empty() || !ik_[layer - layer_begin_].defined() ? nullptr : &ik_[layer - layer_begin_];
   }
-  int64_t bytes() const;
+  // A linear-attention layer's state, or null for another layer.
+  Tensor* conv_state(int layer) { return conv_[layer - layer_begin_].defined() ? &conv_[layer - layer_begin_] : nullptr; }
+  Tensor* recurrent_state(int layer) {
+    return rec_[layer - layer_begin_].defined() ? &rec_[layer - layer_begin_] : nullptr;
+  }
+  int64_t* state_pos(int layer) { return &state_pos_[layer - layer_begin_]; }
+  // Bytes of keys and values (and indexer keys), and of the linear-attention state.
+  int64_t kv_bytes() const;
+  int64_t state_bytes() const;
+  int64_t bytes() const { return kv_bytes() + state_bytes(); }
   // Frees the tensors and leaves the ledger; n_ctx() becomes 0.
   void release();
 
@@ -75,6 +95,8 @@ class KvCache {
   int layer_begin_;
   int64_t n_ctx_;
   std::vector<Tensor> k_, v_, ik_;
+  std::vector<Tensor> conv_, rec_;  // [n_layers]; empty tensors outside linear-attention layers
+  std::vector<int64_t> state_pos_;
   KvLedger* ledger_ = nullptr;
 };
 

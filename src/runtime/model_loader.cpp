@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "checkpoint/fp8.h"
+#include "checkpoint/pack_quantized.h"
 #include "core/clock.h"
 #include "kernels/ops.h"
 #include "model/registry.h"
@@ -17,6 +18,7 @@ namespace fs = std::filesystem;
 Status check_tensors(const ModelInfo& m) {
   std::set<std::string> claimed;
   for (const auto& spec : m.specs) {
+    if (spec.pack_group > 0) continue;  // a logical weight: its stored companions are specs of their own
     claimed.insert(spec.name);
     const checkpoint::TensorInfo* t = m.catalog.find(spec.name);
     if (!t)
@@ -25,7 +27,7 @@ Status check_tensors(const ModelInfo& m) {
     if (t->shape != spec.shape)
       return Status::InvalidArgument(t->file + ": tensor " + spec.name + " has shape " + shape_str(t->shape) +
                                      ", expected " + shape_str(spec.shape));
-    if (!dtype_is_float(t->dtype))
+    if (!dtype_is_float(t->dtype) && spec.component != model::Component::kQuantScale)
       return Status::Unsupported(t->file + ": tensor " + spec.name + " has dtype " + dtype_name(t->dtype) +
                                  ", expected a float type");
   }
@@ -56,7 +58,7 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
     if (rec.nan_count || rec.inf_count)
       return Status::Corrupt(rec.file + ": tensor " + spec.name + " holds " + std::to_string(rec.nan_count) +
                              " NaN and " + std::to_string(rec.inf_count) + " infinite values");
-    weights.put(spec.name, be.to_device(host));
+    weights.put(spec.name, be.to_device_weight(host));
     stats.bytes_read += rec.bytes_read;
     ++stats.tensors;
     if (on_tensor) on_tensor(rec);
@@ -77,6 +79,19 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
     if (spec.skip_load) continue;
     const TensorSlice slice = slice_of ? slice_of(spec) : TensorSlice{};
     if (!slice.held) continue;
+    if (spec.pack_group > 0) {
+      // Pack-quantized INT4: dequantized with its group scales, only this slice's words read.
+      DZ_RETURN_IF_ERROR(take_queued());
+      checkpoint::WeightRecord rec;
+      checkpoint::PackQuant q;
+      q.group_size = spec.pack_group;
+      const std::string module = spec.name.substr(0, spec.name.size() - std::string(".weight").size());
+      DZ_ASSIGN_OR_RETURN(Tensor host, checkpoint::load_pack_quantized_f32(m.catalog, module, q, spec.shape[0],
+                                                                           spec.shape[1], reader, &rec, slice.dim,
+                                                                           slice.begin, slice.end));
+      DZ_RETURN_IF_ERROR(place(spec, std::move(host), std::move(rec)));
+      continue;
+    }
     if (!spec.scale_name.empty()) {
       // Block-quantized FP8: dequantized with its scales, only the blocks of this slice read.
       DZ_RETURN_IF_ERROR(take_queued());

@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include "core/progress_line.h"
+
 namespace dayzero::runtime {
 
 class ProgressReporter {
@@ -20,13 +22,11 @@ class ProgressReporter {
 
  private:
   void run();
-  bool report(bool final_line);
+  void report();
 
-  std::string run_dir_, label_;
+  std::string run_dir_;
   int world_size_;
-  bool tty_;
-  int64_t t0_ns_, last_print_ns_ = 0;
-  bool printed_ = false;
+  ProgressLine line_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -19,6 +19,7 @@ struct RunArgs {
   int threads = 0;                // --threads: overrides runtime.threads
   std::string replay_from;        // --replay-from: a run folder whose recorded layer inputs are replayed
   std::string replay_layers;      // --replay-layers A:B: the layers A..B-1 to replay (with replay_from)
+  int repeat = 1;                 // --repeat N: the prompts run N times, outputs checked identical
 };
 
 // Collective over MPI_COMM_WORLD. Returns the process exit code (DESIGN.md "Errors").

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "checkpoint/fp8.h"
+#include "checkpoint/pack_quantized.h"
 #include "checkpoint/writer.h"
 #include "core/json.h"
 #include "model/registry.h"
@@ -117,8 +118,9 @@ Result<std::string> read_text(const fs::path& p) {
 struct TokenizerIds {
   int64_t vocab = 0;
   int32_t bos = -1, eos = -1;
+  int32_t placeholder = -1;  // the adapter's image placeholder token
 };
-Result<TokenizerIds> write_tokenizer(const MakeModelOptions& o, const fs::path& out) {
+Result<TokenizerIds> write_tokenizer(const MakeModelOptions& o, const std::string& placeholder, const fs::path& out) {
   nlohmann::json tok;
   nlohmann::json tok_config = nlohmann::json::object();
   if (o.tokenizer_dir.empty()) {
@@ -140,6 +142,15 @@ Result<TokenizerIds> write_tokenizer(const MakeModelOptions& o, const fs::path& 
           {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
         {"special_tokens",
          {{"<|begin_of_text|>", {{"id", "<|begin_of_text|>"}, {"ids", {bos}}, {"tokens", {"<|begin_of_text|>"}}}}}}};
+    if (!placeholder.empty()) {
+      // The image placeholder, a special token after the trained vocabulary (as Kimi's
+      // <|media_pad|> or llava's <image> are added tokens of their tokenizers).
+      int64_t next = 0;
+      for (const auto& [k, v] : tok["model"]["vocab"].items()) next = std::max<int64_t>(next, v.get<int64_t>() + 1);
+      for (const auto& t : tok["added_tokens"]) next = std::max<int64_t>(next, t["id"].get<int64_t>() + 1);
+      tok["added_tokens"].push_back({{"id", next}, {"content", placeholder}, {"single_word", false}, {"lstrip", false},
+                                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+    }
     tok_config = {{"bos_token", "<|begin_of_text|>"},
                   {"eos_token", "<|end_of_text|>"},
                   {"tokenizer_class", "PreTrainedTokenizerFast"},
@@ -173,6 +184,8 @@ Result<TokenizerIds> write_tokenizer(const MakeModelOptions& o, const fs::path& 
   };
   ids.bos = token_id("bos_token");
   ids.eos = token_id("eos_token");
+  if (auto it = by_content.find(placeholder); !placeholder.empty() && it != by_content.end())
+    ids.placeholder = static_cast<int32_t>(it->second);
   DZ_RETURN_IF_ERROR(write_text(out / "tokenizer.json", tok.dump()));
   DZ_RETURN_IF_ERROR(write_text(out / "tokenizer_config.json", tok_config.dump(2)));
   return ids;
@@ -243,12 +256,13 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
   const DType dense_dtype = fp8 ? DType::kBF16 : o.dtype;
   if (o.shards < 1) return Status::InvalidArgument("make-model: --shards must be at least 1");
 
-  DZ_ASSIGN_OR_RETURN(TokenizerIds tids, write_tokenizer(o, out));
+  DZ_ASSIGN_OR_RETURN(TokenizerIds tids, write_tokenizer(o, adapter->image_placeholder_text(), out));
   ModelShape shape = o.shape;
   adapter->fill_tiny_defaults(shape);
   shape.n_vocab = std::max(shape.n_vocab, tids.vocab);
   shape.bos_id = tids.bos;
   shape.eos_id = tids.eos;
+  shape.image_token_id = tids.placeholder;
   shape.torch_dtype = o.dtype == DType::kF32 ? "float32" : o.dtype == DType::kF16 ? "float16" : "bfloat16";
   nlohmann::json config = adapter->make_config(shape);
   if (fp8)
@@ -273,6 +287,18 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
     if (!s.scale_name.empty()) scale_names.insert(s.scale_name);
   if (fp8 && scale_names.empty())
     return Status::Unsupported("make-model: the " + o.family + " adapter does not declare FP8 weights");
+  // INT4: the companions of pack-quantized weights are written with their weight.
+  bool packed = false;
+  for (const auto& s : specs)
+    if (s.pack_group > 0) {
+      packed = true;
+      const std::string module = s.name.substr(0, s.name.size() - 7);
+      for (const auto& n : {checkpoint::packed_name(module), checkpoint::group_scale_name(module),
+                            checkpoint::weight_shape_name(module)})
+        scale_names.insert(n);
+    }
+  if (o.shape.quant == "int4" && !packed)
+    return Status::Unsupported("make-model: the " + o.family + " adapter does not declare INT4 weights");
 
   // Tensors are assigned to shards in spec order, balanced by bytes.
   uint64_t total = 0;
@@ -280,7 +306,7 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
   const uint64_t per_shard = (total + o.shards - 1) / o.shards;
   std::map<std::string, std::string> weight_map;
   checkpoint::SafetensorsWriter writer;
-  uint64_t in_shard = 0;
+  uint64_t in_shard = 0, written = 0;
   int shard = 0;
   const auto shard_name = [&](int i) {
     if (o.shards == 1) return std::string("model.safetensors");
@@ -303,7 +329,28 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
       if (last) DZ_RETURN_IF_ERROR(flush());
       continue;
     }
-    if (!s.scale_name.empty()) {
+    if (s.pack_group > 0) {
+      const std::vector<uint8_t> f32 = make_tensor_bytes(s, o.seed, DType::kF32);
+      checkpoint::PackQuant q;
+      q.group_size = s.pack_group;
+      const checkpoint::PackedWeight pw =
+          checkpoint::pack_quantize(reinterpret_cast<const float*>(f32.data()), s.shape[0], s.shape[1], q);
+      const std::string module = s.name.substr(0, s.name.size() - 7);
+      std::vector<uint8_t> words(pw.packed.size() * 4), scales(pw.scale_bf16.size() * 2), dims(8);
+      std::memcpy(words.data(), pw.packed.data(), words.size());
+      std::memcpy(scales.data(), pw.scale_bf16.data(), scales.size());
+      const int32_t d2[2] = {static_cast<int32_t>(s.shape[0]), static_cast<int32_t>(s.shape[1])};
+      std::memcpy(dims.data(), d2, 8);
+      in_shard += words.size() + scales.size() + dims.size();
+      written += words.size() + scales.size() + dims.size();
+      for (const auto& n : {checkpoint::packed_name(module), checkpoint::group_scale_name(module),
+                            checkpoint::weight_shape_name(module)})
+        weight_map[n] = shard_name(shard);
+      writer.add(checkpoint::packed_name(module), DType::kI32, {s.shape[0], q.words(s.shape[1])}, std::move(words));
+      writer.add(checkpoint::group_scale_name(module), DType::kBF16, {s.shape[0], q.groups(s.shape[1])},
+                 std::move(scales));
+      writer.add(checkpoint::weight_shape_name(module), DType::kI32, {2}, std::move(dims));
+    } else if (!s.scale_name.empty()) {
       const std::vector<uint8_t> f32 = make_tensor_bytes(s, o.seed, DType::kF32);
       const checkpoint::BlockQuant q{s.quant_block_rows, s.quant_block_cols};
       auto [w8, scale] = checkpoint::quantize_fp8_blocks(reinterpret_cast<const float*>(f32.data()), s.shape[0],
@@ -313,19 +360,21 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
       std::vector<uint8_t> scale_bytes(scale.size() * 4);
       std::memcpy(scale_bytes.data(), scale.data(), scale_bytes.size());
       in_shard += w8.size() + scale_bytes.size();
+      written += w8.size() + scale_bytes.size();
       weight_map[s.name] = weight_map[s.scale_name] = shard_name(shard);
       writer.add(s.name, DType::kF8_E4M3, s.shape, std::move(w8));
       writer.add(s.scale_name, DType::kF32, scale_shape, std::move(scale_bytes));
     } else {
       std::vector<uint8_t> bytes = make_tensor_bytes(s, o.seed, dense_dtype);
       in_shard += bytes.size();
+      written += bytes.size();
       weight_map[s.name] = shard_name(shard);
       writer.add(s.name, dense_dtype, s.shape, std::move(bytes));
     }
     if (last || (in_shard >= per_shard && shard + 1 < o.shards)) DZ_RETURN_IF_ERROR(flush());
   }
   while (shard < o.shards) DZ_RETURN_IF_ERROR(flush());  // empty trailing shards keep the N-of-N names valid
-  if (o.shards > 1) DZ_RETURN_IF_ERROR(checkpoint::write_index(out.string(), weight_map, total));
+  if (o.shards > 1) DZ_RETURN_IF_ERROR(checkpoint::write_index(out.string(), weight_map, written));
   return Status::Ok();
 }
 
@@ -360,7 +409,8 @@ Status read_make_model_yaml(const std::string& path, MakeModelOptions& o) {
         else if (d == "float32" || d == "f32") o.dtype = DType::kF32;
         else if (d == "float16" || d == "f16") o.dtype = DType::kF16;
         else if (d == "fp8") o.dtype = DType::kF8_E4M3;
-        else return Status::InvalidArgument(path + ": dtype '" + d + "' is not bfloat16, float16, float32 or fp8");
+        else if (d == "int4") o.dtype = DType::kBF16, o.shape.quant = "int4";
+        else return Status::InvalidArgument(path + ": dtype '" + d + "' is not bfloat16, float16, float32, fp8 or int4");
       } else {
         return Status::InvalidArgument(path + ": unknown key '" + key + "'");
       }

@@ -27,6 +27,7 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/xxhash.h"
+#include "verify/progress.h"
 #include "comm/mpi_env.h"
 #include "core/clock.h"
 #include "core/file.h"
@@ -321,7 +322,7 @@ std::string stream_file(int fd, uint64_t size, size_t block, F&& consume) {
   return error;
 }
 
-FileResult verify_file(const std::string& dir, const std::string& name, const VerifyOptions& o) {
+FileResult verify_file(const std::string& dir, const std::string& name, const VerifyOptions& o, VerifyProgress& progress) {
   FileResult r;
   r.name = name;
   const int64_t t0 = monotonic_ns();
@@ -348,6 +349,7 @@ FileResult verify_file(const std::string& dir, const std::string& name, const Ve
     const std::string err = stream_file(rf->fd, rf->size, o.block_bytes, [&](const uint8_t* d, uint64_t pos, size_t n) {
       sha.update(d, n);
       if (walk) walker.feed(d, pos, n);
+      progress.add(n);
     });
     if (walk) walker.flush();
     if (err.empty()) r.sha256 = to_hex(sha.finish());
@@ -516,6 +518,7 @@ void check(Report& rep, const Plan& plan, const Expectations& ex, const VerifyOp
       if (f.present && !f.header_error.empty()) bad_header_files.insert(f.name);
     std::set<std::string> claimed;
     for (const auto& spec : m->specs) {
+      if (spec.pack_group > 0) continue;  // a logical INT4 weight: its stored companions are specs of their own
       claimed.insert(spec.name);
       auto it = actual.find(spec.name);
       if (it == actual.end()) {
@@ -529,7 +532,7 @@ void check(Report& rep, const Plan& plan, const Expectations& ex, const VerifyOp
       const auto& [fr, tr] = it->second;
       if (tr->shape != spec.shape)
         add("wrong_shape", fr->name, spec.name, "shape " + shape_str(tr->shape) + ", expected " + shape_str(spec.shape));
-      if (!dtype_is_float(tr->dtype))
+      if (!dtype_is_float(tr->dtype) && spec.component != model::Component::kQuantScale)
         add("wrong_dtype", fr->name, spec.name, std::string("dtype ") + dtype_name(tr->dtype) + ", expected a float type");
       if (spec.layer >= m->hp.n_layer)
         add("mtp", fr->name, spec.name, "multi-token-prediction layer " + std::to_string(spec.layer) + ": checked, never loaded", false);
@@ -628,16 +631,21 @@ Result<Report> verify_checkpoint(const VerifyOptions& o) {
   for (size_t i = 0; i < plan.files.size(); ++i) sizes.push_back(plan.present[i] ? plan.sizes[i] : 0);
   const std::vector<int> owner = assign_by_bytes(sizes, world);
 
+  uint64_t to_read = 0;
+  if (!o.structure_only)
+    for (uint64_t s : sizes) to_read += s;
+  VerifyProgress progress(to_read);
   const int64_t t0 = monotonic_ns();
   json mine = json::array();
   for (size_t i = 0; i < plan.files.size(); ++i) {
     if (owner[i] != rank || !plan.present[i]) continue;
-    FileResult f = verify_file(o.model_dir, plan.files[i], o);
+    FileResult f = verify_file(o.model_dir, plan.files[i], o, progress);
     if (!plan.open_errors[i].empty() && f.read_error.empty()) f.read_error = plan.open_errors[i];
     f.rank = rank;
     mine.push_back(file_to_json(f));
   }
   const double my_seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
+  progress.finish();
   const std::string payload = json{{"seconds", my_seconds}, {"files", std::move(mine)}}.dump();
   const std::vector<std::string> all = comm::all_gather_strings(payload);
 

@@ -274,6 +274,20 @@ TEST(BadInput, PromptLongerThanTheLimit) {
   EXPECT_FALSE(fs::exists(c.dir / "run")) << "prompts are checked before the run folder is made";
 }
 
+// backend: cuda where no GPU is visible (or CUDA is not built in) stops before the run folder
+// with one sentence; where a GPU is visible the run succeeds and there is nothing to test.
+TEST(BadInput, BackendCudaWithoutADevice) {
+  const Case c = make_case("cuda-no-device");
+  write_file(c.config(), "backend: cuda\n" + read_file(c.config()));
+  const Outcome o = run_case(c);
+  if (o.exit_code == 0) GTEST_SKIP() << "a CUDA device is visible: backend: cuda ran";
+  expect_bad_input(o, c, {"run.yaml", "backend: cuda"});
+  EXPECT_TRUE(o.output.find("no CUDA device is visible") != std::string::npos ||
+              o.output.find("not available in this build") != std::string::npos)
+      << o.output;
+  EXPECT_FALSE(fs::exists(c.dir / "run")) << "the backend is checked before the run folder is made";
+}
+
 TEST(BadInput, MissingModelFolder) {
   const Case c = make_case("missing-model");
   fs::remove_all(c.model());
@@ -402,6 +416,28 @@ TEST(BadInput, GlmIndexerTypesLength) {
   cfg["indexer_types"].erase(3);
   write_file(c.model() / "config.json", cfg.dump(2));
   expect_bad_input(run_case(c), c, {"indexer_types", "3 entries", "num_hidden_layers 4"});
+}
+
+// Hybrid linear attention (qwen3_next): a layer_types list of another length than
+// num_hidden_layers is refused with one sentence naming both keys.
+TEST(BadInput, LayerTypesLengthDisagreesWithLayerCount) {
+  static const fs::path good = [] {
+    const fs::path d = scratch_dir("bad-input-good-qwen3-next");
+    make_model_from_yaml(golden_sizes("qwen3_next"), d / "model");
+    return d;
+  }();
+  Case c{scratch_dir("bad-input-layer-types")};
+  fs::copy(good / "model", c.model(), fs::copy_options::recursive);
+  write_file(c.config(), "model: {path: model, dtype: float32}\n"
+                         "prompts:\n"
+                         "  - {id: capital, text: \"The capital of France is\"}\n"
+                         "generate: {max_new_tokens: 2}\n"
+                         "dump:\n"
+                         "  dir: " + (c.dir / "run").string() + "\n");
+  auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
+  cfg["layer_types"] = {"linear_attention", "full_attention", "linear_attention"};  // 3 of 4 layers
+  write_file(c.model() / "config.json", cfg.dump(2));
+  expect_bad_input(run_case(c), c, {"layer_types", "num_hidden_layers", "3", "4"});
 }
 
 // ---- Untrusted input: every case ends in exit 2 within kQuickS, never a crash or a hang. ----

@@ -57,9 +57,11 @@ inline Outcome run_dayzero_mpi(int ranks, const std::string& args) {
   return run_shell("mpiexec -n " + std::to_string(ranks) + " --oversubscribe " + dayzero_bin() + " " + args);
 }
 
-// A fresh scratch folder under the build tree, unique per test.
+// A fresh scratch folder under the build tree (or under $DAYZERO_SCRATCH_DIR, where the test
+// binaries run away from their build tree: tools/gpu-check.sh), unique per test.
 inline fs::path scratch_dir(const std::string& name) {
-  const fs::path d = fs::path(DAYZERO_BINARY_DIR) / "e2e-scratch" / name;
+  const char* root = std::getenv("DAYZERO_SCRATCH_DIR");
+  const fs::path d = (root ? fs::path(root) : fs::path(DAYZERO_BINARY_DIR) / "e2e-scratch") / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -82,8 +84,10 @@ inline void make_model_from_yaml(const fs::path& yaml, const fs::path& dir, cons
 }
 
 // tests/data/golden/<family>.yaml: the tiny (n_embd 64, 2 layers) sizes of one family.
+// $DAYZERO_SOURCE_DIR overrides the source tree's location (a packed copy of tests/data).
 inline fs::path golden_sizes(const std::string& family) {
-  return fs::path(DAYZERO_SOURCE_DIR) / "tests" / "data" / "golden" / (family + ".yaml");
+  const char* src = std::getenv("DAYZERO_SOURCE_DIR");
+  return fs::path(src ? src : DAYZERO_SOURCE_DIR) / "tests" / "data" / "golden" / (family + ".yaml");
 }
 
 // The single rank file of a run folder.

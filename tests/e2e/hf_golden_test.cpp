@@ -1,4 +1,5 @@
-// The tiny llama, qwen2, qwen3, mixtral, qwen3_moe, deepseek_v3 (bf16 and FP8), deepseek_v32 and glm_moe_dsa models
+// The tiny llama, qwen2, qwen3, mixtral, qwen3_moe, deepseek_v3 (bf16 and FP8), deepseek_v32, glm_moe_dsa,
+// qwen3_next and qwen3_5_moe (its text model, vision tower claimed) models
 // against Hugging Face transformers (CPU, float32): per-layer hidden states, router logits and top-k expert ids
 // (and DSA indexer key ids), last-position
 // logits and greedy tokens, each within a per-family tolerance proven by negative controls
@@ -41,6 +42,8 @@ double tolerance(const std::string& family) {
       {"deepseek_v3_fp8", 2e-6},  // measured 7.0e-7 (layers.2.layer_out)
       {"deepseek_v32", 2e-6},     // measured 7.8e-7 (logits_last); dense attention (index_topk 64) fails
       {"glm_moe_dsa", 2e-6},      // measured 7.4e-7 (logits_last); dense 0.70, half-split indexer rope 1.09
+      {"qwen3_next", 3e-6},       // measured 2.2e-6 (logits_last): f32 delta rule vs ours in double
+      {"qwen3_5_moe", 3e-6},      // measured 1.4e-6 (final_norm)
   };
   return kTol.at(family);
 }
@@ -121,8 +124,12 @@ fs::path perturbed_model(const fs::path& model_dir, const fs::path& to, const st
   fs::remove_all(to);
   fs::copy(model_dir, to, fs::copy_options::recursive);
   auto cfg = nlohmann::json::parse(read_file(to / "config.json"));
-  EXPECT_TRUE(cfg.contains(key) && cfg[key].is_number()) << key;
-  cfg[key] = cfg[key].get<double>() * factor;
+  // A nested text model (qwen3_5_moe) carries the key in text_config (rope_theta in its rope_parameters).
+  nlohmann::json::json_pointer at("/" + key);
+  if (cfg.contains("text_config"))
+    at = nlohmann::json::json_pointer(key == "rope_theta" ? "/text_config/rope_parameters/rope_theta" : "/text_config/" + key);
+  EXPECT_TRUE(cfg.contains(at) && cfg[at].is_number()) << key;
+  cfg[at] = cfg[at].get<double>() * factor;
   write_file(to / "config.json", cfg.dump(2));
   return to;
 }
@@ -236,7 +243,7 @@ TEST_P(HfGolden, MatchesTransformers) {
 }
 INSTANTIATE_TEST_SUITE_P(Families, HfGolden, ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "qwen3_moe",
                                                                   "deepseek_v3", "deepseek_v3_fp8", "deepseek_v32",
-                                                                  "glm_moe_dsa"));
+                                                                  "glm_moe_dsa", "qwen3_next", "qwen3_5_moe"));
 
 }  // namespace
 }  // namespace dayzero::e2e

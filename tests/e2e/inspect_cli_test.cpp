@@ -118,6 +118,27 @@ TEST(InspectCli, SparseAttentionFamiliesAreSupported) {
   }
 }
 
+// Hybrid linear attention: the cache line counts KV bytes per token for the 15 full-attention
+// layers (2 kv heads x 256 x k and v x bf16) and state bytes per sequence for the 45 Gated
+// DeltaNet layers ((4 - 1) x 12288 bf16 conv window + 64 x 128 x 128 f32 state each); the
+// feature list marks Gated DeltaNet supported (by the qwen3_5_moe adapter).
+TEST(InspectCli, HybridModelReportsKvPerTokenAndStatePerSequence) {
+  const Outcome o = run_dayzero("inspect " + fixture_config("Qwen3.5-397B-A17B"));
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const int64_t state = 45 * (3 * 12288 * 2 + 64 * 128 * 128 * 4);
+  EXPECT_NE(o.output.find("cache       30720 KV bytes per token (15 attention layers), " + std::to_string(state) +
+                          " state bytes per sequence (45 linear-attention layers)"),
+            std::string::npos)
+      << o.output;
+  const Outcome j = run_dayzero("inspect --json " + fixture_config("Qwen3.5-397B-A17B"));
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  const nlohmann::json r = parse_json(j);
+  bool gdn = false;
+  for (const auto& f : r["analysis"]["features"])
+    gdn = gdn || (f["name"] == "linear attention (Gated DeltaNet)" && f["status"] == "supported by adapter");
+  EXPECT_TRUE(gdn) << r["features"].dump();
+}
+
 TEST(InspectCli, UnknownArchitectureWithoutSizesIsBadInput) {
   const std::string path = ::testing::TempDir() + "dayzero-inspect-nosizes.json";
   std::ofstream(path) << R"({"model_type": "brand_new", "hidden_size": "wide"})";
@@ -178,12 +199,25 @@ TEST(InspectCli, RegisterTwoModelsTwiceKeepsTwoEntries) {
   EXPECT_EQ(second[2]["adapter"].as<std::string>(), "qwen3_moe");
 }
 
+// Kimi-K2.5 and Qwen3.5 have adapters now (kimi_k25, qwen3_5_moe): their configs come renamed to
+// families no adapter claims, in folders of the published names (the entry's name).
 TEST(InspectCli, MarkdownNamesEveryFeatureThatNeedsANewBlock) {
-  for (const std::string m : {"Kimi-K2.5", "Qwen3.5-397B-A17B"}) {
-    const Outcome j = run_dayzero("inspect --json " + fixture_dir(m));
+  const fs::path root = scratch_dir("inspect_markdown_renamed");
+  const std::pair<std::string, std::string> models[] = {{"Kimi-K2.5", "moonvit_mla_preview"},
+                                                        {"Qwen3.5-397B-A17B", "hybrid_linear_preview"}};
+  for (const auto& [m, renamed] : models) {
+    std::ifstream published(fixture_config(m));
+    nlohmann::json c = nlohmann::json::parse(published);
+    c["model_type"] = renamed;
+    c["architectures"] = {renamed + "ForConditionalGeneration"};
+    fs::create_directories(root / m);
+    std::ofstream(root / m / "config.json") << c.dump();
+    const std::string dir = (root / m).string();
+    const Outcome j = run_dayzero("inspect --json " + dir);
     ASSERT_EQ(j.exit_code, 0) << j.output;
     const nlohmann::json r = parse_json(j);
-    const Outcome md = run_dayzero("inspect --markdown " + fixture_dir(m));
+    ASSERT_FALSE(r.contains("analysis")) << m << ": an adapter claims " << renamed;
+    const Outcome md = run_dayzero("inspect --markdown " + dir);
     ASSERT_EQ(md.exit_code, 0) << md.output;
     EXPECT_NE(md.output.find("## " + m + "\n"), std::string::npos) << md.output;
     int missing = 0;

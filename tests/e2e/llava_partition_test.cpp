@@ -20,15 +20,15 @@ namespace {
 constexpr double kRelL2Tol = 2e-6;
 
 std::string run_config(const fs::path& model, const std::string& parallel) {
-  // 511: the tiny llava's image_token_index (the last id of its vocabulary).
+  // 512: the tiny llava's image_token_index, its tokenizer's <image>.
   return "model: {path: " + model.string() + ", dtype: float32}\n" +
          (parallel.empty() ? "" : "parallel: " + parallel + "\n") +
          "prompts:\n"
-         "  - {id: middle, tokens: [3, 17, 42, 511, 99, 5, 250, 11]}\n"
+         "  - {id: middle, tokens: [3, 17, 42, 512, 99, 5, 250, 11]}\n"
          "  - {id: before, tokens: [3, 17, 42, 99, 5, 250, 11]}\n"
-         "  - {id: other, tokens: [3, 17, 42, 511, 99, 5, 250, 11]}\n"
-         "  - {id: again, tokens: [3, 17, 42, 511, 99, 5, 250, 11]}\n"
-         "  - {id: two, tokens: [3, 511, 17, 511, 42]}\n"
+         "  - {id: other, tokens: [3, 17, 42, 512, 99, 5, 250, 11]}\n"
+         "  - {id: again, tokens: [3, 17, 42, 512, 99, 5, 250, 11]}\n"
+         "  - {id: two, tokens: [3, 512, 17, 512, 42]}\n"
          "generate: {max_new_tokens: 4, stop_at_eos: false}\n"
          "dump:\n"
          "  dir: unused\n"
@@ -55,8 +55,8 @@ TEST(LlavaPartition, ImageAndTextPromptsAgreeUnderEveryPlan) {
   EXPECT_EQ(want.at("outputs/middle/prompt_ids").ids.size(), 16u);
   const auto& before = want.at("outputs/before/prompt_ids").ids;
   ASSERT_EQ(before.size(), 16u);
-  EXPECT_EQ(before[0], 511);
-  EXPECT_EQ(before[8], 511);
+  EXPECT_EQ(before[0], 512);
+  EXPECT_EQ(before[8], 512);
   EXPECT_EQ(before[9], 3);
   // Two images in one prompt: their vision points stacked in order (10 tower rows each, CLS
   // included; 9 feature rows each), the first image's rows as the one-image prompt's.

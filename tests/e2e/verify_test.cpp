@@ -107,6 +107,13 @@ TEST(Verify, SameReportOnOneTwoAndThreeRanks) {
     // Every file was read by the rank the assignment gives it.
     for (const auto& f : v.report["files"])
       EXPECT_EQ(f["rank"], owner_of(d / "m", f["name"], ranks)) << f["name"] << " on " << ranks << " ranks";
+    // The progress line (stderr; in a log: the first count, then the job's end with every rank).
+    const std::string done = "100.0% ";
+    EXPECT_NE(v.stderr_text.find("[verify]"), std::string::npos) << v.stderr_text;
+    EXPECT_NE(v.stderr_text.find("(" + std::to_string(ranks) + "/" + std::to_string(ranks) + " ranks reporting)"),
+              std::string::npos)
+        << v.stderr_text;
+    EXPECT_NE(v.stderr_text.find(done), std::string::npos) << v.stderr_text;
   }
   // The terminal table names every file with its verdict.
   const Outcome text = run_dayzero("verify " + (d / "m").string() + " " + hashes);

@@ -12,5 +12,8 @@ const Adapter& qwen3_moe_adapter();
 const Adapter& deepseek_v3_adapter();
 const Adapter& deepseek_v32_adapter();
 const Adapter& glm_moe_dsa_adapter();
+const Adapter& qwen3_next_adapter();
+const Adapter& qwen3_5_moe_adapter();
 const Adapter& llava_adapter();
+const Adapter& kimi_k25_adapter();
 }  // namespace dayzero::model

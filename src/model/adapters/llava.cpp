@@ -198,7 +198,8 @@ class LlavaAdapter final : public Adapter {
   nlohmann::json make_config(const ModelShape& s) const override {
     nlohmann::json text = llama_adapter().make_config(s);
     text.erase("architectures");
-    const int64_t image_token = s.n_vocab - 1;  // inside the vocabulary: the last id
+    // The tokenizer's <image> (make-model adds it), else the last id of the vocabulary.
+    const int64_t image_token = s.image_token_id >= 0 ? s.image_token_id : s.n_vocab - 1;
     return {
         {"architectures", {"LlavaForConditionalGeneration"}},
         {"model_type", "llava"},
@@ -223,6 +224,8 @@ class LlavaAdapter final : public Adapter {
           {"projection_dim", 32}}},
     };
   }
+
+  std::string image_placeholder_text() const override { return "<image>"; }
 
   nlohmann::json make_preprocessor_config(const nlohmann::json& config) const override {
     const int64_t size = config["vision_config"]["image_size"].get<int64_t>();

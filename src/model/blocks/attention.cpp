@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/backend.h"
+#include "model/blocks/norm.h"
 
 namespace dayzero::model::blocks {
 
@@ -33,25 +34,64 @@ void cached_attention(LayerContext& ctx, const Tensor& q, const Tensor& k, const
   }
 }
 
+void rope_heads(LayerContext& ctx, Tensor& x) {
+  const int64_t hd = x.dim(2), rd = ctx.hp.rope_dim;
+  if (rd <= 0 || rd == hd) return ctx.be.rope(x, ctx.positions, ctx.inv_freq);
+  // Partial rotary: the leading rd of each head through the backend's rope, the rest untouched.
+  const int64_t rows = x.dim(0) * x.dim(1);
+  Tensor host = Tensor::host(DType::kF32, x.shape());
+  ctx.be.to_host(x, host);
+  Tensor part = Tensor::host(DType::kF32, {x.dim(0), x.dim(1), rd});
+  for (int64_t i = 0; i < rows; ++i) std::copy_n(host.f32() + i * hd, rd, part.f32() + i * rd);
+  Tensor part_d = ctx.be.to_device(part);
+  ctx.be.rope(part_d, ctx.positions, ctx.inv_freq);
+  ctx.be.to_host(part_d, part);
+  for (int64_t i = 0; i < rows; ++i) std::copy_n(part.f32() + i * rd, rd, host.f32() + i * hd);
+  ctx.be.copy(ctx.be.to_device(host), x);
+}
+
 Tensor attention(LayerContext& ctx, const AttentionNames& n, const Tensor& x) {
   auto& be = ctx.be;
   const HParams& hp = ctx.hp;
   const int64_t n_tokens = x.dim(0), hd = hp.head_dim;
-  const int64_t n_head = ctx.w.get(n.q).dim(0) / hd;     // local heads (tp-split weights)
+  const int64_t n_head = ctx.w.get(n.q).dim(0) / (n.q_gate ? 2 * hd : hd);  // local heads (tp-split weights)
   const int64_t n_head_kv = ctx.w.get(n.k).dim(0) / hd;
 
-  Tensor q = linear(be, ctx.w, n.q, n.q_bias, x, n_tokens).reshape({n_tokens, n_head, hd});
+  Tensor q, gate;  // [n_tokens, n_head, hd] each
+  if (n.q_gate) {
+    // Per head [q | gate] rows: split on the host into two [n_tokens, n_head, hd] tensors.
+    Tensor qg = linear(be, ctx.w, n.q, n.q_bias, x, n_tokens);
+    Tensor qg_host = Tensor::host(DType::kF32, qg.shape());
+    be.to_host(qg, qg_host);
+    Tensor q_host = Tensor::host(DType::kF32, {n_tokens, n_head, hd});
+    Tensor g_host = Tensor::host(DType::kF32, {n_tokens, n_head, hd});
+    for (int64_t i = 0; i < n_tokens * n_head; ++i) {
+      std::copy_n(qg_host.f32() + i * 2 * hd, hd, q_host.f32() + i * hd);
+      std::copy_n(qg_host.f32() + i * 2 * hd + hd, hd, g_host.f32() + i * hd);
+    }
+    q = be.to_device(q_host);
+    gate = g_host;
+  } else {
+    q = linear(be, ctx.w, n.q, n.q_bias, x, n_tokens).reshape({n_tokens, n_head, hd});
+  }
   Tensor k = linear(be, ctx.w, n.k, n.k_bias, x, n_tokens).reshape({n_tokens, n_head_kv, hd});
   Tensor v = linear(be, ctx.w, n.v, n.v_bias, x, n_tokens).reshape({n_tokens, n_head_kv, hd});
   if (!n.q_norm.empty()) {
-    be.rmsnorm(q, ctx.w.get(n.q_norm), static_cast<float>(hp.rms_eps), q);
-    be.rmsnorm(k, ctx.w.get(n.k_norm), static_cast<float>(hp.rms_eps), k);
+    rms_norm(be, hp, q, ctx.w.get(n.q_norm), q);
+    rms_norm(be, hp, k, ctx.w.get(n.k_norm), k);
   }
-  be.rope(q, ctx.positions, ctx.inv_freq);
-  be.rope(k, ctx.positions, ctx.inv_freq);
+  rope_heads(ctx, q);
+  rope_heads(ctx, k);
 
   Tensor attn = be.empty(DType::kF32, {n_tokens, n_head, hd});
   cached_attention(ctx, q, k, v, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))), attn);
+  if (n.q_gate) {
+    Tensor a_host = Tensor::host(DType::kF32, attn.shape());
+    be.to_host(attn, a_host);
+    for (int64_t i = 0; i < a_host.numel(); ++i)
+      a_host.f32()[i] *= static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(gate.f32()[i]))));
+    be.copy(be.to_device(a_host), attn);
+  }
   // Row-parallel output: partial sums over this rank's heads, reduced, then the bias once.
   Tensor out = linear(be, ctx.w, n.o, "", attn.reshape({n_tokens, n_head * hd}), n_tokens);
   ctx.reduce_tp(out);

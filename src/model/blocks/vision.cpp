@@ -85,12 +85,12 @@ std::vector<TensorSpec> vision_specs(const VisionParams& vp, const VisionNames& 
     add(L(n.fc2_w, l), {d, vp.n_ff}, skip);
     add(L(n.fc2_b, l), {d}, skip);
   }
-  add(n.post_norm_w, {d}, true);
-  add(n.post_norm_b, {d}, true);
+  add(n.post_norm_w, {d}, !vp.post_norm);
+  add(n.post_norm_b, {d}, !vp.post_norm);
   const int64_t merged = d * vp.merge_kernel * vp.merge_kernel;
   if (vp.projector_pre_norm) {
-    add(n.proj_norm_w, {merged});
-    add(n.proj_norm_b, {merged});
+    add(n.proj_norm_w, {d});
+    add(n.proj_norm_b, {d});
   }
   add(n.proj1_w, {vp.projector_hidden, merged});
   add(n.proj1_b, {vp.projector_hidden});
@@ -234,6 +234,7 @@ Tensor vision_tower(const VisionContext& ctx, const image::ProcessedImage& img) 
   grid_ctx.grid_h = img.grid_h;
   grid_ctx.grid_w = img.grid_w;
   for (int l = 0; l < vp.n_layer_run; ++l) vision_encoder_layer(grid_ctx, l, hidden);
+  if (vp.post_norm) layernorm(ctx, n.post_norm_w, n.post_norm_b, hidden, hidden, vp.norm_eps);
   return hidden;
 }
 
@@ -278,13 +279,14 @@ Tensor image_features(const VisionContext& ctx, const image::ProcessedImage& img
   Tensor selected = vp.drop_class_token ? tower.rows(cls, tower.dim(0)) : tower;
   emit(ctx.sink, "vision.selected", selected);
   DZ_CHECK(!(cls && !vp.drop_class_token && vp.merge_kernel > 1), "a class token cannot be merged");
+  if (vp.projector_pre_norm) {
+    // Per patch, so before the merge's concatenation (a row-wise norm commutes with the regrouping).
+    Tensor normed = be.empty(DType::kF32, selected.shape());
+    layernorm(ctx, n.proj_norm_w, n.proj_norm_b, selected, normed, vp.projector_norm_eps);
+    selected = normed;
+  }
   Tensor x = merge_patches(be, selected, img.grid_h, img.grid_w, vp.merge_kernel);
   if (vp.merge_kernel > 1) emit(ctx.sink, "vision.merged", x);
-  if (vp.projector_pre_norm) {
-    Tensor normed = be.empty(DType::kF32, x.shape());
-    layernorm(ctx, n.proj_norm_w, n.proj_norm_b, x, normed, vp.norm_eps);
-    x = normed;
-  }
   Tensor h = linear(be, ctx.w, n.proj1_w, n.proj1_b, x);
   be.gelu(gelu_kind(vp.projector_act), h, h);
   Tensor out = linear(be, ctx.w, n.proj2_w, n.proj2_b, h);

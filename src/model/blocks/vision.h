@@ -31,14 +31,14 @@ struct VisionNames {
   std::string ln1_w, ln1_b, ln2_w, ln2_b;            // per layer [n_embd]
   std::string q_w, q_b, k_w, k_b, v_w, v_b, qkv_w, qkv_b, o_w, o_b;
   std::string fc1_w, fc1_b, fc2_w, fc2_b;
-  std::string post_norm_w, post_norm_b;              // declared, never run (features are pre-post-norm)
-  std::string proj_norm_w, proj_norm_b;              // projector pre-norm (MoonViT's patchmerger)
+  std::string post_norm_w, post_norm_b;              // run only with vp.post_norm (else declared, skipped)
+  std::string proj_norm_w, proj_norm_b;              // projector pre-norm [n_embd], per patch (MoonViT's patchmerger)
   std::string proj1_w, proj1_b, proj2_w, proj2_b;    // projector linears
 };
 
 // Every tensor the tower and projector hold (component kVision, layer -1: the first pipeline
 // stage holds them, replicated over tp). Layers at and after vp.n_layer_run and the post-norm
-// are declared skip_load: claimed by the checkpoint check, never read.
+// (unless vp.post_norm) are declared skip_load: claimed by the checkpoint check, never read.
 // n_text_embd: the projector's output width.
 std::vector<TensorSpec> vision_specs(const VisionParams& vp, const VisionNames& n, int64_t n_text_embd);
 
@@ -72,7 +72,8 @@ struct VisionContext {
 };
 
 // The tower up to its feature layer: embed (patches, class token, positions, pre-norm) and
-// vp.n_layer_run encoder layers. Returns [n_tokens, n_embd] (n_tokens = class + patches).
+// vp.n_layer_run encoder layers, then the post-norm with vp.post_norm. Returns [n_tokens, n_embd]
+// (n_tokens = class + patches).
 // Dumps vision.embed and vision.layers.{L}.layer_out.
 Tensor vision_tower(const VisionContext& ctx, const image::ProcessedImage& img);
 
@@ -87,8 +88,8 @@ Tensor vision_attention(const VisionContext& ctx, int layer, const Tensor& x);
 // block's rows in (dy, dx) order. REQUIRES: k divides gh and gw.
 Tensor merge_patches(backend::Backend& be, const Tensor& x, int64_t gh, int64_t gw, int64_t k);
 
-// The image's features in the text width: tower, selection (drop the class token), merge,
-// projector. Returns [image_feature_count, n_text_embd]; dumps vision.selected and projector_out.
+// The image's features in the text width: tower, selection (drop the class token), the
+// projector's per-patch pre-norm, merge, projector linears. Returns [image_feature_count, n_text_embd]; dumps vision.selected and projector_out.
 Tensor image_features(const VisionContext& ctx, const image::ProcessedImage& img);
 
 // Copies features[i] (each [n_i, d]) into the rows of hidden [n_tokens, d] whose token id is

@@ -25,8 +25,9 @@ namespace {
 constexpr double kAbortGraceS = 5;
 }  // namespace
 
-int Run::fail(const Status& s) {
+int Run::fail(const Status& s, const std::string& phase) {
   if (env_.rank() == 0) std::cerr << "dayzero: error: " << s.message() << std::endl;
+  if (env_.rank() == 0 && !run_dir_.empty() && !phase.empty()) record_failed_run(s, phase);
   if (heartbeat_) heartbeat_->stop();
   return s.exit_code();
 }
@@ -87,25 +88,31 @@ int Run::execute() {
       WatchdogScope w(watchdog_, std::string("the agreement after phase '") + name + "'", collective_timeout());
       agreed = comm::agree(local);
     }
-    if (!agreed.ok()) return fail(agreed);
+    if (!agreed.ok()) return fail(agreed, name);
     if (heartbeat_) hang_watch_.set_heartbeat(heartbeat_.get());
   }
   hang_watch_.set_heartbeat(nullptr);
   heartbeat_->set_phase("done");
   heartbeat_->set_current("");
   heartbeat_->stop();
-  // Every rank's summary goes to rank 0, which prints them in rank order: output forwarded
-  // by the launcher from several ranks would interleave.
-  const std::vector<std::string> summaries = comm::all_gather_strings(summary_text());
+  // Every rank's summary and checklist figures go to rank 0, which prints the summaries in
+  // rank order (output forwarded by the launcher from several ranks would interleave), then
+  // the checklist; its verdict (expects included) is agreed so every rank exits alike.
+  const nlohmann::json mine = {{"summary", summary_text()}, {"checklist", checklist_figures()}};
+  const std::vector<std::string> gathered = comm::all_gather_strings(mine.dump());
+  Status verdict;
   if (env_.rank() == 0) {
-    for (const auto& text : summaries) std::cout << text;
+    std::vector<std::string> figures;
+    for (const auto& text : gathered) {
+      const nlohmann::json j = nlohmann::json::parse(text);
+      std::cout << j["summary"].get<std::string>();
+      figures.push_back(j["checklist"].get<std::string>());
+    }
     std::cout << "dump: " << run_dir_ << "\n" << std::flush;
+    verdict = report_checklist(figures);
   }
-  std::string failed;
-  for (const PromptRun& pr : prompts_)
-    if (writes_outputs_ && !pr.failed_expect.empty()) failed += (failed.empty() ? "" : "; ") + ("prompt '" + pr.prompt->id + "': " + pr.failed_expect);
-  const Status s = comm::agree(failed.empty() ? Status::Ok() : Status::CheckFailed(failed));
-  if (!s.ok()) return fail(s);
+  const Status s = comm::agree(verdict);
+  if (!s.ok()) return fail(s, "");
   return 0;
 }
 

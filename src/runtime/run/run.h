@@ -47,6 +47,7 @@ struct PromptRun {
   std::string text;
   std::optional<double> nll;
   std::string failed_expect;  // empty when every expect holds
+  std::string repeat_diff;    // --repeat: the first difference of a later repetition; empty when identical
 };
 
 // THE hand-over of a prompt's images to the forward pass (run_images.cpp): what the vision
@@ -80,13 +81,29 @@ class Run {
   // expanded in run.ids; before any weight is read. A text-only model is refused.
   Status add_prompt_images(size_t i, PromptRun& run, std::unique_ptr<image::ImageProcessor>& processor) const;
   Status run_prompts();             // run_prompts.cpp: prefill, decode, reference NLL, outputs
+  // run_prompts.cpp: one pass over this replica's prompts: the first is the run (dumped,
+  // scored, written); a repetition (--repeat) dumps nothing and records in each PromptRun how
+  // its outputs differ from the first's. Collective over the replica, as run_prompts.
+  void run_prompt_pass(Forward& fwd, const GenerateOptions& go, Status& dump_status);
+  void repeat_prompt_pass(Forward& fwd, const GenerateOptions& go, int repetition);
   Status run_replay_prompts();      // run_replay.cpp: run_prompts of a replay (recorded inputs, its layers only)
   Status apply_perturbation(Forward& fwd) const;  // run_prompts.cpp: debug.perturb, checked against the model
   std::string replay_input_name() const;          // run_replay.cpp: "embed" or "layers.{A-1}.layer_out"
   Status finish();                  // run_summary.cpp: summary attributes, timeline, complete flag
   std::string summary_text() const;            // run_summary.cpp
+  // run_checklist.cpp: this rank's figures for the checklist, as JSON text to gather.
+  std::string checklist_figures() const;
+  // run_checklist.cpp, rank 0: the checklist from every rank's figures; prints it, writes
+  // checklist.json with the exit code, and returns the verdict (CheckFailed naming the failed
+  // expects and lines).
+  Status report_checklist(const std::vector<std::string>& figures) const;
+  // run_checklist.cpp, rank 0: checklist.json of a run that stopped in `phase`.
+  void record_failed_run(const Status& s, const std::string& phase) const;
+  // run_folder.cpp, rank 0: identity.json, what a baseline must match (model files, dtype,
+  // dump and generate settings, prompt ids) and what it records (plan, version).
+  Status write_identity() const;
   nlohmann::json expert_load_report() const;   // run_summary.cpp
-  int fail(const Status& s);
+  int fail(const Status& s, const std::string& phase);
   // Called by the watchdog thread just before the job ends: leaves the reason in the event log
   // and this rank's hang report (hang/rank-N.json) in the run folder.
   void on_abort(const std::string& why);
@@ -100,6 +117,7 @@ class Run {
   ModelInfo model_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   std::unique_ptr<backend::Backend> be_;
+  std::string comm_choice_;  // run_backend.cpp: "mpi", "nccl (...)", "mpi (device buffers staged ...)"
   model::Weights weights_;
   std::vector<checkpoint::WeightRecord> records_;
   LoadStats load_stats_;
@@ -113,6 +131,9 @@ class Run {
   bool writes_activations_ = true;  // tp rank 0 of its stage
   std::vector<std::vector<int64_t>> expert_tokens_;  // [layer][expert] routed tokens, this stage
   int64_t peak_kv_cache_bytes_ = 0;  // most KV cache bytes resident at once on this rank
+  int64_t tensors_needed_ = 0, tensors_claimed_ = 0;  // the coverage check's counts (job-wide)
+  int64_t device_memory_bytes_ = 0;  // the topology's per-rank device memory (CPU: the per-rank budget)
+  double memory_fraction_ = 0.9;     // of it, what the plan may use (plan_.memory_cap_bytes)
   std::unique_ptr<dump::EventLog> events_;
   dump::Timeline timeline_;
   std::unique_ptr<dump::Heartbeat> heartbeat_;

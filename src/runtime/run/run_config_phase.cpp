@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "backend/backend.h"
 #include "image/processor.h"
 #include "model/model_folder.h"
 #include "runtime/run/run.h"
@@ -14,11 +15,27 @@ namespace dayzero::runtime {
 Status Run::read_config() {
   DZ_ASSIGN_OR_RETURN(cfg_, config::load_run_config(args_.config_path));
   config_loaded_ = true;
-  if (cfg_.backend == config::Backend::kCuda)
+  // backend: cuda where it cannot run stops here, before the run folder (run_backend.cpp picks for auto).
+  if (cfg_.backend == config::Backend::kCuda && !backend::cuda_built())
     return Status::Unsupported(cfg_.source_name + ": backend: cuda is not available in this build; use cpu or auto");
+  if (cfg_.backend == config::Backend::kCuda || cfg_.comm == config::CommKind::kNccl) {
+    DZ_ASSIGN_OR_RETURN(const int n_gpu, backend::cuda_device_count());
+    if (n_gpu == 0)
+      return Status::InvalidArgument(cfg_.source_name + ": " +
+                                     (cfg_.backend == config::Backend::kCuda ? "backend: cuda" : "comm: nccl") +
+                                     ", but no CUDA device is visible to this process; use " +
+                                     (cfg_.backend == config::Backend::kCuda ? "cpu or auto" : "mpi or auto"));
+  }
   if (cfg_.debug.stall && cfg_.debug.stall->rank >= env_.world_size())
     return Status::InvalidArgument(cfg_.source_name + ": debug.stall.rank: rank " + std::to_string(cfg_.debug.stall->rank) +
                                    " is not a rank of this job of " + std::to_string(env_.world_size()));
+  if (args_.repeat < 1) return Status::InvalidArgument("--repeat: must be >= 1, got " + std::to_string(args_.repeat));
+  if (args_.repeat > 1 && !args_.replay_from.empty())
+    return Status::InvalidArgument("--repeat: a replay runs its layers once; repeat the full run instead");
+  if (cfg_.debug.perturb && cfg_.debug.perturb->repetition && *cfg_.debug.perturb->repetition > args_.repeat)
+    return Status::InvalidArgument(cfg_.source_name + ": debug.perturb.repetition: " +
+                                   std::to_string(*cfg_.debug.perturb->repetition) + " is past the run's " +
+                                   std::to_string(args_.repeat) + " repetition(s) (--repeat)");
   hang_watch_.set_timeout(cfg_.watchdog.collective_timeout_s);
   hang_watch_.set_stall(cfg_.debug.stall);
   timeline_.set_ring_capacity(static_cast<size_t>(cfg_.watchdog.ring_events));

@@ -27,7 +27,9 @@ Status Run::load_checkpoint() {
   for (const auto& spec : model_.specs) {
     if (spec.skip_load) continue;
     const plan::Slice s = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
-    if (s.held)
+    if (!s.held) continue;
+    if (spec.pack_group > 0) expected += static_cast<uint64_t>(plan::pack_quant_bytes(spec, s, false));
+    else
       expected += static_cast<uint64_t>(
           plan::slice_bytes(spec, s, static_cast<int64_t>(dtype_size(model_.catalog.find(spec.name)->dtype))));
   }
@@ -85,6 +87,12 @@ Status Run::check_coverage() {
                   ? 1
                   : 0;
   DZ_RETURN_IF_ERROR(groups_->world().all_reduce_max_int(held.data(), static_cast<int>(held.size())));
+  tensors_needed_ = tensors_claimed_ = 0;
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (replay_layers_ && !plan::stage_holds(model_.specs[i], model_.hp, plan_.stages.front(), names)) continue;
+    ++tensors_needed_;
+    tensors_claimed_ += held[i] ? 1 : 0;
+  }
   for (size_t i = 0; i < held.size(); ++i)
     if (!held[i])
       return Status::Internal("coverage: tensor " + model_.specs[i].name + " is held by no rank under the plan");

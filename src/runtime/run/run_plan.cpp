@@ -30,6 +30,19 @@ Result<plan::Topology> discover_topology(const comm::MpiEnv& env, const config::
   t.nodes = static_cast<int>(names.size());
   t.node_names = names;
   t.gpus_per_node = (env.world_size() + t.nodes - 1) / t.nodes;
+  // The plan places rank r on node r / gpus_per_node (docs/planner.md "Rank order and
+  // placement"); a launcher that placed the ranks otherwise would split tp groups across nodes
+  // while the plan says they share one. Only what was discovered is checked: a topology given
+  // in the run config describes another machine on purpose.
+  if (!tc.file && !tc.nodes && !tc.gpus_per_node)
+    for (int r = 0; r < env.world_size(); ++r)
+      if (hosts[r] != names[r / t.gpus_per_node])
+        return Status::InvalidArgument(
+            "topology: rank " + std::to_string(r) + " runs on " + hosts[r] + ", but ranks must fill nodes in order, " +
+            std::to_string(t.gpus_per_node) + " per node (" + std::to_string(t.nodes) + " node(s), " +
+            std::to_string(env.world_size()) + " ranks), which puts it on " + names[r / t.gpus_per_node] +
+            ": launch the same number of ranks on every node, in blocks (mpirun --map-by slot or ppr:N:node, "
+            "srun --distribution=block)");
   int64_t budget = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / std::max(1, env.local_size());
   budget = comm::all_reduce_min(budget);
   t.device_memory_bytes = budget;
@@ -49,6 +62,8 @@ Result<plan::Topology> discover_topology(const comm::MpiEnv& env, const config::
 Status Run::plan_and_partition() {
   plan::RequestInputs in;
   DZ_ASSIGN_OR_RETURN(in.topo, discover_topology(env_, cfg_.topology));
+  device_memory_bytes_ = in.topo.device_memory_bytes;
+  memory_fraction_ = in.topo.memory_fraction;
   in.world_size = env_.world_size();
   in.dp = cfg_.parallel.dp;
   in.pp = cfg_.parallel.pp;
@@ -61,6 +76,7 @@ Status Run::plan_and_partition() {
     case config::WeightsOnDevice::kF32: in.weights = plan::WeightsOnDevice::kF32; break;
   }
   in.bytes_per_activation = 4;  // the CPU computes in f32
+  if (cfg_.runtime.headroom_mib) in.headroom_bytes = int64_t{*cfg_.runtime.headroom_mib} << 20;
   // Every prompt of a replica may be resident at once, up to generate.max_batch, each with a
   // KV cache as long as the longest prompt + reference + new tokens.
   int64_t longest = 1;

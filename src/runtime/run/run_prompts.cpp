@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "diag/checklist.h"
 #include "dump/schema.h"
 #include "runtime/dump_sink.h"
 #include "runtime/run/run.h"
@@ -52,18 +53,35 @@ Status Run::run_prompts() {
   go.stop_at_eos = cfg_.generate.stop_at_eos;
   go.eos_ids = tok_->eos_ids();
   go.top_k = cfg_.generate.top_k_record;
+  // A failed dump write is kept and reported after the loops: returning early would leave
+  // the other ranks of the replica waiting in a collective.
+  Status dump_status;
+
+  // --repeat N: the first repetition is the run (dumped, timed, scored); the later ones run the
+  // same prompts again, dump nothing, and only check their outputs are bitwise the first's.
+  const auto& perturb = cfg_.debug.perturb;
+  for (int rep = 1; rep <= args_.repeat; ++rep) {
+    if (perturb && perturb->repetition) fwd.set_perturbation(rep == *perturb->repetition ? perturb->point : "", perturb->scale);
+    if (rep == 1) {
+      run_prompt_pass(fwd, go, dump_status);
+      continue;
+    }
+    if (model_.hp.n_expert > 0) fwd.count_expert_tokens(nullptr);
+    repeat_prompt_pass(fwd, go, rep);
+  }
+  peak_kv_cache_bytes_ = fwd.kv_cache_peak_bytes();
+  return dump_status;
+}
+
+void Run::run_prompt_pass(Forward& fwd, const GenerateOptions& go, Status& dump_status) {
   const auto& sel = cfg_.dump.activations;
   const auto make_sink = [&](const std::string& id, const char* phase, bool wanted) -> std::unique_ptr<DumpSink> {
     if (!writer_ || !writes_activations_ || !wanted) return nullptr;
     return std::make_unique<DumpSink>(*writer_, *be_, sel, id, phase);
   };
-  // A failed dump write is kept and reported after the loops: returning early would leave
-  // the other ranks of the replica waiting in a collective.
-  Status dump_status;
   const auto keep = [&](const Status& s) {
     if (dump_status.ok() && !s.ok()) dump_status = s;
   };
-
   // Waves of at most generate.max_batch prompts: a wave is prefilled back to back (pipeline
   // stages overlap across its prompts), then decoded as one batch; its caches are gone before
   // the next wave, so at most max_batch sequences are resident at once.
@@ -124,8 +142,30 @@ Status Run::run_prompts() {
       keep(writer_->flush());
     }
   }
-  peak_kv_cache_bytes_ = fwd.kv_cache_peak_bytes();
-  return dump_status;
+}
+
+void Run::repeat_prompt_pass(Forward& fwd, const GenerateOptions& go, int rep) {
+  const size_t wave = static_cast<size_t>(std::max(1, cfg_.generate.max_batch));
+  const std::string tag = " (repetition " + std::to_string(rep) + ")";
+  for (size_t begin = 0; begin < prompts_.size(); begin += wave) {
+    const size_t end = std::min(prompts_.size(), begin + wave);
+    std::vector<Sequence> seqs;
+    for (size_t i = begin; i < end; ++i) {
+      heartbeat_->set_phase("prefill " + prompts_[i].prompt->id + tag);
+      seqs.push_back(prefill(fwd, model_.hp, prompts_[i].ids, go, nullptr, prompt_images(prompts_[i])));
+    }
+    heartbeat_->set_phase("decode" + tag);
+    std::vector<model::ActivationSink*> no_sinks(end - begin, nullptr);
+    std::vector<Generation> gens = decode_batch(fwd, model_.hp, std::move(seqs), go, no_sinks, [](size_t) {});
+    for (size_t i = begin; i < end; ++i) {
+      PromptRun& pr = prompts_[i];
+      if (!writes_outputs_ || !pr.repeat_diff.empty()) continue;  // the first difference is kept
+      const Generation& a = pr.gen;
+      const Generation& b = gens[i - begin];
+      pr.repeat_diff = diag::repeat_difference({a.generated_ids, a.logits_last, a.step_topk_ids, a.step_topk_logits},
+                                               {b.generated_ids, b.logits_last, b.step_topk_ids, b.step_topk_logits}, rep);
+    }
+  }
 }
 
 }  // namespace dayzero::runtime

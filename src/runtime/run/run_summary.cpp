@@ -26,7 +26,9 @@ Status Run::finish() {
                             {"peak_memory_bytes", mem.peak_bytes},
                             {"peak_kv_cache_bytes", peak_kv_cache_bytes_},
                             {"max_batch", cfg_.generate.max_batch},
-                            {"gemm", be_->describe()}};
+                            {"gemm", be_->describe()},
+                            {"backend", be_->name()},
+                            {"comm", comm_choice_}};
   DZ_RETURN_IF_ERROR(writer_->set_attribute("summary", summary.dump()));
   if (writes_activations_ && model_.hp.n_expert > 0)
     DZ_RETURN_IF_ERROR(writer_->set_attribute("expert_load", expert_load_report().dump()));

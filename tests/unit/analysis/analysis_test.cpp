@@ -161,18 +161,35 @@ TEST(Analysis, ConfigEstimatesMatchPublishedSizes) {
 }
 
 TEST(Analysis, UnsupportedArchitecturesNameTheirNewBlocks) {
+  // Qwen3.5's text model runs (adapter qwen3_5_moe); its vision tower and M-RoPE are still missing.
   auto q = analyze(load("Qwen3.5-397B-A17B"), {}, Source::kConfig);
   ASSERT_TRUE(q.ok()) << q.status().message();
-  EXPECT_TRUE(q->adapter.empty());
+  EXPECT_EQ(q->adapter, "qwen3_5_moe");
   EXPECT_GT(q->parts["linear attention"], 0);
-  for (const char* f : {"linear attention (Gated DeltaNet)", "gated shared expert", "vision tower", "attention output gate"}) {
+  for (const char* f : {"vision tower", "multimodal RoPE (M-RoPE)"}) {
     ASSERT_NE(feature(*q, f), nullptr) << f;
     EXPECT_EQ(feature(*q, f)->status, FeatureStatus::kNewBlock) << f;
   }
+  for (const char* f : {"linear attention (Gated DeltaNet)", "gated shared expert", "attention output gate", "partial rotary"}) {
+    ASSERT_NE(feature(*q, f), nullptr) << f;
+    EXPECT_EQ(feature(*q, f)->status, FeatureStatus::kAdapter) << f;
+  }
+  // Without an adapter (model_type renamed) the same features are supported by their blocks.
+  nlohmann::json renamed = load("Qwen3.5-397B-A17B");
+  renamed["model_type"] = "qwen3_5_moe_unknown";
+  renamed["architectures"] = {"Unknown"};
+  auto g = analyze(renamed, {}, Source::kConfig);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_TRUE(g->adapter.empty());
+  for (const char* f : {"linear attention (Gated DeltaNet)", "gated shared expert", "attention output gate", "partial rotary"}) {
+    ASSERT_NE(feature(*g, f), nullptr) << f;
+    EXPECT_EQ(feature(*g, f)->status, FeatureStatus::kBlock) << f;
+  }
   auto k = analyze(load("Kimi-K2.5"), {}, Source::kConfig);
   ASSERT_TRUE(k.ok()) << k.status().message();
+  // Kimi-K2.5's INT4 pack-quantized experts: the kimi_k25 adapter reads them.
   ASSERT_NE(feature(*k, "quantized weights"), nullptr);
-  EXPECT_EQ(feature(*k, "quantized weights")->status, FeatureStatus::kNewBlock);
+  EXPECT_EQ(feature(*k, "quantized weights")->status, FeatureStatus::kAdapter);
   EXPECT_GT(k->parts["vision tower"], 0);
 }
 

@@ -205,5 +205,36 @@ TEST(Catalog, CorruptShardGetsShardContext) {
   expect_bad(Catalog::open(dir.path()).status(), StatusCode::kCorrupt, {"shard 2 of 2", "s2.safetensors"});
 }
 
+// The streaming index parser hands anything unusual to the tree parser: extra metadata keys and
+// extra top-level keys are accepted as before, a key given twice anywhere is refused by name.
+TEST(Catalog, UnusualIndexesAreDecidedAsByTheTreeParser) {
+  TempDir dir;
+  write_shard(dir, "s1.safetensors", {"a"});
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"metadata": {"total_size": 8, "total_parameters": 2, "format": "pt"}, "weight_map": {"a": "s1.safetensors"}})", ""},
+      {R"({"weight_map": {"a": "s1.safetensors"}, "extra": {"nested": [1, 2]}})", ""},
+      {R"({"metadata": null, "weight_map": {"a": "s1.safetensors"}})", ""},
+      {R"({"metadata": {"total_size": 8, "total_size": 8}, "weight_map": {"a": "s1.safetensors"}})", "appears twice"},
+      {R"({"weight_map": {"a": "s1.safetensors"}, "weight_map": {"a": "s1.safetensors"}})", "appears twice"},
+      {R"({"metadata": {"total_size": -8}, "weight_map": {"a": "s1.safetensors"}})", "not a non-negative integer"},
+      {R"({"weight_map": {"a": 1}})", "not a file name"},
+      {R"({"metadata": {}})", "missing object 'weight_map'"},
+  };
+  for (const auto& [index, error] : cases) {
+    test_util::write_bytes(dir.file(kIndexFileName), index);
+    auto fast = Catalog::open(dir.path());
+    auto tree = Catalog::open(dir.path(), HeaderParser::kTree);
+    ASSERT_EQ(fast.ok(), error.empty()) << index << ": " << fast.status().message();
+    ASSERT_EQ(tree.ok(), error.empty()) << index;
+    if (error.empty()) {
+      ASSERT_EQ(fast->tensors().size(), 1u);
+      EXPECT_EQ(fast->tensors()[0].name, "a");
+    } else {
+      EXPECT_NE(fast.status().message().find(error), std::string::npos) << fast.status().message();
+      EXPECT_EQ(fast.status().message(), tree.status().message());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dayzero::checkpoint

@@ -299,5 +299,77 @@ TEST(Safetensors, MissingFileIsNotFound) {
              {"no.safetensors"});
 }
 
+// The streaming parser takes every header the writer produces; whatever it gives up on, the
+// tree parser decides, so both must give the same verdict, message and tensors on each case.
+TEST(Safetensors, WriterOutputTakesTheStreamingPath) {
+  TempDir dir;
+  const std::string path = dir.file("w.safetensors");
+  SafetensorsWriter w;
+  w.add("a", DType::kBF16, {2, 3}, std::vector<uint8_t>(12, 1));
+  w.add("b", DType::kF32, {}, std::vector<uint8_t>(4, 2));
+  w.set_metadata({{"format", "pt"}});
+  ASSERT_TRUE(w.write(path).ok());
+  auto f = SafetensorsFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_TRUE(f->parsed_fast());
+  auto tree = SafetensorsFile::open(path, HeaderParser::kTree);
+  ASSERT_TRUE(tree.ok());
+  EXPECT_FALSE(tree->parsed_fast());
+}
+
+TEST(Safetensors, StreamingAndTreeParsersAgree) {
+  struct Case {
+    std::string header;
+    size_t data_bytes;
+    bool valid, fast;
+  };
+  const std::vector<Case> cases = {
+      {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 4, true, true},
+      {R"({"w": {"data_offsets": [0, 4], "shape": [1], "dtype": "F32"}, "__metadata__": {"k": "v"}})", 4, true, true},
+      {R"({})", 0, true, true},
+      // valid, but not as writers produce it: the tree decides
+      {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "extra": {"x": [1, 2]}}})", 4, true, false},
+      {R"({"__metadata__": {}, "w": {"dtype": "U8", "shape": [], "data_offsets": [0, 1]}})", 1, true, true},
+      // invalid: each must be refused by both, with the tree's message
+      {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", 8, false, false},
+      {R"({"w": {"dtype": "F32", "dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 4, false, false},
+      {R"({"__metadata__": {"k": "v", "k": "w"}})", 0, false, false},
+      {R"({"__metadata__": {"k": "v"}, "__metadata__": {"j": "v"}})", 0, false, false},
+      {R"({"__metadata__": {"k": 1}})", 0, false, false},
+      {R"({"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", 4, false, false},
+      {R"({"w": {"dtype": "F32", "shape": [1.0], "data_offsets": [0, 4]}})", 4, false, false},
+      {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4, 8]}})", 8, false, false},
+      {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0]}})", 4, false, false},
+      {R"({"w": {"dtype": "F32", "shape": [1]}})", 4, false, false},
+      {R"({"w": {"dtype": "F99", "shape": [1], "data_offsets": [0, 4]}})", 4, false, false},
+      {R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}})", 4, false, false},
+      {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 8, false, false},
+      {R"({"w": [1]})", 0, false, false},
+      {R"([])", 0, false, false},
+      {R"({"w": {"dtype": "F32", "shape": [[1]], "data_offsets": [0, 4]}})", 4, false, false},
+  };
+  TempDir dir;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string path = dir.file("c" + std::to_string(i) + ".safetensors");
+    write_raw(path, cases[i].header, cases[i].data_bytes);
+    auto fast = SafetensorsFile::open(path);
+    auto tree = SafetensorsFile::open(path, HeaderParser::kTree);
+    ASSERT_EQ(fast.ok(), cases[i].valid) << cases[i].header << ": " << fast.status().message();
+    ASSERT_EQ(tree.ok(), cases[i].valid) << cases[i].header;
+    if (!cases[i].valid) {
+      EXPECT_EQ(fast.status().message(), tree.status().message()) << cases[i].header;
+      continue;
+    }
+    EXPECT_EQ(fast->parsed_fast(), cases[i].fast) << cases[i].header;
+    ASSERT_EQ(fast->tensors().size(), tree->tensors().size());
+    for (size_t t = 0; t < fast->tensors().size(); ++t) {
+      EXPECT_EQ(fast->tensors()[t].name, tree->tensors()[t].name);
+      EXPECT_EQ(fast->tensors()[t].shape, tree->tensors()[t].shape);
+      EXPECT_EQ(fast->tensors()[t].offset, tree->tensors()[t].offset);
+    }
+    EXPECT_EQ(fast->metadata(), tree->metadata());
+  }
+}
+
 }  // namespace
 }  // namespace dayzero::checkpoint

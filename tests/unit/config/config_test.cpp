@@ -163,7 +163,7 @@ TEST(RunConfig, KeysThatCannotTakeEffectAreRefused) {
        "model.dtype: bfloat16 cannot take effect: the CPU backend computes in float32 only"},
       {"model: {path: m, dtype: float16}\nbackend: cpu\nprompts: [{id: a, text: hi}]\n",
        "model.dtype: float16 cannot take effect"},
-      {"model: {path: m}\ncomm: nccl\nprompts: [{id: a, text: hi}]\n", "comm: nccl cannot take effect"},
+      {"model: {path: m}\nbackend: cpu\ncomm: nccl\nprompts: [{id: a, text: hi}]\n", "comm: nccl cannot take effect"},
   };
   for (const Refusal& rc : cases) {
     auto r = parse(rc.yaml);
@@ -173,11 +173,13 @@ TEST(RunConfig, KeysThatCannotTakeEffectAreRefused) {
     EXPECT_EQ(r.status().message().rfind("run.yaml", 0), 0u) << r.status().message();
   }
 #ifdef DAYZERO_WITH_CUDA
-  const char* nccl_reason = "no NCCL communicator is built yet";
+  const char* nccl_reason = "with backend: cpu";
+  // With CUDA built in, comm: nccl is for the CUDA backend (auto decides at run time).
+  EXPECT_TRUE(parse("model: {path: m}\ncomm: nccl\nprompts: [{id: a, text: hi}]\n").ok());
 #else
   const char* nccl_reason = "built without CUDA";
 #endif
-  auto nccl = parse("model: {path: m}\ncomm: nccl\nprompts: [{id: a, text: hi}]\n");
+  auto nccl = parse("model: {path: m}\nbackend: cpu\ncomm: nccl\nprompts: [{id: a, text: hi}]\n");
   EXPECT_NE(nccl.status().message().find(nccl_reason), std::string::npos) << nccl.status().message();
   // What the CPU backend does honour stays accepted; seed is recorded only.
   auto ok = parse("model: {path: m, dtype: float32}\ncomm: mpi\nprompts: [{id: a, text: hi}]\ngenerate: {seed: 7}\n");
@@ -198,6 +200,36 @@ TEST(RunConfig, DebugPerturbParses) {
       {"debug: {perturb: {point: layers.x.ffn_out, scale: 2}}\n", "debug.perturb.point"},
       {"debug: {perturb: {point: logits}}\n", "debug.perturb.scale: missing required key"},
       {"debug: {perturb: {point: logits, scale: 2, when: now}}\n", "debug.perturb.when: unknown key"},
+  };
+  for (const auto& [yaml, message] : refusals) {
+    auto r = parse(std::string(kMinimal) + yaml);
+    ASSERT_FALSE(r.ok()) << yaml;
+    EXPECT_EQ(r.status().exit_code(), 2);
+    EXPECT_NE(r.status().message().find(message), std::string::npos) << r.status().message();
+  }
+}
+
+// The checklist limits, a perturbation of one repetition and the planner's headroom parse;
+// out-of-range values and unknown keys are refused by key.
+TEST(RunConfig, ChecklistRepetitionAndHeadroom) {
+  auto d = parse(kMinimal);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_DOUBLE_EQ(d->checklist.first_token_text_s, 30);
+  EXPECT_DOUBLE_EQ(d->checklist.first_token_image_s, 60);
+  EXPECT_FALSE(d->runtime.headroom_mib.has_value());
+  auto ok = parse(std::string(kMinimal) +
+                  "checklist: {first_token_text_s: 2.5, first_token_image_s: 90}\nruntime: {headroom_mib: 0}\n"
+                  "debug: {perturb: {point: embed, scale: 2, repetition: 2}}\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_DOUBLE_EQ(ok->checklist.first_token_text_s, 2.5);
+  EXPECT_DOUBLE_EQ(ok->checklist.first_token_image_s, 90);
+  EXPECT_EQ(ok->runtime.headroom_mib, 0);
+  EXPECT_EQ(ok->debug.perturb->repetition, 2);
+  const std::pair<const char*, const char*> refusals[] = {
+      {"checklist: {first_token_s: 3}\n", "checklist.first_token_s: unknown key"},
+      {"checklist: {first_token_image_s: -1}\n", "checklist.first_token_image_s: must be a number of seconds > 0"},
+      {"runtime: {headroom_mib: -5}\n", "runtime.headroom_mib: must be >= 0 MiB"},
+      {"debug: {perturb: {point: embed, scale: 2, repetition: 0}}\n", "debug.perturb.repetition: must be >= 1"},
   };
   for (const auto& [yaml, message] : refusals) {
     auto r = parse(std::string(kMinimal) + yaml);

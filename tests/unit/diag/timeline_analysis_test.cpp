@@ -1,7 +1,8 @@
 // The timeline reader and analysis on hand-written run folders: malformed and unpaired lines
 // are skipped and counted (never thrown), clocks are moved by each rank's clock_offset_ns,
 // and a two-rank group where one rank never arrived gives that rank as the culprit; a folder
-// where every op completed has none.
+// where every op completed has none. A node whose ranks all left no abort record while the
+// other node's were SIGTERMed is named lost with its ranks (control: one SIGTERM record there).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -121,6 +122,71 @@ TEST(TimelineAnalysis, LinesOutsideTheFastFormatReadAlikeAndSlicesAreOptional) {
   EXPECT_EQ(results[0]["culprits"], nlohmann::ordered_json::array({1})) << results[0].dump();
   EXPECT_EQ(results[0]["stuck"][0]["label"], "tp0");
   for (size_t i = 1; i < results.size(); ++i) EXPECT_EQ(results[i], results[0]) << i;
+}
+
+// Two nodes of two ranks: n1's ranks (2 stalled outside the op, 3 blocked inside it) were
+// killed together; the launcher then SIGTERMed n0's ranks, which wrote their abort records.
+TEST(TimelineAnalysis, NodeWhoseRanksAllVanishedIsNamedLost) {
+  for (bool rank3_sigtermed : {false, true}) {
+    const fs::path d = folder(rank3_sigtermed ? "node-control" : "node-lost");
+    write(d / "plan.json", R"({"world_size": 4})");
+    const auto meta = [](int rank, const char* host, int pp, int tp) {
+      return "{\"t_ns\":1,\"ev\":\"meta\",\"rank\":" + std::to_string(rank) + ",\"host\":\"" + host +
+             "\",\"dp\":0,\"pp\":" + std::to_string(pp) + ",\"tp\":" + std::to_string(tp) + ",\"clock_offset_ns\":0}\n";
+    };
+    const auto abort = [](int64_t t, int rank) {
+      return "{\"t_ns\":" + std::to_string(t) + ",\"ev\":\"begin\",\"kind\":\"abort\",\"name\":\"rank " +
+             std::to_string(rank) + ": terminated by SIGTERM during all_reduce\",\"group\":\"\",\"seq\":-1,\"bytes\":0}\n";
+    };
+    const auto beat = [](int64_t t) {
+      return "{\"t_ns\": " + std::to_string(t) + ", \"phase\": \"decode a\", \"stopped\": false}";
+    };
+    constexpr int64_t kS = 1000000000;
+    // n0's ranks wait in an op of their own group and are SIGTERMed at 10 s.
+    for (int r : {0, 1}) {
+      std::string g = ev(1 * kS, "begin", "all_reduce", 0) + ev(1 * kS + 10, "end", "all_reduce", 0) +
+                      ev(2 * kS, "begin", "all_reduce", 1) + abort(10 * kS, r);
+      write(d / "events" / ("rank-0000" + std::to_string(r) + ".jsonl"), meta(r, "n0", 0, r) + g);
+      write(d / "live" / ("rank-0000" + std::to_string(r) + ".json"), beat(10 * kS));
+    }
+    // n1: both completed seq 0 of tp@pp1.dp0; rank 3 entered seq 1, rank 2 never did.
+    const auto ev1 = [&](int64_t t, const char* e, int64_t seq) {
+      std::string line = ev(t, e, "all_reduce", seq);
+      return line.replace(line.find("tp@pp0.dp0"), 10, "tp@pp1.dp0");
+    };
+    write(d / "events" / "rank-00002.jsonl",
+          meta(2, "n1", 1, 0) + ev1(1 * kS, "begin", 0) + ev1(1 * kS + 10, "end", 0));
+    write(d / "events" / "rank-00003.jsonl", meta(3, "n1", 1, 1) + ev1(1 * kS, "begin", 0) +
+                                                  ev1(1 * kS + 10, "end", 0) + ev1(3 * kS, "begin", 1) +
+                                                  (rank3_sigtermed ? abort(10 * kS, 3) : ""));
+    write(d / "live" / "rank-00002.json", beat(9 * kS));
+    write(d / "live" / "rank-00003.json", beat(9 * kS));
+
+    auto t = load_run_trails(d.string());
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    const Analysis a = analyse(*t);
+    EXPECT_EQ(a.nodes, 2);
+    EXPECT_EQ(a.culprits, std::vector<int>{2}) << a.verdict;
+    if (rank3_sigtermed) {
+      EXPECT_TRUE(a.lost_nodes.empty()) << a.verdict;
+      EXPECT_EQ(a.ranks[3].heartbeat, "alive");
+      EXPECT_EQ(a.verdict.rfind("rank 2 (node n1, pp 1, tp 0) never entered", 0), 0u) << a.verdict;
+    } else {
+      ASSERT_EQ(a.lost_nodes.size(), 1u) << a.verdict;
+      EXPECT_EQ(a.lost_nodes[0].host, "n1");
+      EXPECT_EQ(a.lost_nodes[0].ranks, (std::vector<int>{2, 3}));
+      for (int r : {2, 3}) EXPECT_EQ(a.ranks[r].heartbeat, "dead") << r;
+      for (int r : {0, 1}) EXPECT_EQ(a.ranks[r].heartbeat, "alive") << r;
+      EXPECT_EQ(a.verdict.rfind("node n1 was lost with all its ranks (2, 3)", 0), 0u) << a.verdict;
+      EXPECT_NE(a.verdict.find("rank 2 (node n1, pp 1, tp 0) never entered all_reduce #1 of tp@pp1.dp0"),
+                std::string::npos)
+          << a.verdict;
+      const auto j = to_json(a);
+      EXPECT_EQ(j["lost_nodes"][0]["host"], "n1") << j.dump();
+      EXPECT_NE(to_text(a).find("node lost: n1, ranks 2, 3"), std::string::npos) << to_text(a);
+    }
+    fs::remove_all(d);
+  }
 }
 
 TEST(TimelineAnalysis, NotARunFolderIsNotFound) {

@@ -71,22 +71,21 @@ struct FixtureCase {
   int64_t state_bytes_per_sequence;
 };
 
-// Hand counts (bf16 KV 2 B; recurrent state f32 4 B); DeepSeek-V3.2 and GLM-5 have adapters now
-// (their cache is the adapter's, memory.h adapter_layer_cache), so GLM-5 comes renamed to a
-// family without one (analysed_without_adapter):
+// Hand counts (bf16 KV 2 B; recurrent state f32 4 B); DeepSeek-V3.2, Kimi-K2.5 and GLM-5 have
+// adapters now (their caches are the adapters', memory.h adapter_layer_caches), so the first two
+// are not among these and GLM-5 comes renamed to a family without one (analysed_without_adapter):
 //   GLM-5: 78 MLA layers x (kv_lora 512 + rope 64 + DSA indexer key 128) x 2 B = 109,824.
-//   Kimi-K2.5: 61 x (512 + 64) x 2 = 70,272 (no indexer).
 //   Qwen3.5-397B-A17B: 15 full-attention layers x 2 kv heads x (k 256 + v 256) x 2 = 30,720;
 //   45 linear-attention layers x [(4 - 1) x (2 x 16 x 128 + 64 x 128) conv x 2 B
 //   + 64 x 128 x 128 recurrent x 4 B] = 45 x (73,728 + 4,194,304) = 192,061,440.
 TEST(GenericPlan, PublishedConfigsPlanWithHandCountedCaches) {
-  const FixtureCase cases[] = {{"GLM-5", 109824, 0},
-                               {"Kimi-K2.5", 70272, 0},
-                               {"Qwen3.5-397B-A17B", 30720, 192061440}};
+  const FixtureCase cases[] = {{"GLM-5", 109824, 0}, {"Qwen3.5-397B-A17B", 30720, 192061440}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     const analysis::Analysis a = std::string(c.name) == "GLM-5" ? analysed_without_adapter(c.name) : analysed(c.name);
-    ASSERT_TRUE(a.adapter.empty());
+    // Qwen3.5 has an adapter (qwen3_5_moe) whose cache rule gives the same figures
+    // (inspect_cli_test); its generic request is still what a family without one gets.
+    ASSERT_TRUE(a.adapter.empty() || a.adapter == "qwen3_5_moe") << a.adapter;
     auto req = make_generic_plan_request(a, inputs(16, 4096, 1));
     ASSERT_TRUE(req.ok()) << req.status().message();
     const CacheSummary s = summarize_cache(req->cache, 2);

@@ -1,0 +1,401 @@
+// The CUDA backend: device tensors on one GPU, ops from kernels/cuda on one compute stream,
+// GEMMs through cuBLAS (bf16 inputs, f32 accumulation; f32 on request), weights staged to the
+// device through pinned double buffers on a copy stream and converted there. Activations are
+// f32 on the device (the Backend contract); only weights of rank >= 2 are kept in the compute
+// dtype. Compiled only when the toolkit is found (DAYZERO_WITH_CUDA); not the NCCL comm.
+#ifdef DAYZERO_WITH_CUDA
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <sstream>
+
+#include "backend/backend.h"
+#include "core/log.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/ops.h"
+
+namespace dayzero::backend {
+namespace kc = kernels::cuda;
+using kc::Elem;
+
+namespace {
+
+// A failed device call stops the job: the Backend ops return nothing (STYLE.md: device API
+// calls use CHECK macros). The message names the op and the call.
+#define DZ_CUDA_CHECK(call, op)                                                                 \
+  do {                                                                                          \
+    const cudaError_t dz_err_ = (call);                                                         \
+    DZ_CHECK(dz_err_ == cudaSuccess, "cuda " << (op) << ": " << #call << ": " << cudaGetErrorString(dz_err_)); \
+  } while (0)
+#define DZ_STATUS_CHECK(expr)                                  \
+  do {                                                         \
+    const Status dz_st_ = (expr);                              \
+    DZ_CHECK(dz_st_.ok(), dz_st_.message());                   \
+  } while (0)
+
+Status cuda_status(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess) return Status::Ok();
+  const std::string m = "cuda " + what + ": " + cudaGetErrorString(e);
+  return e == cudaErrorMemoryAllocation ? Status::OutOfMemory(m) : Status::Internal(m);
+}
+
+// Live and peak bytes of this backend's device allocations.
+struct MemCounter {
+  std::atomic<int64_t> live{0}, peak{0};
+  void add(int64_t b) {
+    const int64_t now = live.fetch_add(b) + b;
+    int64_t p = peak.load();
+    while (now > p && !peak.compare_exchange_weak(p, now)) {
+    }
+  }
+  void sub(int64_t b) { live.fetch_sub(b); }
+};
+
+// Stream-ordered device memory: allocated and freed on the compute stream, so a temporary
+// freed while a kernel that reads it is still queued stays valid until that kernel ran.
+class DeviceStorage final : public Storage {
+ public:
+  DeviceStorage(void* p, size_t bytes, int device, cudaStream_t stream, std::shared_ptr<MemCounter> counter)
+      : ptr_(p), bytes_(bytes), device_(device), stream_(stream), counter_(std::move(counter)) {}
+  ~DeviceStorage() override {
+    cudaFreeAsync(ptr_, stream_);
+    counter_->sub(static_cast<int64_t>(bytes_));
+  }
+  void* data() override { return ptr_; }
+  size_t bytes() const override { return bytes_; }
+  Device device() const override { return {DeviceKind::kCuda, device_}; }
+
+ private:
+  void* ptr_;
+  size_t bytes_;
+  int device_;
+  cudaStream_t stream_;
+  std::shared_ptr<MemCounter> counter_;
+};
+
+Elem elem_of(const Tensor& t, const char* op) {
+  DZ_CHECK(!t.device().is_cpu(), "cuda " << op << ": a host tensor " << shape_str(t.shape()) << " was passed");
+  if (t.dtype() == DType::kF32) return Elem::kF32;
+  DZ_CHECK(t.dtype() == DType::kBF16, "cuda " << op << ": dtype " << dtype_name(t.dtype()) << " not supported");
+  return Elem::kBF16;
+}
+float* f(Tensor& t, const char* op) {
+  DZ_CHECK(elem_of(t, op) == Elem::kF32, "cuda " << op << ": expected an f32 tensor");
+  return static_cast<float*>(t.data());
+}
+const float* f(const Tensor& t, const char* op) {
+  DZ_CHECK(elem_of(t, op) == Elem::kF32, "cuda " << op << ": expected an f32 tensor");
+  return static_cast<const float*>(t.data());
+}
+
+constexpr size_t kStagingBytes = size_t{32} << 20;  // per pinned buffer; two of them
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const BackendOptions& o) : device_(o.device_index), compute_(o.compute_dtype) {}
+
+  Status init() {
+    DZ_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")"));
+    cudaDeviceProp prop{};
+    DZ_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties"));
+    device_name_ = prop.name;
+    sm_ = prop.major * 10 + prop.minor;
+    DZ_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+    DZ_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
+                                   "cudaStreamCreate (copy)"));
+    // Freed blocks stay in the pool: the per-token temporaries reuse them instead of calling the driver.
+    cudaMemPool_t pool = nullptr;
+    DZ_RETURN_IF_ERROR(cuda_status(cudaDeviceGetDefaultMemPool(&pool, device_), "cudaDeviceGetDefaultMemPool"));
+    uint64_t keep = UINT64_MAX;
+    DZ_RETURN_IF_ERROR(
+        cuda_status(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute"));
+    for (int i = 0; i < 2; ++i) {
+      DZ_RETURN_IF_ERROR(cuda_status(cudaMallocHost(&pinned_[i], kStagingBytes), "cudaMallocHost (staging)"));
+      DZ_RETURN_IF_ERROR(cuda_status(cudaMalloc(&staged_[i], kStagingBytes), "cudaMalloc (staging)"));
+      DZ_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&staging_done_[i], cudaEventDisableTiming),
+                                     "cudaEventCreate"));
+    }
+    fixed_bytes_ = 2 * static_cast<int64_t>(kStagingBytes);
+    mem_->add(fixed_bytes_);
+    DZ_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&order_, cudaEventDisableTiming), "cudaEventCreate"));
+    return gemm_.init(stream_);
+  }
+
+  ~CudaBackend() override {
+    if (stream_) cudaStreamSynchronize(stream_);
+    if (copy_stream_) cudaStreamSynchronize(copy_stream_);
+    if (workspace_) cudaFreeAsync(workspace_, stream_);
+    for (int i = 0; i < 2; ++i) {
+      if (pinned_[i]) cudaFreeHost(pinned_[i]);
+      if (staged_[i]) cudaFree(staged_[i]);
+      if (staging_done_[i]) cudaEventDestroy(staging_done_[i]);
+    }
+    if (order_) cudaEventDestroy(order_);
+    // The streams stay alive for storages that outlive the backend (their frees are queued on it).
+  }
+
+  std::string name() const override { return "cuda"; }
+  std::string describe() const override {
+    std::ostringstream os;
+    os << "cuda:" << device_ << " " << device_name_ << " (sm_" << sm_ << "), cuBLAS " << gemm_.version()
+       << ", compute " << (compute_ == DType::kBF16 ? "bfloat16 (f32 accumulation)" : "float32");
+    return os.str();
+  }
+  Device device() const override { return {DeviceKind::kCuda, device_}; }
+
+  Tensor empty(DType dtype, Shape shape) override {
+    Tensor t = alloc(dtype, std::move(shape));
+    if (t.bytes() > 0) DZ_CUDA_CHECK(cudaMemsetAsync(t.data(), 0, t.bytes(), stream_), "empty");
+    return t;
+  }
+
+  Tensor to_device(const Tensor& host) override {
+    if (!host.device().is_cpu()) return host;
+    Tensor t = alloc(host.dtype(), host.shape());
+    if (t.bytes() > 0)
+      DZ_CUDA_CHECK(cudaMemcpyAsync(t.data(), host.data(), t.bytes(), cudaMemcpyHostToDevice, stream_), "to_device");
+    return t;
+  }
+
+  // Weights of rank >= 2 in the compute dtype (bf16 halves what f32 would take); norms, biases
+  // and other vectors stay f32. Staged through the pinned buffers, converted on the device.
+  Tensor to_device_weight(const Tensor& host) override {
+    if (!host.device().is_cpu() || host.dtype() != DType::kF32) return to_device(host);
+    const bool narrow = compute_ == DType::kBF16 && host.rank() >= 2;
+    Tensor t = alloc(narrow ? DType::kBF16 : DType::kF32, host.shape());
+    // The allocation is ordered on the compute stream; the copy stream waits for it.
+    DZ_CUDA_CHECK(cudaEventRecord(order_, stream_), "to_device_weight");
+    DZ_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, order_, 0), "to_device_weight");
+    const size_t chunk_elems = kStagingBytes / sizeof(float);
+    const size_t n = static_cast<size_t>(host.numel());
+    const auto* src = static_cast<const float*>(host.data());
+    for (size_t i0 = 0, c = 0; i0 < n; i0 += chunk_elems, ++c) {
+      const size_t m = std::min(chunk_elems, n - i0), b = c % 2;
+      // The buffer's previous copy and conversion must be done before it is refilled; the
+      // other buffer's transfer runs meanwhile.
+      DZ_CUDA_CHECK(cudaEventSynchronize(staging_done_[b]), "to_device_weight");
+      std::memcpy(pinned_[b], src + i0, m * sizeof(float));
+      if (narrow) {
+        DZ_CUDA_CHECK(cudaMemcpyAsync(staged_[b], pinned_[b], m * sizeof(float), cudaMemcpyHostToDevice, copy_stream_),
+                      "to_device_weight");
+        DZ_STATUS_CHECK(kc::convert(static_cast<int64_t>(m), Elem::kF32, staged_[b], Elem::kBF16,
+                                    static_cast<uint16_t*>(t.data()) + i0, copy_stream_));
+      } else {
+        DZ_CUDA_CHECK(cudaMemcpyAsync(static_cast<float*>(t.data()) + i0, pinned_[b], m * sizeof(float),
+                                      cudaMemcpyHostToDevice, copy_stream_),
+                      "to_device_weight");
+      }
+      DZ_CUDA_CHECK(cudaEventRecord(staging_done_[b], copy_stream_), "to_device_weight");
+    }
+    // Compute work after this call sees the weight.
+    DZ_CUDA_CHECK(cudaEventRecord(order_, copy_stream_), "to_device_weight");
+    DZ_CUDA_CHECK(cudaStreamWaitEvent(stream_, order_, 0), "to_device_weight");
+    return t;
+  }
+
+  void to_host(const Tensor& src, Tensor& dst) override {
+    DZ_CHECK(dst.device().is_cpu() && src.numel() == dst.numel(),
+             "cuda to_host " << shape_str(src.shape()) << " -> " << shape_str(dst.shape()));
+    if (src.device().is_cpu()) {
+      DZ_CHECK(src.dtype() == dst.dtype());
+      std::memcpy(dst.data(), src.data(), src.bytes());
+      return;
+    }
+    if (src.dtype() == dst.dtype()) {
+      DZ_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyDeviceToHost, stream_), "to_host");
+    } else {
+      DZ_CHECK(src.dtype() == DType::kBF16 && dst.dtype() == DType::kF32,
+               "cuda to_host " << dtype_name(src.dtype()) << " -> " << dtype_name(dst.dtype()));
+      Tensor wide = alloc(DType::kF32, src.shape());
+      DZ_STATUS_CHECK(kc::convert(src.numel(), Elem::kBF16, src.data(), Elem::kF32, wide.data(), stream_));
+      DZ_CUDA_CHECK(cudaMemcpyAsync(dst.data(), wide.data(), wide.bytes(), cudaMemcpyDeviceToHost, stream_), "to_host");
+    }
+    DZ_CUDA_CHECK(cudaStreamSynchronize(stream_), "to_host");
+  }
+
+  void copy(const Tensor& src, Tensor& dst) override {
+    DZ_CHECK(src.numel() == dst.numel(), "cuda copy " << shape_str(src.shape()) << " -> " << shape_str(dst.shape()));
+    if (src.data() == dst.data() && src.dtype() == dst.dtype()) return;
+    const bool sh = src.device().is_cpu(), dh = dst.device().is_cpu();
+    if (sh || dh) {
+      DZ_CHECK(src.dtype() == dst.dtype(), "cuda copy between host and device converts no dtype");
+      const cudaMemcpyKind kind = sh && dh ? cudaMemcpyHostToHost : sh ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+      DZ_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), kind, stream_), "copy");
+      if (dh) DZ_CUDA_CHECK(cudaStreamSynchronize(stream_), "copy");
+      return;
+    }
+    if (src.dtype() == dst.dtype()) {  // any dtype (i32 ids too): bytes as they are
+      DZ_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyDeviceToDevice, stream_), "copy");
+      return;
+    }
+    DZ_STATUS_CHECK(kc::convert(src.numel(), elem_of(src, "copy"), src.data(), elem_of(dst, "copy"), dst.data(), stream_));
+  }
+
+  void synchronize() override { DZ_CUDA_CHECK(cudaStreamSynchronize(stream_), "synchronize"); }
+  void* device_stream() const override { return stream_; }
+
+  MemoryInfo memory_info() const override {
+    size_t free_b = 0, total_b = 0;
+    DZ_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b), "memory_info");
+    return {static_cast<int64_t>(total_b), static_cast<int64_t>(free_b), mem_->peak.load()};
+  }
+
+  void matmul(const Tensor& x, const Tensor& w, Tensor& y, bool accumulate) override {
+    DZ_CHECK(w.rank() == 2, "cuda matmul: w" << shape_str(w.shape()) << " is not a matrix");
+    const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
+    DZ_CHECK(x.numel() == m * k && y.numel() == m * n,
+             "cuda matmul x" << shape_str(x.shape()) << " w" << shape_str(w.shape()) << " y" << shape_str(y.shape()));
+    const Elem we = elem_of(w, "matmul");
+    const void* xa = f(x, "matmul");
+    if (we == Elem::kBF16) {
+      // x rounded to bf16 once per call; the products accumulate in f32.
+      void* xb = workspace(static_cast<size_t>(x.numel()) * 2);
+      DZ_STATUS_CHECK(kc::convert(x.numel(), Elem::kF32, xa, Elem::kBF16, xb, stream_));
+      xa = xb;
+    }
+    DZ_STATUS_CHECK(gemm_.matmul_nt(m, n, k, we, xa, w.data(), f(y, "matmul"), accumulate));
+  }
+  void add_bias(const Tensor& b, Tensor& y) override {
+    const int64_t width = b.numel();
+    DZ_CHECK(width > 0 && y.numel() % width == 0, "cuda add_bias");
+    DZ_STATUS_CHECK(kc::add_bias(y.numel() / width, width, elem_of(b, "add_bias"), b.data(), f(y, "add_bias"), stream_));
+  }
+  void add(const Tensor& x, Tensor& y) override {
+    DZ_CHECK(x.numel() == y.numel(), "cuda add");
+    DZ_STATUS_CHECK(kc::add_inplace(x.numel(), elem_of(x, "add"), x.data(), f(y, "add"), stream_));
+  }
+  void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
+    const int64_t width = w.numel();
+    DZ_CHECK(width > 0 && x.numel() % width == 0 && x.numel() == y.numel(), "cuda rmsnorm");
+    DZ_STATUS_CHECK(kc::rmsnorm(x.numel() / width, width, f(x, "rmsnorm"), elem_of(w, "rmsnorm"), w.data(), eps,
+                                f(y, "rmsnorm"), stream_));
+  }
+  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq) override {
+    DZ_CHECK(x.rank() == 3 && positions.dtype() == DType::kI32 && positions.numel() == x.dim(0), "cuda rope");
+    DZ_CHECK(inv_freq.numel() * 2 == x.dim(2) && !positions.device().is_cpu(), "cuda rope");
+    DZ_STATUS_CHECK(kc::rope_rotate_half(x.dim(0), x.dim(1), x.dim(2), static_cast<const int32_t*>(positions.data()),
+                                         f(inv_freq, "rope"), f(x, "rope"), stream_));
+  }
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos0, float scale,
+                 Tensor& out) override {
+    DZ_CHECK(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() && out.shape() == q.shape(), "cuda attention");
+    DZ_CHECK(pos0 + q.dim(0) <= k.dim(0), "cuda attention past the cache end");
+    DZ_STATUS_CHECK(kc::attention(q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(0), true, pos0, f(q, "attention"),
+                                  f(k, "attention"), f(v, "attention"), scale, f(out, "attention"), stream_));
+  }
+  void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    DZ_CHECK(gate.numel() == up.numel() && up.numel() == out.numel(), "cuda swiglu");
+    DZ_STATUS_CHECK(kc::swiglu(gate.numel(), f(gate, "swiglu"), f(up, "swiglu"), f(out, "swiglu"), stream_));
+  }
+  void embedding(const Tensor& ids, const Tensor& table, int64_t row_offset, Tensor& out) override {
+    DZ_CHECK(ids.dtype() == DType::kI32 && !ids.device().is_cpu() && out.numel() == ids.numel() * table.dim(1),
+             "cuda embedding");
+    DZ_STATUS_CHECK(kc::embedding(ids.numel(), static_cast<const int32_t*>(ids.data()), table.dim(0), table.dim(1),
+                                  row_offset, elem_of(table, "embedding"), table.data(), f(out, "embedding"), stream_));
+  }
+  void layernorm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& y) override {
+    const int64_t width = w.numel();
+    DZ_CHECK(width > 0 && x.numel() % width == 0 && x.numel() == y.numel() && (!b || b->numel() == width),
+             "cuda layernorm");
+    const Elem we = elem_of(w, "layernorm");
+    DZ_CHECK(!b || elem_of(*b, "layernorm") == we, "cuda layernorm: weight and bias dtypes differ");
+    DZ_STATUS_CHECK(kc::layernorm(x.numel() / width, width, f(x, "layernorm"), we, w.data(), b ? b->data() : nullptr,
+                                  eps, f(y, "layernorm"), stream_));
+  }
+  void gelu(GeluKind kind, const Tensor& x, Tensor& y) override {
+    DZ_CHECK(x.numel() == y.numel(), "cuda gelu");
+    const int k = kind == GeluKind::kErf ? 0 : kind == GeluKind::kTanh ? 1 : 2;
+    DZ_STATUS_CHECK(kc::gelu(x.numel(), k, f(x, "gelu"), f(y, "gelu"), stream_));
+  }
+  void attention_full(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) override {
+    DZ_CHECK(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() && out.shape() == q.shape(), "cuda attention_full");
+    DZ_CHECK(k.dim(0) == q.dim(0) && q.dim(1) % k.dim(1) == 0 && q.dim(2) == k.dim(2), "cuda attention_full");
+    DZ_STATUS_CHECK(kc::attention(q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(0), false, 0, f(q, "attention_full"),
+                                  f(k, "attention_full"), f(v, "attention_full"), scale, f(out, "attention_full"),
+                                  stream_));
+  }
+
+ private:
+  Tensor alloc(DType dtype, Shape shape) {
+    const size_t bytes = std::max<size_t>(1, static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
+    void* p = nullptr;
+    const cudaError_t e = cudaMallocAsync(&p, bytes, stream_);
+    DZ_CHECK(e == cudaSuccess, "cuda alloc of " << bytes << " bytes for " << shape_str(shape) << " on device " << device_
+                                                << " (live " << mem_->live.load() << ", peak " << mem_->peak.load()
+                                                << "): " << cudaGetErrorString(e));
+    mem_->add(static_cast<int64_t>(bytes));
+    return Tensor(dtype, std::move(shape), std::make_shared<DeviceStorage>(p, bytes, device_, stream_, mem_));
+  }
+
+  // A scratch buffer of at least `bytes`, reused by the next call (stream order protects it).
+  void* workspace(size_t bytes) {
+    if (bytes > workspace_bytes_) {
+      if (workspace_) {
+        DZ_CUDA_CHECK(cudaFreeAsync(workspace_, stream_), "workspace");
+        mem_->sub(static_cast<int64_t>(workspace_bytes_));
+      }
+      const size_t grow = std::max(bytes, workspace_bytes_ * 2);
+      DZ_CUDA_CHECK(cudaMallocAsync(&workspace_, grow, stream_), "workspace");
+      workspace_bytes_ = grow;
+      mem_->add(static_cast<int64_t>(grow));
+    }
+    return workspace_;
+  }
+
+  int device_;
+  DType compute_;
+  std::string device_name_;
+  int sm_ = 0;
+  cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
+  cudaEvent_t order_ = nullptr;
+  void* pinned_[2] = {nullptr, nullptr};
+  void* staged_[2] = {nullptr, nullptr};
+  cudaEvent_t staging_done_[2] = {nullptr, nullptr};
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  int64_t fixed_bytes_ = 0;
+  std::shared_ptr<MemCounter> mem_ = std::make_shared<MemCounter>();
+  kc::Gemm gemm_;
+};
+
+}  // namespace
+
+Result<int> cuda_device_count() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) return 0;
+  if (e != cudaSuccess) return cuda_status(e, "cudaGetDeviceCount");
+  return n;
+}
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options) {
+  DZ_ASSIGN_OR_RETURN(const int n, cuda_device_count());
+  if (n == 0) return Status::Unsupported("backend cuda: no CUDA device is visible to this process");
+  if (options.device_index < 0 || options.device_index >= n)
+    return Status::InvalidArgument("backend cuda: device " + std::to_string(options.device_index) + " of " +
+                                   std::to_string(n) + " visible");
+  if (options.compute_dtype != DType::kBF16 && options.compute_dtype != DType::kF32)
+    return Status::Unsupported(std::string("backend cuda: compute dtype ") + dtype_name(options.compute_dtype) +
+                               " (bfloat16 or float32)");
+  DZ_RETURN_IF_ERROR(cuda_status(cudaSetDevice(options.device_index), "cudaSetDevice"));
+  // The plan's bytes against what the device has free now, before this backend allocates.
+  if (options.required_bytes > 0) {
+    size_t free_b = 0, total_b = 0;
+    DZ_RETURN_IF_ERROR(cuda_status(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"));
+    if (static_cast<uint64_t>(options.required_bytes) > free_b)
+      return Status::InvalidArgument(
+          "backend cuda: the plan needs " + std::to_string(options.required_bytes >> 20) + " MiB on device " +
+          std::to_string(options.device_index) + ", which has " + std::to_string(free_b >> 20) + " MiB free of " +
+          std::to_string(total_b >> 20) + " MiB; use more ranks (tp/pp) or a smaller topology.memory_fraction");
+  }
+  auto be = std::make_unique<CudaBackend>(options);
+  DZ_RETURN_IF_ERROR(be->init());
+  return std::unique_ptr<Backend>(std::move(be));
+}
+
+}  // namespace dayzero::backend
+
+#endif  // DAYZERO_WITH_CUDA

@@ -1,0 +1,265 @@
+// compressed-tensors pack-quantized INT4 (pack_quantized.h): config parsing, the ignore list,
+// dequantizing loads of whole tensors or row / column slices, and packing for test checkpoints.
+// Bit order and offset as compressed_tensors/compressors/pack_quantized/helpers.py.
+#include "checkpoint/pack_quantized.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <regex>
+
+#include "checkpoint/xxhash.h"
+#include "core/check.h"
+#include "core/dtype.h"
+#include "core/json.h"
+
+namespace dayzero::checkpoint {
+namespace {
+
+using nlohmann::json;
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+Status unsupported(const std::string& where, const std::string& key, const json& v, const std::string& want) {
+  return Status::Unsupported(where + ".quantization_config." + key + " " + json_excerpt(v) + " is not supported (" +
+                             want + ")");
+}
+
+bool is_null_or_absent(const json& o, const char* key) { return !o.contains(key) || o[key].is_null(); }
+
+Result<std::optional<PackQuant>> parse(const json& config, const std::string& where) {
+  if (!config.is_object()) return Status::InvalidArgument(where + ": not a JSON object");
+  const auto it = config.find("quantization_config");
+  if (it == config.end() || it->is_null()) return std::optional<PackQuant>{};
+  const json& q = *it;
+  const std::string qw = where + ".quantization_config";
+  if (!q.is_object()) return Status::InvalidArgument(qw + " is " + std::string(json_kind(q)) + ", not an object");
+  if (!q.contains("quant_method") || !q["quant_method"].is_string())
+    return Status::InvalidArgument(qw + ".quant_method is missing or not a string");
+  if (q["quant_method"] != "compressed-tensors")
+    return unsupported(where, "quant_method", q["quant_method"], "compressed-tensors");
+  if (q.contains("quantization_status") && !q["quantization_status"].is_null() && q["quantization_status"] != "compressed")
+    return unsupported(where, "quantization_status", q["quantization_status"], "compressed");
+  if (!is_null_or_absent(q, "kv_cache_scheme"))
+    return unsupported(where, "kv_cache_scheme", q["kv_cache_scheme"], "null: a quantized KV cache is not read");
+  if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].size() != 1)
+    return Status::Unsupported(qw + ".config_groups: exactly one group is supported");
+  const auto first = q["config_groups"].begin();
+  const std::string gname = first.key();
+  const json& g = first.value();
+  const std::string gk = "config_groups." + gname;
+  if (!g.is_object()) return Status::InvalidArgument(qw + "." + gk + " is not an object");
+  std::string format = q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
+  if (g.contains("format") && g["format"].is_string()) format = g["format"].get<std::string>();
+  if (format != "pack-quantized")
+    return Status::Unsupported(qw + ".format '" + format + "' is not supported (pack-quantized)");
+  if (!g.contains("targets") || g["targets"] != json::array({"Linear"}))
+    return unsupported(where, gk + ".targets", g.value("targets", json()), "[\"Linear\"]");
+  for (const char* k : {"input_activations", "output_activations"})
+    if (!is_null_or_absent(g, k)) return unsupported(where, gk + "." + k, g[k], "null: weights only");
+  if (!g.contains("weights") || !g["weights"].is_object())
+    return Status::InvalidArgument(qw + "." + gk + ".weights is missing or not an object");
+  const json& w = g["weights"];
+  const std::string wk = gk + ".weights.";
+  auto want = [&](const char* key, const json& value, const char* text) -> Status {
+    if (!w.contains(key) || w[key] != value) return unsupported(where, wk + key, w.value(key, json()), text);
+    return Status::Ok();
+  };
+  DZ_RETURN_IF_ERROR(want("num_bits", 4, "4"));
+  DZ_RETURN_IF_ERROR(want("type", "int", "int"));
+  DZ_RETURN_IF_ERROR(want("symmetric", true, "true"));
+  DZ_RETURN_IF_ERROR(want("strategy", "group", "group"));
+  if (w.contains("dynamic") && w["dynamic"] != false) return unsupported(where, wk + "dynamic", w["dynamic"], "false");
+  if (!is_null_or_absent(w, "actorder")) return unsupported(where, wk + "actorder", w["actorder"], "null");
+  if (!is_null_or_absent(w, "block_structure"))
+    return unsupported(where, wk + "block_structure", w["block_structure"], "null");
+  if (!w.contains("group_size") || !w["group_size"].is_number_integer() || w["group_size"].get<int64_t>() <= 0 ||
+      w["group_size"].get<int64_t>() > (int64_t{1} << 20))
+    return Status::InvalidArgument(qw + "." + wk + "group_size " + json_excerpt(w.value("group_size", json())) +
+                                   " is not a positive integer");
+  PackQuant pq;
+  pq.group_size = w["group_size"].get<int64_t>();
+  if (q.contains("ignore") && !q["ignore"].is_null()) {
+    if (!q["ignore"].is_array()) return Status::InvalidArgument(qw + ".ignore is not a list");
+    for (const json& e : q["ignore"]) {
+      if (!e.is_string()) return Status::InvalidArgument(qw + ".ignore holds " + json_excerpt(e) + ", not a string");
+      const std::string s = e.get<std::string>();
+      if (s.rfind("re:", 0) == 0) {
+        try {
+          pq.patterns.emplace_back(s.substr(3));
+        } catch (const std::regex_error& err) {
+          return Status::InvalidArgument(qw + ".ignore pattern " + quoted(s) + " does not compile: " + err.what());
+        }
+      }
+      pq.ignore.push_back(s);
+    }
+  }
+  return std::optional<PackQuant>{std::move(pq)};
+}
+
+// Reads `len` bytes at `offset` of t's file; counted into rec's ranges when rec is given.
+Status read_range(ByteReader& reader, const TensorInfo& t, uint64_t offset, uint64_t len, void* dst,
+                  WeightRecord* rec, Xxh64* hash) {
+  if (len == 0) return Status::Ok();
+  DZ_RETURN_IF_ERROR(reader.read(t.file, t.offset + offset, len, dst));
+  if (rec) {
+    auto& r = rec->ranges;
+    if (!r.empty() && r.back().first + r.back().second == t.offset + offset) r.back().second += len;
+    else r.emplace_back(t.offset + offset, len);
+    rec->bytes_read += len;
+    ++rec->reads;
+  }
+  if (hash) hash->update(dst, static_cast<size_t>(len));
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool PackQuant::quantizes(const std::string& module) const {
+  size_t k = 0;
+  for (const std::string& e : ignore) {
+    if (e.rfind("re:", 0) == 0) {
+      const std::regex re = k < patterns.size() ? patterns[k] : std::regex(e.substr(3));
+      ++k;
+      if (std::regex_search(module, re, std::regex_constants::match_continuous)) return false;
+    } else if (e == module) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Result<std::optional<PackQuant>> parse_pack_quant(const json& config, const std::string& where) {
+  try {
+    return parse(config, where);
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(where + ": quantization_config: " + e.what());
+  }
+}
+
+std::string packed_name(const std::string& module) { return module + ".weight_packed"; }
+std::string group_scale_name(const std::string& module) { return module + ".weight_scale"; }
+std::string weight_shape_name(const std::string& module) { return module + ".weight_shape"; }
+
+Result<Tensor> load_pack_quantized_f32(const Catalog& catalog, const std::string& module, const PackQuant& quant,
+                                       int64_t out, int64_t in, ByteReader& reader, WeightRecord* rec, int dim,
+                                       int64_t begin, int64_t end) {
+  const std::string pname = packed_name(module), sname = group_scale_name(module), shname = weight_shape_name(module);
+  const TensorInfo* p = catalog.find(pname);
+  const TensorInfo* s = catalog.find(sname);
+  const TensorInfo* sh = catalog.find(shname);
+  for (const auto& [t, n] : {std::pair{p, pname}, std::pair{s, sname}, std::pair{sh, shname}})
+    if (!t)
+      return Status::NotFound(catalog.dir() + ": tensor " + quoted(n) + " of the pack-quantized weight " +
+                              quoted(module + ".weight") + " is not in the checkpoint");
+  const Shape pshape = {out, quant.words(in)}, sshape = {out, quant.groups(in)};
+  auto where = [](const TensorInfo& t) { return t.file + ": tensor " + quoted(t.name) + " " + shape_str(t.shape); };
+  if (p->dtype != DType::kI32) return Status::InvalidArgument(where(*p) + ": dtype " + dtype_name(p->dtype) + ", expected I32");
+  if (p->shape != pshape) return Status::InvalidArgument(where(*p) + ": expected shape " + shape_str(pshape));
+  if (s->dtype != DType::kBF16 && s->dtype != DType::kF32 && s->dtype != DType::kF16)
+    return Status::InvalidArgument(where(*s) + ": dtype " + dtype_name(s->dtype) + ", expected BF16, F16 or F32");
+  if (s->shape != sshape)
+    return Status::InvalidArgument(where(*s) + ": expected shape " + shape_str(sshape) + " (groups of " +
+                                   std::to_string(quant.group_size) + ")");
+  if ((sh->dtype != DType::kI32 && sh->dtype != DType::kI64) || sh->shape != Shape{2})
+    return Status::InvalidArgument(where(*sh) + ": dtype " + dtype_name(sh->dtype) + ", expected I32 [2]");
+  int64_t r0 = 0, r1 = out, c0 = 0, c1 = in;
+  if (dim != -1) {
+    if (dim != 0 && dim != 1)
+      return Status::InvalidArgument(where(*p) + ": can only slice dim 0 or 1 (or -1: whole), not " + std::to_string(dim));
+    const int64_t extent = dim == 0 ? out : in;
+    if (begin < 0 || begin > end || end > extent)
+      return Status::InvalidArgument(where(*p) + ": slice [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                     ") of dim " + std::to_string(dim) + " is out of range");
+    (dim == 0 ? r0 : c0) = begin;
+    (dim == 0 ? r1 : c1) = end;
+  }
+  uint64_t aux = 0;
+  {
+    int64_t v[2] = {0, 0};
+    if (sh->dtype == DType::kI64) {
+      DZ_RETURN_IF_ERROR(reader.read(sh->file, sh->offset, 16, v));
+    } else {
+      int32_t v32[2];
+      DZ_RETURN_IF_ERROR(reader.read(sh->file, sh->offset, 8, v32));
+      v[0] = v32[0], v[1] = v32[1];
+    }
+    aux += sh->nbytes;
+    if (v[0] != out || v[1] != in)
+      return Status::InvalidArgument(where(*sh) + ": holds [" + std::to_string(v[0]) + ", " + std::to_string(v[1]) +
+                                     "], expected [" + std::to_string(out) + ", " + std::to_string(in) + "]");
+  }
+  const int64_t n_rows = r1 - r0, n_cols = c1 - c0, W = pshape[1];
+  // Words and groups covering the columns.
+  const int64_t w0 = c0 / 8, w1 = n_cols > 0 ? (c1 - 1) / 8 + 1 : w0;
+  const int64_t g0 = c0 / quant.group_size, g1 = n_cols > 0 ? (c1 - 1) / quant.group_size + 1 : g0;
+  Tensor result = Tensor::host(DType::kF32, {n_rows, n_cols});
+  WeightRecord wrec;
+  wrec.name = module + ".weight";
+  wrec.file = p->file;
+  wrec.dtype = DType::kI32;
+  wrec.shape = {n_rows, n_cols};
+  Xxh64 hash;
+  std::vector<int32_t> words(static_cast<size_t>(n_rows * (w1 - w0)));
+  if (n_rows > 0 && w1 > w0) {
+    if (w0 == 0 && w1 == W) {
+      DZ_RETURN_IF_ERROR(read_range(reader, *p, static_cast<uint64_t>(r0 * W * 4), static_cast<uint64_t>(n_rows * W * 4),
+                                    words.data(), &wrec, &hash));
+    } else {
+      for (int64_t i = 0; i < n_rows; ++i)
+        DZ_RETURN_IF_ERROR(read_range(reader, *p, static_cast<uint64_t>(((r0 + i) * W + w0) * 4),
+                                      static_cast<uint64_t>((w1 - w0) * 4), words.data() + i * (w1 - w0), &wrec, &hash));
+    }
+  }
+  wrec.checksum = hash.digest();
+  if (n_rows > 0 && n_cols > 0) {
+    WeightRecord srec;
+    DZ_ASSIGN_OR_RETURN(Tensor scale, dim == 1 ? load_slice_f32(catalog, sname, 1, g0, g1, reader, &srec)
+                                               : load_slice_f32(catalog, sname, 0, r0, r1, reader, &srec));
+    aux += srec.bytes_read;
+    const float* sc = scale.f32();  // [n_rows, g1 - g0] or [n_rows, groups]
+    const int64_t sc_cols = scale.dim(1), sg0 = dim == 1 ? g0 : 0;
+    float* dst = result.f32();
+    for (int64_t i = 0; i < n_rows; ++i) {
+      const int32_t* wr = words.data() + i * (w1 - w0);
+      for (int64_t j = c0; j < c1; ++j) {
+        const uint32_t word = static_cast<uint32_t>(wr[j / 8 - w0]);
+        const int q = static_cast<int>((word >> (4 * (j % 8))) & 0xFu) - 8;
+        dst[i * n_cols + (j - c0)] = static_cast<float>(q) * sc[i * sc_cols + (j / quant.group_size - sg0)];
+      }
+    }
+    for (int64_t i = 0; i < result.numel(); ++i) {
+      wrec.nan_count += std::isnan(dst[i]);
+      wrec.inf_count += std::isinf(dst[i]);
+    }
+  }
+  wrec.aux_bytes_read = aux;
+  if (rec) *rec = std::move(wrec);
+  return result;
+}
+
+PackedWeight pack_quantize(const float* w, int64_t rows, int64_t cols, const PackQuant& quant) {
+  DZ_CHECK(quant.bits == 4 && rows >= 0 && cols >= 0, "pack_quantize of " << quant.bits << " bits");
+  const int64_t W = quant.words(cols), G = quant.groups(cols), g = quant.group_size;
+  PackedWeight r;
+  r.packed.assign(static_cast<size_t>(rows * W), 0);
+  r.scale_bf16.assign(static_cast<size_t>(rows * G), 0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t k = 0; k < G; ++k) {
+      const int64_t j0 = k * g, j1 = std::min(cols, j0 + g);
+      float amax = 0;
+      for (int64_t j = j0; j < j1; ++j) amax = std::max(amax, std::fabs(w[i * cols + j]));
+      uint16_t sb = f32_to_bf16(amax / 7.5f);
+      if (bf16_to_f32(sb) == 0.0f) sb = f32_to_bf16(1.0f);
+      r.scale_bf16[static_cast<size_t>(i * G + k)] = sb;
+      const float s = bf16_to_f32(sb);
+      for (int64_t j = j0; j < j1; ++j) {
+        const int q = static_cast<int>(std::clamp(std::nearbyint(w[i * cols + j] / s), -8.0f, 7.0f));
+        uint32_t& word = reinterpret_cast<uint32_t&>(r.packed[static_cast<size_t>(i * W + j / 8)]);
+        word |= static_cast<uint32_t>(q + 8) << (4 * (j % 8));
+      }
+    }
+  return r;
+}
+
+}  // namespace dayzero::checkpoint

@@ -1,0 +1,84 @@
+// NcclComm: the Comm of one plan group for device tensors, over an NCCL communicator
+// bootstrapped from the group's MpiComm (the group's rank 0 makes the unique id, MPI broadcasts
+// it, every member calls ncclCommInitRank inside ncclGroupStart/End). Collectives are enqueued
+// on the compute stream the caller names; the call then waits for a CUDA event recorded after
+// them, polling it and ncclCommGetAsyncError, and aborts the communicator (ncclCommAbort) when
+// the collective timeout passes. The timeline records the enqueue ("<op> enqueue") and the
+// completion ("<op>") as two events. Host tensors and the host helpers (barrier, max, argmax)
+// go to the MpiComm. Compiled only with CUDA (DAYZERO_WITH_CUDA); not the group construction.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/comm.h"
+#include "comm/mpi_comm.h"
+
+namespace dayzero::dump {
+class Timeline;
+}
+
+namespace dayzero::comm {
+
+#ifdef DAYZERO_WITH_CUDA
+
+class NcclComm final : public Comm {
+ public:
+  // Collective over mpi's group: every member calls with its own device (the current CUDA
+  // device is set to it) and the stream its backend computes on (a cudaStream_t). Errors, the
+  // same on every member: InvalidArgument when two members of the group share one GPU (NCCL
+  // needs one GPU per rank; comm: mpi stages buffers and allows it), naming the ranks, the host
+  // and the device; Internal for an NCCL or CUDA failure, naming the call. timeline may be
+  // null; mpi and timeline are not owned and must outlive the NcclComm. timeout_s bounds
+  // every collective (watchdog.collective_timeout_s).
+  static Result<std::unique_ptr<NcclComm>> create(MpiComm& mpi, int device, void* stream, dump::Timeline* timeline,
+                                                  double timeout_s);
+  ~NcclComm() override;
+
+  int rank() const override { return mpi_.rank(); }
+  int size() const override { return mpi_.size(); }
+  const std::string& name() const override { return mpi_.name(); }
+  const std::string& label() const override { return mpi_.label(); }
+
+  // As comm.h, except that the sums of f32 tensors follow NCCL's reduction order (deterministic
+  // for one machine, one plan and one NCCL version; not the group-rank order of MpiComm).
+  Status all_reduce_sum(Tensor& t) override;
+  Status all_gather(const Tensor& in, Tensor& out) override;
+  Status reduce_scatter_sum(const Tensor& in, Tensor& out) override;
+  Status broadcast(Tensor& t, int root) override;
+  Status send(const Tensor& t, int peer, int tag) override;
+  Status recv(Tensor& t, int peer, int tag) override;
+  Status barrier() override { return mpi_.barrier(); }
+  Status all_reduce_max_int(int64_t* v, int n) override { return mpi_.all_reduce_max_int(v, n); }
+  Status argmax_across(float value, int64_t index, float* best_value, int64_t* best_index) override {
+    return mpi_.argmax_across(value, index, best_value, best_index);
+  }
+  const char* current_op() const override;
+  int64_t next_seq() const override { return seq_; }
+
+  // True once the communicator was aborted (a timeout or an asynchronous NCCL error): every
+  // later call returns an error without touching NCCL.
+  bool aborted() const { return aborted_; }
+
+ private:
+  struct Impl;
+  NcclComm(MpiComm& mpi, dump::Timeline* timeline, double timeout_s);
+  class Op;
+  // Waits for the work enqueued so far on the stream; aborts on timeout or NCCL error.
+  Status wait(const char* op);
+
+  MpiComm& mpi_;
+  dump::Timeline* timeline_;
+  double timeout_s_;
+  std::unique_ptr<Impl> impl_;
+  std::vector<int> world_ranks_;
+  int64_t seq_ = 0;
+  std::atomic<const char*> current_op_{nullptr};
+  bool aborted_ = false;
+};
+
+#endif  // DAYZERO_WITH_CUDA
+
+}  // namespace dayzero::comm

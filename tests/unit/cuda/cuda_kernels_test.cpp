@@ -1,0 +1,426 @@
+// Every CUDA op against its CPU twin (STYLE.md: each kernel is validated against a plain-loop
+// twin): the Backend ops of the CUDA backend against the CPU backend on the same seeded inputs,
+// in f32 and with bf16 weights (the CPU side then computes on the bf16-rounded values, so the
+// bound sees accumulation order only, and a negative control shows it would see the rounding),
+// plus the kernels behind no Backend op (dtype conversion, FP8 block dequantisation, softmax,
+// argmax). The bound is written beside each case with its reason. Skips where no GPU is visible.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/dtype.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/ops.h"
+
+namespace dayzero {
+namespace {
+
+constexpr uint32_t kSeed = 20261201;
+
+std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+Tensor host_of(const std::vector<float>& v, Shape shape) {
+  Tensor t = Tensor::host(DType::kF32, std::move(shape));
+  DZ_CHECK(static_cast<size_t>(t.numel()) == v.size());
+  std::memcpy(t.data(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+std::vector<float> values(const Tensor& host) {
+  return std::vector<float>(host.f32(), host.f32() + host.numel());
+}
+
+float bf16_round(float v) { return bf16_to_f32(f32_to_bf16(v)); }
+std::vector<float> bf16_rounded(std::vector<float> v) {
+  for (auto& x : v) x = bf16_round(x);
+  return v;
+}
+
+// Relative L2 error of got against want (f64 sums); the first mismatch is printed by the caller.
+double rel_l2(const std::vector<float>& want, const std::vector<float>& got) {
+  EXPECT_EQ(want.size(), got.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    const double d = double(got[i]) - double(want[i]);
+    num += d * d;
+    den += double(want[i]) * double(want[i]);
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+std::string first_mismatch(const std::vector<float>& want, const std::vector<float>& got) {
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i)
+    if (want[i] != got[i] && !(std::isnan(want[i]) && std::isnan(got[i])))
+      return "first difference at [" + std::to_string(i) + "]: want " + std::to_string(want[i]) + ", got " +
+             std::to_string(got[i]) + " (seed " + std::to_string(kSeed) + ")";
+  return "no element differs";
+}
+
+// gtest prints the measured rel_l2 beside the bound; the first differing element follows.
+#define EXPECT_CLOSE(want, got, bound) EXPECT_LE(rel_l2(want, got), bound) << first_mismatch(want, got) << "; "
+
+class CudaVsCpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!backend::cuda_built()) GTEST_SKIP() << "this dayzero was built without CUDA";
+    auto n = backend::cuda_device_count();
+    if (!n.ok()) GTEST_SKIP() << "the CUDA runtime cannot count devices: " << n.status().message();
+    if (*n == 0) GTEST_SKIP() << "no CUDA device is visible";
+    backend::BackendOptions c;
+    c.kind = "cpu";
+    c.threads = 1;
+    auto cpu = backend::make_backend(c);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+    cpu_ = std::move(cpu).value();
+    backend::BackendOptions g;
+    g.kind = "cuda";
+    g.compute_dtype = DType::kF32;
+    auto f32 = backend::make_backend(g);
+    ASSERT_TRUE(f32.ok()) << f32.status().message();
+    gpu_ = std::move(f32).value();
+    g.compute_dtype = DType::kBF16;
+    auto bf16 = backend::make_backend(g);
+    ASSERT_TRUE(bf16.ok()) << bf16.status().message();
+    gpu_bf16_ = std::move(bf16).value();
+  }
+
+  std::vector<float> back(backend::Backend& be, const Tensor& d) {
+    Tensor h = Tensor::host(DType::kF32, d.shape());
+    be.to_host(d, h);
+    return values(h);
+  }
+
+  std::unique_ptr<backend::Backend> cpu_, gpu_, gpu_bf16_;
+};
+
+TEST_F(CudaVsCpu, DeviceAndName) {
+  EXPECT_EQ(gpu_->name(), "cuda");
+  EXPECT_FALSE(gpu_->device().is_cpu());
+  EXPECT_NE(gpu_bf16_->describe().find("bfloat16"), std::string::npos) << gpu_bf16_->describe();
+}
+
+// f32 GEMM (pedantic, no TF32) vs the CPU GEMM: summation order only, k = 96 terms of ~1:
+// agreement ~1e-7 expected; bound 2e-6 (a TF32 GEMM would be ~1e-3 off). m = 1 (decode) and m = 5, with and without accumulate.
+TEST_F(CudaVsCpu, MatmulF32) {
+  for (int64_t m : {1, 5}) {
+    const int64_t n = 48, k = 96;
+    const auto x = random_values(m * k, kSeed + 1), w = random_values(n * k, kSeed + 2),
+               y0 = random_values(m * n, kSeed + 3);
+    for (bool acc : {false, true}) {
+      Tensor yc = host_of(y0, {m, n});
+      cpu_->matmul(host_of(x, {m, k}), host_of(w, {n, k}), yc, acc);
+      Tensor yg = gpu_->to_device(host_of(y0, {m, n}));
+      gpu_->matmul(gpu_->to_device(host_of(x, {m, k})), gpu_->to_device_weight(host_of(w, {n, k})), yg, acc);
+      EXPECT_CLOSE(values(yc), back(*gpu_, yg), 2e-6) << "m " << m << " accumulate " << acc;
+    }
+  }
+}
+
+// bf16 GEMM (bf16 x and w, f32 accumulation) vs the CPU GEMM on the bf16-rounded x and w: the
+// products are exact in f32, so only the order differs (~1e-7 expected); bound 2e-6. Negative control: against
+// the unrounded inputs the error is ~3e-3 (the bf16 rounding), far above the bound.
+TEST_F(CudaVsCpu, MatmulBf16) {
+  const int64_t m = 7, n = 64, k = 128;
+  const auto x = random_values(m * k, kSeed + 4), w = random_values(n * k, kSeed + 5);
+  Tensor wd = gpu_bf16_->to_device_weight(host_of(w, {n, k}));
+  EXPECT_EQ(wd.dtype(), DType::kBF16);
+  Tensor yg = gpu_bf16_->empty(DType::kF32, {m, n});
+  gpu_bf16_->matmul(gpu_bf16_->to_device(host_of(x, {m, k})), wd, yg, false);
+  const auto got = back(*gpu_bf16_, yg);
+  Tensor yr = Tensor::host(DType::kF32, {m, n});
+  cpu_->matmul(host_of(bf16_rounded(x), {m, k}), host_of(bf16_rounded(w), {n, k}), yr, false);
+  EXPECT_CLOSE(values(yr), got, 2e-6);
+  Tensor yu = Tensor::host(DType::kF32, {m, n});
+  cpu_->matmul(host_of(x, {m, k}), host_of(w, {n, k}), yu, false);
+  EXPECT_GT(rel_l2(values(yu), got), 1e-4) << "the bf16 path rounds nothing";
+}
+
+// A bf16 weight read back widens exactly; vectors stay f32.
+TEST_F(CudaVsCpu, WeightsKeptInComputeDtype) {
+  const auto w = random_values(6 * 10, kSeed + 6);
+  Tensor wd = gpu_bf16_->to_device_weight(host_of(w, {6, 10}));
+  EXPECT_EQ(back(*gpu_bf16_, wd), bf16_rounded(w));
+  Tensor vd = gpu_bf16_->to_device_weight(host_of(w, {60}));
+  EXPECT_EQ(vd.dtype(), DType::kF32);
+  EXPECT_EQ(back(*gpu_bf16_, vd), w);
+  // Larger than one staging buffer (32 MiB of f32): the double-buffered path with several chunks.
+  const auto big = random_values(size_t{9} << 20, kSeed + 7);
+  Tensor bd = gpu_bf16_->to_device_weight(host_of(big, {9, 1 << 20}));
+  EXPECT_EQ(back(*gpu_bf16_, bd), bf16_rounded(big));
+  Tensor bf = gpu_->to_device_weight(host_of(big, {9, 1 << 20}));
+  EXPECT_EQ(back(*gpu_, bf), big);
+}
+
+// One f32 add per element on both sides: exact.
+TEST_F(CudaVsCpu, AddAndBias) {
+  const int64_t rows = 5, width = 33;
+  const auto x = random_values(rows * width, kSeed + 8), y = random_values(rows * width, kSeed + 9),
+             b = random_values(width, kSeed + 10);
+  Tensor yc = host_of(y, {rows, width});
+  cpu_->add(host_of(x, {rows, width}), yc);
+  cpu_->add_bias(host_of(b, {width}), yc);
+  Tensor yg = gpu_->to_device(host_of(y, {rows, width}));
+  gpu_->add(gpu_->to_device(host_of(x, {rows, width})), yg);
+  gpu_->add_bias(gpu_->to_device(host_of(b, {width})), yg);
+  EXPECT_EQ(values(yc), back(*gpu_, yg)) << first_mismatch(values(yc), back(*gpu_, yg));
+  // A bf16 weight (a position table) added to f32 activations: the rounded table, exactly.
+  Tensor yc2 = host_of(y, {rows, width});
+  cpu_->add(host_of(bf16_rounded(x), {rows, width}), yc2);
+  Tensor yg2 = gpu_bf16_->to_device(host_of(y, {rows, width}));
+  gpu_bf16_->add(gpu_bf16_->to_device_weight(host_of(x, {rows, width})), yg2);
+  EXPECT_EQ(values(yc2), back(*gpu_bf16_, yg2));
+}
+
+// f32 sum of squares in another order, one sqrt: agreement ~1e-7; bound 1e-6. Negative
+// control: eps 1e-2 instead of 1e-6 on inputs of scale 0.05 moves the result by ~5%.
+TEST_F(CudaVsCpu, RmsNorm) {
+  const int64_t rows = 9, width = 200;
+  const auto x = random_values(rows * width, kSeed + 11, 0.05f), w = random_values(width, kSeed + 12);
+  Tensor yc = Tensor::host(DType::kF32, {rows, width});
+  cpu_->rmsnorm(host_of(x, {rows, width}), host_of(w, {width}), 1e-6f, yc);
+  Tensor yg = gpu_->empty(DType::kF32, {rows, width});
+  gpu_->rmsnorm(gpu_->to_device(host_of(x, {rows, width})), gpu_->to_device(host_of(w, {width})), 1e-6f, yg);
+  const auto got = back(*gpu_, yg);
+  EXPECT_CLOSE(values(yc), got, 1e-6);
+  Tensor ye = Tensor::host(DType::kF32, {rows, width});
+  cpu_->rmsnorm(host_of(x, {rows, width}), host_of(w, {width}), 1e-2f, ye);
+  EXPECT_GT(rel_l2(values(ye), got), 1e-3) << "a wrong eps must fail the bound";
+}
+
+// f64 reductions on both sides: agreement ~1e-8; bound 1e-6; with and without bias.
+TEST_F(CudaVsCpu, LayerNorm) {
+  const int64_t rows = 4, width = 300;
+  const auto x = random_values(rows * width, kSeed + 13, 3.0f), w = random_values(width, kSeed + 14),
+             b = random_values(width, kSeed + 15);
+  for (bool bias : {false, true}) {
+    Tensor yc = Tensor::host(DType::kF32, {rows, width});
+    const Tensor bc = host_of(b, {width});
+    cpu_->layernorm(host_of(x, {rows, width}), host_of(w, {width}), bias ? &bc : nullptr, 1e-5f, yc);
+    Tensor yg = gpu_->empty(DType::kF32, {rows, width});
+    const Tensor bg = gpu_->to_device(bc);
+    gpu_->layernorm(gpu_->to_device(host_of(x, {rows, width})), gpu_->to_device(host_of(w, {width})),
+                    bias ? &bg : nullptr, 1e-5f, yg);
+    EXPECT_CLOSE(values(yc), back(*gpu_, yg), 1e-6) << "bias " << bias;
+  }
+}
+
+// Same f32 angle, cos/sin in f64 on both sides; the rotation may contract into FMAs on the
+// device (1 ulp): bound 1e-6. Positions up to 70000 (long-context angles).
+TEST_F(CudaVsCpu, Rope) {
+  const int64_t n_tokens = 6, n_head = 4, hd = 64;
+  const std::vector<int32_t> pos = {0, 3, 100, 1000, 4095, 70000};
+  std::vector<float> inv(hd / 2);
+  for (int64_t i = 0; i < hd / 2; ++i) inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / hd));
+  const auto x = random_values(n_tokens * n_head * hd, kSeed + 16);
+  Tensor ph = Tensor::host(DType::kI32, {n_tokens});
+  std::memcpy(ph.data(), pos.data(), pos.size() * 4);
+  Tensor xc = host_of(x, {n_tokens, n_head, hd});
+  cpu_->rope(xc, ph, host_of(inv, {hd / 2}));
+  Tensor xg = gpu_->to_device(host_of(x, {n_tokens, n_head, hd}));
+  gpu_->rope(xg, gpu_->to_device(ph), gpu_->to_device(host_of(inv, {hd / 2})));
+  EXPECT_CLOSE(values(xc), back(*gpu_, xg), 1e-6);
+}
+
+// Causal GQA over a cache: online softmax vs max subtraction, other summation orders:
+// agreement ~1e-7; bound 1e-5. Prefill chunk (7 tokens at 5), decode (1 token at 30), and a
+// 192-wide head (MLA's nope + rope keys). Negative control: one cache row too many.
+TEST_F(CudaVsCpu, AttentionCausal) {
+  struct Case {
+    int64_t n_tokens, n_head, n_head_kv, hd, pos0;
+  };
+  const int64_t n_ctx = 40;
+  for (const Case c : {Case{7, 8, 2, 64, 5}, Case{1, 8, 2, 64, 30}, Case{3, 4, 4, 192, 10}, Case{2, 6, 1, 40, 0}}) {
+    const auto q = random_values(c.n_tokens * c.n_head * c.hd, kSeed + 17),
+               k = random_values(n_ctx * c.n_head_kv * c.hd, kSeed + 18),
+               v = random_values(n_ctx * c.n_head_kv * c.hd, kSeed + 19);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+    const Shape qs = {c.n_tokens, c.n_head, c.hd}, ks = {n_ctx, c.n_head_kv, c.hd};
+    Tensor oc = Tensor::host(DType::kF32, qs);
+    cpu_->attention(host_of(q, qs), host_of(k, ks), host_of(v, ks), c.pos0, scale, oc);
+    Tensor og = gpu_->empty(DType::kF32, qs);
+    gpu_->attention(gpu_->to_device(host_of(q, qs)), gpu_->to_device(host_of(k, ks)), gpu_->to_device(host_of(v, ks)),
+                    c.pos0, scale, og);
+    const auto got = back(*gpu_, og);
+    EXPECT_CLOSE(values(oc), got, 1e-5) << "tokens " << c.n_tokens << " heads " << c.n_head << "/" << c.n_head_kv
+                                        << " head_dim " << c.hd << " pos0 " << c.pos0;
+    Tensor on = Tensor::host(DType::kF32, qs);
+    cpu_->attention(host_of(q, qs), host_of(k, ks), host_of(v, ks), c.pos0 + 1, scale, on);
+    EXPECT_GT(rel_l2(values(on), got), 1e-3) << "an off-by-one mask must fail the bound";
+  }
+}
+
+// Unmasked encoder attention, head_dim 80 (not a power of two); bound 1e-5 as above.
+TEST_F(CudaVsCpu, AttentionFull) {
+  const int64_t n = 9, nh = 4, nkv = 2, hd = 80;
+  const auto q = random_values(n * nh * hd, kSeed + 20), k = random_values(n * nkv * hd, kSeed + 21),
+             v = random_values(n * nkv * hd, kSeed + 22);
+  const Shape qs = {n, nh, hd}, ks = {n, nkv, hd};
+  Tensor oc = Tensor::host(DType::kF32, qs);
+  cpu_->attention_full(host_of(q, qs), host_of(k, ks), host_of(v, ks), 0.1f, oc);
+  Tensor og = gpu_->empty(DType::kF32, qs);
+  gpu_->attention_full(gpu_->to_device(host_of(q, qs)), gpu_->to_device(host_of(k, ks)),
+                       gpu_->to_device(host_of(v, ks)), 0.1f, og);
+  EXPECT_CLOSE(values(oc), back(*gpu_, og), 1e-5);
+}
+
+// expf/erff/tanhf of the device vs the host library: a few ulp; bound 1e-6.
+TEST_F(CudaVsCpu, SwigluAndGelu) {
+  const int64_t n = 1000;
+  const auto g = random_values(n, kSeed + 23, 6.0f), u = random_values(n, kSeed + 24);
+  Tensor oc = Tensor::host(DType::kF32, {n});
+  cpu_->swiglu(host_of(g, {n}), host_of(u, {n}), oc);
+  Tensor og = gpu_->empty(DType::kF32, {n});
+  gpu_->swiglu(gpu_->to_device(host_of(g, {n})), gpu_->to_device(host_of(u, {n})), og);
+  EXPECT_CLOSE(values(oc), back(*gpu_, og), 1e-6);
+  for (auto kind : {backend::GeluKind::kErf, backend::GeluKind::kTanh, backend::GeluKind::kQuick}) {
+    Tensor yc = Tensor::host(DType::kF32, {n});
+    cpu_->gelu(kind, host_of(g, {n}), yc);
+    Tensor xg = gpu_->to_device(host_of(g, {n}));
+    gpu_->gelu(kind, xg, xg);  // in place, as the contract allows
+    EXPECT_CLOSE(values(yc), back(*gpu_, xg), 1e-6) << "gelu kind " << static_cast<int>(kind);
+  }
+}
+
+// A gather: exact, f32 and bf16 tables, ids inside and outside a vocabulary shard.
+TEST_F(CudaVsCpu, Embedding) {
+  const int64_t rows = 50, width = 32, offset = 10;
+  const auto table = random_values(rows * width, kSeed + 25);
+  const std::vector<int32_t> ids = {10, 59, 3, 60, 35, 10};
+  Tensor ih = Tensor::host(DType::kI32, {6});
+  std::memcpy(ih.data(), ids.data(), ids.size() * 4);
+  Tensor oc = Tensor::host(DType::kF32, {6, width});
+  cpu_->embedding(ih, host_of(table, {rows, width}), offset, oc);
+  Tensor og = gpu_->empty(DType::kF32, {6, width});
+  gpu_->embedding(gpu_->to_device(ih), gpu_->to_device_weight(host_of(table, {rows, width})), offset, og);
+  EXPECT_EQ(values(oc), back(*gpu_, og));
+  Tensor ob = Tensor::host(DType::kF32, {6, width});
+  cpu_->embedding(ih, host_of(bf16_rounded(table), {rows, width}), offset, ob);
+  Tensor gb = gpu_bf16_->empty(DType::kF32, {6, width});
+  gpu_bf16_->embedding(gpu_bf16_->to_device(ih), gpu_bf16_->to_device_weight(host_of(table, {rows, width})), offset,
+                       gb);
+  EXPECT_EQ(values(ob), back(*gpu_bf16_, gb));
+}
+
+// Kernels without a Backend op, on raw device buffers.
+class CudaKernels : public CudaVsCpu {
+ protected:
+  template <class T>
+  T* upload(const std::vector<T>& v) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(1, v.size() * sizeof(T))), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    ptrs_.push_back(p);
+    return static_cast<T*>(p);
+  }
+  template <class T>
+  std::vector<T> download(const T* p, size_t n) {
+    std::vector<T> v(n);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  }
+  void TearDown() override {
+    for (void* p : ptrs_) cudaFree(p);
+  }
+  std::vector<void*> ptrs_;
+};
+
+// Round to nearest even, NaN and infinities kept, ties: exactly core/dtype.h's f32_to_bf16.
+TEST_F(CudaKernels, ConvertF32Bf16) {
+  auto x = random_values(4096, kSeed + 26, 1e4f);
+  x.push_back(std::numeric_limits<float>::infinity());
+  x.push_back(-0.0f);
+  x.push_back(1.00390625f);   // halfway between two bf16: ties to even (1.0)
+  x.push_back(1.01171875f);   // halfway: ties to even (1.015625)
+  x.push_back(3.4e38f);       // above the largest bf16 by more than half a step: +inf
+  const float* d = upload(x);
+  std::vector<uint16_t> zeros(x.size());
+  uint16_t* b = upload(zeros);
+  ASSERT_TRUE(kernels::cuda::convert(static_cast<int64_t>(x.size()), kernels::cuda::Elem::kF32, d,
+                                     kernels::cuda::Elem::kBF16, b, nullptr).ok());
+  const auto got = download(b, x.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], f32_to_bf16(x[i])) << "x[" << i << "] = " << x[i];
+  std::vector<float> back_f32(x.size());
+  float* w = upload(back_f32);
+  ASSERT_TRUE(kernels::cuda::convert(static_cast<int64_t>(x.size()), kernels::cuda::Elem::kBF16, b,
+                                     kernels::cuda::Elem::kF32, w, nullptr).ok());
+  const auto wide = download(w, x.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(wide[i], bf16_to_f32(got[i])) << i;
+}
+
+// FP8 block dequantisation: f32(w) * scale, one multiply, exactly the host twin; a partial
+// last block in both dimensions, a slice starting inside a block (row0, col0), both formats
+// (all 256 byte values appear).
+TEST_F(CudaKernels, DequantFp8Blocks) {
+  const int64_t rows = 20, cols = 37, br = 8, bc = 16, row0 = 3, col0 = 5;
+  const int64_t srows = (row0 + rows + br - 1) / br, scols = (col0 + cols + bc - 1) / bc;
+  std::vector<uint8_t> w(rows * cols);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>((i * 37) & 0xff);
+  const auto scale = random_values(srows * scols, kSeed + 27, 4.0f);
+  const uint8_t* wd = upload(w);
+  const float* sd = upload(scale);
+  for (bool e5m2 : {false, true}) {
+    std::vector<float> out(rows * cols);
+    float* od = upload(out);
+    ASSERT_TRUE(kernels::cuda::dequant_fp8_blocks(rows, cols, wd, e5m2, sd, scols, br, bc, row0, col0,
+                                                  kernels::cuda::Elem::kF32, od, nullptr).ok());
+    const auto got = download(od, out.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint8_t v = w[r * cols + c];
+        const float want = (e5m2 ? f8_e5m2_to_f32(v) : f8_e4m3_to_f32(v)) *
+                           scale[((row0 + r) / br) * scols + (col0 + c) / bc];
+        const float g = got[r * cols + c];
+        if (std::isnan(want)) EXPECT_TRUE(std::isnan(g)) << r << "," << c;
+        else ASSERT_EQ(g, want) << "e5m2 " << e5m2 << " [" << r << ", " << c << "] byte " << int(v);
+      }
+  }
+}
+
+// Row softmax vs an f64 twin: bound 1e-6 (expf and the f32 sum).
+TEST_F(CudaKernels, SoftmaxRows) {
+  const int64_t rows = 3, width = 1000;
+  const auto x = random_values(rows * width, kSeed + 28, 20.0f);
+  float* d = upload(x);
+  ASSERT_TRUE(kernels::cuda::softmax_rows(rows, width, d, nullptr).ok());
+  const auto got = download(d, x.size());
+  std::vector<float> want(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < width; ++i) mx = std::max(mx, double(x[r * width + i]));
+    for (int64_t i = 0; i < width; ++i) sum += std::exp(double(x[r * width + i]) - mx);
+    for (int64_t i = 0; i < width; ++i) want[r * width + i] = static_cast<float>(std::exp(x[r * width + i] - mx) / sum);
+  }
+  EXPECT_CLOSE(want, got, 1e-6);
+}
+
+// argmax: exactly kernels::cpu::argmax, ties to the lowest index, NaN never wins.
+TEST_F(CudaKernels, Argmax) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::vector<float>> rows = {random_values(50000, kSeed + 29), {1, 3, 3, 2}, {nan, 2, nan, 2},
+                                          {nan, nan}, {-1}};
+  rows[0][31337] = 5.0f;
+  rows[0][40000] = 5.0f;
+  for (const auto& row : rows) {
+    const float* d = upload(row);
+    int64_t* idx = upload(std::vector<int64_t>{-1});
+    ASSERT_TRUE(kernels::cuda::argmax(static_cast<int64_t>(row.size()), d, idx, nullptr).ok());
+    EXPECT_EQ(download(idx, 1)[0], kernels::cpu::argmax(static_cast<int64_t>(row.size()), row.data()))
+        << "row of " << row.size();
+  }
+}
+
+}  // namespace
+}  // namespace dayzero
