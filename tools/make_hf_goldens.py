@@ -6,7 +6,8 @@ float32) runs it, and tests/data/golden/<family>.safetensors receives the per-la
 states of a fixed prompt (embed, every layer's output, final norm: exactly the names dayzero
 dumps), MoE router logits and top-k ids, the last-position logits and 8 greedy tokens, with
 the seed and the library versions in its metadata. MLA models also get the same activations
-under control.mla_norm_eps.* from a run with a deliberate bug, for the test's negative control. The C++ test regenerates the same checkpoint (make-model is
+under control.mla_norm_eps.* from a run with a deliberate bug, for the test's negative control
+(glm_moe_dsa also control.indexer_rope_half.*: its indexer rotated half-split, DeepSeek-V3.2's way). The C++ test regenerates the same checkpoint (make-model is
 deterministic) and compares. Rerun this only when make-model or the prompt changes:
 
     python3 tools/make_hf_goldens.py --dayzero build/src/cli/dayzero
@@ -483,6 +484,26 @@ def make_golden(dayzero, yaml_path):
             "greedy_ids": np.array(greedy(model, ids, N_GREEDY), dtype=np.int32),
         }
         tensors.update(prompt_activations(model, ids))
+        if family == "glm_moe_dsa":
+            # Negative control for the C++ test: transformers with the indexer's rope half-split
+            # (DeepSeek-V3.2's layout) instead of GLM-5's interleaved pairs; MLA's own rope unchanged.
+            # The indexer is the one caller with unsqueeze_dim=2.
+            import transformers.models.glm_moe_dsa.modeling_glm_moe_dsa as glm
+            interleaved = glm.apply_rotary_pos_emb_interleave
+
+            def half_split_in_indexer(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+                if unsqueeze_dim != 2:
+                    return interleaved(q, k, cos, sin, position_ids, unsqueeze_dim)
+                c, s = cos.unsqueeze(2), sin.unsqueeze(2)
+                half = lambda x: torch.cat([-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]], dim=-1)
+                return q * c + half(q) * s, k * c + half(k) * s
+
+            glm.apply_rotary_pos_emb_interleave = half_split_in_indexer
+            try:
+                control = prompt_activations(model, ids)
+            finally:
+                glm.apply_rotary_pos_emb_interleave = interleaved
+            tensors.update({f"control.indexer_rope_half.{k}": v for k, v in control.items()})
         mla_norms = [
             norm
             for layer in model.model.layers

@@ -80,9 +80,9 @@ void add_features(Analysis& a) {
     const std::string detail = "index_topk " + std::to_string(t.index_topk) + ", " + std::to_string(t.index_heads) +
                                " heads x " + std::to_string(t.index_head_dim);
     const std::string evidence = "index_topk; tensors " + pattern(a, "sparse-attention indexer", "(none in the checkpoint)");
-    // The deepseek_v32 adapter runs it (blocks/dsa_indexer); other families' indexers (GLM-5's
-    // interleaved rope and shared top-k) are not built.
-    if (a.adapter == "deepseek_v32") ok("sparse attention indexer (DSA)", detail, evidence, "blocks/dsa_indexer");
+    // The deepseek_v32 and glm_moe_dsa adapters run it (blocks/dsa_indexer: half-split or
+    // interleaved rope, glm_moe_dsa's shared top-k layers); other families' indexers are not built.
+    if (a.adapter == "deepseek_v32" || a.adapter == "glm_moe_dsa") ok("sparse attention indexer (DSA)", detail, evidence, "blocks/dsa_indexer");
     else missing("sparse attention indexer (DSA)", detail, evidence, "an indexer that picks the top-k keys per query before MLA");
   }
   // Gated DeltaNet, the output gate, partial rotary and the gated shared expert are built

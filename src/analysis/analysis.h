@@ -42,6 +42,7 @@ struct TextDims {
   int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
   // Sparse-attention indexer (index_topk 0: none)
   int64_t index_topk = 0, index_heads = 0, index_head_dim = 0;
+  std::vector<bool> index_shared;  // [n_layer] or empty: true reuses the previous top-k (no indexer)
   // Hybrid layers: layer_types, and the linear-attention (Gated DeltaNet) sizes
   std::vector<std::string> layer_types;
   int64_t lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, lin_conv = 0;
@@ -58,6 +59,7 @@ struct TextDims {
   bool is_moe_layer(int64_t l) const;
   bool is_linear_layer(int64_t l) const;
   bool is_sliding_layer(int64_t l) const;
+  bool has_indexer(int64_t l) const;
 };
 
 struct VisionDims {

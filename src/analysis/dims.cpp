@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "analysis/analysis.h"
+#include "model/dsa_config.h"
 #include "model/hparams.h"
 
 namespace dayzero::analysis {
@@ -98,6 +99,9 @@ Status read_text(const nlohmann::json& t, bool nested, TextDims& x) {
   DZ_ASSIGN_OR_RETURN(x.index_topk, first_int(t, {"index_topk"}, 0));
   DZ_ASSIGN_OR_RETURN(x.index_heads, first_int(t, {"index_n_heads"}, 0));
   DZ_ASSIGN_OR_RETURN(x.index_head_dim, first_int(t, {"index_head_dim"}, 0));
+  if (x.index_topk > 0) {
+    DZ_ASSIGN_OR_RETURN(x.index_shared, model::dsa_shared_layers(t, x.n_layer));
+  }
   // Hybrid layers
   DZ_ASSIGN_OR_RETURN(x.layer_types, string_list(t, "layer_types"));
   DZ_ASSIGN_OR_RETURN(int64_t interval, first_int(t, {"full_attention_interval"}, 0));
@@ -169,6 +173,10 @@ bool TextDims::is_linear_layer(int64_t l) const {
 bool TextDims::is_sliding_layer(int64_t l) const {
   if (l >= 0 && l < static_cast<int64_t>(layer_types.size())) return layer_types[l] == "sliding_attention";
   return sliding_window > 0 && layer_types.empty();
+}
+
+bool TextDims::has_indexer(int64_t l) const {
+  return index_topk > 0 && !(l >= 0 && l < static_cast<int64_t>(index_shared.size()) && index_shared[l]);
 }
 
 Result<ModelDims> read_dims(const nlohmann::json& config) {

@@ -354,7 +354,7 @@ std::vector<TensorInfo> synthesize_tensors(const ModelDims& d) {
       names.push_back(base + "self_attn.kv_a_layernorm.weight");
       names.push_back(base + "self_attn.kv_b_proj.weight");
       names.push_back(base + "self_attn.o_proj.weight");
-      if (t.index_topk > 0) {
+      if (t.has_indexer(l)) {
         for (const char* n : {"wq_b.weight", "wk.weight", "k_norm.weight", "k_norm.bias", "weights_proj.weight"})
           names.push_back(base + "self_attn.indexer." + n);
       }

@@ -52,8 +52,7 @@ void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
   }
   o << "vocab       " << hp.n_vocab << (hp.tie_embeddings ? " (tied lm_head)" : "") << "\n"
     << "rope        theta " << hp.rope_theta << ", scaling " << hp.rope_scaling.type << "\n";
-  const std::vector<plan::LayerCache> layers = plan::adapter_layer_caches(hp);
-  print_cache(o, layers.empty() ? std::vector<plan::LayerCache>(hp.n_layer, plan::uniform_cache(hp)) : layers);
+  print_cache(o, plan::adapter_layer_caches(hp));
 
   o << "parameters  (from the tensor specs)\n";
   const auto row = [&](const char* name, int64_t v) {

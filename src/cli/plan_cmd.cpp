@@ -264,8 +264,7 @@ int run_plan(const PlanArgs& a) {
   const auto& h = req.hp;
   const std::string family =
       generic ? "generic analysis of " + h.model_type + " (no adapter; " + analysis::source_name(an->source) + ")" : h.family;
-  const auto cache = plan::summarize_cache(req.cache.empty() ? std::vector<plan::LayerCache>(h.n_layer, plan::uniform_cache(h))
-                                                             : req.cache,
+  const auto cache = plan::summarize_cache(req.cache.empty() ? plan::adapter_layer_caches(h) : req.cache,
                                            in.bytes_per_activation);
   std::cout << "model       " << family << " from " << config_path << "\n"
             << "            " << h.n_layer << " layers, hidden " << h.n_embd << ", heads " << h.n_head << "/" << h.n_head_kv

@@ -60,6 +60,9 @@ struct LayerContext {
   const std::function<void(Tensor&)>* tp_all_reduce = nullptr;
   // Routed tokens per [layer][expert] (MoE layers add to it; may be null).
   std::vector<std::vector<int64_t>>* expert_tokens = nullptr;
+  // DSA: the keys the last indexer of this forward call on this stage selected, per row (a
+  // layer that reuses the previous selection reads it; may be null).
+  std::vector<std::vector<int32_t>>* dsa_keys = nullptr;
   // This rank's index in the tp group and its size (blocks that pick their rows of a replicated
   // tensor, such as Gated DeltaNet's conv weights, need them).
   int tp_rank = 0, tp_size = 1;

@@ -41,11 +41,24 @@ struct MlaParams {
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
 };
 
-// DeepSeek Sparse Attention's lightning indexer (deepseek_v32); absent when index_topk is 0.
+// DeepSeek Sparse Attention's lightning indexer (deepseek_v32, glm_moe_dsa); absent when index_topk is 0.
 struct DsaParams {
   int64_t index_topk = 0;      // keys kept per query
   int64_t index_n_heads = 0;   // indexer query heads
   int64_t index_head_dim = 0;  // indexer head size (its one key head too); the cache holds it per token
+  // Rotary layout of the indexer's leading qk_rope_head_dim: rotate-half (deepseek_v32) or
+  // interleaved pairs (glm_moe_dsa).
+  bool rope_interleave = false;
+  // [n_layer] or empty (every layer full): true where the layer has no indexer of its own and
+  // reuses the previous layer's selection (glm_moe_dsa indexer_types "shared"); such a layer
+  // has no indexer tensors and no indexer key cache.
+  std::vector<bool> shared;
+  bool has_indexer(int layer) const {
+    return index_topk > 0 && !(layer >= 0 && static_cast<size_t>(layer) < shared.size() && shared[layer]);
+  }
+  bool reuses_topk(int layer) const {
+    return index_topk > 0 && layer >= 0 && static_cast<size_t>(layer) < shared.size() && shared[layer];
+  }
 };
 
 // Gated DeltaNet linear attention (qwen3_next, qwen3_5_moe); absent when n_k_heads is 0. Which

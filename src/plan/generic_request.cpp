@@ -228,7 +228,7 @@ std::vector<LayerCache> generic_cache(const analysis::Analysis& a) {
       c.conv_per_head = std::max<int64_t>(0, t.lin_conv - 1) * (2 * kd + vd) / g;
       c.recurrent_per_head = t.lin_v_heads / g * t.lin_k_dim * t.lin_v_dim;
     } else if (t.kv_lora > 0) {
-      c.kv_whole = t.kv_lora + t.qk_rope + (t.index_topk > 0 ? t.index_head_dim : 0);
+      c.kv_whole = t.kv_lora + t.qk_rope + (t.has_indexer(l) ? t.index_head_dim : 0);
     } else {
       c.kv_heads = t.n_head_kv;
       c.kv_per_head = 2 * t.head_dim;

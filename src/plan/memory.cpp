@@ -26,21 +26,27 @@ LayerCache uniform_cache(const model::HParams& hp) {
   LayerCache c;
   c.kv_heads = hp.n_head_kv;
   c.kv_per_head = 2 * hp.head_dim;
-  c.kv_whole = hp.dsa.index_head_dim;  // the DSA indexer's key, whole on every tp rank
+  c.kv_whole = hp.dsa.index_topk > 0 ? hp.dsa.index_head_dim : 0;  // the DSA indexer's key, whole on every tp rank
   return c;
 }
 
-std::vector<LayerCache> adapter_layer_caches(const model::HParams& hp) {
-  if (hp.linear_layers.empty()) return {};
-  std::vector<LayerCache> out(static_cast<size_t>(hp.n_layer), uniform_cache(hp));
-  const model::LinearAttnParams& la = hp.linear;
-  for (int l : hp.linear_layers) {
+LayerCache adapter_layer_cache(const model::HParams& hp, int layer) {
+  if (std::find(hp.linear_layers.begin(), hp.linear_layers.end(), layer) != hp.linear_layers.end()) {
+    const model::LinearAttnParams& la = hp.linear;
     LayerCache c;
     c.state_heads = la.n_k_heads;
     c.conv_per_head = (la.conv_kernel - 1) * (2 * la.k_head_dim + la.v_per_k() * la.v_head_dim);
     c.recurrent_per_head = la.v_per_k() * la.k_head_dim * la.v_head_dim;
-    out[static_cast<size_t>(l)] = c;
+    return c;
   }
+  LayerCache c = uniform_cache(hp);
+  if (hp.dsa.reuses_topk(layer)) c.kv_whole = 0;
+  return c;
+}
+
+std::vector<LayerCache> adapter_layer_caches(const model::HParams& hp) {
+  std::vector<LayerCache> out;
+  for (int l = 0; l < hp.n_layer; ++l) out.push_back(adapter_layer_cache(hp, l));
   return out;
 }
 
@@ -57,7 +63,11 @@ int64_t layer_state_bytes(const LayerCache& c, int tp, const MemoryParams& p) {
 StageCache stage_cache(const model::HParams& hp, int begin, int end, int tp, const MemoryParams& p) {
   StageCache s;
   if (p.cache.empty()) {
-    s.kv = kv_cache_bytes(hp, end - begin, tp, p);
+    for (int l = begin; l < end; ++l) {
+      const LayerCache c = adapter_layer_cache(hp, l);
+      s.kv += layer_kv_bytes(c, tp, p);
+      s.state += layer_state_bytes(c, tp, p);
+    }
     return s;
   }
   DZ_CHECK(begin >= 0 && end <= static_cast<int>(p.cache.size()),

@@ -16,9 +16,9 @@
 namespace dayzero::plan {
 
 // The cache one decoder layer keeps, in elements (memory model, docs/planner.md). Families
-// with an adapter leave MemoryParams::cache empty (uniform_cache of their hparams for every
-// layer); plans from the generic analysis give one per layer, because layers differ: full
-// attention, sliding-window attention, MLA latents, linear attention with a fixed state.
+// with an adapter take adapter_layer_caches of their hparams; plans from the generic analysis
+// give their own per layer. Layers differ: full attention, sliding-window attention, MLA latents,
+// a sparse-attention indexer key or none, linear attention with a fixed state.
 struct LayerCache {
   // Per token: kv_heads heads split over tp like kv heads (local_heads), kv_per_head elements
   // each (k and v: 2 x head_dim), plus kv_whole elements every tp rank holds whole (an MLA
@@ -46,7 +46,7 @@ struct MemoryParams {
   int64_t max_context_tokens = 4096;  // per sequence: KV cache length, longest prefill
   int batch = 1;                      // sequences resident at once
   int64_t headroom_bytes = int64_t{1} << 30;  // runtime, library workspaces, fragmentation
-  std::vector<LayerCache> cache;      // [n_layer], or empty: uniform_cache(hp) for every layer
+  std::vector<LayerCache> cache;      // [n_layer], or empty: adapter_layer_caches(hp)
 };
 
 // heads / tp, or 1 when tp is a multiple of heads (each head then held by tp / heads ranks).
@@ -55,10 +55,13 @@ int64_t local_heads(int64_t heads, int tp);
 // What runtime::KvCache holds for an adapter's layer: n_head_kv heads of k and v of head_dim,
 // plus the DSA indexer's key of index_head_dim (held whole) where the family has one.
 LayerCache uniform_cache(const model::HParams& hp);
-// What runtime::KvCache holds per layer for an adapter's hparams when layers differ: a
-// linear-attention (Gated DeltaNet) layer keeps its fixed state (n_k_heads head blocks split over
-// tp, each with (conv_kernel - 1) x (2 k_dim + v_per_k v_dim) conv elements and v_per_k x k_dim x
-// v_dim f32 recurrent elements), the others uniform_cache. Empty when every layer is uniform.
+// What runtime::KvCache holds for an adapter's layer `layer`: a linear-attention (Gated DeltaNet)
+// layer (hp.linear_layers) its fixed state (n_k_heads head blocks split over tp, each with
+// (conv_kernel - 1) x (2 k_dim + v_per_k v_dim) conv elements and v_per_k x k_dim x v_dim f32
+// recurrent elements) and no keys; any other layer uniform_cache, without the indexer key where
+// the layer reuses another layer's DSA selection (hp.dsa.reuses_topk).
+LayerCache adapter_layer_cache(const model::HParams& hp, int layer);
+// adapter_layer_cache of every layer [n_layer].
 std::vector<LayerCache> adapter_layer_caches(const model::HParams& hp);
 // One rank's KV cache of one layer: min(context, window) x batch x bytes_per_activation x
 // (local_heads(kv_heads) x kv_per_head + kv_whole).
@@ -67,7 +70,7 @@ int64_t layer_kv_bytes(const LayerCache& c, int tp, const MemoryParams& p);
 // (conv_per_head x bytes_per_activation + recurrent_per_head x kStateBytes).
 int64_t layer_state_bytes(const LayerCache& c, int tp, const MemoryParams& p);
 // KV cache and state of the decoder layers [begin, end) on one rank of a tp group of tp:
-// p.cache when given, else kv_cache_bytes of hp (and no state).
+// p.cache when given, else adapter_layer_cache of each layer.
 struct StageCache {
   int64_t kv = 0, state = 0;
 };

@@ -186,6 +186,33 @@ std::vector<int> balance(const std::vector<int64_t>& w, int pp, int64_t fixed_fi
   return bounds;
 }
 
+// The layers a pipeline stage may start at: all but those reusing the previous layer's DSA
+// selection, which must run on the stage that made it.
+std::vector<int> stage_starts(const model::HParams& hp) {
+  std::vector<int> out;
+  for (int l = 0; l < hp.n_layer; ++l)
+    if (l == 0 || !hp.dsa.reuses_topk(l)) out.push_back(l);
+  return out;
+}
+
+// balance over runs of layers that stay together (each starts at a stage_starts layer).
+std::vector<int> balance_layers(const model::HParams& hp, const std::vector<int64_t>& w, int pp, int64_t fixed_first,
+                                int64_t fixed_last) {
+  if (hp.dsa.shared.empty()) return balance(w, pp, fixed_first, fixed_last);
+  std::vector<int> starts = stage_starts(hp);
+  const int n = static_cast<int>(w.size());
+  std::vector<int64_t> unit_w;
+  for (size_t u = 0; u < starts.size(); ++u) {
+    const int end = u + 1 < starts.size() ? starts[u + 1] : n;
+    int64_t sum = 0;
+    for (int l = starts[u]; l < end; ++l) sum += w[l];
+    unit_w.push_back(sum);
+  }
+  std::vector<int> bounds = balance(unit_w, pp, fixed_first, fixed_last);
+  for (int& b : bounds) b = b < static_cast<int>(starts.size()) ? starts[b] : n;
+  return bounds;
+}
+
 struct Evaluation {
   std::vector<int> bounds;  // [pp + 1]
   int64_t max_bytes = 0;
@@ -213,7 +240,8 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
       const StageCache c = stage_cache(hp, l, l + 1, tp, mp);
       w[l] = tb.layer_max[l] + c.kv + c.state;
     }
-    ev.bounds = balance(w, pp, tb.edge_max(pp == 1 ? kBoth : kFirstOnly), pp == 1 ? 0 : tb.edge_max(kLastOnly) + logits);
+    ev.bounds = balance_layers(hp, w, pp, tb.edge_max(pp == 1 ? kBoth : kFirstOnly),
+                               pp == 1 ? 0 : tb.edge_max(kLastOnly) + logits);
   } else {
     ev.bounds = {req.layers->first, req.layers->second};
   }
@@ -243,22 +271,17 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
   const double logits_gather =
       tp > 1 ? intra_lat + seconds_for(1.0 * (tp - 1) / tp * hp.n_vocab * 4.0, topo.intra_node_gbps) : 0.0;
   const double attn_flops_layer = 4.0 * ctx_avg * static_cast<double>(hp.n_head / tp) * hp.head_dim;
-  const double kv_read_layer = 2.0 * ctx_avg * local_kv_heads(hp, tp) * hp.head_dim * a;
   double total = 0, t_max = 0;
   for (int s = 0; s < pp; ++s) {
     const int b = ev.bounds[s], e = ev.bounds[s + 1];
     const bool last = s == pp - 1 && edges;
     double compute = 0;
-    // Cache read per token: the uniform formula for adapter families; with per-layer caches,
-    // the cache (at half the context) and the state, as held.
-    double cache_read = (e - b) * kv_read_layer;
-    if (!mp.cache.empty()) {
-      MemoryParams half = mp;
-      half.max_context_tokens = std::max<int64_t>(1, req.max_context_tokens / 2);
-      half.batch = 1;
-      const StageCache c = stage_cache(hp, b, e, tp, half);
-      cache_read = static_cast<double>(c.kv + c.state);
-    }
+    // Cache read per token: the stage's caches at half the context and its state, as held.
+    MemoryParams half = mp;
+    half.max_context_tokens = std::max<int64_t>(1, req.max_context_tokens / 2);
+    half.batch = 1;
+    const StageCache c = stage_cache(hp, b, e, tp, half);
+    const double cache_read = static_cast<double>(c.kv + c.state);
     for (int t = 0; t < tp; ++t) {
       const double wbytes = static_cast<double>(tb.layers(t, b, e) + (last ? tb.lm_head[t] : 0));
       const double flops = 2.0 * wbytes / bytes_per_param + (e - b) * attn_flops_layer;
@@ -308,6 +331,8 @@ std::string sizes(const Candidate& c) {
   return "dp=" + std::to_string(c.dp) + " pp=" + std::to_string(c.pp) + " tp=" + std::to_string(c.tp);
 }
 
+Status check_stages(const PlanRequest& req, int pp);
+
 Status check_request(const PlanRequest& req, int world) {
   DZ_RETURN_IF_ERROR(validate(req.topo));
   if (req.hp.n_layer < 1) return Status::InvalidArgument("the model has no decoder layers");
@@ -343,10 +368,15 @@ Status check_request(const PlanRequest& req, int world) {
     if (req.pp && *req.pp != 1)
       return Status::InvalidArgument("parallel.pp=" + std::to_string(*req.pp) +
                                      ": a replay runs its layers on one pipeline stage; set parallel.pp to 1 or leave it out");
+    if (req.hp.dsa.reuses_topk(first))
+      return Status::InvalidArgument("layers " + std::to_string(first) + ":" + std::to_string(end) + ": layer " +
+                                     std::to_string(first) + " reuses the previous layer's DSA top-k, so a range "
+                                     "cannot start there");
   }
   if (req.pp && *req.pp > req.hp.n_layer)
     return Status::InvalidArgument("parallel.pp=" + std::to_string(*req.pp) + ": " + std::to_string(*req.pp) +
                                    " stages for " + std::to_string(req.hp.n_layer) + " layers (every stage needs one)");
+  if (req.pp) DZ_RETURN_IF_ERROR(check_stages(req, *req.pp).with_context("parallel.pp=" + std::to_string(*req.pp)));
   for (const auto& [name, v] : fixed) {
     const std::string n = name;
     if (*v && (n == "dp" || n == "pp" || n == "tp") && world % **v != 0)
@@ -368,6 +398,11 @@ Status check_stages(const PlanRequest& req, int pp) {
   if (pp > req.hp.n_layer)
     return Status::InvalidArgument(std::to_string(pp) + " stages for " + std::to_string(req.hp.n_layer) +
                                    " layers (every stage needs one)");
+  const auto starts = static_cast<int>(stage_starts(req.hp).size());
+  if (pp > starts)
+    return Status::InvalidArgument(std::to_string(pp) + " stages, but only " + std::to_string(starts) + " of the " +
+                                   std::to_string(req.hp.n_layer) + " layers can start one (a layer reusing the "
+                                   "previous layer's DSA top-k stays on its stage)");
   return Status::Ok();
 }
 

@@ -39,8 +39,8 @@ struct PlanRequest {
   // A replay (`dayzero run --replay-layers`): only decoder layers [first, second) on one stage
   // that holds no embedding, final norm or lm_head (no logits); pp is 1. Absent: the whole model.
   std::optional<std::pair<int, int>> layers;
-  // Per-layer caches ([n_layer]) when layers differ (plans from the generic analysis); empty:
-  // every layer caches k and v of n_head_kv x head_dim (uniform_cache).
+  // Per-layer caches ([n_layer]): adapter_layer_caches for an adapter's family, the generic
+  // analysis's otherwise; empty: adapter_layer_caches(hp) (stage_cache).
   std::vector<LayerCache> cache;
   std::vector<Caveat> caveats;  // copied into the plan: figures that rest on estimates
 

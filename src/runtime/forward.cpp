@@ -52,8 +52,11 @@ class StackingSink final : public model::ActivationSink {
 }  // namespace
 
 KvCache::KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx,
-                 KvLedger* ledger, int64_t index_head_dim, const LinearStateShape& state)
+                 KvLedger* ledger, int64_t index_head_dim, const std::vector<bool>& index_layers,
+                 const LinearStateShape& state)
     : layer_begin_(layer_begin), n_ctx_(n_ctx), ledger_(ledger) {
+  DZ_CHECK(index_layers.empty() || static_cast<int>(index_layers.size()) == layer_end - layer_begin,
+           index_layers.size() << " indexer flags for layers [" << layer_begin << ", " << layer_end << ")");
   for (int l = layer_begin; l < layer_end; ++l) {
     const bool linear = std::find(state.layers.begin(), state.layers.end(), l) != state.layers.end();
     if (linear) {
@@ -66,7 +69,8 @@ KvCache::KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n
     } else {
       k_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
       v_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
-      if (index_head_dim > 0) ik_.push_back(be.empty(DType::kF32, {n_ctx, index_head_dim}));
+      const bool keeps = index_layers.empty() || index_layers[l - layer_begin];
+      if (index_head_dim > 0) ik_.push_back(keeps ? be.empty(DType::kF32, {n_ctx, index_head_dim}) : Tensor());
       conv_.emplace_back();
       rec_.emplace_back();
     }
@@ -166,6 +170,8 @@ Forward::Forward(backend::Backend& be, const model::Adapter& adapter, const mode
 
 KvCache Forward::new_cache(int64_t n_ctx) const {
   const int64_t n_head_kv = plan::local_kv_heads(hp_, part_.tp ? part_.tp->size() : 1);
+  std::vector<bool> index_layers;
+  for (int l = part_.layer_begin; l < part_.layer_end; ++l) index_layers.push_back(hp_.dsa.has_indexer(l));
   LinearStateShape state;
   if (!hp_.linear_layers.empty()) {
     // Gated DeltaNet heads split over tp by key-head groups, as the block's weights are.
@@ -180,7 +186,7 @@ KvCache Forward::new_cache(int64_t n_ctx) const {
     state.v_dim = la.v_head_dim;
   }
   return KvCache(be_, part_.layer_begin, part_.layer_end, n_head_kv, hp_.head_dim, n_ctx, &kv_ledger_,
-                 hp_.dsa.index_head_dim, state);
+                 hp_.dsa.index_topk > 0 ? hp_.dsa.index_head_dim : 0, index_layers, state);
 }
 
 Tensor Forward::run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cache, model::ActivationSink* sink,
@@ -227,6 +233,7 @@ Forward::Rows Forward::stack_rows(std::span<const SeqInput> seqs) {
 }
 
 void Forward::run_layers(std::span<const SeqInput> seqs, Rows& rows, model::ActivationSink* sink, Tensor& hidden) {
+  std::vector<std::vector<int32_t>> dsa_keys;  // the last DSA indexer's selection, per row
   for (int l = part_.layer_begin; l < part_.layer_end; ++l) {
     for (size_t i = 0; i < seqs.size(); ++i) {
       rows.segments[i].k_cache = &seqs[i].cache->k(l);
@@ -237,7 +244,7 @@ void Forward::run_layers(std::span<const SeqInput> seqs, Rows& rows, model::Acti
       rows.segments[i].state_pos = seqs[i].cache->state_pos(l);
     }
     model::LayerContext ctx{be_, hp_, w_, rows.segments, rows.positions, inv_freq_, sink,
-                            tp_all_reduce_ ? &tp_all_reduce_ : nullptr, expert_tokens_};
+                            tp_all_reduce_ ? &tp_all_reduce_ : nullptr, expert_tokens_, &dsa_keys};
     if (part_.tp) ctx.tp_rank = part_.tp->rank(), ctx.tp_size = part_.tp->size();
     adapter_.forward_layer(ctx, l, hidden);
   }

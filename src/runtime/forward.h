@@ -60,9 +60,11 @@ struct LinearStateShape {
 class KvCache {
  public:
   // n_head_kv: the kv heads this rank holds (after the tp split or replication).
-  // index_head_dim 0: no indexer keys.
+  // index_head_dim 0: no indexer keys; index_layers, when given ([layer_end - layer_begin]),
+  // says which of the layers keep them (a layer reusing another's selection keeps none).
   KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx,
-          KvLedger* ledger = nullptr, int64_t index_head_dim = 0, const LinearStateShape& state = {});
+          KvLedger* ledger = nullptr, int64_t index_head_dim = 0, const std::vector<bool>& index_layers = {},
+          const LinearStateShape& state = {});
   KvCache(KvCache&& o) noexcept;
   KvCache& operator=(KvCache&& o) noexcept;
   KvCache(const KvCache&) = delete;
@@ -72,8 +74,10 @@ class KvCache {
   int64_t n_ctx() const { return n_ctx_; }
   Tensor& k(int layer) { return k_[layer - layer_begin_]; }  // [n_ctx, n_head_kv, head_dim]
   Tensor& v(int layer) { return v_[layer - layer_begin_]; }
-  // [n_ctx, index_head_dim], or null when the cache has no indexer keys.
-  Tensor* index_k(int layer) { return ik_.empty() ? nullptr : &ik_[layer - layer_begin_]; }
+  // [n_ctx, index_head_dim], or null when the layer keeps no indexer keys.
+  Tensor* index_k(int layer) {
+    return ik_.empty() || !ik_[layer - layer_begin_].defined() ? nullptr : &ik_[layer - layer_begin_];
+  }
   // A linear-attention layer's state, or null for another layer.
   Tensor* conv_state(int layer) { return conv_[layer - layer_begin_].defined() ? &conv_[layer - layer_begin_] : nullptr; }
   Tensor* recurrent_state(int layer) {

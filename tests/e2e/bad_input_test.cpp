@@ -354,16 +354,18 @@ TEST(BadInput, Fp8ScaleMisShaped) {
   expect_bad_input(run_case(c), c, {scale, "[2, 3]", "[1, 2]"});
 }
 
-// DeepSeek sparse attention (deepseek_v32): an indexer keeping no keys, or a checkpoint without
-// one of its tensors, is refused with one sentence naming the key or the tensor.
-Case make_dsa_case(const std::string& name) {
-  static const fs::path good = [] {
-    const fs::path d = scratch_dir("bad-input-good-dsa");
-    make_model_from_yaml(golden_sizes("deepseek_v32"), d / "model");
-    return d;
-  }();
+// DeepSeek sparse attention (deepseek_v32, glm_moe_dsa): an indexer keeping no keys, a checkpoint
+// without one of its tensors, or (glm_moe_dsa) per-layer indexer types of the wrong length, is
+// refused with one sentence naming the key or the tensor.
+Case make_dsa_case(const std::string& name, const std::string& family = "deepseek_v32") {
+  static std::map<std::string, fs::path> good;
+  if (!good.count(family)) {
+    const fs::path d = scratch_dir("bad-input-good-" + family);
+    make_model_from_yaml(golden_sizes(family), d / "model");
+    good[family] = d;
+  }
   Case c{scratch_dir("bad-input-" + name)};
-  fs::copy(good / "model", c.model(), fs::copy_options::recursive);
+  fs::copy(good[family] / "model", c.model(), fs::copy_options::recursive);
   write_file(c.config(), "model: {path: model, dtype: float32}\n"
                          "prompts:\n"
                          "  - {id: capital, text: \"The capital of France is\"}\n"
@@ -388,6 +390,32 @@ TEST(BadInput, DsaIndexerTensorMissing) {
   ASSERT_EQ(tensors.erase(name), 1u);
   write_tensors(c.st(), tensors);
   expect_bad_input(run_case(c), c, {name, "missing"});
+}
+
+TEST(BadInput, GlmIndexTopkNotPositive) {
+  const Case c = make_dsa_case("glm-index-topk", "glm_moe_dsa");
+  auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
+  cfg["index_topk"] = -8;
+  write_file(c.model() / "config.json", cfg.dump(2));
+  expect_bad_input(run_case(c), c, {"index_topk"});
+}
+
+TEST(BadInput, GlmIndexerTensorMissing) {
+  const Case c = make_dsa_case("glm-indexer-missing", "glm_moe_dsa");
+  auto tensors = read_tensors(c.st());
+  const std::string name = "model.layers.2.self_attn.indexer.weights_proj.weight";  // layer 2: a full one
+  ASSERT_EQ(tensors.erase(name), 1u);
+  write_tensors(c.st(), tensors);
+  expect_bad_input(run_case(c), c, {name, "missing"});
+}
+
+TEST(BadInput, GlmIndexerTypesLength) {
+  const Case c = make_dsa_case("glm-indexer-types", "glm_moe_dsa");
+  auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
+  ASSERT_EQ(cfg["indexer_types"].size(), 4u);
+  cfg["indexer_types"].erase(3);
+  write_file(c.model() / "config.json", cfg.dump(2));
+  expect_bad_input(run_case(c), c, {"indexer_types", "3 entries", "num_hidden_layers 4"});
 }
 
 // Hybrid linear attention (qwen3_next): a layer_types list of another length than

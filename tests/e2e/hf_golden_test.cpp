@@ -1,5 +1,5 @@
-// The tiny llama, qwen2, qwen3, mixtral, qwen3_moe, deepseek_v3 (bf16 and FP8), deepseek_v32, qwen3_next and
-// qwen3_5_moe (its text model, vision tower claimed) models
+// The tiny llama, qwen2, qwen3, mixtral, qwen3_moe, deepseek_v3 (bf16 and FP8), deepseek_v32, glm_moe_dsa,
+// qwen3_next and qwen3_5_moe (its text model, vision tower claimed) models
 // against Hugging Face transformers (CPU, float32): per-layer hidden states, router logits and top-k expert ids
 // (and DSA indexer key ids), last-position
 // logits and greedy tokens, each within a per-family tolerance proven by negative controls
@@ -41,6 +41,7 @@ double tolerance(const std::string& family) {
       {"deepseek_v3", 2e-6},      // measured 5.8e-7 (final_norm)
       {"deepseek_v3_fp8", 2e-6},  // measured 7.0e-7 (layers.2.layer_out)
       {"deepseek_v32", 2e-6},     // measured 7.8e-7 (logits_last); dense attention (index_topk 64) fails
+      {"glm_moe_dsa", 2e-6},      // measured 7.4e-7 (logits_last); dense 0.70, half-split indexer rope 1.09
       {"qwen3_next", 3e-6},       // measured 2.2e-6 (logits_last): f32 delta rule vs ours in double
       {"qwen3_5_moe", 3e-6},      // measured 1.4e-6 (final_norm)
   };
@@ -195,7 +196,7 @@ TEST_P(HfGolden, MatchesTransformers) {
   }
   // DSA: the same model with an indexer keeping every key (dense MLA) must fail, so the
   // comparison sees the sparse selection (the 25-token prompt is past index_topk 8).
-  if (family == "deepseek_v32") {
+  if (family == "deepseek_v32" || family == "glm_moe_dsa") {
     const fs::path model = dir / "ctl-dense-model";
     fs::remove_all(model);
     fs::copy(dir / "model", model, fs::copy_options::recursive);
@@ -216,7 +217,7 @@ TEST_P(HfGolden, MatchesTransformers) {
   // says. The golden also holds transformers' outputs with those norms at rms_norm_eps; our
   // (correct) run compared against them must fail, as a run with that bug would fail against
   // the real golden.
-  if (family.rfind("deepseek_v3", 0) == 0) {
+  if (family.rfind("deepseek_v3", 0) == 0 || family == "glm_moe_dsa") {
     const std::string prefix = "control.mla_norm_eps.";
     ASSERT_EQ(activation_keys(g, prefix), keys) << "the golden lacks the MLA norm-eps control; rerun the script";
     const Comparison w = compare(*dump, g, prefix, keys);
@@ -224,10 +225,25 @@ TEST_P(HfGolden, MatchesTransformers) {
                 "(%s) (tolerance %.3g, must exceed)\n", family.c_str(), w.max, w.worst.c_str(), tol);
     EXPECT_GT(w.max, tol) << family << ": the MLA norm-eps bug passes the tolerance";
   }
+  // glm_moe_dsa: the golden also holds transformers' outputs with the indexer rotated half-split
+  // (DeepSeek-V3.2's layout); our interleaved run must fail against them, top-k ids included.
+  if (family == "glm_moe_dsa") {
+    const std::string prefix = "control.indexer_rope_half.";
+    ASSERT_EQ(activation_keys(g, prefix), keys) << "the golden lacks the indexer-rope control; rerun the script";
+    const Comparison w = compare(*dump, g, prefix, keys);
+    int64_t moved = 0;
+    for (const auto& [key, bad] : w.id_mismatches)
+      if (key.ends_with(".index_topk_ids")) moved += bad;
+    std::printf("[negative control] %s against transformers with a half-split indexer rope: max rel L2 %.3g (%s), "
+                "%lld indexer ids differ (tolerance %.3g, must exceed)\n", family.c_str(), w.max, w.worst.c_str(),
+                static_cast<long long>(moved), tol);
+    EXPECT_GT(w.max, tol) << family << ": the indexer's rotary layout is not seen by the comparison";
+    EXPECT_GT(moved, 0) << family << ": a half-split indexer rope selects the same keys";
+  }
 }
 INSTANTIATE_TEST_SUITE_P(Families, HfGolden, ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "qwen3_moe",
                                                                   "deepseek_v3", "deepseek_v3_fp8", "deepseek_v32",
-                                                                  "qwen3_next", "qwen3_5_moe"));
+                                                                  "glm_moe_dsa", "qwen3_next", "qwen3_5_moe"));
 
 }  // namespace
 }  // namespace dayzero::e2e

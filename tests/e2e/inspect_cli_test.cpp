@@ -78,18 +78,44 @@ TEST(InspectCli, LlavaCountsItsVisionTowerAndProjector) {
   EXPECT_NE(t.output.find("vision tower"), std::string::npos) << t.output;
 }
 
+// GLM-5's config renamed to a family no adapter claims (glm_moe_dsa has one).
 TEST(InspectCli, UnknownArchitectureGetsTheGenericAnalysis) {
-  const Outcome o = run_dayzero("inspect " + fixture_config("GLM-5"));
+  std::ifstream published(fixture_config("GLM-5"));
+  nlohmann::json c = nlohmann::json::parse(published);
+  c["model_type"] = "sparse_mla_preview";
+  c["architectures"] = {"SparseMlaPreviewForCausalLM"};
+  const fs::path d = scratch_dir("inspect_unknown_dsa");
+  std::ofstream(d / "config.json") << c.dump();
+  const Outcome o = run_dayzero("inspect " + (d / "config.json").string());
   ASSERT_EQ(o.exit_code, 0) << o.output;
   EXPECT_NE(o.output.find("unknown architecture"), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("needs a new block"), std::string::npos) << o.output;
-  const Outcome j = run_dayzero("inspect --json " + fixture_config("GLM-5"));
+  const Outcome j = run_dayzero("inspect --json " + (d / "config.json").string());
   ASSERT_EQ(j.exit_code, 0) << j.output;
   const nlohmann::json r = parse_json(j);
   EXPECT_EQ(r["source"], "config estimate");
   bool dsa = false;
   for (const auto& f : r["features"]) dsa = dsa || (f["name"] == "sparse attention indexer (DSA)" && f["status"] == "needs a new block");
   EXPECT_TRUE(dsa) << r["features"].dump();
+}
+
+// The published DSA configs: their adapters' totals (MTP apart; the generic analysis agrees,
+// docs/analysis.md) and the indexer marked supported by the adapter.
+TEST(InspectCli, SparseAttentionFamiliesAreSupported) {
+  const std::pair<std::string, int64_t> models[] = {{"DeepSeek-V3.2", 671877944064}, {"GLM-5", 743911218432}};
+  for (const auto& [m, total] : models) {
+    const Outcome j = run_dayzero("inspect --json " + fixture_config(m));
+    ASSERT_EQ(j.exit_code, 0) << j.output;
+    const nlohmann::json r = parse_json(j);
+    EXPECT_EQ(r["total"], total) << m;
+    EXPECT_EQ(r["analysis"]["total"], total) << m;
+    bool dsa = false;
+    for (const auto& f : r["analysis"]["features"]) {
+      EXPECT_NE(f["status"], "needs a new block") << m << ": " << f.dump();
+      dsa = dsa || (f["name"] == "sparse attention indexer (DSA)" && f["status"] == "supported by adapter");
+    }
+    EXPECT_TRUE(dsa) << m << ": " << r.dump();
+  }
 }
 
 // Hybrid linear attention: the cache line counts KV bytes per token for the 15 full-attention
@@ -173,17 +199,29 @@ TEST(InspectCli, RegisterTwoModelsTwiceKeepsTwoEntries) {
   EXPECT_EQ(second[2]["adapter"].as<std::string>(), "qwen3_moe");
 }
 
+// Kimi-K2.5 and Qwen3.5 have adapters now (kimi_k25, qwen3_5_moe): their configs come renamed to
+// families no adapter claims, in folders of the published names (the entry's name).
 TEST(InspectCli, MarkdownNamesEveryFeatureThatNeedsANewBlock) {
-  for (const std::string m : {"GLM-5", "Qwen3.5-397B-A17B"}) {
-    const Outcome j = run_dayzero("inspect --json " + fixture_dir(m));
+  const fs::path root = scratch_dir("inspect_markdown_renamed");
+  const std::pair<std::string, std::string> models[] = {{"Kimi-K2.5", "moonvit_mla_preview"},
+                                                        {"Qwen3.5-397B-A17B", "hybrid_linear_preview"}};
+  for (const auto& [m, renamed] : models) {
+    std::ifstream published(fixture_config(m));
+    nlohmann::json c = nlohmann::json::parse(published);
+    c["model_type"] = renamed;
+    c["architectures"] = {renamed + "ForConditionalGeneration"};
+    fs::create_directories(root / m);
+    std::ofstream(root / m / "config.json") << c.dump();
+    const std::string dir = (root / m).string();
+    const Outcome j = run_dayzero("inspect --json " + dir);
     ASSERT_EQ(j.exit_code, 0) << j.output;
     const nlohmann::json r = parse_json(j);
-    const Outcome md = run_dayzero("inspect --markdown " + fixture_dir(m));
+    ASSERT_FALSE(r.contains("analysis")) << m << ": an adapter claims " << renamed;
+    const Outcome md = run_dayzero("inspect --markdown " + dir);
     ASSERT_EQ(md.exit_code, 0) << md.output;
     EXPECT_NE(md.output.find("## " + m + "\n"), std::string::npos) << md.output;
     int missing = 0;
-    // A family with an adapter (Qwen3.5: qwen3_5_moe) carries the generic analysis under "analysis".
-    for (const auto& f : r.contains("analysis") ? r["analysis"]["features"] : r["features"])
+    for (const auto& f : r["features"])
       if (f["status"] == "needs a new block") {
         ++missing;
         EXPECT_NE(md.output.find("| " + f["name"].get<std::string>() + " | needs a new block |"), std::string::npos)

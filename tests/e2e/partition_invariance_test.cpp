@@ -1,5 +1,6 @@
-// Partition invariance: tiny 4-layer llama and qwen3 checkpoints (and the MoE families, deepseek_v32's
-// sparse attention and qwen3_next's hybrid linear attention among them, under expert-parallel plans) run once on one rank, then under
+// Partition invariance: tiny 4-layer llama and qwen3 checkpoints (and the MoE families, the sparse
+// attention of deepseek_v32 and glm_moe_dsa and qwen3_next's hybrid linear attention among them, under
+// expert-parallel plans) run once on one rank, then under
 // tp2, tp4 (more tp ranks than kv heads), pp2, pp4, tp2 x pp2, dp2 x tp2 and an uneven pp3, each
 // fixed with `parallel:`. The union of the rank files must hold exactly the one-rank run's keys,
 // each written once by the rank the plan makes its owner, with every activation and logits_last
@@ -53,7 +54,7 @@ std::string sizes_yaml(const std::string& family) {
     y += "n_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n";
   // MLA, group-limited sigmoid routing over 4 groups, a shared expert, layer 0 dense; the FP8
   // variant loads tp slices of block-quantized weights.
-  if (family.starts_with("deepseek_v3")) y += "n_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n";
+  if (family.starts_with("deepseek_v3") || family == "glm_moe_dsa") y += "n_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n";
   if (family == "deepseek_v3_fp8") y = "family: deepseek_v3\ndtype: fp8\n" + y.substr(y.find('\n') + 1);
   return y;
 }
@@ -92,8 +93,9 @@ const PlanCase kMoePlans[] = {
     {"tp4_ep4", 1, 1, 4, 4},  {"pp2_tp2_ep2", 1, 2, 2, 2},  {"dp2_tp2_ep2", 2, 1, 2, 2},
 };
 
-// DeepSeek sparse attention (deepseek_v32, index_topk 8: the prompts and their decode pass it):
-// the indexer runs where its MLA layer runs, its key cache carried through decode.
+// DeepSeek sparse attention (deepseek_v32, glm_moe_dsa; index_topk 8: the prompts and their
+// decode pass it): the indexer runs where its MLA layer runs, its key cache carried through
+// decode. glm_moe_dsa's layers 1 and 3 reuse the top-k of the layer before: pp2 splits 2 + 2.
 const PlanCase kDsaPlans[] = {
     {"tp2_ep1_etp2", 1, 1, 2, 1}, {"pp2", 1, 2, 1}, {"pp2_tp2_ep2", 1, 2, 2, 2}, {"tp2_ep2", 1, 1, 2, 2},
 };
@@ -107,11 +109,15 @@ const PlanCase kHybridPlans[] = {
 
 bool is_moe(const std::string& family) {
   return family == "mixtral" || family == "qwen3_moe" || family == "qwen3_next" || family == "qwen3_5_moe" ||
-         family.starts_with("deepseek_v3");
+         family.starts_with("deepseek_v3") || family == "glm_moe_dsa";
 }
 // deepseek_v3's first layer is dense (first_k_dense_replace 1 in make-model).
 int moe_layers(const std::string& family) {
-  return !is_moe(family) ? 0 : family.starts_with("deepseek_v3") ? kLayers - 1 : kLayers;
+  return !is_moe(family) ? 0 : family.starts_with("deepseek_v3") || family == "glm_moe_dsa" ? kLayers - 1 : kLayers;
+}
+// Layers with an indexer of their own, each dumping index_topk_ids.
+int indexer_layers(const std::string& family) {
+  return family == "deepseek_v32" ? kLayers : family == "glm_moe_dsa" ? kLayers / 2 : 0;
 }
 
 struct FamilyModel {
@@ -183,7 +189,7 @@ TEST_P(PartitionInvariance, MatchesOneRank) {
   const MergedDump& want = m.reference;
   // MoE layers add router_logits and topk_ids per layer, prompt and phase; DSA index_topk_ids.
   const size_t moe_keys = 2u * static_cast<size_t>(moe_layers(family)) * 3 * 2 +
-                          (family == "deepseek_v32" ? static_cast<size_t>(kLayers) * 3 * 2 : 0);
+                          static_cast<size_t>(indexer_layers(family)) * 3 * 2;
   ASSERT_EQ(want.size(), kReferenceKeys + moe_keys) << family << ": the reference run lacks keys";
   ASSERT_EQ(want.count("activations/raw/decode/layers.3.layer_out"), 1u);
 
@@ -305,7 +311,7 @@ INSTANTIATE_TEST_SUITE_P(HybridPlans, PartitionInvariance,
                          ::testing::Combine(::testing::Values("qwen3_next", "qwen3_5_moe"), ::testing::ValuesIn(kHybridPlans)),
                          case_name);
 INSTANTIATE_TEST_SUITE_P(DsaPlans, PartitionInvariance,
-                         ::testing::Combine(::testing::Values("deepseek_v32"), ::testing::ValuesIn(kDsaPlans)),
+                         ::testing::Combine(::testing::Values("deepseek_v32", "glm_moe_dsa"), ::testing::ValuesIn(kDsaPlans)),
                          case_name);
 
 }  // namespace

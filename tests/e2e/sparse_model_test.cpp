@@ -153,8 +153,13 @@ TEST(SparseModel, DeepSeekV3Fp8Layout) { check_fp8_layout("DeepSeek-V3", "--node
 TEST(SparseModel, RefusesWhatItCannotHonour) {
   const fs::path dir = scratch_dir("sparse-refusals");
   const fs::path like = kConfigs / "WizardLM-2-8x22B";
-  // No adapter: no tensor list to write.
-  Outcome o = run_dayzero("make-model --like " + (kConfigs / "GLM-5").string() + " --sparse --out " + (dir / "a").string());
+  // No adapter (GLM-5's config renamed to a family none claims): no tensor list to write.
+  nlohmann::json unclaimed = read_json(kConfigs / "GLM-5" / "config.json");
+  unclaimed["model_type"] = "sparse_mla_preview";
+  unclaimed["architectures"] = {"SparseMlaPreviewForCausalLM"};
+  fs::create_directories(dir / "unclaimed");
+  write_file(dir / "unclaimed" / "config.json", unclaimed.dump());
+  Outcome o = run_dayzero("make-model --like " + (dir / "unclaimed").string() + " --sparse --out " + (dir / "a").string());
   EXPECT_EQ(o.exit_code, 2) << o.output;
   EXPECT_NE(o.output.find("needs the tensor list of an adapter"), std::string::npos) << o.output;
   // An index naming a tensor the adapter does not have.

@@ -42,6 +42,7 @@ IndexerNames indexer_names(int layer) {
 }
 
 std::vector<TensorSpec> indexer_specs(const HParams& hp, int layer) {
+  if (hp.dsa.reuses_topk(layer)) return {};
   const IndexerNames n = indexer_names(layer);
   const DsaParams& d = hp.dsa;
   using R = ShardRule;
@@ -83,9 +84,12 @@ std::vector<std::vector<int32_t>> dsa_select_keys(LayerContext& ctx, const Index
   const Tensor inv_host = host_copy(be, ctx.inv_freq);
   const auto* pos = static_cast<const int32_t*>(pos_host.data());
   const auto factor = static_cast<float>(rope_attention_factor(hp.rope_scaling));
-  // The indexer rotates the leading rope dims half-split (rotate_half), unlike MLA's interleave.
-  rope_host(q.f32(), n_tokens, H, D, 0, rope, pos, inv_host.f32(), factor, false);
-  rope_host(k.f32(), n_tokens, 1, D, 0, rope, pos, inv_host.f32(), factor, false);
+  // The leading rope dims: half-split (rotate_half) in deepseek_v32, interleaved pairs in
+  // glm_moe_dsa. An interleaved rotation writes its pairs back de-interleaved (rope_host), the
+  // same permutation for q and k, so the scores are those of the rotation in place.
+  const bool interleave = hp.dsa.rope_interleave;
+  rope_host(q.f32(), n_tokens, H, D, 0, rope, pos, inv_host.f32(), factor, interleave);
+  rope_host(k.f32(), n_tokens, 1, D, 0, rope, pos, inv_host.f32(), factor, interleave);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const float w_scale = 1.0f / std::sqrt(static_cast<float>(H));
@@ -129,6 +133,19 @@ std::vector<std::vector<int32_t>> dsa_select_keys(LayerContext& ctx, const Index
     }
   }
   emit(ctx.sink, "layers." + std::to_string(layer) + ".index_topk_ids", be.to_device(ids));
+  return keep;
+}
+
+std::vector<std::vector<int32_t>> dsa_layer_keys(LayerContext& ctx, int layer, const Tensor& x,
+                                                  const Tensor& q_resid) {
+  if (ctx.hp.dsa.reuses_topk(layer)) {
+    DZ_CHECK(ctx.dsa_keys != nullptr && static_cast<int64_t>(ctx.dsa_keys->size()) == x.dim(0),
+             "layer " << layer << " reuses the previous layer's DSA selection, but no earlier layer of this stage "
+                      "selected keys for these " << x.dim(0) << " rows");
+    return *ctx.dsa_keys;
+  }
+  std::vector<std::vector<int32_t>> keep = dsa_select_keys(ctx, indexer_names(layer), layer, x, q_resid);
+  if (ctx.dsa_keys) *ctx.dsa_keys = keep;
   return keep;
 }
 

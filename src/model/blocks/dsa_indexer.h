@@ -1,9 +1,11 @@
-// DeepSeek Sparse Attention's lightning indexer (deepseek_v32): per query, the index_topk keys of
-// its sequence that MLA attends to. Its own query from the q LoRA residual (wq_b), one key head
-// (wk, LayerNorm with bias, eps 1e-6) kept in the layer's indexer key cache, rotate-half RoPE on
-// the leading qk_rope_head_dim of each head, scores sum_h w_h relu(q_h . k / sqrt(D)) with
-// w = weights_proj(x) / sqrt(n_heads). Not the FP8 / Hadamard kernels of the reference code (the
-// Hadamard rotation preserves dot products; FP8 is a precision shortcut). Weights replicated.
+// DeepSeek Sparse Attention's lightning indexer (deepseek_v32, glm_moe_dsa): per query, the
+// index_topk keys of its sequence that MLA attends to. Its own query from the q LoRA residual
+// (wq_b), one key head (wk, LayerNorm with bias, eps 1e-6) kept in the layer's indexer key cache,
+// RoPE on the leading qk_rope_head_dim of each head (rotate-half or interleaved pairs:
+// DsaParams::rope_interleave), scores sum_h w_h relu(q_h . k / sqrt(D)) with w = weights_proj(x) /
+// sqrt(n_heads). A layer may reuse the previous layer's selection instead (DsaParams::shared).
+// Not the FP8 / Hadamard kernels of the reference code (the Hadamard rotation preserves dot
+// products; FP8 is a precision shortcut). Weights replicated.
 #pragma once
 
 #include <string>
@@ -21,7 +23,8 @@ struct IndexerNames {
 };
 
 IndexerNames indexer_names(int layer);
-// Every indexer tensor is replicated (each tp rank selects the same keys).
+// Every indexer tensor is replicated (each tp rank selects the same keys). None for a layer
+// that reuses the previous selection (hp.dsa.reuses_topk).
 std::vector<TensorSpec> indexer_specs(const HParams& hp, int layer);
 
 // The keys each row of the batch attends to: for row r of a segment at position p, the positions
@@ -33,5 +36,12 @@ std::vector<TensorSpec> indexer_specs(const HParams& hp, int layer);
 // index_k_cache. No communication.
 std::vector<std::vector<int32_t>> dsa_select_keys(LayerContext& ctx, const IndexerNames& names, int layer,
                                                    const Tensor& x, const Tensor& q_resid);
+
+// The keys of layer `layer`: its own indexer's (dsa_select_keys, then kept in ctx.dsa_keys), or,
+// where hp.dsa.reuses_topk(layer), the selection of the previous layer kept in ctx.dsa_keys (no
+// dump point, no cache). REQUIRES for a reusing layer: an earlier layer of this forward call on
+// this stage selected keys (the planner starts no stage at such a layer). No communication.
+std::vector<std::vector<int32_t>> dsa_layer_keys(LayerContext& ctx, int layer, const Tensor& x,
+                                                  const Tensor& q_resid);
 
 }  // namespace dayzero::model::blocks

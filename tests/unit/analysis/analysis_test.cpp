@@ -197,8 +197,8 @@ TEST(Analysis, UnsupportedArchitecturesNameTheirNewBlocks) {
 TEST(Analysis, HeadersOnlyCheckpointOfAnArchitectureWithoutAdapter) {
   const fs::path dir = fs::temp_directory_path() / ("dayzero-analysis-dsa-" + std::to_string(getpid()));
   fs::create_directories(dir);
-  // GLM-5's family (glm_moe_dsa) has no adapter; deepseek_v32, the same layout, has one.
-  nlohmann::json c = {{"model_type", "glm_moe_dsa"}, {"architectures", {"GlmMoeDsaForCausalLM"}},
+  // A family no adapter claims (deepseek_v32 and glm_moe_dsa, the same layout, have adapters).
+  nlohmann::json c = {{"model_type", "sparse_mla_preview"}, {"architectures", {"SparseMlaPreviewForCausalLM"}},
                       {"vocab_size", 256}, {"hidden_size", 64}, {"num_hidden_layers", 3}, {"num_attention_heads", 4},
                       {"num_key_value_heads", 4}, {"intermediate_size", 128}, {"moe_intermediate_size", 32},
                       {"n_routed_experts", 8}, {"num_experts_per_tok", 2}, {"n_shared_experts", 1},
@@ -235,6 +235,32 @@ TEST(Analysis, HeadersOnlyCheckpointOfAnArchitectureWithoutAdapter) {
   EXPECT_EQ(unknown->evidence, "model.layers.{L}.self_attn.mystery.weight");
   EXPECT_EQ(a->unknown_bytes, 32u);
   fs::remove_all(dir);
+}
+
+// DeepSeek-V3.2 and GLM-5 as published: their adapters run the indexer (blocks/dsa_indexer).
+TEST(Analysis, SparseAttentionIsSupportedWhereAnAdapterRunsIt) {
+  for (const char* name : {"DeepSeek-V3.2", "GLM-5"}) {
+    auto a = analyze(load(name), {}, Source::kConfig);
+    ASSERT_TRUE(a.ok()) << name << ": " << a.status().message();
+    EXPECT_FALSE(a->adapter.empty()) << name;
+    const Finding* dsa = feature(*a, "sparse attention indexer (DSA)");
+    ASSERT_NE(dsa, nullptr) << name;
+    EXPECT_EQ(dsa->status, FeatureStatus::kAdapter) << name;
+    EXPECT_EQ(dsa->block, a->adapter) << name;
+    for (const auto& f : a->features) EXPECT_NE(f.status, FeatureStatus::kNewBlock) << name << ": " << f.name;
+  }
+}
+
+// GLM-5's indexer types as transformers derives them (index_topk_freq 4, offset 2: 21 full
+// layers, 57 shared) leave the shared layers without indexer tensors: 57 x (32 x 128 x 2048 wq_b
+// + 128 x 6144 wk + 2 x 128 k_norm + 32 x 6144 weights_proj) = 57 x 9,371,904 fewer parameters.
+TEST(Analysis, SharedIndexerLayersHaveNoIndexerTensors) {
+  nlohmann::json c = load("GLM-5");
+  auto full = analyze(c, {}, Source::kConfig);
+  c["index_topk_freq"] = 4;
+  auto shared = analyze(c, {}, Source::kConfig);
+  ASSERT_TRUE(full.ok() && shared.ok());
+  EXPECT_EQ(full->total - shared->total, int64_t{57} * 9371904);
 }
 
 TEST(Analysis, WrongTypeNamesTheKey) {

@@ -3,6 +3,7 @@
 // and keeps other entries; a file that is not a sequence of named maps is refused unchanged;
 // the Markdown page names every feature that needs a new block.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -101,12 +102,28 @@ TEST(Register, MalformedFilesAreRefused) {
   EXPECT_TRUE(absent->empty());
 }
 
+// Kimi-K2.5 and Qwen3.5 have adapters now (kimi_k25, qwen3_5_moe): their configs come renamed to
+// families no adapter claims, in folders of the published names (the entry's name).
 TEST(Register, MarkdownNamesEveryFeatureThatNeedsANewBlock) {
-  for (const std::string model : {"GLM-5", "Qwen3.5-397B-A17B"}) {
-    auto a = analyze_path(kConfigs + model);
-    ASSERT_TRUE(a.ok());
+  const fs::path root = ::testing::TempDir() + "dayzero-register-renamed";
+  fs::remove_all(root);
+  const std::pair<std::string, std::string> models[] = {{"Kimi-K2.5", "moonvit_mla_preview"},
+                                                        {"Qwen3.5-397B-A17B", "hybrid_linear_preview"}};
+  for (const auto& [model, renamed] : models) {
+    std::ifstream published(kConfigs + model + "/config.json");
+    nlohmann::json c = nlohmann::json::parse(published);
+    c["model_type"] = renamed;
+    c["architectures"] = {renamed + "ForConditionalGeneration"};
+    const fs::path dir = root / model;
+    fs::create_directories(dir);
+    std::ofstream(dir / "config.json") << c.dump();
+    auto a = analyze_path(dir.string());
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    ASSERT_TRUE(a->adapter.empty()) << model << ": " << a->adapter;
+    auto id = identify_model(dir.string());
+    ASSERT_TRUE(id.ok()) << id.status().message();
     std::ostringstream o;
-    print_markdown(o, {entry_of(model, "d")});
+    print_markdown(o, {register_entry(*a, *id, "d")});
     const std::string page = o.str();
     EXPECT_NE(page.find("## " + model + "\n"), std::string::npos) << page;
     const size_t unsupported = page.find("Unsupported: ");

@@ -77,13 +77,20 @@ TEST_F(PlanCli, TwoNodesWritesPlanAndReport) {
 }
 
 // A family without an adapter plans from the generic analysis, with its caveats next to the
-// figures in the table, in plan.json and in the report.
+// figures in the table, in plan.json and in the report: GLM-5's config renamed to a family no
+// adapter claims (glm_moe_dsa has one).
 TEST_F(PlanCli, UnknownFamilyPlansFromTheGenericAnalysis) {
   const std::string json = (dir_ / "glm.json").string(), html = (dir_ / "glm.html").string();
-  const CliRun r = run("--config " + std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/GLM-5/config.json" +
+  std::ifstream published(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/GLM-5/config.json");
+  nlohmann::json c = nlohmann::json::parse(published);
+  c["model_type"] = "sparse_mla_preview";
+  c["architectures"] = {"SparseMlaPreviewForCausalLM"};
+  std::ofstream(dir_ / "config.json") << c.dump();
+  const CliRun r = run("--config " + (dir_ / "config.json").string() +
                        " --nodes 16 --gpus-per-node 8 --gpu-mem 80GiB --out " + json + " --report " + html);
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("generic analysis of glm_moe_dsa (no adapter; config estimate)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("generic analysis of sparse_mla_preview (no adapter; config estimate)"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("cache 109824 KV bytes per token (78 layers)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("weights* kv*"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("* kv_cache    MLA: the latent kv_lora_rank 512"), std::string::npos) << r.out;
