@@ -130,11 +130,16 @@ void add_features(Analysis& a) {
       ok("gated shared expert", "ffn " + std::to_string(t.shared_ff) + " behind a sigmoid gate",
          "shared_expert_intermediate_size; tensors " + pattern(a, "shared experts", "(none)"), "adapters/qwen3_next");
   }
-  {  // gpt-oss: a router with a bias and fused experts with biases
+  {  // gpt-oss: a router with a bias and fused experts with biases (DeepSeek's
+     // e_score_correction_bias is a selection bias of sigmoid routing, which blocks/moe runs)
+    const auto ends_with = [](const std::string& s, const char* tail) {
+      const size_t n = std::char_traits<char>::length(tail);
+      return s.size() > n && s.compare(s.size() - n, n, tail) == 0;
+    };
     std::string biases;
     for (const auto& g : a.groups)
-      if ((g.component == Component::kRouter || g.component == Component::kRoutedExpert) && g.tmpl.size() > 5 &&
-          g.tmpl.compare(g.tmpl.size() - 5, 5, "_bias") * g.tmpl.compare(g.tmpl.size() - 5, 5, ".bias") == 0)
+      if ((g.component == Component::kRouter || g.component == Component::kRoutedExpert) &&
+          (ends_with(g.tmpl, "_bias") || ends_with(g.tmpl, ".bias")) && !ends_with(g.tmpl, "e_score_correction_bias"))
         biases += (biases.empty() ? "" : ", ") + g.tmpl;
     if (!biases.empty())
       missing("router and expert biases", "biases on the router logits and the expert projections", "tensors " + biases,
