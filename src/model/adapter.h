@@ -70,6 +70,11 @@ struct LayerContext {
   void reduce_tp(Tensor& t) const {
     if (tp_all_reduce) (*tp_all_reduce)(t);
   }
+  // The same context reading its weights through other (a multimodal adapter's text model under
+  // its prefix view); every other field carries over.
+  LayerContext with_weights(const Weights& other) const {
+    return {be, hp, other, segments, positions, inv_freq, sink, tp_all_reduce, expert_tokens, dsa_keys, tp_rank, tp_size};
+  }
 };
 
 // Sizes for a generated model (make-model).

@@ -37,6 +37,13 @@ void set_component(std::vector<TensorSpec>& specs, size_t from, Component c) {
   for (size_t i = from; i < specs.size(); ++i) specs[i].component = c;
 }
 
+void prefix_tensor_names(std::vector<TensorSpec>& specs, const std::string& prefix) {
+  for (TensorSpec& t : specs) {
+    t.name = prefix + t.name;
+    if (!t.scale_name.empty()) t.scale_name = prefix + t.scale_name;
+  }
+}
+
 std::string layer_tensor_name(const std::string& tmpl, int layer) {
   std::string out = tmpl;
   const auto pos = out.find("{L}");

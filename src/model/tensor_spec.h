@@ -71,6 +71,10 @@ struct TensorSpec {
 // Sets the component of specs[from ..] (a block tags what it just declared).
 void set_component(std::vector<TensorSpec>& specs, size_t from, Component c);
 
+// Puts prefix before every spec's name and scale name (a multimodal checkpoint nests its text
+// model under "language_model.").
+void prefix_tensor_names(std::vector<TensorSpec>& specs, const std::string& prefix);
+
 // Expands "model.layers.{L}.mlp.up_proj.weight" with L (one template helper for every adapter).
 std::string layer_tensor_name(const std::string& tmpl, int layer);
 // Expands {L} and {E} ("model.layers.{L}.mlp.experts.{E}.up_proj.weight").

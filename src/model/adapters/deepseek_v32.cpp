@@ -8,6 +8,7 @@
 #include "model/adapters/deepseek_v3.h"
 #include "model/blocks/dsa_indexer.h"
 #include "model/blocks/mla.h"
+#include "model/dsa_config.h"
 
 namespace dayzero::model {
 namespace {
@@ -23,16 +24,7 @@ class DeepseekV32Adapter final : public DeepseekV3Adapter {
                                      "its indexer's half-split)");
     DZ_ASSIGN_OR_RETURN(HParams hp, DeepseekV3Adapter::parse_hparams(c));
     hp.mla.rope_interleave = true;
-    if (hp.mla.q_lora_rank <= 0)
-      return Status::InvalidArgument("config.json: deepseek_v32 needs a positive 'q_lora_rank' (the indexer's query "
-                                     "comes from the q LoRA residual)");
-    DsaParams& d = hp.dsa;
-    DZ_ASSIGN_OR_RETURN(d.index_topk, json_int(c, "index_topk"));
-    DZ_ASSIGN_OR_RETURN(d.index_n_heads, json_int(c, "index_n_heads"));
-    DZ_ASSIGN_OR_RETURN(d.index_head_dim, json_int(c, "index_head_dim"));
-    if (d.index_head_dim < hp.mla.qk_rope_head_dim)
-      return Status::InvalidArgument("config.json: index_head_dim " + std::to_string(d.index_head_dim) +
-                                     " is smaller than qk_rope_head_dim " + std::to_string(hp.mla.qk_rope_head_dim));
+    DZ_RETURN_IF_ERROR(read_dsa_indexer_sizes(c, "deepseek_v32", hp));
     return hp;
   }
 

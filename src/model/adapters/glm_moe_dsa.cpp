@@ -29,16 +29,8 @@ class GlmMoeDsaAdapter final : public DeepseekV3Adapter {
     }
     DZ_ASSIGN_OR_RETURN(HParams hp, DeepseekV3Adapter::parse_hparams(c));
     hp.mla.rope_interleave = true;
-    if (hp.mla.q_lora_rank <= 0)
-      return Status::InvalidArgument("config.json: glm_moe_dsa needs a positive 'q_lora_rank' (the indexer's query "
-                                     "comes from the q LoRA residual)");
+    DZ_RETURN_IF_ERROR(read_dsa_indexer_sizes(c, "glm_moe_dsa", hp));
     DsaParams& d = hp.dsa;
-    DZ_ASSIGN_OR_RETURN(d.index_topk, json_int(c, "index_topk"));
-    DZ_ASSIGN_OR_RETURN(d.index_n_heads, json_int(c, "index_n_heads"));
-    DZ_ASSIGN_OR_RETURN(d.index_head_dim, json_int(c, "index_head_dim"));
-    if (d.index_head_dim < hp.mla.qk_rope_head_dim)
-      return Status::InvalidArgument("config.json: index_head_dim " + std::to_string(d.index_head_dim) +
-                                     " is smaller than qk_rope_head_dim " + std::to_string(hp.mla.qk_rope_head_dim));
     d.rope_interleave = true;
     DZ_ASSIGN_OR_RETURN(d.shared, dsa_shared_layers(c, hp.n_layer));
     DZ_ASSIGN_OR_RETURN(const std::vector<std::string> attn,

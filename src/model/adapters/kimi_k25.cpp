@@ -174,10 +174,7 @@ class KimiK25Adapter final : public Adapter {
     auto quant = text_quant(hp.raw);
     DZ_CHECK(quant.ok(), quant.status().message());
     if (*quant) apply_pack_quant(s, **quant);
-    for (TensorSpec& t : s) {
-      t.name = kText + t.name;
-      if (!t.scale_name.empty()) t.scale_name = kText + t.scale_name;
-    }
+    prefix_tensor_names(s, kText);
     auto v = blocks::vision_specs(hp.vision, moonvit_names(), hp.n_embd);
     s.insert(s.end(), v.begin(), v.end());
     return s;
@@ -191,8 +188,7 @@ class KimiK25Adapter final : public Adapter {
 
   void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const override {
     const Weights text_weights(ctx.w, kText);
-    LayerContext text{ctx.be,       ctx.hp,   text_weights, ctx.segments,     ctx.positions,
-                      ctx.inv_freq, ctx.sink, ctx.tp_all_reduce, ctx.expert_tokens};
+    LayerContext text = ctx.with_weights(text_weights);
     text_adapter().forward_layer(text, layer, hidden);
   }
 

@@ -167,10 +167,7 @@ class LlavaAdapter final : public Adapter {
 
   std::vector<TensorSpec> tensor_specs(const HParams& hp) const override {
     std::vector<TensorSpec> s = text_of(hp).tensor_specs(hp);
-    for (TensorSpec& t : s) {
-      t.name = kText + t.name;
-      if (!t.scale_name.empty()) t.scale_name = kText + t.scale_name;
-    }
+    prefix_tensor_names(s, kText);
     auto v = blocks::vision_specs(hp.vision, clip_names(), hp.n_embd);
     s.insert(s.end(), v.begin(), v.end());
     return s;
@@ -184,8 +181,7 @@ class LlavaAdapter final : public Adapter {
 
   void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const override {
     const Weights text_weights(ctx.w, kText);
-    LayerContext text{ctx.be,       ctx.hp,   text_weights, ctx.segments,     ctx.positions,
-                      ctx.inv_freq, ctx.sink, ctx.tp_all_reduce, ctx.expert_tokens};
+    LayerContext text = ctx.with_weights(text_weights);
     text_of(ctx.hp).forward_layer(text, layer, hidden);
   }
 
