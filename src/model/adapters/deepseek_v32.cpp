@@ -5,7 +5,7 @@
 // present. Not GLM-5's glm_moe_dsa (interleaved indexer rope, shared top-k across layers).
 // HF reference: transformers/models/deepseek_v32.
 #include "model/adapters/adapters.h"
-#include "model/adapters/deepseek_v3.h"
+#include "model/adapters/dsa_adapter.h"
 #include "model/blocks/dsa_indexer.h"
 #include "model/blocks/mla.h"
 #include "model/dsa_config.h"
@@ -13,7 +13,7 @@
 namespace dayzero::model {
 namespace {
 
-class DeepseekV32Adapter final : public DeepseekV3Adapter {
+class DeepseekV32Adapter final : public DsaAdapter {
  public:
   const char* family() const override { return "deepseek_v32"; }
   std::vector<std::string> architectures() const override { return {"DeepseekV32ForCausalLM"}; }
@@ -40,20 +40,6 @@ class DeepseekV32Adapter final : public DeepseekV3Adapter {
     return c;
   }
 
- protected:
-  std::vector<TensorSpec> attention_specs(const HParams& hp, int layer) const override {
-    std::vector<TensorSpec> s = DeepseekV3Adapter::attention_specs(hp, layer);
-    for (auto& t : blocks::indexer_specs(hp, layer)) s.push_back(std::move(t));
-    return s;
-  }
-
-  Tensor attention(LayerContext& ctx, int layer, const Tensor& x) const override {
-    const blocks::IndexerNames names = blocks::indexer_names(layer);
-    const blocks::KeySelector select = [&](const Tensor& q_resid) {
-      return blocks::dsa_select_keys(ctx, names, layer, x, q_resid);
-    };
-    return blocks::mla_attention(ctx, blocks::mla_names(ctx.hp, layer), x, &select);
-  }
 };
 
 }  // namespace

@@ -6,7 +6,7 @@
 // Not deepseek_v32 (half-split indexer rope, an indexer in every layer). HF reference:
 // transformers/models/glm_moe_dsa.
 #include "model/adapters/adapters.h"
-#include "model/adapters/deepseek_v3.h"
+#include "model/adapters/dsa_adapter.h"
 #include "model/blocks/dsa_indexer.h"
 #include "model/blocks/mla.h"
 #include "model/dsa_config.h"
@@ -14,7 +14,7 @@
 namespace dayzero::model {
 namespace {
 
-class GlmMoeDsaAdapter final : public DeepseekV3Adapter {
+class GlmMoeDsaAdapter final : public DsaAdapter {
  public:
   const char* family() const override { return "glm_moe_dsa"; }
   std::vector<std::string> architectures() const override { return {"GlmMoeDsaForCausalLM"}; }
@@ -64,19 +64,6 @@ class GlmMoeDsaAdapter final : public DeepseekV3Adapter {
     return c;
   }
 
- protected:
-  std::vector<TensorSpec> attention_specs(const HParams& hp, int layer) const override {
-    std::vector<TensorSpec> s = DeepseekV3Adapter::attention_specs(hp, layer);
-    for (auto& t : blocks::indexer_specs(hp, layer)) s.push_back(std::move(t));
-    return s;
-  }
-
-  Tensor attention(LayerContext& ctx, int layer, const Tensor& x) const override {
-    const blocks::KeySelector select = [&](const Tensor& q_resid) {
-      return blocks::dsa_layer_keys(ctx, layer, x, q_resid);
-    };
-    return blocks::mla_attention(ctx, blocks::mla_names(ctx.hp, layer), x, &select);
-  }
 };
 
 }  // namespace
