@@ -167,13 +167,20 @@ void rope_2d_interleaved(float* x, int64_t grid_h, int64_t grid_w, int64_t n_hea
   // As torch computes them: f32 of 1 / theta^(4i / head_dim), angles f32 products.
   for (int64_t i = 0; i < n_freq; ++i)
     freq[i] = static_cast<float>(1.0 / std::pow(theta, static_cast<double>(4 * i) / static_cast<double>(head_dim)));
+  // cos and sin of every (token, pair) once, shared by the heads.
+  const int64_t n_pair = head_dim / 2;
+  std::vector<float> cs(static_cast<size_t>(2 * n_pair));
   for (int64_t r = 0; r < grid_h * grid_w; ++r) {
     const float pos[2] = {static_cast<float>(r % grid_w), static_cast<float>(r / grid_w)};  // (col, row)
+    for (int64_t j = 0; j < n_pair; ++j) {
+      const float angle = pos[j % 2] * freq[j / 2];
+      cs[2 * j] = std::cos(angle);
+      cs[2 * j + 1] = std::sin(angle);
+    }
     for (int64_t h = 0; h < n_head; ++h) {
       float* v = x + (r * n_head + h) * head_dim;
-      for (int64_t j = 0; j < head_dim / 2; ++j) {
-        const float angle = pos[j % 2] * freq[j / 2];
-        const float c = std::cos(angle), s = std::sin(angle), a = v[2 * j], b = v[2 * j + 1];
+      for (int64_t j = 0; j < n_pair; ++j) {
+        const float c = cs[2 * j], s = cs[2 * j + 1], a = v[2 * j], b = v[2 * j + 1];
         v[2 * j] = a * c - b * s;
         v[2 * j + 1] = a * s + b * c;
       }

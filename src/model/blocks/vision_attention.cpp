@@ -13,35 +13,39 @@ Tensor vision_attention(const VisionContext& ctx, int layer, const Tensor& x) {
   auto& be = ctx.be;
   const VisionNames& n = ctx.names;
   const int64_t n_tok = x.dim(0), d = ctx.vp.n_embd, n_head = ctx.vp.n_head, hd = d / n_head;
-  auto proj = [&](const std::string& w, const std::string& b) {
-    const Tensor& wt = ctx.w.get(layer_tensor_name(w, layer));
+  // y [n_tok, rows of w] = x · w^T + b
+  auto proj = [&](const Tensor& wt, const Tensor* b) {
     Tensor y = be.empty(DType::kF32, {n_tok, wt.dim(0)});
     be.matmul(x, wt, y);
-    if (!b.empty()) be.add_bias(ctx.w.get(layer_tensor_name(b, layer)), y);
+    if (b) be.add_bias(*b, y);
     return y;
+  };
+  auto named = [&](const std::string& name) -> const Tensor* {
+    return name.empty() ? nullptr : &ctx.w.get(layer_tensor_name(name, layer));
   };
   Tensor q, k, v;
   if (ctx.vp.fused_qkv) {
-    // [n_tok, 3 * d] split into its thirds (q, k, v in that order).
-    Tensor qkv = proj(n.qkv_w, n.qkv_b);
-    Tensor host = Tensor::host(DType::kF32, qkv.shape());
-    be.to_host(qkv, host);
-    Tensor parts[3] = {Tensor::host(DType::kF32, {n_tok, d}), Tensor::host(DType::kF32, {n_tok, d}),
-                       Tensor::host(DType::kF32, {n_tok, d})};
-    for (int64_t t = 0; t < n_tok; ++t)
-      for (int j = 0; j < 3; ++j)
-        std::copy_n(host.f32() + (t * 3 + j) * d, d, parts[j].f32() + t * d);
-    q = be.to_device(parts[0]);
-    k = be.to_device(parts[1]);
-    v = be.to_device(parts[2]);
+    // The fused weight [3 * d, d] and bias [3 * d] hold q, k, v in that order: one GEMM per
+    // third of the weight's rows (views, no copy), so q, k and v come out contiguous.
+    const Tensor& wqkv = *named(n.qkv_w);
+    const Tensor* bqkv = named(n.qkv_b);
+    Tensor* parts[3] = {&q, &k, &v};
+    for (int j = 0; j < 3; ++j) {
+      const Tensor bias = bqkv ? bqkv->reshape({3, d}).rows(j, j + 1).reshape({d}) : Tensor();
+      *parts[j] = proj(wqkv.rows(j * d, (j + 1) * d), bqkv ? &bias : nullptr);
+    }
   } else {
-    q = proj(n.q_w, n.q_b);
-    k = proj(n.k_w, n.k_b);
-    v = proj(n.v_w, n.v_b);
+    q = proj(*named(n.q_w), named(n.q_b));
+    k = proj(*named(n.k_w), named(n.k_b));
+    v = proj(*named(n.v_w), named(n.v_b));
   }
   if (ctx.vp.rope == VisionParams::Rope2d::kInterleaved) {
     DZ_CHECK(ctx.grid_w > 0 && ctx.grid_h * ctx.grid_w == n_tok, "2-D rotary embedding without the patch grid");
     for (Tensor* t : {&q, &k}) {
+      if (t->device().is_cpu()) {  // the CPU backend's tensors are host memory: rotate in place
+        rope_2d_interleaved(t->f32(), ctx.grid_h, ctx.grid_w, n_head, hd, ctx.vp.rope_theta);
+        continue;
+      }
       Tensor host = Tensor::host(DType::kF32, t->shape());
       be.to_host(*t, host);
       rope_2d_interleaved(host.f32(), ctx.grid_h, ctx.grid_w, n_head, hd, ctx.vp.rope_theta);
@@ -52,8 +56,8 @@ Tensor vision_attention(const VisionContext& ctx, int layer, const Tensor& x) {
   be.attention_full(q.reshape({n_tok, n_head, hd}), k.reshape({n_tok, n_head, hd}), v.reshape({n_tok, n_head, hd}),
                     static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))), attn);
   Tensor out = be.empty(DType::kF32, {n_tok, d});
-  be.matmul(attn.reshape({n_tok, d}), ctx.w.get(layer_tensor_name(n.o_w, layer)), out);
-  if (!n.o_b.empty()) be.add_bias(ctx.w.get(layer_tensor_name(n.o_b, layer)), out);
+  be.matmul(attn.reshape({n_tok, d}), *named(n.o_w), out);
+  if (const Tensor* ob = named(n.o_b)) be.add_bias(*ob, out);
   return out;
 }
 
