@@ -1,7 +1,8 @@
 // Partition invariance of image+text prompts on the tiny kimi_k25 with INT4 routed experts
 // (MoonViT and projector on the first stage, replicated over tp): one rank, then tp2 with each
 // expert split in two (etp 2: the packed words and group scales of down_proj split by columns),
-// pp2, and ep2 (whole experts spread over two ranks). The prompts carry the committed example
+// pp2, ep2 (whole experts spread over two ranks) and tp2 x pp2 on four ranks (the tower on the
+// first stage's tp pair, the text layers split over both stages), each against the one dump. The prompts carry the committed example
 // images through the Kimi-K2.5 processor: placed at the media placeholder in one prompt, before
 // the text of another (no placeholder), two images in a third. Every key of the one-rank run
 // (vision points, merged embeddings, text activations, router outputs, logits, generated ids)
@@ -66,7 +67,8 @@ TEST(KimiK25Partition, ImageAndTextPromptsAgreeUnderEveryPlan) {
     int world;
     const char* parallel;
   };
-  for (const Plan& p : {Plan{"tp2_etp2", 2, "{tp: 2, ep: 1}"}, Plan{"pp2", 2, "{pp: 2}"}, Plan{"ep2", 2, "{tp: 2, ep: 2}"}}) {
+  for (const Plan& p : {Plan{"tp2_etp2", 2, "{tp: 2, ep: 1}"}, Plan{"pp2", 2, "{pp: 2}"}, Plan{"ep2", 2, "{tp: 2, ep: 2}"},
+                       Plan{"tp2_pp2", 4, "{tp: 2, pp: 2, ep: 1}"}}) {
     SCOPED_TRACE(p.name);
     const fs::path yaml = dir / (std::string(p.name) + ".yaml");
     write_file(yaml, run_config(model, p.parallel));
