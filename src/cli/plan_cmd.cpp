@@ -2,8 +2,9 @@
 // alone (no MPI, no weights; with --model DIR the safetensors headers give the stored dtypes).
 // The model and the request come from model_folder.h and plan_request.h, as in `dayzero run`;
 // a model no adapter knows is planned from the generic analysis (generic_request.h).
-// Prints the plan, a per-rank memory table and the rejected candidates; writes plan.json and
-// an HTML report on request. Exit 2 when nothing fits or the input is bad.
+// Prints the plan, a per-rank memory table, where a vision tower runs and what it holds, and the
+// rejected candidates; writes plan.json and an HTML report on request. Exit 2 when nothing fits
+// or the input is bad.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -170,6 +171,10 @@ void print_plan(const plan::Plan& p) {
               << frac << "\n";
   }
   for (const auto& c : p.caveats) std::cout << "  * " << pad(c.figure, 12) << c.text << "\n";
+  if (p.vision.present)
+    std::cout << "vision      tower " << format_bytes(p.vision.tower_bytes) << " + projector "
+              << format_bytes(p.vision.projector_bytes) << " per rank of pp" << p.vision.stage
+              << "\n            " << p.vision.reason << "\n";
 }
 
 Status write_file(const std::string& path, const std::string& text) {

@@ -2,6 +2,7 @@
 #include "plan/memory.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <unordered_set>
 
 #include "core/check.h"
@@ -149,6 +150,52 @@ std::vector<RankMemory> estimate_memory(const std::vector<model::TensorSpec>& sp
   for (int r = 0; r < replica; ++r) out[r] = rank_memory(specs, hp, plan, r, p, names);
   for (int r = replica; r < plan.world_size; ++r) out[r] = out[r % replica];
   return out;
+}
+
+VisionPlacement vision_placement(const std::vector<model::TensorSpec>& specs, const model::HParams& hp,
+                                 const Plan& plan, const MemoryParams& p, const EdgeNames& names) {
+  VisionPlacement v;
+  bool replicated = true;
+  int64_t all_ranks_weights = 0;  // the first rank's weights, for the share the tower takes
+  const int rank = rank_of(plan, 0, 0, 0);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const model::TensorSpec& s = specs[i];
+    const bool tower = s.component == model::Component::kVision, projector = s.component == model::Component::kProjector;
+    const int64_t bytes = s.skip_load ? 0 : held_bytes(s, i, slice_for(s, hp, plan, rank, names), p);
+    all_ranks_weights += bytes;
+    if (!tower && !projector) continue;
+    v.present = true;
+    replicated = replicated && s.rule == model::ShardRule::kReplicated;
+    (tower ? v.tower_bytes : v.projector_bytes) += bytes;
+  }
+  if (!v.present) return v;
+  v.stage = 0;
+  const int64_t held = v.tower_bytes + v.projector_bytes;
+  const double share = all_ranks_weights > 0 ? 100.0 * static_cast<double>(held) / static_cast<double>(all_ranks_weights) : 0.0;
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.2g%%", share);
+  const std::string per_rank = format_bytes(held) + " per rank (" + pct + " of its weights)";
+  if (!replicated) {  // no adapter declares this today; said as it is rather than assumed away
+    v.placement = "tp-split";
+    v.reason = "split over the tp ranks of stage pp0 by their specs' rules: " + per_rank;
+    return v;
+  }
+  v.placement = "replicated";
+  const std::string where = "on stage pp0 before its decoder layers, each of its " + std::to_string(plan.tp) +
+                            " tp rank(s) holding tower and projector whole: " + per_rank;
+  if (plan.tp == 1) {
+    v.reason = "replicated " + where + "; with tp=1 there is no split to weigh";
+    return v;
+  }
+  v.split_bytes = held / plan.tp;
+  v.split_all_reduce_bytes_per_patch = 2 * hp.vision.n_layer_run * hp.vision.n_embd * p.bytes_per_activation;
+  v.reason = "replicated " + where + "; split over tp=" + std::to_string(plan.tp) + " like the text layers they would hold " +
+             format_bytes(v.split_bytes) + " per rank (saving " + format_bytes(held - v.split_bytes) + ")";
+  if (v.split_all_reduce_bytes_per_patch > 0)
+    v.reason += " at the cost of " + std::to_string(2 * hp.vision.n_layer_run) + " all-reduces per image (" +
+                format_bytes(v.split_all_reduce_bytes_per_patch) + " per patch)";
+  v.reason += "; dayzero runs the tower replicated (a tp-split tower is not built)";
+  return v;
 }
 
 Fit check_fit(const std::vector<RankMemory>& memory, int64_t cap) {

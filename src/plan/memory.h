@@ -115,6 +115,13 @@ RankMemory rank_memory(const std::vector<model::TensorSpec>& specs, const model:
 std::vector<RankMemory> estimate_memory(const std::vector<model::TensorSpec>& specs, const model::HParams& hp,
                                         const Plan& plan, const MemoryParams& p, const EdgeNames& names = {});
 
+// Plan::vision for a plan of these specs: present when any spec is a kVision or kProjector
+// tensor; the bytes rank `stage 0, tp 0` of replica 0 holds of each (held_bytes of slice_for,
+// as rank_memory counts them), the split alternative from hp.vision (n_layer_run encoder layers
+// of n_embd; p.bytes_per_activation) and the sentence that gives the choice.
+VisionPlacement vision_placement(const std::vector<model::TensorSpec>& specs, const model::HParams& hp,
+                                 const Plan& plan, const MemoryParams& p, const EdgeNames& names = {});
+
 // The worst rank against a cap (the lowest rank among equal totals).
 struct Fit {
   int worst_rank = -1;

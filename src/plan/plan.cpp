@@ -51,6 +51,17 @@ nlohmann::json to_json(const Plan& p) {
     j["caveats"] = nlohmann::json::array();
     for (const auto& c : p.caveats) j["caveats"].push_back({{"figure", c.figure}, {"text", c.text}});
   }
+  if (p.vision.present) {
+    const VisionPlacement& v = p.vision;
+    j["vision"] = {{"stage", v.stage},
+                   {"placement", v.placement},
+                   {"tower_bytes", v.tower_bytes},
+                   {"projector_bytes", v.projector_bytes},
+                   {"bytes_per_rank", v.tower_bytes + v.projector_bytes},
+                   {"split_bytes", v.split_bytes},
+                   {"split_all_reduce_bytes_per_patch", v.split_all_reduce_bytes_per_patch},
+                   {"reason", v.reason}};
+  }
   return j;
 }
 
@@ -71,6 +82,8 @@ Status consistent(const Plan& p) {
     if (s.layer_begin > s.layer_end || (i > 0 && s.layer_begin != p.stages[i - 1].layer_end))
       return bad("stages[" + std::to_string(i) + "]: layer ranges are not consecutive");
   }
+  if (p.vision.present && (p.vision.stage < 0 || p.vision.stage >= p.pp))
+    return bad("vision.stage " + std::to_string(p.vision.stage) + " is not a stage");
   for (int r = 0; r < p.world_size; ++r) {
     const RankCoord& c = p.ranks[r];
     if (c.rank != r || rank_of(p, c.dp_rank, c.pp_rank, c.tp_rank) != r || c.ep_rank * p.etp + c.etp_rank != c.tp_rank || c.node < 0 ||
@@ -141,6 +154,17 @@ Result<Plan> plan_from_json(const nlohmann::json& j) {
         p.caveats.push_back(cv);
       }
     }
+    if (j.contains("vision")) {  // multimodal models only (and absent in plans written before it existed)
+      const auto& v = j.at("vision");
+      p.vision.present = true;
+      get(v, "stage", p.vision.stage);
+      get(v, "placement", p.vision.placement);
+      get(v, "tower_bytes", p.vision.tower_bytes);
+      get(v, "projector_bytes", p.vision.projector_bytes);
+      get(v, "split_bytes", p.vision.split_bytes);
+      get(v, "split_all_reduce_bytes_per_patch", p.vision.split_all_reduce_bytes_per_patch);
+      get(v, "reason", p.vision.reason);
+    }
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument("plan: " + key + ": " + e.what());
   }
@@ -189,6 +213,15 @@ std::string to_yaml(const Plan& p) {
       out << YAML::BeginMap << YAML::Key << "figure" << YAML::Value << c.figure << YAML::Key << "text" << YAML::Value
           << c.text << YAML::EndMap;
     out << YAML::EndSeq;
+  }
+  if (p.vision.present) {
+    const VisionPlacement& v = p.vision;
+    out << YAML::Key << "vision" << YAML::Value << YAML::BeginMap << YAML::Key << "stage" << YAML::Value << v.stage
+        << YAML::Key << "placement" << YAML::Value << v.placement << YAML::Key << "tower_bytes" << YAML::Value
+        << v.tower_bytes << YAML::Key << "projector_bytes" << YAML::Value << v.projector_bytes << YAML::Key
+        << "bytes_per_rank" << YAML::Value << v.tower_bytes + v.projector_bytes << YAML::Key << "split_bytes"
+        << YAML::Value << v.split_bytes << YAML::Key << "split_all_reduce_bytes_per_patch" << YAML::Value
+        << v.split_all_reduce_bytes_per_patch << YAML::Key << "reason" << YAML::Value << v.reason << YAML::EndMap;
   }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

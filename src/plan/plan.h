@@ -53,6 +53,27 @@ struct Caveat {
   bool operator==(const Caveat&) const = default;
 };
 
+// Where a multimodal model's vision tower and projector (components kVision, kProjector) run
+// and what they hold; present false for a model without them. They run on the first stage,
+// before its decoder layers, each tp rank of that stage holding them whole (replicated: every
+// spec's rule is kReplicated; no tp-split tower is built). The bytes are those of the memory
+// model (held_bytes), so they are part of RankMemory::weights of the first stage's ranks.
+struct VisionPlacement {
+  bool present = false;
+  int stage = 0;               // the pipeline stage that runs them
+  std::string placement;       // "replicated"
+  int64_t tower_bytes = 0;     // per rank of that stage
+  int64_t projector_bytes = 0;
+  // The alternative weighed: tower and projector split over tp like the text layers would hold
+  // (tower_bytes + projector_bytes) / tp per rank, and add two all-reduces per encoder layer
+  // (after attention and after the MLP) of [patches, width] at the compute dtype: this many
+  // bytes per image patch. Both 0 when tp is 1.
+  int64_t split_bytes = 0;
+  int64_t split_all_reduce_bytes_per_patch = 0;
+  std::string reason;  // one sentence: the choice and its figures
+  bool operator==(const VisionPlacement&) const = default;
+};
+
 struct Plan {
   int world_size = 1;
   int dp = 1, pp = 1, tp = 1, ep = 1, etp = 1;
@@ -63,6 +84,7 @@ struct Plan {
   int64_t memory_cap_bytes = 0;           // memory_fraction x device memory
   double cost_per_token_s = 0;            // the cost model's estimate
   std::vector<Caveat> caveats;            // empty for a family with an adapter
+  VisionPlacement vision;                 // multimodal models only (present)
 
   const RankCoord& coord(int rank) const { return ranks.at(rank); }
   const Stage& stage_of(int rank) const { return stages.at(ranks.at(rank).pp_rank); }

@@ -565,6 +565,7 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
   p.memory_cap_bytes = req.topo.memory_cap_bytes();
   p.cost_per_token_s = c.cost;
   p.caveats = req.caveats;
+  p.vision = vision_placement(req.specs, req.hp, p, mp, req.names);
   const Fit fit = check_fit(p.memory, p.memory_cap_bytes);
   DZ_CHECK(fit.worst_bytes == c.max_rank_bytes && fit.worst_rank == c.worst_rank,
            "planner tables (" << c.max_rank_bytes << " bytes on rank " << c.worst_rank << ") disagree with slice_for ("

@@ -1,5 +1,6 @@
 // `dayzero plan` end to end on config.json files: exit 2 with the shortfall when nothing fits,
-// exit 0 with a plan.json that reads back and a report, bad flags. Skips when the dayzero
+// exit 0 with a plan.json that reads back and a report, bad flags, where the vision tower of
+// Kimi-K2.5 and llava-1.5 runs and the bytes it holds per rank. Skips when the dayzero
 // binary (DAYZERO_BIN, set by ctest) is not built.
 #include <gtest/gtest.h>
 
@@ -74,6 +75,72 @@ TEST_F(PlanCli, TwoNodesWritesPlanAndReport) {
   std::stringstream ss;
   ss << h.rdbuf();
   EXPECT_NE(ss.str().find("<svg"), std::string::npos);
+}
+
+// The tower and projector of a multimodal model: replicated on the first stage, their bytes
+// per rank (as stored) in the output and in plan.json, with the tp split they would be, and
+// plan.json reading them back. Expected bytes from the published shapes, counted here:
+// Kimi-K2.5's MoonViT (27 layers of 1152, ffn 4304, patch conv with bias, 64x64x1152 table,
+// final LayerNorm) and patchmerger; llava-1.5's CLIP-L/14-336 with only the 23 layers its
+// vision_feature_layer -2 runs (the 24th and post_layernorm are not held) and its 2-layer MLP.
+// A text-only model has no vision entry.
+TEST_F(PlanCli, VisionTowerPlacementAndBytes) {
+  const std::string fixtures = std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/";
+  struct Case {
+    const char* model;
+    const char* flags;
+    int tp;
+    int64_t tower_params, projector_params, layers, width;
+    const char* line;
+  };
+  auto vit = [](int64_t d, int64_t ff, int64_t layers, int64_t patch_params, int64_t extra) {
+    const int64_t layer = 2 * d + (3 * d * d + 3 * d) + (d * d + d) + 2 * d + (ff * d + ff) + (d * ff + d);
+    return patch_params + extra + layers * layer;
+  };
+  const Case cases[] = {
+      {"Kimi-K2.5", "--nodes 2 --gpus-per-node 8 --gpu-mem 80GiB", 8,
+       vit(1152, 4304, 27, 1152 * 3 * 14 * 14 + 1152, 64 * 64 * 1152 + 2 * 1152),
+       int64_t{1152} * 2 + 4608 * 4608 + 4608 + 7168 * 4608 + 7168, 27, 1152,
+       "vision      tower 795.1 MiB + projector 103.5 MiB per rank of pp0\n"},
+      {"llava-1.5-7b-hf", "--nodes 1 --gpus-per-node 2 --gpu-mem 80GiB --tp 2", 2,
+       vit(1024, 4096, 23, 1024 * 3 * 14 * 14, 1024 + 577 * 1024 + 2 * 1024),
+       int64_t{4096} * 1024 + 4096 + 4096 * 4096 + 4096, 23, 1024,
+       "vision      tower 554.9 MiB + projector 40.0 MiB per rank of pp0\n"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.model);
+    const std::string json = (dir_ / (std::string(c.model) + ".json")).string();
+    const CliRun r = run("--config " + fixtures + c.model + "/config.json " + c.flags + " --out " + json);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find(c.line), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("            replicated on stage pp0 before its decoder layers, each of its " +
+                         std::to_string(c.tp) + " tp rank(s) holding tower and projector whole"),
+              std::string::npos)
+        << r.out;
+    std::ifstream f(json);
+    auto p = plan_from_json(nlohmann::json::parse(f));
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    ASSERT_EQ(p->tp, c.tp);
+    const VisionPlacement& v = p->vision;
+    ASSERT_TRUE(v.present);
+    EXPECT_EQ(v.placement, "replicated");
+    EXPECT_EQ(v.stage, 0);
+    EXPECT_EQ(v.tower_bytes, 2 * c.tower_params);  // bf16 / fp16 as stored
+    EXPECT_EQ(v.projector_bytes, 2 * c.projector_params);
+    EXPECT_EQ(v.split_bytes, (v.tower_bytes + v.projector_bytes) / c.tp);
+    EXPECT_EQ(v.split_all_reduce_bytes_per_patch, 2 * c.layers * c.width * 2);  // 2 per layer, bf16 activations
+    EXPECT_LE(v.tower_bytes + v.projector_bytes, p->memory[0].weights);  // counted in the first stage's weights
+  }
+  const std::string json = (dir_ / "text.json").string();
+  const CliRun r = run("--config " + llama405b_ + " --nodes 2 --gpus-per-node 8 --gpu-mem 80GiB --out " + json);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out.find("\nvision "), std::string::npos) << r.out;
+  std::ifstream f(json);
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_FALSE(j.contains("vision"));
+  auto p = plan_from_json(j);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_FALSE(p->vision.present);
 }
 
 // A family without an adapter plans from the generic analysis, with its caveats next to the
