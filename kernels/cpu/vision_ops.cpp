@@ -39,7 +39,7 @@ void layernorm(int64_t rows, int64_t width, const float* x, const float* w, cons
 
 namespace {
 
-// y = x / (1 + exp(c · inner(x))) over 16 lanes: the tanh GELU and quick_gelu as a sigmoid,
+// y = x / (1 + exp(inner(x))) over 16 lanes: the tanh GELU and quick_gelu as x * sigmoid,
 // since 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)) (no cancellation where tanh(u) nears -1).
 template <typename Inner>
 inline simd::V16 x_sigmoid16(simd::V16 x, Inner inner) {
