@@ -301,7 +301,8 @@ Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> t
   a.n_moe_layers = static_cast<int64_t>(routed_by_layer.size());
   int64_t routed_active = 0;
   for (const auto& [layer, n] : routed_by_layer) routed_active += t.n_expert > 0 ? n / t.n_expert * t.top_k : n;
-  a.activated = a.total - a.main.routed_experts + routed_active;
+  // As model::inspect_params: a text token runs no vision tower or projector.
+  a.activated = a.total - a.main.routed_experts - a.main.vision - a.main.projector + routed_active;
   if (source == Source::kConfig)
     a.notes.push_back("parameters and bytes are an estimate from config.json (no weight index or headers)");
   if (source == Source::kIndexNames)

@@ -393,6 +393,26 @@ Status Loader::submit(const Catalog& catalog, const std::string& name, ByteReade
   return impl_->submit(*t, std::move(shape), ranges, reader);
 }
 
+Status Loader::submit_rows(const Catalog& catalog, const std::string& name, ByteReader& reader,
+                           const std::vector<std::pair<int64_t, int64_t>>& rows) {
+  DZ_ASSIGN_OR_RETURN(const TensorInfo* t, find_numeric(catalog, name));
+  const std::string where = t->file + ": tensor '" + name + "' " + shape_str(t->shape);
+  if (t->shape.empty()) return Status::InvalidArgument(where + ": cannot slice a scalar");
+  const uint64_t row_bytes = t->shape[0] ? t->nbytes / t->shape[0] : 0;
+  Ranges ranges;
+  int64_t n = 0;
+  for (const auto& [begin, end] : rows) {
+    if (begin < 0 || begin > end || end > t->shape[0])
+      return Status::InvalidArgument(where + ": rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                     ") are out of range");
+    add_range(ranges, t->offset + begin * row_bytes, (end - begin) * row_bytes);
+    n += end - begin;
+  }
+  Shape shape = t->shape;
+  shape[0] = n;
+  return impl_->submit(*t, std::move(shape), ranges, reader);
+}
+
 Result<Tensor> Loader::load(const Catalog& catalog, const std::string& name, ByteReader& reader, WeightRecord* rec) {
   DZ_CHECK(pending() == 0, "Loader::load with tensors queued");
   DZ_RETURN_IF_ERROR(submit(catalog, name, reader));

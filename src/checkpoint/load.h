@@ -66,6 +66,11 @@ class Loader {
   // load_f32 / load_slice_f32; nothing is queued then, and tensors queued before stay queued.
   Status submit(const Catalog& catalog, const std::string& name, ByteReader& reader, int dim = -1,
                 int64_t begin = 0, int64_t end = 0);
+  // Queues the rows [begin, end) of every range of dim 0 of tensor `name`, concatenated in the
+  // order given (a sectioned split: plan/slicing.h); one record whose ranges are those of the
+  // rows read. Errors: as submit, and InvalidArgument for a range out of bounds or a scalar.
+  Status submit_rows(const Catalog& catalog, const std::string& name, ByteReader& reader,
+                     const std::vector<std::pair<int64_t, int64_t>>& rows);
   // Tensors queued and not yet taken by next().
   size_t pending() const;
   // The oldest queued tensor, once complete; rec (may be null) is overwritten with its record.

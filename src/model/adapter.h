@@ -63,8 +63,8 @@ struct LayerContext {
   // DSA: the keys the last indexer of this forward call on this stage selected, per row (a
   // layer that reuses the previous selection reads it; may be null).
   std::vector<std::vector<int32_t>>* dsa_keys = nullptr;
-  // This rank's index in the tp group and its size (blocks that pick their rows of a replicated
-  // tensor, such as Gated DeltaNet's conv weights, need them).
+  // This rank's index in the tp group and its size (a block that splits heads checks its share
+  // of them, as Gated DeltaNet does).
   int tp_rank = 0, tp_size = 1;
 
   void reduce_tp(Tensor& t) const {

@@ -245,7 +245,8 @@ ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& spe
   // Each layer's experts are the same size, so k / n_expert of them is exact.
   int64_t routed_active = 0;
   for (const auto& [layer, n] : routed_by_layer) routed_active += n / hp.n_expert * hp.n_expert_used;
-  r.activated = r.total - r.main.routed_experts + routed_active;
+  // A text token runs no vision tower or projector (they run once per image, on its patches).
+  r.activated = r.total - r.main.routed_experts - r.main.vision - r.main.projector + routed_active;
   r.activated_no_embedding = r.activated - (hp.tie_embeddings ? 0 : r.main.embedding);
   r.features = features_of(hp, specs, config, r);
   return r;

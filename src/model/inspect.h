@@ -53,9 +53,11 @@ struct ParamReport {
   ComponentParams mtp;   // multi-token-prediction layers (index >= n_layer): not in total
   int64_t total = 0;     // main.total()
   int64_t mtp_total = 0;
-  // Per token: every non-routed-expert parameter plus n_expert_used / n_expert of each MoE
-  // layer's routed experts. Without the input embedding (a row lookup): the embedding is
-  // subtracted unless it is tied to the lm_head (then its matrix is used as the head).
+  // Per text token: every parameter of the text model but the routed experts (embedding and
+  // lm_head included), plus n_expert_used / n_expert of each MoE layer's routed experts; not
+  // the vision tower and projector (they run once per image) nor MTP layers. Without the input
+  // embedding (a row lookup): the embedding is subtracted unless it is tied to the lm_head
+  // (then its matrix is used as the head).
   int64_t activated = 0;
   int64_t activated_no_embedding = 0;
   int64_t n_moe_layers = 0;

@@ -66,6 +66,14 @@ struct TensorSpec {
   // and read with it; the loader dequantizes to f32. 0: not pack-quantized.
   int64_t pack_group = 0;
   Component component = Component::kUnknown;
+  // kSplitDim0 of a fused tensor whose rows are consecutive sections (their rows summing to
+  // shape[0]), each split over tp in its own blocks as a tensor of its own would be (shard_block
+  // unused): a rank holds its part of every section, concatenated in section order (Gated
+  // DeltaNet's [q | k | v] rows). Empty: one section.
+  struct Section {
+    int64_t rows = 0, block = 1;
+  };
+  std::vector<Section> shard_sections = {};
 };
 
 // Sets the component of specs[from ..] (a block tags what it just declared).

@@ -41,7 +41,37 @@ Slice make_slice(const model::TensorSpec& spec, int dim, int64_t begin, int64_t 
   return {true, dim, begin, end};
 }
 
+
+// The part [begin, end) of an extent split over tp in blocks (check_extent ok).
+std::pair<int64_t, int64_t> split_extent(int64_t extent, int64_t block, int tp_size, int tp_rank) {
+  const int64_t blocks = extent / block;
+  if (blocks % tp_size == 0) {
+    const int64_t per = blocks / tp_size;
+    return {tp_rank * per * block, (tp_rank + 1) * per * block};
+  }
+  const int64_t b = tp_rank / (tp_size / blocks);
+  return {b * block, (b + 1) * block};
+}
+
+Status check_extent(const std::string& name, int64_t extent, int dim, int64_t block, int tp) {
+  const std::string what = std::to_string(extent) + (dim == 0 ? " rows" : " columns") + " in blocks of " +
+                           std::to_string(block);
+  if (block < 1 || extent % block != 0) return Status::InvalidArgument(name + ": " + what + " do not divide evenly");
+  const int64_t blocks = extent / block;
+  if (blocks % tp == 0 || tp % blocks == 0) return Status::Ok();
+  return Status::InvalidArgument(name + ": " + std::to_string(blocks) + " blocks (" + what + ") are not divisible by " +
+                                 std::to_string(tp) + " and " + std::to_string(tp) + " is not a multiple of " +
+                                 std::to_string(blocks));
+}
+
 }  // namespace
+
+int64_t Slice::extent() const {
+  if (rows.empty()) return end - begin;
+  int64_t n = 0;
+  for (const auto& [b, e] : rows) n += e - b;
+  return n;
+}
 
 Status check_tp(const model::TensorSpec& spec, int tp) {
   if (!is_split(spec.rule)) return Status::Ok();
@@ -49,17 +79,19 @@ Status check_tp(const model::TensorSpec& spec, int tp) {
   if (static_cast<int>(spec.shape.size()) <= dim)
     return Status::InvalidArgument(spec.name + ": shape " + shape_str(spec.shape) + " has no dimension " +
                                    std::to_string(dim) + " to split");
+  if (!spec.shard_sections.empty()) {
+    int64_t sum = 0;
+    for (const auto& sec : spec.shard_sections) sum += sec.rows;
+    if (dim != 0 || sum != spec.shape[0])
+      return Status::InvalidArgument(spec.name + ": sections of " + std::to_string(sum) + " rows do not tile " +
+                                     shape_str(spec.shape) + " along dim 0");
+  }
   if (tp == 1) return Status::Ok();
-  const int64_t block = spec.shard_block;
-  const int64_t extent = spec.shape[dim];
-  const std::string what = std::to_string(extent) + (dim == 0 ? " rows" : " columns") + " in blocks of " +
-                           std::to_string(block);
-  if (block < 1 || extent % block != 0) return Status::InvalidArgument(spec.name + ": " + what + " do not divide evenly");
-  const int64_t blocks = extent / block;
-  if (blocks % tp == 0 || tp % blocks == 0) return Status::Ok();
-  return Status::InvalidArgument(spec.name + ": " + std::to_string(blocks) + " blocks (" + what +
-                                 ") are not divisible by " + std::to_string(tp) + " and " + std::to_string(tp) +
-                                 " is not a multiple of " + std::to_string(blocks));
+  if (spec.shard_sections.empty()) return check_extent(spec.name, spec.shape[dim], dim, spec.shard_block, tp);
+  for (size_t i = 0; i < spec.shard_sections.size(); ++i)
+    DZ_RETURN_IF_ERROR(check_extent(spec.name + " section " + std::to_string(i), spec.shard_sections[i].rows, dim,
+                                    spec.shard_sections[i].block, tp));
+  return Status::Ok();
 }
 
 Status check_tp(const std::vector<model::TensorSpec>& specs, const model::HParams& hp, int tp) {
@@ -98,13 +130,19 @@ Slice tp_slice(const model::TensorSpec& spec, int tp_size, int tp_rank) {
       const Status ok = check_tp(spec, tp_size);
       DZ_CHECK(ok.ok(), "tp=" << tp_size << ": " << ok.message());
       const int dim = split_dim(spec.rule);
-      const int64_t block = spec.shard_block, blocks = spec.shape[dim] / block;
-      if (blocks % tp_size == 0) {
-        const int64_t per = blocks / tp_size;
-        return make_slice(spec, dim, tp_rank * per * block, (tp_rank + 1) * per * block);
+      if (spec.shard_sections.empty()) {
+        const auto [begin, end] = split_extent(spec.shape[dim], spec.shard_block, tp_size, tp_rank);
+        return make_slice(spec, dim, begin, end);
       }
-      const int64_t b = tp_rank / (tp_size / blocks);
-      return make_slice(spec, dim, b * block, (b + 1) * block);
+      Slice s{true, 0, 0, 0};
+      int64_t offset = 0;
+      for (const auto& sec : spec.shard_sections) {
+        const auto [begin, end] = split_extent(sec.rows, sec.block, tp_size, tp_rank);
+        s.rows.emplace_back(offset + begin, offset + end);
+        offset += sec.rows;
+      }
+      if (s.extent() == spec.shape[0]) return {true, -1, 0, 0};
+      return s;
     }
   }
   DZ_CHECK(false, spec.name << ": unknown shard rule");
@@ -150,13 +188,13 @@ int64_t slice_bytes(const model::TensorSpec& spec, const Slice& slice, int64_t b
   if (slice.dim < 0) return numel * bytes_per_element;
   const int64_t extent = spec.shape[slice.dim];
   if (extent == 0) return 0;
-  return numel / extent * (slice.end - slice.begin) * bytes_per_element;
+  return numel / extent * slice.extent() * bytes_per_element;
 }
 
 int64_t pack_quant_bytes(const model::TensorSpec& spec, const Slice& slice, bool with_scales) {
   if (!slice.held || spec.shape.size() != 2 || spec.pack_group <= 0) return 0;
   int64_t r0 = 0, r1 = spec.shape[0], c0 = 0, c1 = spec.shape[1];
-  if (slice.dim == 0) r0 = slice.begin, r1 = slice.end;
+  if (slice.dim == 0) r0 = 0, r1 = slice.extent();
   if (slice.dim == 1) c0 = slice.begin, c1 = slice.end;
   if (r1 <= r0 || c1 <= c0) return 0;
   // Covering words and groups, as checkpoint::load_pack_quantized_f32 reads them.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -22,11 +23,16 @@ namespace dayzero::plan {
 // The part of one tensor a rank holds. dim == -1: the whole tensor (also used when a split
 // happens to cover the full extent, e.g. tp == 1 or a replicated kv head block); otherwise
 // rows (dim 0) or columns (dim 1) [begin, end) of the PyTorch-order shape.
+// A sectioned split (spec.shard_sections) holds several row ranges: rows lists them in order
+// (dim 0, begin and end 0); every other slice has rows empty.
 struct Slice {
   bool held = false;
   int dim = -1;
   int64_t begin = 0, end = 0;
+  std::vector<std::pair<int64_t, int64_t>> rows = {};
   bool operator==(const Slice&) const = default;
+  // Rows (dim 0) or columns (dim 1) held; REQUIRES: dim >= 0.
+  int64_t extent() const;
 };
 
 // The tensors outside the decoder layers (layer == -1) that are placed by name: the embedding
@@ -51,6 +57,7 @@ bool stage_holds(const model::TensorSpec& spec, const model::HParams& hp, const 
 //   kSplitDim0/1: blocks = shape[dim] / shard_block. blocks % tp == 0: contiguous
 //     blocks [tp_rank*blocks/tp, (tp_rank+1)*blocks/tp); tp % blocks == 0: block
 //     tp_rank / (tp / blocks), shared by tp / blocks ranks (kv heads fewer than tp).
+//     With shard_sections, each section is split so (in its own blocks) at its offset in the rows.
 //   kVocabSplit: rows in tp contiguous ranges of ceil(n / tp), the last one shorter (a range
 //     past the end is empty but held).
 // REQUIRES: check_tp(spec, tp) is ok (DZ_CHECK otherwise); 0 <= tp_rank < tp_size.

@@ -79,6 +79,15 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
     if (spec.skip_load) continue;
     const TensorSlice slice = slice_of ? slice_of(spec) : TensorSlice{};
     if (!slice.held) continue;
+    if (!slice.rows.empty() && (spec.pack_group > 0 || !spec.scale_name.empty()))
+      return Status::Unsupported(m.catalog.find(spec.name)->file + ": tensor " + spec.name +
+                                 ": a quantized weight cannot be split in sections over tp yet");
+    if (!slice.rows.empty()) {
+      DZ_RETURN_IF_ERROR(loader.submit_rows(m.catalog, spec.name, reader, slice.rows));
+      DZ_RETURN_IF_ERROR(take_queued());
+      queued = &spec;
+      continue;
+    }
     if (spec.pack_group > 0) {
       // Pack-quantized INT4: dequantized with its group scales, only this slice's words read.
       DZ_RETURN_IF_ERROR(take_queued());

@@ -31,11 +31,13 @@ struct LoadStats {
   double seconds = 0;
 };
 
-// The part of a tensor this rank holds: all of it, rows/columns [begin, end) of dim 0/1, or none.
+// The part of a tensor this rank holds: all of it, rows/columns [begin, end) of dim 0/1, several
+// row ranges concatenated (rows non-empty: a sectioned split, plan/slicing.h), or none.
 struct TensorSlice {
   bool held = true;
   int dim = -1;  // -1: the whole tensor
   int64_t begin = 0, end = 0;
+  std::vector<std::pair<int64_t, int64_t>> rows = {};
 };
 using SliceFn = std::function<TensorSlice(const model::TensorSpec&)>;
 

@@ -45,18 +45,22 @@ std::vector<TensorSpec> gated_deltanet_specs(const HParams& hp, int layer, const
     s.push_back({n.in_proj_qkvz, {la.n_k_heads * group, d}, R::kSplitDim0, layer, group});
     s.push_back({n.in_proj_ba, {la.n_k_heads * 2 * r, d}, R::kSplitDim0, layer, 2 * r});
   } else {
-    s.push_back({n.in_proj_qkv, {la.conv_dim(), d}, R::kReplicated, layer});
+    s.push_back({n.in_proj_qkv, {la.conv_dim(), d}, R::kSplitDim0, layer});
     s.push_back({n.in_proj_z, {la.value_dim(), d}, R::kSplitDim0, layer, r * dv});
     s.push_back({n.in_proj_b, {la.n_v_heads, d}, R::kSplitDim0, layer, r});
     s.push_back({n.in_proj_a, {la.n_v_heads, d}, R::kSplitDim0, layer, r});
   }
   const std::vector<TensorSpec> rest = {
-      {n.conv1d, {la.conv_dim(), 1, la.conv_kernel}, R::kReplicated, layer},
-      {n.dt_bias, {la.n_v_heads}, R::kReplicated, layer},
-      {n.a_log, {la.n_v_heads}, R::kReplicated, layer},
+      {n.conv1d, {la.conv_dim(), 1, la.conv_kernel}, R::kSplitDim0, layer},
+      {n.dt_bias, {la.n_v_heads}, R::kSplitDim0, layer, r},
+      {n.a_log, {la.n_v_heads}, R::kSplitDim0, layer, r},
       {n.out_proj, {d, la.value_dim()}, R::kSplitDim1, layer, r * dv},
   };
   s.insert(s.end(), rest.begin(), rest.end());
+  // The conv's channels (and in_proj_qkv's rows) are [q | k | v]: each section by key head, the
+  // values by a key head's r value heads, so a rank's q, k and v rows belong to the same heads.
+  for (TensorSpec& t : s)
+    if (t.name == n.in_proj_qkv || t.name == n.conv1d) t.shard_sections = {{la.key_dim(), dk}, {la.key_dim(), dk}, {la.value_dim(), r * dv}};
   set_component(s, 0, Component::kAttention);
   s.push_back({n.norm, {dv}, R::kReplicated, layer});
   s.back().component = Component::kNorm;
@@ -174,22 +178,16 @@ Tensor gated_deltanet(LayerContext& ctx, const GatedDeltaNetNames& nm, const Ten
   DZ_CHECK(la.n_k_heads % tp == 0, la.n_k_heads << " linear-attention key heads over tp=" << tp);
   const int64_t nk = la.n_k_heads / tp, r = la.v_per_k(), nv = nk * r, dk = la.k_head_dim, dv = la.v_head_dim;
   const int64_t K = la.conv_kernel, n = x.dim(0);
-  const int64_t kh0 = ctx.tp_rank * nk, vh0 = kh0 * r;  // this rank's first key and value head
   const int64_t group = 2 * dk + 2 * r * dv, lc = 2 * nk * dk + nv * dv;  // local conv channels
 
-  const Tensor conv_full = host_copy(be, ctx.w.get(nm.conv1d));  // [conv_dim, 1, K]
-  const Tensor a_log = host_copy(be, ctx.w.get(nm.a_log)), dt_bias = host_copy(be, ctx.w.get(nm.dt_bias));
+  // Every tensor is held for this rank's heads only: conv1d's [q | k | v] channels and
+  // in_proj_qkv's rows as the local [q | k | v] (sectioned split), A_log and dt_bias per local
+  // value head.
+  const Tensor conv_w = host_copy(be, ctx.w.get(nm.conv1d));  // [lc, 1, K]
+  DZ_CHECK(conv_w.dim(0) == lc, nm.conv1d << ": " << conv_w.dim(0) << " channels held, expected " << lc);
+  const Tensor a_log = host_copy(be, ctx.w.get(nm.a_log)), dt_bias = host_copy(be, ctx.w.get(nm.dt_bias));  // [nv]
+  DZ_CHECK(a_log.dim(0) == nv && dt_bias.dim(0) == nv, nm.a_log << ": " << a_log.dim(0) << " heads held, expected " << nv);
   const Tensor norm_w = host_copy(be, ctx.w.get(nm.norm));
-
-  // This rank's conv channel c in the global [q | k | v] order.
-  auto global_channel = [&](int64_t c) {
-    if (c < nk * dk) return kh0 * dk + c;
-    if (c < 2 * nk * dk) return la.key_dim() + kh0 * dk + (c - nk * dk);
-    return 2 * la.key_dim() + vh0 * dv + (c - 2 * nk * dk);
-  };
-  std::vector<float> conv_w(static_cast<size_t>(lc * K));  // this rank's taps [lc, K]
-  for (int64_t c = 0; c < lc; ++c)
-    std::memcpy(&conv_w[c * K], conv_full.f32() + global_channel(c) * K, static_cast<size_t>(K) * 4);
 
   // The conv input [n, lc] as [q | k | v] of the local heads; z [n, nv, dv]; b, a [n, nv].
   std::vector<float> mixed(static_cast<size_t>(n * lc)), z(static_cast<size_t>(n * nv * dv));
@@ -219,11 +217,9 @@ Tensor gated_deltanet(LayerContext& ctx, const GatedDeltaNetNames& nm, const Ten
       }
     }
   } else {
-    // Replicated [q | k | v] rows: every rank projects all and keeps its channels.
-    const Tensor qkv = project(nm.in_proj_qkv, la.conv_dim());
+    const Tensor qkv = project(nm.in_proj_qkv, lc);
     const Tensor zt = project(nm.in_proj_z, nv * dv), bt = project(nm.in_proj_b, nv), at = project(nm.in_proj_a, nv);
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t c = 0; c < lc; ++c) mixed[t * lc + c] = qkv.f32()[t * la.conv_dim() + global_channel(c)];
+    std::memcpy(mixed.data(), qkv.f32(), mixed.size() * 4);
     std::memcpy(z.data(), zt.f32(), z.size() * 4);
     std::memcpy(b_raw.data(), bt.f32(), b_raw.size() * 4);
     std::memcpy(a_raw.data(), at.f32(), a_raw.size() * 4);
@@ -232,9 +228,9 @@ Tensor gated_deltanet(LayerContext& ctx, const GatedDeltaNetNames& nm, const Ten
   for (int64_t t = 0; t < n; ++t)
     for (int64_t vh = 0; vh < nv; ++vh) {
       beta[t * nv + vh] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(b_raw[t * nv + vh]))));
-      const double A = std::exp(static_cast<double>(a_log.f32()[vh0 + vh]));
+      const double A = std::exp(static_cast<double>(a_log.f32()[vh]));
       g[t * nv + vh] =
-          static_cast<float>(-A * softplus(static_cast<double>(a_raw[t * nv + vh]) + dt_bias.f32()[vh0 + vh]));
+          static_cast<float>(-A * softplus(static_cast<double>(a_raw[t * nv + vh]) + dt_bias.f32()[vh]));
     }
 
   std::vector<float> core(static_cast<size_t>(n * nv * dv));
@@ -257,7 +253,7 @@ Tensor gated_deltanet(LayerContext& ctx, const GatedDeltaNetNames& nm, const Ten
     for (int64_t t = 0; t < len; ++t)
       for (int64_t c = 0; c < lc; ++c) {
         double acc = 0;
-        for (int64_t j = 0; j < K; ++j) acc += static_cast<double>(conv_w[c * K + j]) * win[(t + j) * lc + c];
+        for (int64_t j = 0; j < K; ++j) acc += static_cast<double>(conv_w.f32()[c * K + j]) * win[(t + j) * lc + c];
         conv_out[t * lc + c] = static_cast<float>(silu(acc));
       }
     std::memcpy(conv_state.f32(), &win[len * lc], static_cast<size_t>((K - 1) * lc) * 4);

@@ -6,8 +6,10 @@
 // o_t = S_t^T q_t / sqrt(k_head_dim) (chunked for prefill, recurrent for one-token decode), the
 // gated RMSNorm w * rmsnorm(o) * silu(z) per v head, out_proj. Not Mamba, not the FLA kernels.
 // Tensor parallel: key heads (each with its v_per_k value heads) split over tp like attention
-// heads; the small conv weight, A_log and dt_bias are replicated and each rank takes its rows.
-// The conv and the recurrence run on the host (as MoE routing does).
+// heads; every projection, the conv's channels, A_log and dt_bias are held for a rank's heads only
+// (the [q | k | v] rows of in_proj_qkv and conv1d as a sectioned split), the gated norm's [dv]
+// weight is shared by all heads, out_proj is row-parallel with one all-reduce. The conv and the
+// recurrence run on the host (as MoE routing does).
 #pragma once
 
 #include <string>
@@ -19,8 +21,9 @@ namespace dayzero::model::blocks {
 
 // Two layouts of the input projections. qwen3_next: in_proj_qkvz rows grouped per key head
 // [q dk | k dk | v r dv | z r dv] (r = v_per_k), in_proj_ba rows per key head [b r | a r].
-// qwen3_5_moe (in_proj_qkv set): in_proj_qkv rows in the conv's order [q | k | v] (replicated: a
-// rank's rows are three ranges), in_proj_z [n_v dv], in_proj_b and in_proj_a [n_v], split by heads.
+// qwen3_5_moe (in_proj_qkv set): in_proj_qkv rows in the conv's order [q | k | v] (a rank's rows
+// are three ranges, one per section), in_proj_z [n_v dv], in_proj_b and in_proj_a [n_v], all split
+// by heads.
 struct GatedDeltaNetNames {
   std::string in_proj_qkvz;  // [n_k * (2 dk + 2 r dv), n_embd]
   std::string in_proj_ba;    // [n_k * 2 r, n_embd]

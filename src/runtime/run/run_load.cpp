@@ -39,7 +39,7 @@ Status Run::load_checkpoint() {
   if (env_.rank() == 0) progress.emplace(run_dir_, env_.world_size(), "load");
   const SliceFn slice_of = [&](const model::TensorSpec& spec) {
     const plan::Slice s = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
-    return TensorSlice{s.held, s.dim, s.begin, s.end};
+    return TensorSlice{s.held, s.dim, s.begin, s.end, s.rows};
   };
   DZ_ASSIGN_OR_RETURN(load_stats_, load_weights(
                                        model_, *be_, weights_, records_,

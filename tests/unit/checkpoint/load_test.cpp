@@ -147,6 +147,39 @@ TEST_F(LoadTest, SliceDim0MatchesFullAndReadsOnlyOwnedBytes) {
   }
 }
 
+// A sectioned split's rows (plan/slicing.h): rows 0 and 2-4 of m, concatenated, one record with
+// a byte range per run of rows and the checksum of exactly those bytes in order.
+TEST_F(LoadTest, RowRangesConcatenateInOrder) {
+  for (const std::string name : {"m_f32", "m_bf16"}) {
+    const auto full = load(name);
+    const TensorInfo* info = catalog_.find(name);
+    const uint64_t row_bytes = info->nbytes / kRows;
+    Loader loader;
+    WeightRecord rec;
+    ASSERT_TRUE(loader.submit_rows(catalog_, name, reader_, {{0, 1}, {2, 4}, {4, 5}}).ok());
+    auto s = loader.next(&rec);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_EQ(s->shape(), (Shape{4, kCols}));
+    const int64_t rows[] = {0, 2, 3, 4};
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t c = 0; c < kCols; ++c) ASSERT_EQ(s->f32()[i * kCols + c], full[rows[i] * kCols + c]) << name;
+    EXPECT_EQ(rec.shape, (Shape{4, kCols}));
+    EXPECT_EQ(rec.bytes_read, 4 * row_bytes);
+    ASSERT_EQ(rec.ranges.size(), 2u);  // rows 2-3 and 4 coalesce
+    EXPECT_EQ(rec.ranges[0], std::make_pair(info->offset, row_bytes));
+    EXPECT_EQ(rec.ranges[1], std::make_pair(info->offset + 2 * row_bytes, 3 * row_bytes));
+    if (name == "m_bf16") {
+      std::vector<uint8_t> read(m_bf16_.begin(), m_bf16_.begin() + static_cast<int64_t>(row_bytes));
+      read.insert(read.end(), m_bf16_.begin() + static_cast<int64_t>(2 * row_bytes), m_bf16_.end());
+      EXPECT_EQ(rec.checksum, xxh64(read.data(), read.size()));
+    }
+  }
+  Loader loader;
+  expect_bad(loader.submit_rows(catalog_, "m_f32", reader_, {{0, 1}, {4, 6}}), StatusCode::kInvalidArgument,
+             {"'m_f32'", "[4, 6)"});
+  EXPECT_EQ(loader.pending(), 0u);
+}
+
 TEST_F(LoadTest, SliceDim1MatchesFullOneReadPerRow) {
   for (const std::string name : {"m_f32", "m_bf16"}) {
     const auto full = load(name);

@@ -1,8 +1,12 @@
 // The slicing rule on a tiny Llama (8 heads of 8, 2 kv heads, ffn 192, vocab 1000): head
 // blocks of q/k/v/o, kv-head replication when tp exceeds the kv heads, uneven vocabulary
-// ranges, stage membership of layers and edge tensors, tied embeddings on the last stage.
+// ranges, stage membership of layers and edge tensors, tied embeddings on the last stage; the
+// sectioned split of Gated DeltaNet's fused [q | k | v] rows.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include "model/blocks/gated_deltanet.h"
 #include "plan/slicing.h"
 #include "plan_test_util.h"
 
@@ -133,6 +137,79 @@ TEST(Slicing, NamesFromTheAdapter) {
   EXPECT_FALSE(slice_for(emb, hp, p, 1, names).held);
   EXPECT_FALSE(slice_for(fin, hp, p, 0, names).held);
   EXPECT_TRUE(slice_for(fin, hp, p, 1, names).held);
+}
+
+// Gated DeltaNet of 4 key heads of 16 with 2 value heads of 8 each (width 64): in_proj_qkv and
+// conv1d rows [q 64 | k 64 | v 64], every other projection by heads.
+TEST(Slicing, GatedDeltaNetSectionsSplitByHeads) {
+  model::HParams hp = tiny_hp();
+  hp.linear = {4, 8, 16, 8, 4};
+  hp.linear_layers = {0};
+  const model::blocks::GatedDeltaNetNames n = [] {
+    model::blocks::GatedDeltaNetNames x = model::blocks::gated_deltanet_names(0);
+    x.in_proj_qkv = "qkv";
+    x.in_proj_z = "z";
+    x.in_proj_b = "b";
+    x.in_proj_a = "a";
+    return x;
+  }();
+  const auto specs = model::blocks::gated_deltanet_specs(hp, 0, n);
+  const auto& qkv = spec_named(specs, "qkv");  // [192, 64]
+  const auto& conv = spec_named(specs, n.conv1d);  // [192, 1, 4]
+  using Rows = std::vector<std::pair<int64_t, int64_t>>;
+  // tp=2: key heads 2-3 of q and of k, value heads 4-7 of v.
+  EXPECT_EQ(tp_slice(qkv, 2, 1), (Slice{true, 0, 0, 0, Rows{{32, 64}, {96, 128}, {160, 192}}}));
+  EXPECT_EQ(tp_slice(conv, 2, 0), (Slice{true, 0, 0, 0, Rows{{0, 32}, {64, 96}, {128, 160}}}));
+  EXPECT_EQ(slice_bytes(qkv, tp_slice(qkv, 2, 1), 2), 96 * 64 * 2);
+  EXPECT_EQ(slice_bytes(conv, tp_slice(conv, 2, 1), 4), 96 * 4 * 4);
+  EXPECT_EQ(tp_slice(qkv, 1, 0), (Slice{true, -1, 0, 0}));
+  // tp=4: every row held by exactly one rank; each rank's q, k and v rows are of its key head.
+  std::vector<int> owners(192, 0);
+  for (int r = 0; r < 4; ++r) {
+    const Slice s = tp_slice(qkv, 4, r);
+    ASSERT_EQ(s.rows.size(), 3u) << r;
+    EXPECT_EQ(s.rows[0], (std::pair<int64_t, int64_t>{16 * r, 16 * r + 16})) << r;
+    EXPECT_EQ(s.rows[1], (std::pair<int64_t, int64_t>{64 + 16 * r, 64 + 16 * r + 16})) << r;
+    EXPECT_EQ(s.rows[2], (std::pair<int64_t, int64_t>{128 + 16 * r, 128 + 16 * r + 16})) << r;
+    for (const auto& [b, e] : s.rows)
+      for (int64_t i = b; i < e; ++i) ++owners[i];
+  }
+  for (int i = 0; i < 192; ++i) EXPECT_EQ(owners[i], 1) << "row " << i;
+  EXPECT_EQ(tp_slice(spec_named(specs, "z"), 4, 1), (Slice{true, 0, 16, 32}));
+  EXPECT_EQ(tp_slice(spec_named(specs, n.a_log), 4, 3), (Slice{true, 0, 6, 8}));
+  EXPECT_EQ(tp_slice(spec_named(specs, n.dt_bias), 2, 1), (Slice{true, 0, 4, 8}));
+  EXPECT_EQ(tp_slice(spec_named(specs, n.out_proj), 4, 2), (Slice{true, 1, 32, 48}));
+  EXPECT_EQ(tp_slice(spec_named(specs, n.norm), 4, 2), (Slice{true, -1, 0, 0}));  // [dv], shared by the heads
+  // 4 key heads do not split 3 ways: the section is named.
+  const Status st = check_tp(qkv, 3);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("qkv section 0: 4 blocks (64 rows in blocks of 16)"), std::string::npos) << st.message();
+}
+
+// Qwen3.5-397B-A17B's published config: at tp = 8 a rank holds an eighth of every Gated DeltaNet
+// tensor of a layer but the [128] gated-norm weight, 14,751,888 parameters of 118,014,208
+// (in_proj_qkv held whole, as before the sectioned split, made it 58,835,200).
+TEST(Slicing, Qwen35LinearAttentionSplitsEightWays) {
+  std::ifstream f(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/Qwen3.5-397B-A17B/config.json");
+  ASSERT_TRUE(f.good());
+  const nlohmann::json c = nlohmann::json::parse(f);
+  auto a = model::find_adapter(c);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  auto hp = (*a)->parse_hparams(c);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  const auto specs = (*a)->tensor_specs(*hp);
+  ASSERT_TRUE(check_tp(specs, *hp, 8).ok());
+  int64_t whole = 0, tensors = 0;
+  std::vector<int64_t> held(8, 0);
+  for (const auto& s : specs) {
+    if (s.name.rfind("model.language_model.layers.0.linear_attn.", 0) != 0) continue;
+    ++tensors;
+    whole += slice_bytes(s, Slice{true, -1, 0, 0}, 1);
+    for (int r = 0; r < 8; ++r) held[r] += slice_bytes(s, tp_slice(s, 8, r), 1);
+  }
+  EXPECT_EQ(tensors, 9);
+  EXPECT_EQ(whole, 118014208);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(held[r], (whole - 128) / 8 + 128) << "rank " << r;
 }
 
 TEST(Slicing, TpReasons) {
