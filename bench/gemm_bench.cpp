@@ -7,6 +7,9 @@
 //   gemm_bench [--threads=1,2] [--m=1,16,128,512] [--nk=1024,2816,4096] [--seconds=0.05] [--rounds=3]
 //              [--shapes=768x768,2560x768,...]   (n x k pairs instead of the --nk grid)
 //              [--detected-core-only]            (no OpenBLAS cores forced)
+//              [--cpu-time]                      (GFLOP per CPU-second of the process, all its
+//                                                 threads, instead of per wall second: on a loaded
+//                                                 machine it ranks the paths by their own cost)
 // Candidates also include oneDNN and "selected" (what matmul_nt runs, the rule by rows).
 #include <dlfcn.h>
 #include <unistd.h>
@@ -17,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -45,7 +49,20 @@ struct Options {
   double seconds = 0.05;  // per timed batch
   int rounds = 3;         // interleaved batches per candidate and shape; the best is reported
   bool detected_core_only = false;
+  bool cpu_time = false;
 };
+
+bool g_cpu_time = false;  // --cpu-time
+
+// Seconds on the clock the figures use: wall (steady) or the process's CPU time.
+double now_s() {
+  if (g_cpu_time) {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  }
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
 
 // A GEMM under test.
 struct Candidate {
@@ -109,12 +126,12 @@ double time_batch(const Candidate& c, int64_t m, int64_t n, int64_t k, const flo
   const int64_t copies = static_cast<int64_t>(ws.size());
   c.run(m, n, k, x, ws[0].data(), y);
   int64_t calls = 0, next = 1;
-  const auto t0 = Clock::now();
+  const double t0 = now_s();
   double elapsed = 0;
   do {
     c.run(m, n, k, x, ws[next++ % copies].data(), y);
     ++calls;
-    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    elapsed = now_s() - t0;
   } while (elapsed < seconds);
   return 2.0 * m * n * k * calls / elapsed / 1e9;
 }
@@ -131,6 +148,7 @@ int main(int argc, char** argv) {
     else if (!std::strncmp(a, "--seconds=", 10)) opt.seconds = std::atof(a + 10);
     else if (!std::strncmp(a, "--rounds=", 9)) opt.rounds = std::max(1, std::atoi(a + 9));
     else if (!std::strcmp(a, "--detected-core-only")) opt.detected_core_only = true;
+    else if (!std::strcmp(a, "--cpu-time")) opt.cpu_time = g_cpu_time = true;
     else if (!std::strncmp(a, "--shapes=", 9)) {
       std::stringstream ss(a + 9);
       for (std::string item; std::getline(ss, item, ',');) {
@@ -281,8 +299,8 @@ int main(int argc, char** argv) {
         }
       }
     }
-    std::printf("\n### %lld thread%s (GFLOP/s, best of %d interleaved rounds; * = best in row)\n\n| m | n | k |",
-                static_cast<long long>(threads), threads == 1 ? "" : "s", opt.rounds);
+    std::printf("\n### %lld thread%s (GFLOP per %s second, best of %d interleaved rounds; * = best in row)\n\n| m | n | k |",
+                static_cast<long long>(threads), threads == 1 ? "" : "s", opt.cpu_time ? "CPU" : "wall", opt.rounds);
     for (const Candidate& c : candidates) std::printf(" %s |", c.label.c_str());
     std::printf("\n|---|---|---|");
     for (size_t c = 0; c < candidates.size(); ++c) std::printf("---|");

@@ -1,7 +1,8 @@
 // The built-in GEMM path: y = x · w^T as register-tiled dot products (x and w are both
-// contiguous along k), blocked over k and over rows of x, split over n across threads.
-// It is the fallback when no BLAS library loads and the second opinion in the tests; it is
-// not tuned to compete with a BLAS library's packed outer-product kernels.
+// contiguous along k), split over n across dayzero's thread pool. At m <= 16 (decode) it is the
+// selected path: x stays in cache and w streams once, prefetched (docs/gemm.md, "Small M").
+// Above, it is blocked over k and rows of x and is the fallback when no BLAS library loads
+// and the second opinion in the tests; there it does not compete with packed BLAS kernels.
 #include <algorithm>
 #include <string>
 
@@ -15,8 +16,8 @@ namespace {
 using simd::Vec;
 
 // Register tile kMr x kNr accumulators plus kMr x-vectors and one w-vector fit the 16
-// (AVX2) or 32 (AVX-512) vector registers. m = 1 has no x reuse, so it takes a 1 x kNrGemv
-// tile, which keeps more independent loads in flight.
+// (AVX2) or 32 (AVX-512) vector registers (m > kSmallMaxM). m = 1 has no x reuse, so it takes a
+// 1 x kNrGemv tile, which keeps more independent loads in flight.
 #if defined(__AVX512F__)
 constexpr int kMr = 4, kNr = 6, kNrGemv = 12;
 #else
@@ -27,7 +28,7 @@ constexpr int64_t kKc = 512;
 // Rows of x per block: kMc * kKc floats (128 KiB) stay in L2 while all of w's rows pass.
 constexpr int64_t kMc = 64;
 static_assert(kKc % simd::kLanes == 0, "only the last k block may have a scalar tail");
-// A row of y therefore sums in the same order whether m is 1 or larger only when k <= kKc;
+// A row of y therefore sums in the same order at m <= kSmallMaxM and above only when k <= kKc;
 // like the BLAS libraries (sgemv vs sgemm), the two are not bit-identical in general.
 
 // y[MR, NR] (+)= x[MR, kc] · w[NR, kc]^T; x and w rows are `ld` floats apart, y rows `ldy`.
@@ -77,31 +78,100 @@ void tile_edge(int mr, int nr, const float* x, const float* w, int64_t ld, int64
   tile<MR, NR>(x, w, ld, kc, y, ldy, add);
 }
 
+// Small m (decode batches, 1 <= m <= kSmallMaxM): every row of x stays in L1/L2 for the whole
+// call, so k is not blocked (each y element is one hsum, and each w row streams end to end, read
+// from memory once per call) and a tile covers up to kMrSmall rows of x: y[MR, NR] = x · w^T.
+// Loop order w vectors outside, x rows inside: MR * NR accumulators + NR w vectors + 1 x vector.
+// m = 1 takes 1 x kNrGemv tiles of the same code (more w rows in flight, no x reuse to gain).
+#if defined(__AVX512F__)
+constexpr int kMrSmall = 8, kNrSmall = 3;
+#else
+constexpr int kMrSmall = 4, kNrSmall = 2;
+#endif
+constexpr int64_t kSmallMaxM = 16;
+// Software prefetch distance along w, in floats (8 KiB): w is contiguous, so this runs ahead
+// into the next tiles' rows. Measured at m = 8 on the decode shapes (docs/gemm.md, "Small M"):
+// 4-16 KiB ahead with prefetcht0 is 1.3-1.6x no prefetch; 2 KiB, or the non-temporal hint,
+// gains little. Prefetching past the end of w is harmless (a prefetch never faults).
+constexpr int64_t kPrefetchFloats = 2048;
+
+template <int MR, int NR>
+void tile_small(const float* x, const float* w, int64_t k, float* y, int64_t ldy, bool add) {
+  Vec acc[MR][NR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) acc[i][j] = simd::zero();
+  int64_t p = 0;
+  for (; p + simd::kLanes <= k; p += simd::kLanes) {
+    Vec wv[NR];
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) {
+      __builtin_prefetch(w + j * k + p + kPrefetchFloats, 0, 3);
+      wv[j] = simd::load(w + j * k + p);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const Vec xv = simd::load(x + i * k + p);
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) acc[i][j] = simd::fma(xv, wv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      float s = simd::hsum(acc[i][j]);
+      for (int64_t q = p; q < k; ++q) s += x[i * k + q] * w[j * k + q];
+      float& out = y[i * ldy + j];
+      out = add ? out + s : s;
+    }
+  }
+}
+
+template <int MR, int NR>
+void tile_small_edge(int mr, int nr, const float* x, const float* w, int64_t k, float* y, int64_t ldy, bool add) {
+  if constexpr (MR > 1) {
+    if (mr < MR) return tile_small_edge<MR - 1, NR>(mr, nr, x, w, k, y, ldy, add);
+  }
+  if constexpr (NR > 1) {
+    if (nr < NR) return tile_small_edge<MR, NR - 1>(mr, nr, x, w, k, y, ldy, add);
+  }
+  tile_small<MR, NR>(x, w, k, y, ldy, add);
+}
+
+// Columns [j0, j1) of y for 1 <= m <= kSmallMaxM.
+void gemm_columns_small(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, float beta,
+                        int64_t j0, int64_t j1) {
+  const bool add = beta != 0.0f;
+  if (m == 1) {
+    for (int64_t j = j0; j < j1; j += kNrGemv) {
+      const int jn = static_cast<int>(std::min<int64_t>(kNrGemv, j1 - j));
+      tile_small_edge<1, kNrGemv>(1, jn, x, w + j * k, k, y + j, n, add);
+    }
+    return;
+  }
+  for (int64_t j = j0; j < j1; j += kNrSmall) {
+    const int jn = static_cast<int>(std::min<int64_t>(kNrSmall, j1 - j));
+    for (int64_t i = 0; i < m; i += kMrSmall) {
+      const int in = static_cast<int>(std::min<int64_t>(kMrSmall, m - i));
+      tile_small_edge<kMrSmall, kNrSmall>(in, jn, x + i * k, w + j * k, k, y + i * n + j, n, add);
+    }
+  }
+}
+
 // Columns [j0, j1) of y, all rows.
 void gemm_columns(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, float beta,
                   int64_t j0, int64_t j1) {
-  const bool gemv = m == 1;
-  const int mr = gemv ? 1 : kMr;
-  const int nr = gemv ? kNrGemv : kNr;
-  // m = 1 reads each w row once: unblocked, its rows stream end to end for the prefetcher.
-  const int64_t block = gemv ? k : kKc;
-  for (int64_t kb = 0; kb < k; kb += block) {
-    const int64_t kc = std::min(block, k - kb);
+  if (m <= kSmallMaxM) return gemm_columns_small(m, n, k, x, w, y, beta, j0, j1);
+  for (int64_t kb = 0; kb < k; kb += kKc) {
+    const int64_t kc = std::min(kKc, k - kb);
     const bool add = kb > 0 || beta != 0.0f;
     for (int64_t ib = 0; ib < m; ib += kMc) {
       const int64_t ie = std::min(m, ib + kMc);
-      for (int64_t j = j0; j < j1; j += nr) {
-        const int jn = static_cast<int>(std::min<int64_t>(nr, j1 - j));
-        for (int64_t i = ib; i < ie; i += mr) {
-          const int in = static_cast<int>(std::min<int64_t>(mr, ie - i));
-          const float* xt = x + i * k + kb;
-          const float* wt = w + j * k + kb;
-          float* yt = y + i * n + j;
-          if (gemv) {
-            tile_edge<1, kNrGemv>(in, jn, xt, wt, k, kc, yt, n, add);
-          } else {
-            tile_edge<kMr, kNr>(in, jn, xt, wt, k, kc, yt, n, add);
-          }
+      for (int64_t j = j0; j < j1; j += kNr) {
+        const int jn = static_cast<int>(std::min<int64_t>(kNr, j1 - j));
+        for (int64_t i = ib; i < ie; i += kMr) {
+          const int in = static_cast<int>(std::min<int64_t>(kMr, ie - i));
+          tile_edge<kMr, kNr>(in, jn, x + i * k + kb, w + j * k + kb, k, kc, y + i * n + j, n, add);
         }
       }
     }
@@ -112,17 +182,22 @@ class Builtin final : public GemmPath {
  public:
   std::string name() const override {
     return std::string("builtin ") + simd::kIsaName + " " + std::to_string(kMr) + "x" + std::to_string(kNr) +
-           " tiles";
+           " tiles (" + std::to_string(kMrSmall) + "x" + std::to_string(kNrSmall) + " at m <= " +
+           std::to_string(kSmallMaxM) + ")";
   }
   void set_threads(int n) override { set_kernel_threads(n); }
   void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
                  float beta) override {
-    const int64_t nr = m == 1 ? kNrGemv : kNr;
+    const int64_t nr = m == 1 ? kNrGemv : (m <= kSmallMaxM ? kNrSmall : kNr);
     const int64_t n_tiles = (n + nr - 1) / nr;
-    // Below ~1 MFLOP per thread, starting threads costs more than it saves.
+    // Below ~64 K multiply-adds per thread (about 10 us), handing work to the pool costs more
+    // than it saves; at m = 1 that is 256 KiB of weights, whose reading two threads share.
     const int64_t work = m * n * k;
-    const int64_t threads = std::clamp<int64_t>(work >> 19, 1, kernel_threads());
-    const int64_t tiles_per_chunk = (n_tiles + threads - 1) / threads;
+    const int64_t threads = std::clamp<int64_t>(work >> 16, 1, kernel_threads());
+    // Several chunks per thread, taken in turn: a thread the OS descheduled (other ranks or
+    // processes on the node) holds up one small chunk, not half of the product.
+    const int64_t chunks = threads == 1 ? 1 : threads * 4;
+    const int64_t tiles_per_chunk = (n_tiles + chunks - 1) / chunks;
     parallel_for(n_tiles, tiles_per_chunk, [&](int64_t t0, int64_t t1) {
       gemm_columns(m, n, k, x, w, y, beta, t0 * nr, std::min(n, t1 * nr));
     });

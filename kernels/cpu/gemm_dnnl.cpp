@@ -1,7 +1,7 @@
 // The oneDNN GEMM path: dnnl_sgemm (row-major, w read transposed in place) from libdnnl,
-// dlopen()ed (RTLD_LOCAL) like the BLAS libraries. It is the small-M path of the selection
-// rule (gemm_select.cpp): at M <= 16 it does not pack the whole weight matrix the way
-// OpenBLAS 0.3.21's sgemm does. Not chosen for large M, where OpenBLAS is faster (docs/gemm.md).
+// dlopen()ed (RTLD_LOCAL) like the BLAS libraries. Run by DAYZERO_GEMM=onednn and measured by
+// gemm_bench; no longer in the default rule: at M <= 16 the built-in small-M tiles beat it, at
+// large M OpenBLAS does (docs/gemm.md).
 // Debian's build runs on an OpenMP (libgomp) team; libgomp reads OMP_WAIT_POLICY once, when it
 // loads, so the library is loaded here with the policy set to passive unless the user chose:
 // a team that spins between calls takes the core from the next op (docs/gemm.md).

@@ -1,7 +1,7 @@
 // Picks the GEMM paths once per process and implements the ops.h GEMM entry points
 // (gemm_info, gemm_set_threads, matmul_nt). The rule is fixed, not timed at start-up, so
-// every rank and every run takes the same path for the same shape: oneDNN for small M
-// (2 <= m <= kSmallM, decode batches), and for the rest OpenBLAS on the widest core this CPU
+// every rank and every run takes the same path for the same shape: the built-in kernel for
+// small M (1 <= m <= kSmallM, decode batches), and for the rest OpenBLAS on the widest core this CPU
 // runs (forcing it when the library's own detection fell back), else BLIS, else the built-in
 // kernel; each only after it matches the double-precision reference on small shapes.
 // DAYZERO_GEMM=openblas|blis|builtin|onednn runs one path at every M. docs/gemm.md has the
@@ -189,9 +189,9 @@ struct Selection {
   GemmInfo info;
 };
 
-// Rows up to which oneDNN beats OpenBLAS's packing sgemm on this project's decode shapes
-// (docs/gemm.md, "Small M"); m = 1 stays on the large path's matrix-vector routine, which is
-// bound by reading the weights either way.
+// Rows up to which the built-in kernel's small-M tiles (every x row in cache, w streamed once
+// with prefetch, split over dayzero's own pool) beat OpenBLAS's packing sgemm, its sgemv, BLIS
+// and oneDNN on this project's decode shapes (docs/gemm.md, "Small M").
 constexpr int64_t kSmallM = 16;
 
 // Two paths chosen by the number of rows: a fixed rule, so the same shape always takes the
@@ -200,7 +200,7 @@ class ByRows final : public GemmPath {
  public:
   ByRows(GemmPath* small, GemmPath* large) : small_(small), large_(large) {}
   std::string name() const override {
-    return small_->name() + " at 2 <= m <= " + std::to_string(kSmallM) + "; " + large_->name();
+    return small_->name() + " at m <= " + std::to_string(kSmallM) + "; " + large_->name();
   }
   void set_threads(int n) override {
     small_->set_threads(n);
@@ -208,7 +208,7 @@ class ByRows final : public GemmPath {
   }
   void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
                  float beta) override {
-    (m >= 2 && m <= kSmallM ? small_ : large_)->matmul_nt(m, n, k, x, w, y, beta);
+    (m <= kSmallM ? small_ : large_)->matmul_nt(m, n, k, x, w, y, beta);
   }
 
  private:
@@ -217,7 +217,8 @@ class ByRows final : public GemmPath {
 };
 
 // OpenBLAS on the core the rule wants; nullptr (with notes) when it cannot be used.
-GemmPath* try_openblas(const CpuIsa& isa, std::string* reason, std::vector<std::string>* notes) {
+// `runs_m1`: whether m = 1 reaches this path (not when the small-M path takes it).
+GemmPath* try_openblas(const CpuIsa& isa, bool runs_m1, std::string* reason, std::vector<std::string>* notes) {
   std::string why;
   OpenBlas* lib = OpenBlas::get(&why);
   if (!lib) {
@@ -238,7 +239,7 @@ GemmPath* try_openblas(const CpuIsa& isa, std::string* reason, std::vector<std::
       *reason = "library detected " + lib->detected_core() + "; forced " + decision.core + " was wrong";
     }
   }
-  *reason += "; m = 1 via sgemv";
+  if (runs_m1) *reason += "; m = 1 via sgemv";
   return lib;
 }
 
@@ -248,7 +249,7 @@ Selection choose_path() {
   const int threads = kernel_threads();
   std::vector<std::string> order = {"openblas", "blis", "builtin"};
   std::vector<std::string> notes;
-  bool by_rows = true;  // oneDNN at small M, unless one path was asked for
+  bool by_rows = true;  // the built-in kernel at small M, unless one path was asked for
   if (const char* want = std::getenv("DAYZERO_GEMM"); want && *want) {
     order.push_back("onednn");
     auto it = std::find(order.begin(), order.end(), std::string(want));
@@ -264,11 +265,11 @@ Selection choose_path() {
     std::string reason, why;
     GemmPath* path = nullptr;
     if (candidate == "openblas") {
-      path = try_openblas(isa, &reason, &notes);
+      path = try_openblas(isa, !by_rows, &reason, &notes);
     } else if (candidate == "blis") {
       path = blis(&why);
       if (!path) notes.push_back(why);
-      reason = "library's own CPU detection; m = 1 via bli_sgemv";
+      reason = by_rows ? "library's own CPU detection" : "library's own CPU detection; m = 1 via bli_sgemv";
     } else if (candidate == "onednn") {
       path = onednn(&why);
       if (!path) notes.push_back(why);
@@ -289,16 +290,14 @@ Selection choose_path() {
     break;
   }
   DZ_CHECK(s.path != nullptr, "no GEMM path passed verification: " << (notes.empty() ? "" : notes.back()));
-  std::string why;
-  GemmPath* small = by_rows ? onednn(&why) : nullptr;
-  if (by_rows && !small) notes.push_back("no small-M path: " + why);
+  GemmPath* small = by_rows && s.path != builtin() ? builtin() : nullptr;
   if (small) {
     small->set_threads(threads);
     std::string detail;
     if (verify_path(*small, &detail)) {
       static ByRows rule(small, s.path);
       s.path = &rule;
-      s.info.path = small->name() + " at 2 <= m <= " + std::to_string(kSmallM) + "; " + s.info.path;
+      s.info.path = small->name() + " at m <= " + std::to_string(kSmallM) + "; " + s.info.path;
     } else {
       notes.push_back("small-M path rejected, wrong results: " + detail);
     }

@@ -1,14 +1,43 @@
-// kernel_threads() and parallel_for(): see parallel.h. Not a pool: a kernel call that is
-// worth splitting (milliseconds of work) pays tens of microseconds to start its threads.
+// kernel_threads() and parallel_for() over a persistent worker pool: see parallel.h. Not a
+// task system: one job at a time, the caller among its threads, no queue, no work stealing.
+//
+// Memory ordering (the whole protocol; a reader should not need a race detector to check it):
+// - The caller holds `busy` for the job. It writes the job fields (fn, n, grain, n_chunks,
+//   next, pending, error) with plain or relaxed stores, then for each participating worker
+//   stores a new value into that worker's `slot.gen` (seq_cst, which includes release). A
+//   worker that loads the new value (acquire or stronger) sees the job fields.
+// - Chunks are handed out by `next.fetch_add` (relaxed: it only decides who computes what).
+// - A worker's last act on a job is `pending.fetch_sub` (seq_cst, includes release); the
+//   caller returns only after loading pending == 0 (acquire), so every worker's writes to the
+//   outputs happen-before the caller's return, and no worker touches the job afterwards.
+// - Sleeping uses Dekker's pattern on both sides, all seq_cst: the sleeper announces itself
+//   (slot.sleeping = 1 / caller_sleeping = 1), re-checks the word, then futex-waits on that word's
+//   old value (the kernel re-checks it atomically); the waker stores the word, then reads the flag
+//   and wakes only if it is set. Either the sleeper sees the new word or the waker sees the flag.
 #include "kernels/cpu/parallel.h"
 
+#include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <climits>
 #include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace dayzero::kernels::cpu {
 namespace {
@@ -24,6 +53,182 @@ int positive_env(const char* name) {
 std::atomic<int>& threads_setting() {
   static std::atomic<int> n{default_kernel_threads()};
   return n;
+}
+
+std::atomic<int> g_spin_us{kPoolSpinUs};
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+void futex_wait(std::atomic<uint32_t>* word, uint32_t old) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, old, nullptr, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>* word, int n) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, n, nullptr, nullptr, 0);
+}
+
+// Whether this thread may spin at all. Spinning only pays when the core is ours: on a
+// contended core (other ranks or processes runnable there) the spinning thread burns its own
+// fair share and the scheduler takes it back from the work (measured: 50 us of spin at load
+// average 14 on 2 cores cost a third of decode throughput, docs/gemm.md "One thread pool").
+// The sign of contention is an involuntary context switch of this thread: after one, it does
+// not spin for its next kNoSpinWaits waits.
+constexpr int kNoSpinWaits = 256;
+thread_local long t_last_nivcsw = -1;
+thread_local int t_no_spin = 0;
+
+bool core_uncontended() {
+  rusage ru{};
+  if (getrusage(RUSAGE_THREAD, &ru) != 0) return false;
+  const bool preempted = t_last_nivcsw >= 0 && ru.ru_nivcsw != t_last_nivcsw;
+  t_last_nivcsw = ru.ru_nivcsw;
+  if (preempted) t_no_spin = kNoSpinWaits;
+  if (t_no_spin > 0) {
+    --t_no_spin;
+    return false;
+  }
+  return true;
+}
+
+// Spins until pred() holds or spin_us passes; false when it gave up (the caller then sleeps).
+template <class Pred>
+bool spin_until(Pred pred) {
+  if (pred()) return true;
+  const int us = g_spin_us.load(std::memory_order_relaxed);
+  if (us <= 0 || !core_uncontended()) return false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  for (;;) {
+    for (int i = 0; i < 16; ++i) {
+      cpu_relax();
+      if (pred()) return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+  }
+}
+
+// Set on the pool's workers for good and on a caller while its job runs: a parallel_for
+// reached from inside a chunk runs inline instead of waiting for the pool it is part of.
+thread_local bool t_inside_pool = false;
+
+struct alignas(64) Slot {
+  std::atomic<uint32_t> gen{0};       // futex word: bumped by the caller for each job this worker joins
+  std::atomic<uint32_t> sleeping{0};  // 1 while the worker is in (or entering) futex_wait on gen
+};
+
+class Pool {
+ public:
+  // Runs the job on n_threads threads (caller included). REQUIRES: 2 <= n_threads.
+  void run(int64_t n, int64_t grain, int n_threads, const std::function<void(int64_t, int64_t)>& fn) {
+    ensure_workers(n_threads - 1);
+    fn_ = &fn;
+    n_ = n;
+    grain_ = grain;
+    n_chunks_ = (n + grain - 1) / grain;
+    next_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
+    pending_.store(static_cast<uint32_t>(n_threads - 1), std::memory_order_relaxed);
+    for (int w = 0; w < n_threads - 1; ++w) {
+      Slot& s = *slots_[w];
+      s.gen.fetch_add(1, std::memory_order_seq_cst);
+      if (s.sleeping.load(std::memory_order_seq_cst) != 0) futex_wake(&s.gen, 1);
+    }
+    t_inside_pool = true;
+    run_chunks();
+    t_inside_pool = false;
+    if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+      for (;;) {
+        caller_sleeping_.store(1, std::memory_order_seq_cst);
+        const uint32_t p = pending_.load(std::memory_order_seq_cst);
+        if (p == 0) break;
+        futex_wait(&pending_, p);
+      }
+      caller_sleeping_.store(0, std::memory_order_relaxed);
+    }
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+  std::mutex busy;  // held by the caller whose job the workers run
+
+ private:
+  void run_chunks() {
+    for (int64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < n_chunks_;) {
+      try {
+        (*fn_)(c * grain_, std::min(n_, (c + 1) * grain_));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+  }
+
+  void worker(Slot* slot, uint32_t seen) {
+    t_inside_pool = true;
+    for (;;) {
+      uint32_t g = 0;
+      auto arrived = [&] { return (g = slot->gen.load(std::memory_order_acquire)) != seen; };
+      if (!spin_until(arrived)) {
+        for (;;) {
+          slot->sleeping.store(1, std::memory_order_seq_cst);
+          g = slot->gen.load(std::memory_order_seq_cst);
+          if (g != seen) break;
+          futex_wait(&slot->gen, seen);
+        }
+        slot->sleeping.store(0, std::memory_order_relaxed);
+      }
+      seen = g;
+      run_chunks();
+      if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+          caller_sleeping_.load(std::memory_order_seq_cst) != 0) {
+        futex_wake(&pending_, 1);
+      }
+    }
+  }
+
+  // Called with `busy` held, between jobs: every existing worker is idle.
+  void ensure_workers(int n) {
+    while (static_cast<int>(slots_.size()) < n) {
+      slots_.push_back(std::make_unique<Slot>());
+      Slot* slot = slots_.back().get();
+      // Detached and never joined: the pool lives for the process (it is never destroyed, so
+      // no static destructor can run while a worker sleeps in it).
+      std::thread([this, slot, seen = slot->gen.load(std::memory_order_relaxed)] { worker(slot, seen); }).detach();
+    }
+  }
+
+  std::vector<std::unique_ptr<Slot>> slots_;
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0, grain_ = 1, n_chunks_ = 0;
+  alignas(64) std::atomic<int64_t> next_{0};
+  alignas(64) std::atomic<uint32_t> pending_{0};  // futex word: workers still on the job
+  std::atomic<uint32_t> caller_sleeping_{0};
+  std::mutex error_mu_;
+  std::exception_ptr error_;
+};
+
+// The process's pool. Made on first use and never freed. A forked child has none of the
+// parent's threads, so the child handler drops the pointer (leaking the parent's copy, whose
+// mutex may even be held) and the child's first parallel_for makes a fresh pool.
+std::atomic<Pool*> g_pool{nullptr};
+
+Pool& pool() {
+  Pool* p = g_pool.load(std::memory_order_acquire);
+  if (p != nullptr) return *p;
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] {
+    pthread_atfork(nullptr, nullptr, [] { g_pool.store(nullptr, std::memory_order_relaxed); });
+  });
+  auto* made = new Pool;
+  if (g_pool.compare_exchange_strong(p, made, std::memory_order_acq_rel)) return *made;
+  delete made;  // another thread won; it has no threads yet
+  return *p;
 }
 
 }  // namespace
@@ -42,28 +247,26 @@ int kernel_threads() { return threads_setting().load(std::memory_order_relaxed);
 
 void set_kernel_threads(int n) { threads_setting().store(std::max(1, n), std::memory_order_relaxed); }
 
+void set_pool_spin_us(int us) { g_spin_us.store(std::max(0, us), std::memory_order_relaxed); }
+
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t n_chunks = (n + grain - 1) / grain;
   const int n_threads = static_cast<int>(std::min<int64_t>(kernel_threads(), n_chunks));
-  if (n_threads <= 1) {
+  if (n_threads <= 1 || t_inside_pool) {
+    fn(0, n);
+    return;
+  }
+  Pool& p = pool();
+  std::unique_lock<std::mutex> lock(p.busy, std::try_to_lock);
+  if (!lock.owns_lock()) {
     fn(0, n);
     return;
   }
   // Chunks are handed out in order from a shared counter: the causal attention rows grow in
   // cost, so a static split would leave one thread with most of the work.
-  std::atomic<int64_t> next{0};
-  auto worker = [&] {
-    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n_chunks;) {
-      fn(c * grain, std::min(n, (c + 1) * grain));
-    }
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(n_threads - 1);
-  for (int i = 1; i < n_threads; ++i) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  p.run(n, grain, n_threads, fn);
 }
 
 }  // namespace dayzero::kernels::cpu

@@ -1,8 +1,9 @@
-// Internal to kernels/cpu: the kernels' thread count and a static-free parallel_for.
-// Not a scheduler: threads are started per call and joined before it returns, so nothing
-// outlives a kernel and nothing competes with MPI or the BLAS library between calls.
-// Each index is computed by exactly one thread with the same code, so results do not
-// depend on how the range was split.
+// Internal to kernels/cpu: the kernels' thread count and parallel_for over one process-wide
+// pool of worker threads. Not a scheduler: a worker runs only while a kernel call is in
+// flight, spins for a short bounded time after it (the next kernel of a decode step follows
+// within microseconds), then sleeps on a futex, so nothing competes with MPI ranks or a BLAS
+// library between kernels. Each index is computed by exactly one thread with the same code,
+// so results do not depend on the thread count or on which thread took which chunk.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,16 @@ void set_kernel_threads(int n);
 int default_kernel_threads();
 
 // Calls fn(begin, end) over [0, n) in chunks of `grain` indices, on up to kernel_threads()
-// threads (the caller's thread among them). Runs inline when one chunk covers n.
+// threads (the caller's thread among them); returns when every chunk is done. Runs inline
+// when one chunk covers n, when called from inside another parallel_for (nested), and when
+// another thread's parallel_for holds the pool (concurrent callers never wait for each other).
+// An exception thrown by fn is rethrown to the caller after every chunk has been claimed.
+// Thread-safe; fork-safe (a child process starts a fresh pool on its first call).
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+// How long an idle worker spins before it sleeps, in microseconds (tests and the bench;
+// default kPoolSpinUs). 0 = sleep at once.
+inline constexpr int kPoolSpinUs = 50;
+void set_pool_spin_us(int us);
 
 }  // namespace dayzero::kernels::cpu

@@ -164,7 +164,7 @@ TEST(GemmPaths, MatchTwinOnOddShapes) {
   if (auto* p = cpu::gemm::OpenBlas::get(nullptr)) paths.push_back(p);
   if (auto* p = cpu::gemm::blis(nullptr)) paths.push_back(p);
   (void)cpu::gemm_info();  // selection first: it may force the OpenBLAS core
-  const int64_t ms[] = {1, 2, 7, 33}, ns[] = {1, 17, 130}, ks[] = {1, 15, 600};
+  const int64_t ms[] = {1, 2, 7, 8, 16, 33}, ns[] = {1, 17, 130}, ks[] = {1, 15, 600};
   uint32_t seed = 100;
   for (auto* path : paths) {
     for (int64_t m : ms)
@@ -217,32 +217,46 @@ TEST(GemmOps, AccumulateAddsToY) {
   EXPECT_TRUE(close("accumulate", y, want, {m, n}, 1e-6, 1));  // 9 terms: f32 rounding only
 }
 
-// The rule by rows: 2 <= m <= 16 runs oneDNN, m = 1 and m > 16 the large-M path. Checked by
+// The rule by rows: m <= 16 runs the built-in kernel, m > 16 the large-M path. Checked by
 // bits against each path called directly (the paths differ in the last bits at these k, so
 // a wrong route shows; the negative control asserts that they do differ).
-TEST(GemmSelection, SmallMRunsOneDnnAndTheRestTheLargePath) {
+TEST(GemmSelection, SmallMRunsTheBuiltinKernelAndTheRestTheLargePath) {
   if (std::getenv("DAYZERO_GEMM")) GTEST_SKIP() << "DAYZERO_GEMM runs one path at every m";
   const int64_t n = 96, k = 1000;
   auto* large = cpu::gemm::OpenBlas::get(nullptr);
   const std::string& path = cpu::gemm_info().path;
-  std::string why;
-  auto* dnnl = cpu::gemm::onednn(&why);
-  ASSERT_TRUE(dnnl) << "libdnnl is a required dependency: " << why;
-  ASSERT_NE(path.find("onednn"), std::string::npos) << path;
+  ASSERT_EQ(path.rfind("builtin", 0), 0u) << path;
+  ASSERT_NE(path.find(" at m <= 16; "), std::string::npos) << path;
   if (!large || path.find("; openblas") == std::string::npos)
     GTEST_SKIP() << "large-M path is not OpenBLAS here: " << path;
+  auto* own = cpu::gemm::builtin();
   bool some_differ = false;
   for (int64_t m : {1, 2, 8, 16, 17, 64}) {
     const auto x = random_vector(m * k, 40 + m), w = random_vector(n * k, 41);
     std::vector<float> got(m * n), small(m * n), big(m * n);
     cpu::matmul_nt(m, n, k, x.data(), w.data(), got.data());
-    dnnl->matmul_nt(m, n, k, x.data(), w.data(), small.data(), 0.0f);
+    own->matmul_nt(m, n, k, x.data(), w.data(), small.data(), 0.0f);
     large->matmul_nt(m, n, k, x.data(), w.data(), big.data(), 0.0f);
-    const bool want_small = m >= 2 && m <= 16;
+    const bool want_small = m <= 16;
     EXPECT_TRUE(identical("m=" + std::to_string(m), got, want_small ? small : big, {m, n}));
     some_differ |= small != big;
   }
-  EXPECT_TRUE(some_differ) << "oneDNN and OpenBLAS gave the same bits everywhere: the check cannot see a wrong route";
+  EXPECT_TRUE(some_differ) << "builtin and OpenBLAS gave the same bits everywhere: the check cannot see a wrong route";
+}
+
+// At m <= 16 each y element is summed in the same order whatever m is (the tiles differ only
+// in how many rows share a w load), so a decode row gets the same bits alone or in a batch.
+TEST(GemmBuiltin, SmallMRowsDoNotDependOnTheBatch) {
+  const int64_t n = 200, k = 1537;  // k with a scalar tail
+  const auto x = random_vector(16 * k, 90), w = random_vector(n * k, 91);
+  std::vector<float> batch(16 * n);
+  cpu::gemm::builtin()->matmul_nt(16, n, k, x.data(), w.data(), batch.data(), 0.0f);
+  for (int64_t m : {1, 3, 8}) {
+    std::vector<float> few(m * n);
+    cpu::gemm::builtin()->matmul_nt(m, n, k, x.data(), w.data(), few.data(), 0.0f);
+    EXPECT_TRUE(identical("rows 0.." + std::to_string(m - 1), few,
+                          std::vector<float>(batch.begin(), batch.begin() + m * n), {m, n}));
+  }
 }
 
 // Same inputs and thread count -> same bits, for 1 and 2 threads; the built-in path gives
@@ -267,6 +281,14 @@ TEST(GemmDeterminism, RepeatableAtEachThreadCount) {
     cpu::gemm::builtin()->matmul_nt(m, n, k, x.data(), w.data(), (threads == 1 ? one : two).data(), 0.0f);
   }
   EXPECT_TRUE(identical("builtin 1 vs 2 threads", one, two, {m, n}));
+  for (int64_t rows : {int64_t{1}, int64_t{8}}) {  // the small-M tiles
+    std::vector<float> a(rows * n), b(rows * n);
+    cpu::gemm_set_threads(1);
+    cpu::gemm::builtin()->matmul_nt(rows, n, k, x.data(), w.data(), a.data(), 0.0f);
+    cpu::gemm_set_threads(3);
+    cpu::gemm::builtin()->matmul_nt(rows, n, k, x.data(), w.data(), b.data(), 0.0f);
+    EXPECT_TRUE(identical("builtin m " + std::to_string(rows) + " 1 vs 3 threads", a, b, {rows, n}));
+  }
   cpu::gemm_set_threads(1);
 }
 

@@ -19,8 +19,9 @@ namespace dayzero {
 namespace {
 namespace fs = std::filesystem;
 
-// Batched rows go through GEMMs of another M (sgemv at M = 1, sgemm above), so sums round
-// differently: measured at most 5.2e-7 here (deepseek_v3). A row over another sequence's cache is
+// Batched rows may go through GEMMs of another path (M > 16 takes the large-M library; the rule
+// of the time, sgemv at M = 1 and sgemm above, measured at most 5.2e-7 here, deepseek_v3), so
+// sums may round differently. A row over another sequence's cache is
 // O(1) off (the control below).
 constexpr double kTol = 1e-6;
 

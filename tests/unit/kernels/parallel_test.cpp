@@ -1,0 +1,154 @@
+// parallel_for over the persistent pool (kernels/cpu/parallel.h): every index exactly once
+// for every thread count and grain, back-to-back jobs with the workers asleep and awake,
+// nested and concurrent callers (inline, no deadlock), exceptions rethrown to the caller,
+// and a forked child that runs kernels on a fresh pool. Not a speed test: bench/ measures.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/parallel.h"
+
+namespace dayzero::kernels::cpu {
+namespace {
+
+// Restores the thread count and spin setting a test changed.
+struct PoolSettings {
+  int threads = kernel_threads();
+  ~PoolSettings() {
+    set_kernel_threads(threads);
+    set_pool_spin_us(kPoolSpinUs);
+  }
+};
+
+// Counts how often each index of [0, n) was visited; all must be 1.
+void expect_each_index_once(int64_t n, int64_t grain) {
+  std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+  parallel_for(n, grain, [&](int64_t b, int64_t e) {
+    ASSERT_LE(0, b);
+    ASSERT_LT(b, e);
+    ASSERT_LE(e, n);
+    for (int64_t i = b; i < e; ++i) seen[i].fetch_add(1, std::memory_order_relaxed);
+  });
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[i].load(), 1) << "index " << i << " n " << n << " grain " << grain;
+}
+
+TEST(ParallelFor, EveryIndexOnceForEveryThreadCountAndGrain) {
+  PoolSettings restore;
+  for (int threads : {1, 2, 3, 5, 8}) {
+    set_kernel_threads(threads);
+    for (int64_t n : {1, 2, 7, 64, 1000}) {
+      for (int64_t grain : {1, 3, 64, 5000}) expect_each_index_once(n, grain);
+    }
+  }
+}
+
+TEST(ParallelFor, ChunksRunOnSeveralThreads) {
+  // A control for the test above: with 4 threads and slow chunks, more than one thread works
+  // (a pool that ran everything on the caller would pass the index count alone).
+  PoolSettings restore;
+  set_kernel_threads(4);
+  std::atomic<int> in_flight{0}, most{0};
+  parallel_for(64, 1, [&](int64_t, int64_t) {
+    const int now = in_flight.fetch_add(1) + 1;
+    for (int m = most.load(); now > m && !most.compare_exchange_weak(m, now);) {
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+    in_flight.fetch_sub(1);
+  });
+  EXPECT_GE(most.load(), 2);
+}
+
+TEST(ParallelFor, BackToBackJobsWithSleepingAndSpinningWorkers) {
+  PoolSettings restore;
+  set_kernel_threads(3);
+  for (int spin : {0, kPoolSpinUs, 2000}) {
+    set_pool_spin_us(spin);
+    for (int job = 0; job < 300; ++job) {
+      std::vector<int> out(97, 0);
+      parallel_for(97, 1 + job % 5, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) out[i] = static_cast<int>(i) * job;
+      });
+      for (int64_t i = 0; i < 97; ++i) ASSERT_EQ(out[i], i * job) << "spin " << spin << " job " << job;
+      if (job % 50 == 0) std::this_thread::sleep_for(std::chrono::microseconds(3000));  // workers fall asleep
+    }
+  }
+}
+
+TEST(ParallelFor, NestedCallsRunInline) {
+  PoolSettings restore;
+  set_kernel_threads(4);
+  std::vector<std::atomic<int>> seen(16 * 16);
+  parallel_for(16, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      parallel_for(16, 1, [&](int64_t b2, int64_t e2) {
+        for (int64_t j = b2; j < e2; ++j) seen[i * 16 + j].fetch_add(1);
+      });
+    }
+  });
+  for (auto& s : seen) ASSERT_EQ(s.load(), 1);
+}
+
+TEST(ParallelFor, ConcurrentCallersEachGetEveryIndexOnce) {
+  PoolSettings restore;
+  set_kernel_threads(3);
+  std::vector<std::thread> callers;
+  std::atomic<int> failures{0};
+  for (int c = 0; c < 4; ++c) {
+    callers.emplace_back([&, c] {
+      for (int job = 0; job < 100; ++job) {
+        const int64_t n = 50 + c * 13 + job % 7;
+        std::vector<int> seen(static_cast<size_t>(n), 0);
+        parallel_for(n, 2, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) ++seen[i];  // each index by one thread only
+        });
+        for (int v : seen) failures += v != 1;
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(ParallelFor, ExceptionReachesTheCallerAndThePoolStillWorks) {
+  PoolSettings restore;
+  set_kernel_threads(3);
+  EXPECT_THROW(parallel_for(30, 1, [](int64_t b, int64_t) {
+                 if (b == 17) throw std::runtime_error("chunk 17");
+               }),
+               std::runtime_error);
+  expect_each_index_once(1000, 7);
+}
+
+TEST(ParallelFor, ForkedChildRunsOnAFreshPool) {
+  PoolSettings restore;
+  set_kernel_threads(3);
+  expect_each_index_once(100, 1);  // the parent's workers exist before the fork
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The parent's workers do not exist here; a pool that waited for them would hang until
+    // the alarm kills the child.
+    alarm(5);
+    std::vector<std::atomic<int>> seen(200);
+    parallel_for(200, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) seen[i].fetch_add(1);
+    });
+    for (auto& s : seen) {
+      if (s.load() != 1) _exit(1);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace dayzero::kernels::cpu
