@@ -62,13 +62,17 @@ struct MemCounter {
 // freed while a kernel that reads it is still queued stays valid until that kernel ran.
 class DeviceStorage : public Storage {
  public:
+  // weight_bytes: what it counts as weight bytes while it lives (0: not a weight).
   DeviceStorage(void* p, size_t bytes, int device, cudaStream_t stream, std::shared_ptr<MemCounter> counter,
-                bool weight)
-      : ptr_(p), bytes_(bytes), device_(device), stream_(stream), counter_(std::move(counter)), weight_(weight) {}
+                int64_t weight_bytes)
+      : ptr_(p), bytes_(bytes), device_(device), stream_(stream), counter_(std::move(counter)),
+        weight_bytes_(weight_bytes) {
+    counter_->weights.fetch_add(weight_bytes_);
+  }
   ~DeviceStorage() override {
     cudaFreeAsync(ptr_, stream_);
     counter_->sub(static_cast<int64_t>(bytes_));
-    if (weight_) counter_->weights.fetch_sub(static_cast<int64_t>(bytes_));
+    counter_->weights.fetch_sub(weight_bytes_);
   }
   void* data() override { return ptr_; }
   size_t bytes() const override { return bytes_; }
@@ -80,7 +84,7 @@ class DeviceStorage : public Storage {
   int device_;
   cudaStream_t stream_;
   std::shared_ptr<MemCounter> counter_;
-  bool weight_;
+  int64_t weight_bytes_;
 };
 
 // An FP8 weight kept as stored: one allocation of slice.device_bytes(), the f32 scales
@@ -101,7 +105,7 @@ class Fp8Storage final : public DeviceStorage {
  public:
   Fp8Storage(void* p, size_t bytes, int device, cudaStream_t stream, std::shared_ptr<MemCounter> counter,
              std::shared_ptr<Fp8Weights> registry, const Fp8Layout& layout)
-      : DeviceStorage(p, bytes, device, stream, std::move(counter), true),
+      : DeviceStorage(p, bytes, device, stream, std::move(counter), layout.slice.device_bytes()),
         registry_(std::move(registry)),
         key_(static_cast<const char*>(p) + layout.slice.scale_bytes()) {
     std::lock_guard<std::mutex> lock(registry_->mu);
@@ -277,7 +281,6 @@ class CudaBackend final : public Backend {
     void* p = raw_alloc(bytes, Shape{sl.rows, sl.cols});
     const Fp8Layout layout{static_cast<const float*>(p), sl, w.bytes->dtype() == DType::kF8_E5M2};
     auto st = std::make_shared<Fp8Storage>(p, bytes, device_, stream_, mem_, fp8_, layout);
-    mem_->weights.fetch_add(static_cast<int64_t>(bytes));
     note_convert(sl.rows * sl.cols, sl.cols);
     begin_staging();
     size_t c = 0;
@@ -479,8 +482,9 @@ class CudaBackend final : public Backend {
   Tensor alloc(DType dtype, Shape shape, bool weight = false) {
     const size_t bytes = std::max<size_t>(1, static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
     void* p = raw_alloc(bytes, shape);
-    if (weight) mem_->weights.fetch_add(static_cast<int64_t>(bytes));
-    return Tensor(dtype, std::move(shape), std::make_shared<DeviceStorage>(p, bytes, device_, stream_, mem_, weight));
+    // A weight counts its elements' bytes, as the plan does (the allocation is at least one byte).
+    const int64_t counted = weight ? shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype)) : 0;
+    return Tensor(dtype, std::move(shape), std::make_shared<DeviceStorage>(p, bytes, device_, stream_, mem_, counted));
   }
 
   // What the GEMM workspaces must hold, from the weights placed so far:
