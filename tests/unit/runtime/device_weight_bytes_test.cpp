@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <vector>
 
@@ -80,7 +81,8 @@ class DeviceWeightBytes : public ::testing::Test {
     for (const auto& d : dirs_) fs::remove_all(d);
   }
   runtime::ModelInfo make(const std::string& family, DType dtype) {
-    const fs::path dir = fs::temp_directory_path() / ("dayzero-dwb-" + family + "-" + std::to_string(getpid()));
+    const fs::path dir = fs::temp_directory_path() /
+                         ("dayzero-dwb-" + family + "-" + std::to_string(getpid()) + "-" + std::to_string(dirs_.size()));
     dirs_.push_back(dir);
     tools::MakeModelOptions o;
     o.family = family;
@@ -125,6 +127,10 @@ class DeviceWeightBytes : public ::testing::Test {
       const auto st = runtime::load_weights(m, be, weights, recs, {}, slice_of, checkpoint::kDefaultStagingBytes, 1, w);
       EXPECT_TRUE(st.ok()) << st.status().message();
       out.push_back({be.bytes_, plan->memory.at(r).weights});
+      std::printf("%s tp%d pp%d %s rank %d: device %lld bytes, plan %lld (%d FP8 slices, %d starting inside a block)\n",
+                  m.hp.model_type.c_str(), tp, pp, w == plan::WeightsOnDevice::kAsStored ? "as_stored" : "converted", r,
+                  static_cast<long long>(be.bytes_), static_cast<long long>(plan->memory.at(r).weights), be.fp8_,
+                  be.inside_block_);
       if (fp8) *fp8 += be.fp8_;
       if (inside) *inside += be.inside_block_;
     }
@@ -140,6 +146,19 @@ TEST_F(DeviceWeightBytes, Bf16LlamaEqualsThePlanOnEveryRank) {
       EXPECT_GT(r.plan, 0);
       EXPECT_EQ(r.device, r.plan) << "tp" << tp << " pp" << pp;
     }
+}
+
+// The other families the CUDA e2e test runs (vision tower and projector, MoE, DSA indexer, linear
+// attention), converted to bfloat16 on the device as that test runs them, and as stored.
+TEST_F(DeviceWeightBytes, EveryFamilyEqualsThePlan) {
+  for (const char* family : {"qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v32", "llava", "qwen3_next"}) {
+    const runtime::ModelInfo m = make(family, DType::kF32);
+    for (auto w : {plan::WeightsOnDevice::kBF16, plan::WeightsOnDevice::kAsStored})
+      for (const auto& r : compare(m, 2, 1, w, true)) {
+        EXPECT_GT(r.plan, 0) << family;
+        EXPECT_EQ(r.device, r.plan) << family << (w == plan::WeightsOnDevice::kBF16 ? " bfloat16" : " as stored");
+      }
+  }
 }
 
 TEST_F(DeviceWeightBytes, Fp8DeepseekKeptAsStoredEqualsThePlanOnEveryRank) {
