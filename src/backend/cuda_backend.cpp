@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "backend/backend.h"
+#include "backend/gemm_workspace.h"
 #include "core/log.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/ops.h"
@@ -237,7 +238,7 @@ class CudaBackend final : public Backend {
              "cuda to_device_weight: keeps weights in bfloat16 or float32, not " << dtype_name(kept));
     const bool narrow = kept == DType::kBF16;
     Tensor t = alloc(kept, host.shape(), true);
-    note_weight(host.shape(), kept);
+    ws_bounds_.note_weight(host.shape(), kept);
     begin_staging();
     const size_t chunk_elems = kStagingBytes / sizeof(float);
     const size_t n = static_cast<size_t>(host.numel());
@@ -281,7 +282,7 @@ class CudaBackend final : public Backend {
     void* p = raw_alloc(bytes, Shape{sl.rows, sl.cols});
     const Fp8Layout layout{static_cast<const float*>(p), sl, w.bytes->dtype() == DType::kF8_E5M2};
     auto st = std::make_shared<Fp8Storage>(p, bytes, device_, stream_, mem_, fp8_, layout);
-    note_convert(sl.rows * sl.cols, sl.cols);
+    ws_bounds_.note_fp8(sl.rows, sl.cols);
     begin_staging();
     size_t c = 0;
     stage_bytes(w.scale->data(), static_cast<size_t>(sl.scale_bytes()), static_cast<char*>(p), c);
@@ -376,10 +377,10 @@ class CudaBackend final : public Backend {
   }
 
   Status reserve(const Reservation& r) override {
-    // The GEMM workspaces at their bounds (workspace_bounds), allocated once.
-    const WorkspaceBounds wb = workspace_bounds(r.max_tokens);
-    if (wb.weight_bytes > 0) weight_workspace(static_cast<size_t>(wb.weight_bytes));
-    if (wb.activation_bytes > 0) activation_workspace(static_cast<size_t>(wb.activation_bytes));
+    // The GEMM workspaces at their bounds (gemm_workspace.h), allocated once.
+    const GemmWorkspaceBounds::Bytes wb = ws_bounds_.bounds(r.max_tokens);
+    if (wb.weight > 0) weight_workspace(static_cast<size_t>(wb.weight));
+    if (wb.activation > 0) activation_workspace(static_cast<size_t>(wb.activation));
     // The caches and activations of the plan, taken from the pool once and handed back to it:
     // the pool keeps them (release threshold: never), so the KV caches and temporaries of the
     // prompts reuse this memory and the device reaches its peak here.
@@ -487,34 +488,6 @@ class CudaBackend final : public Backend {
     return Tensor(dtype, std::move(shape), std::make_shared<DeviceStorage>(p, bytes, device_, stream_, mem_, counted));
   }
 
-  // What the GEMM workspaces must hold, from the weights placed so far:
-  //   weight: the largest weight matmul converts before its GEMM (every FP8 weight; a bf16
-  //           weight under compute f32), rows x cols x the GEMM element size;
-  //   activation (compute bf16): max_tokens x the widest GEMM input (in-features of the weights
-  //           placed) x 2 bytes, x rounded to bf16.
-  struct WorkspaceBounds {
-    int64_t weight_bytes = 0, activation_bytes = 0;
-  };
-  WorkspaceBounds workspace_bounds(int64_t max_tokens) const {
-    WorkspaceBounds b;
-    const int64_t ge = compute_ == DType::kBF16 ? 2 : 4;
-    b.weight_bytes = max_convert_elems_ * ge;
-    if (compute_ == DType::kBF16) b.activation_bytes = max_tokens * max_in_features_ * 2;
-    return b;
-  }
-  // A weight of `shape` kept as `kept`: its in-features widen the activation bound; a bf16 one
-  // under compute f32 is converted before its GEMM.
-  void note_weight(const Shape& shape, DType kept) {
-    if (shape.size() < 2) return;
-    const int64_t in = shape_numel(shape) / shape[0];
-    if (kept == DType::kBF16 && compute_ == DType::kF32) note_convert(shape_numel(shape), in);
-    else max_in_features_ = std::max(max_in_features_, in);
-  }
-  void note_convert(int64_t elems, int64_t in_features) {
-    max_convert_elems_ = std::max(max_convert_elems_, elems);
-    max_in_features_ = std::max(max_in_features_, in_features);
-  }
-
   // FP8 weight -> `to` in out [rows, cols] on the compute stream.
   void dequantise(const Tensor& w, Elem to, void* out, const char* op) {
     const Fp8Layout st = fp8_of(*fp8_, w, op);
@@ -578,8 +551,7 @@ class CudaBackend final : public Backend {
   size_t weight_ws_bytes_ = 0;
   void* act_ws_ = nullptr;
   size_t act_ws_bytes_ = 0;
-  int64_t max_convert_elems_ = 0;  // the largest weight matmul converts (workspace_bounds)
-  int64_t max_in_features_ = 0;    // the widest GEMM input of the weights placed
+  GemmWorkspaceBounds ws_bounds_{compute_};  // from the weights placed
   int64_t fixed_bytes_ = 0;
   std::shared_ptr<MemCounter> mem_ = std::make_shared<MemCounter>();
   std::shared_ptr<Fp8Weights> fp8_ = std::make_shared<Fp8Weights>();

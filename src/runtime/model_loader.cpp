@@ -44,6 +44,19 @@ Status check_tensors(const ModelInfo& m) {
   return Status::Ok();
 }
 
+Status check_keepable_as_stored(const ModelInfo& m) {
+  for (const auto& spec : m.specs) {
+    const checkpoint::TensorInfo* t = m.catalog.find(spec.name);
+    const bool fp8 = t && (t->dtype == DType::kF8_E4M3 || t->dtype == DType::kF8_E5M2);
+    if (spec.pack_group > 0 || (fp8 && spec.scale_name.empty()))
+      return Status::Unsupported(std::string("model.weights_on_device: as_stored cannot take effect on the device for ") +
+                                 spec.name +
+                                 (spec.pack_group > 0 ? " (pack-quantized INT4" : " (FP8 without block scales") +
+                                 ", dequantised on load); use bfloat16");
+  }
+  return Status::Ok();
+}
+
 Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,
                                const std::function<void(const checkpoint::WeightRecord&)>& on_tensor,

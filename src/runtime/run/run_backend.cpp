@@ -41,16 +41,10 @@ Status Run::create_backend() {
     // Checked here, with the model open, so that what the plan counted is what is allocated:
     // block-scaled FP8 weights stay FP8 on the device, but a pack-quantized INT4 weight and an
     // FP8 tensor without block scales have no device form as stored.
-    if (cfg_.model.weights_on_device == config::WeightsOnDevice::kAsStored)
-      for (const auto& spec : model_.specs) {
-        const checkpoint::TensorInfo* t = model_.catalog.find(spec.name);
-        const bool fp8 = t && (t->dtype == DType::kF8_E4M3 || t->dtype == DType::kF8_E5M2);
-        if (spec.pack_group > 0 || (fp8 && spec.scale_name.empty()))
-          return Status::Unsupported(cfg_.source_name + ": model.weights_on_device: as_stored cannot take effect on "
-                                     "the CUDA backend for " + spec.name +
-                                     (spec.pack_group > 0 ? " (pack-quantized INT4" : " (FP8 without block scales") +
-                                     ", dequantised on load); use bfloat16");
-      }
+    if (cfg_.model.weights_on_device == config::WeightsOnDevice::kAsStored) {
+      const Status keepable = check_keepable_as_stored(model_);
+      if (!keepable.ok()) return keepable.with_context(cfg_.source_name);
+    }
     const DType dt = cfg_.model.dtype.value_or(DType::kBF16);
     if (dt != DType::kBF16 && dt != DType::kF32)
       return Status::Unsupported(cfg_.source_name + ": model.dtype: float16 is not built on the CUDA backend; use "

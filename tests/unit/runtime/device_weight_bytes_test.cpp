@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/gemm_workspace.h"
 #include "plan/plan_request.h"
 #include "plan/planner.h"
 #include "plan/slicing.h"
@@ -181,6 +182,45 @@ TEST_F(DeviceWeightBytes, Fp8DeepseekKeptAsStoredEqualsThePlanOnEveryRank) {
 TEST_F(DeviceWeightBytes, LeavingOutTheScalesIsCaught) {
   const runtime::ModelInfo m = make("deepseek_v3", DType::kF8_E4M3);
   for (const auto& r : compare(m, 2, 1, plan::WeightsOnDevice::kAsStored, false)) EXPECT_LT(r.device, r.plan);
+}
+
+// The refusal of as_stored where a weight has no device form as stored: pack-quantized INT4 is
+// refused naming the weight; block-scaled FP8 and bf16 are keepable.
+TEST_F(DeviceWeightBytes, AsStoredRefusedOnlyWithoutADeviceForm) {
+  EXPECT_TRUE(runtime::check_keepable_as_stored(make("llama", DType::kBF16)).ok());
+  EXPECT_TRUE(runtime::check_keepable_as_stored(make("deepseek_v3", DType::kF8_E4M3)).ok());
+  const fs::path dir = fs::temp_directory_path() / ("dayzero-dwb-int4-" + std::to_string(getpid()));
+  dirs_.push_back(dir);
+  tools::MakeModelOptions o;
+  o.family = "kimi_k25";
+  o.out_dir = dir.string();
+  o.shape.quant = "int4";
+  ASSERT_TRUE(tools::make_model(o).ok());
+  auto m = model::open_model_folder(dir.string(), model::WeightsNeeded::kRequired);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const Status st = runtime::check_keepable_as_stored(*m);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("pack-quantized INT4"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("use bfloat16"), std::string::npos) << st.message();
+}
+
+// The GEMM workspace bounds the CUDA backend allocates in reserve(): the largest converted
+// weight (FP8 always, bf16 under f32 compute) and max_tokens x the widest bf16 GEMM input.
+TEST(GemmWorkspace, BoundsFromThePlacedWeights) {
+  backend::GemmWorkspaceBounds bf16(DType::kBF16);
+  bf16.note_weight({64}, DType::kBF16);               // a vector: nothing
+  bf16.note_weight({96, 48}, DType::kBF16);           // bf16 GEMM: rounds x [m, 48]
+  bf16.note_weight({10, 3, 4, 4}, DType::kBF16);      // a patch weight: 48 in-features
+  bf16.note_weight({32, 200}, DType::kF32);           // f32 GEMM: no x rounding, no conversion
+  bf16.note_fp8(40, 72);                              // dequantised to bf16: 40 x 72 x 2
+  EXPECT_EQ(bf16.bounds(100).weight, 40 * 72 * 2);
+  EXPECT_EQ(bf16.bounds(100).activation, 100 * 72 * 2);
+  backend::GemmWorkspaceBounds f32(DType::kF32);
+  f32.note_weight({96, 48}, DType::kBF16);            // widened to f32 before its GEMM
+  f32.note_fp8(40, 72);
+  f32.note_weight({500, 500}, DType::kF32);           // used as it is
+  EXPECT_EQ(f32.bounds(100).weight, 96 * 48 * 4);
+  EXPECT_EQ(f32.bounds(100).activation, 0);
 }
 
 }  // namespace
