@@ -274,6 +274,34 @@ TEST_F(CudaVsCpu, WeightsKeptAsThePlanCounted) {
   EXPECT_CLOSE(values(yu), back(*gpu_bf16_, y2), 2e-6);
 }
 
+// A bf16 checkpoint kept as stored keeps its vectors in bf16 too: RMSNorm and LayerNorm with
+// bf16 weight and bias against the CPU on the bf16-rounded vectors, bound 1e-6 as RmsNorm and
+// LayerNorm; add_bias exact (one f32 add of the widened value).
+TEST_F(CudaVsCpu, Bf16VectorWeights) {
+  const int64_t rows = 6, width = 160;
+  const auto x = random_values(rows * width, kSeed + 45, 2.0f), w = random_values(width, kSeed + 46),
+             b = random_values(width, kSeed + 47);
+  const Tensor wr = host_of(bf16_rounded(w), {width}), br = host_of(bf16_rounded(b), {width});
+  const Tensor wd = gpu_->to_device_weight(host_of(w, {width}), DType::kBF16);
+  const Tensor bd = gpu_->to_device_weight(host_of(b, {width}), DType::kBF16);
+  ASSERT_EQ(wd.dtype(), DType::kBF16);
+  Tensor yc = Tensor::host(DType::kF32, {rows, width});
+  cpu_->rmsnorm(host_of(x, {rows, width}), wr, 1e-6f, yc);
+  Tensor yg = gpu_->empty(DType::kF32, {rows, width});
+  gpu_->rmsnorm(gpu_->to_device(host_of(x, {rows, width})), wd, 1e-6f, yg);
+  EXPECT_CLOSE(values(yc), back(*gpu_, yg), 1e-6) << "rmsnorm";
+  Tensor lc = Tensor::host(DType::kF32, {rows, width});
+  cpu_->layernorm(host_of(x, {rows, width}), wr, &br, 1e-5f, lc);
+  Tensor lg = gpu_->empty(DType::kF32, {rows, width});
+  gpu_->layernorm(gpu_->to_device(host_of(x, {rows, width})), wd, &bd, 1e-5f, lg);
+  EXPECT_CLOSE(values(lc), back(*gpu_, lg), 1e-6) << "layernorm";
+  Tensor ac = host_of(x, {rows, width});
+  cpu_->add_bias(br, ac);
+  Tensor ag = gpu_->to_device(host_of(x, {rows, width}));
+  gpu_->add_bias(bd, ag);
+  EXPECT_EQ(values(ac), back(*gpu_, ag));
+}
+
 // reserve(): the peak rises by the caches and activations at once, the pool keeps that memory
 // (a later allocation of that size takes no more from the device), and a reservation larger
 // than the device fails with OutOfMemory and the numbers, not at a prompt.
