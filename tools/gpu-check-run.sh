@@ -66,7 +66,8 @@ run_test cuda_probe_test 60 "$P/bin/cuda_probe_test"
 run_test cuda_kernels_test 120 "$P/bin/cuda_kernels_test"
 run_test nccl_smoke_test 60 "$P/bin/nccl_smoke_test"
 run_test mpi_staged_comm_test 60 mpiexec -n 2 --oversubscribe "$P/bin/mpi_staged_comm_test"
-run_test cuda_e2e_test 300 "$P/bin/cuda_e2e_test"
+run_test device_weight_bytes_test 60 "$P/bin/device_weight_bytes_test"
+run_test cuda_e2e_test 360 "$P/bin/cuda_e2e_test"
 
 if [[ ${SKIP_BENCH:-0} == 1 ]]; then
   echo "gpu-check: bench skipped (SKIP_BENCH=1); done in $((SECONDS - T0)) s; failed: ${failed[*]:-none}"

@@ -17,7 +17,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${2:-$ROOT/build-gpu-pack}
 BUILD=${DAYZERO_GPU_BUILD_DIR:-$ROOT/build}
 LIMIT=$((64 << 20))
-TARGETS=(dayzero cuda_bench cuda_probe_test cuda_kernels_test nccl_smoke_test cuda_e2e_test mpi_staged_comm_test)
+TARGETS=(dayzero cuda_bench cuda_probe_test cuda_kernels_test nccl_smoke_test cuda_e2e_test mpi_staged_comm_test
+         device_weight_bytes_test)
 
 echo "gpu-check: building ${TARGETS[*]} in $BUILD (CUDA on)"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDAYZERO_CUDA=ON \
@@ -31,7 +32,7 @@ mkdir -p "$P/bin" "$P/lib" "$P/ompi/bin" "$P/ompi/lib/openmpi3" "$P/ompi/share" 
 binaries=("$BUILD/src/cli/dayzero" "$BUILD/bench/cuda_bench" "$BUILD/tests/unit/cuda/cuda_probe_test"
           "$BUILD/tests/unit/cuda/cuda_kernels_test" "$BUILD/tests/unit/cuda/nccl_smoke_test"
           "$BUILD/tests/e2e/cuda_e2e_test"
-          "$BUILD/tests/mpi/mpi_staged_comm_test")
+          "$BUILD/tests/mpi/mpi_staged_comm_test" "$BUILD/tests/unit/runtime/device_weight_bytes_test")
 for b in "${binaries[@]}"; do
   [[ -x $b ]] || { echo "gpu-check: $b was not built" >&2; exit 3; }
   strip --strip-debug -o "$P/bin/$(basename "$b")" "$b"

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "core/block_scale.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -19,6 +20,25 @@ struct MemoryInfo {
   int64_t total_bytes = 0;  // what this rank may use (CUDA: device memory; CPU: configured budget)
   int64_t free_bytes = 0;
   int64_t peak_bytes = 0;   // peak of this process so far (CPU: peak RSS)
+  // Bytes of the weights placed so far and still live (to_device_weight, to_device_fp8_weight):
+  // CUDA: their device allocations, which equal what the plan counted (plan::held_bytes);
+  // CPU: 0 (not counted: the CPU keeps every weight in f32, whatever the plan counted).
+  int64_t weight_bytes = 0;
+};
+
+// A block-scaled FP8 weight slice as stored (checkpoint::Fp8AsStored), for to_device_fp8_weight.
+struct Fp8WeightSlice {
+  const Tensor* bytes = nullptr;  // host F8_E4M3 / F8_E5M2 [slice.rows, slice.cols]
+  const Tensor* scale = nullptr;  // host f32 [slice.scale_rows(), slice.scale_cols()]
+  BlockScaledSlice slice;
+};
+
+// What the backend pre-sizes before the first prompt (reserve): from the plan, so that the
+// device reaches its peak at start and a plan that does not fit fails there.
+struct Reservation {
+  int64_t max_tokens = 0;    // rows of the largest forward call (plan: context tokens x batch)
+  int64_t cache_bytes = 0;   // the plan's KV cache and linear-attention state of this rank
+  int64_t activation_bytes = 0;  // the plan's activations of one forward on this rank
 };
 
 // The GELU family: erf (nn.GELU()), tanh approximation (gelu_pytorch_tanh), quick_gelu
@@ -41,6 +61,29 @@ class Backend {
   // backend keeps f32 (to_device); the CUDA backend keeps weights of rank >= 2 in its compute
   // dtype (bf16 by default; matmul, embedding, add and to_host accept them) and vectors in f32.
   virtual Tensor to_device_weight(const Tensor& host) { return to_device(host); }
+  // The same, in the dtype the plan counts for it (plan::kept_dtype: BF16 or F32): the CUDA
+  // backend keeps the weight in exactly that dtype, whatever its rank and the compute dtype
+  // (matmul converts into its workspace where they differ); the CPU backend keeps f32.
+  virtual Tensor to_device_weight(const Tensor& host, DType kept) {
+    (void)kept;
+    return to_device_weight(host);
+  }
+  // Whether to_device_fp8_weight keeps FP8 weights as stored (CUDA); otherwise the loader
+  // dequantises them on the host and calls to_device_weight.
+  virtual bool keeps_fp8_weights() const { return false; }
+  // A device weight holding the FP8 bytes and their covering scales in one allocation of
+  // slice.device_bytes() bytes (core/block_scale.h): dtype F8, shape [rows, cols]. matmul
+  // dequantises it into a workspace just before its GEMM; to_host widens it (dequantised).
+  // REQUIRES: keeps_fp8_weights().
+  virtual Tensor to_device_fp8_weight(const Fp8WeightSlice& w);
+  // Pre-sizes the caches and workspaces from the plan (CUDA: the stream-ordered pool holds
+  // cache_bytes + activation_bytes from now on, the GEMM workspaces take their bounds from the
+  // weights placed so far and max_tokens). Call after the weights are placed. OutOfMemory with
+  // the numbers when the device cannot hold it; the CPU backend has nothing to reserve.
+  virtual Status reserve(const Reservation& r) {
+    (void)r;
+    return Status::Ok();
+  }
   // Copies a device tensor into a host tensor of the same dtype and numel (or a bf16 weight
   // into an f32 host tensor, widened); complete on return.
   virtual void to_host(const Tensor& src, Tensor& host_dst) = 0;

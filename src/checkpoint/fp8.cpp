@@ -1,11 +1,13 @@
-// Block-FP8 dequantization: validate weight and scale, stream the owned F8 bytes to F32 with
-// load_slice_f32 (exact widening), read the covering scale blocks, then scale in place.
+// Block-FP8 loading: validate weight and scale, stream the owned F8 bytes to F32 with
+// load_slice_f32 (exact widening), read the covering scale blocks, then scale in place
+// (dequantised) or encode the values back to their F8 bytes (kept as stored).
 #include "checkpoint/fp8.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "core/block_scale.h"
 #include "core/check.h"
 #include "core/json.h"
 
@@ -17,12 +19,6 @@ using nlohmann::json;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
-
-// Block indices [first, last) that cover element indices [begin, end) of a dimension.
-std::pair<int64_t, int64_t> covering_blocks(int64_t begin, int64_t end, int64_t block) {
-  if (begin >= end) return {begin / block, begin / block};
-  return {begin / block, (end - 1) / block + 1};
-}
 
 Result<std::optional<BlockQuant>> parse_block_quant_json(const json& config) {
   const std::string where = "config.json: quantization_config";
@@ -73,10 +69,21 @@ Result<std::optional<BlockQuant>> parse_block_quant(const json& config) {
   }
 }
 
-Result<Tensor> load_fp8_dequant_f32(const Catalog& catalog, const std::string& weight_name,
-                                    const std::string& scale_name, const BlockQuant& quant,
-                                    ByteReader& reader, WeightRecord* rec, int dim, int64_t begin,
-                                    int64_t end, size_t staging_bytes) {
+namespace {
+
+// The F8 values of the slice widened to f32 (exact), the scale blocks that cover it, where the
+// slice starts, and the records of both reads. Shared by the dequantising and the as-stored load.
+struct Fp8Parts {
+  Tensor values;  // [n_rows, n_cols] f32, unscaled
+  Tensor scale;   // [scale rows, scale cols] f32 covering the slice; undefined for an empty slice
+  int64_t r0 = 0, c0 = 0, br = 0, bc = 0, sr0 = 0, sc0 = 0;
+  DType dtype = DType::kF8_E4M3;
+  WeightRecord wrec, srec;
+};
+
+Result<Fp8Parts> load_fp8_parts(const Catalog& catalog, const std::string& weight_name,
+                                const std::string& scale_name, const BlockQuant& quant, ByteReader& reader,
+                                int dim, int64_t begin, int64_t end, size_t staging_bytes) {
   // Everything is checked before the first read, so a bad checkpoint costs no I/O.
   const TensorInfo* w = catalog.find(weight_name);
   if (!w) return Status::NotFound(catalog.dir() + ": tensor " + quoted(weight_name) + " not found in the checkpoint");
@@ -123,20 +130,56 @@ Result<Tensor> load_fp8_dequant_f32(const Catalog& catalog, const std::string& w
                                     : load_slice_f32(catalog, weight_name, dim, begin, end, reader, &wrec, staging_bytes);
   if (!loaded.ok()) return loaded.status();
   Tensor out = std::move(loaded).value();  // [r1 - r0, c1 - c0]
-  const int64_t n_rows = r1 - r0, n_cols = c1 - c0;
 
   // The scale blocks covering the slice: [sr1 - sr0, sc1 - sc0] of the scale.
   const auto [sr0, sr1] = covering_blocks(r0, r1, br);
   const auto [sc0, sc1] = covering_blocks(c0, c1, bc);
   WeightRecord srec;
+  Fp8Parts parts;
   if (out.numel() > 0) {
     Result<Tensor> scale = Status::Internal("unset");
     if (dim == -1) scale = load_f32(catalog, scale_name, reader, &srec, staging_bytes);
     else if (dim == 0) scale = load_slice_f32(catalog, scale_name, 0, sr0, sr1, reader, &srec, staging_bytes);
     else scale = load_slice_f32(catalog, scale_name, 1, sc0, sc1, reader, &srec, staging_bytes);
     if (!scale.ok()) return scale.status();
-    const float* sc = scale->f32();  // [sr1 - sr0, sc1 - sc0]
-    const int64_t sc_cols = sc1 - sc0;
+    parts.scale = std::move(scale).value();
+  }
+  parts.values = std::move(out);
+  parts.r0 = r0;
+  parts.c0 = c0;
+  parts.br = br;
+  parts.bc = bc;
+  parts.sr0 = sr0;
+  parts.sc0 = sc0;
+  parts.dtype = w->dtype;
+  parts.wrec = std::move(wrec);
+  parts.srec = std::move(srec);
+  return parts;
+}
+
+// The record of the weight: the F8 read's, with NaN/Inf counted over the dequantised values.
+void finish_record(Fp8Parts& p, int64_t nan_count, int64_t inf_count, WeightRecord* rec) {
+  if (!rec) return;
+  *rec = std::move(p.wrec);
+  rec->nan_count = nan_count;
+  rec->inf_count = inf_count;
+  rec->aux_bytes_read = p.srec.bytes_read;
+}
+
+}  // namespace
+
+Result<Tensor> load_fp8_dequant_f32(const Catalog& catalog, const std::string& weight_name,
+                                    const std::string& scale_name, const BlockQuant& quant,
+                                    ByteReader& reader, WeightRecord* rec, int dim, int64_t begin,
+                                    int64_t end, size_t staging_bytes) {
+  DZ_ASSIGN_OR_RETURN(Fp8Parts p, load_fp8_parts(catalog, weight_name, scale_name, quant, reader, dim, begin, end,
+                                                 staging_bytes));
+  Tensor out = std::move(p.values);
+  const int64_t n_rows = out.dim(0), n_cols = out.dim(1), r0 = p.r0, c0 = p.c0, c1 = c0 + n_cols;
+  const int64_t br = p.br, bc = p.bc, sr0 = p.sr0, sc0 = p.sc0;
+  if (out.numel() > 0) {
+    const float* sc = p.scale.f32();  // [sr1 - sr0, sc1 - sc0]
+    const int64_t sc_cols = p.scale.dim(1);
     float* dst = out.f32();
     for (int64_t i = 0; i < n_rows; ++i) {
       const float* srow = sc + ((r0 + i) / br - sr0) * sc_cols;
@@ -158,11 +201,39 @@ Result<Tensor> load_fp8_dequant_f32(const Catalog& catalog, const std::string& w
       nan_count += std::isnan(v[i]);
       inf_count += std::isinf(v[i]);
     }
-    *rec = std::move(wrec);
-    rec->nan_count = nan_count;
-    rec->inf_count = inf_count;
-    rec->aux_bytes_read = srec.bytes_read;
+    finish_record(p, nan_count, inf_count, rec);
   }
+  return out;
+}
+
+Result<Fp8AsStored> load_fp8_as_stored(const Catalog& catalog, const std::string& weight_name,
+                                       const std::string& scale_name, const BlockQuant& quant, ByteReader& reader,
+                                       WeightRecord* rec, int dim, int64_t begin, int64_t end,
+                                       size_t staging_bytes) {
+  DZ_ASSIGN_OR_RETURN(Fp8Parts p, load_fp8_parts(catalog, weight_name, scale_name, quant, reader, dim, begin, end,
+                                                 staging_bytes));
+  const int64_t n_rows = p.values.dim(0), n_cols = p.values.dim(1);
+  Fp8AsStored out;
+  out.slice = BlockScaledSlice{n_rows, n_cols, p.r0, p.c0, p.br, p.bc};
+  out.e5m2 = p.dtype == DType::kF8_E5M2;
+  out.bytes = Tensor::host_uninitialized(p.dtype, {n_rows, n_cols});
+  out.scale = p.scale.defined() ? std::move(p.scale) : Tensor::host(DType::kF32, {0, 0});
+  // Every F8 value is exact in f32, so encoding the widened value again gives the stored byte
+  // back (a NaN keeps its sign, not its payload; the loader refuses NaN weights anyway).
+  auto* q = static_cast<uint8_t*>(out.bytes.data());
+  const float* v = p.values.f32();
+  int64_t nan_count = 0, inf_count = 0;
+  const float* sc = out.scale.numel() > 0 ? out.scale.f32() : nullptr;
+  const int64_t sc_cols = out.scale.numel() > 0 ? out.scale.dim(1) : 0;
+  for (int64_t i = 0; i < n_rows; ++i)
+    for (int64_t j = 0; j < n_cols; ++j) {
+      const float x = v[i * n_cols + j];
+      q[i * n_cols + j] = out.e5m2 ? static_cast<uint8_t>(f32_to_f16(x) >> 8) : f32_to_f8_e4m3_sat(x);
+      const float d = x * sc[((p.r0 + i) / p.br - p.sr0) * sc_cols + (p.c0 + j) / p.bc - p.sc0];
+      nan_count += std::isnan(d);
+      inf_count += std::isinf(d);
+    }
+  finish_record(p, nan_count, inf_count, rec);
   return out;
 }
 

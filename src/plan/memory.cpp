@@ -94,6 +94,26 @@ int64_t activation_bytes(const model::HParams& hp, int tp, bool last_stage, cons
   return bytes;
 }
 
+BlockScaledSlice block_scaled_slice(const model::TensorSpec& spec, const Slice& slice) {
+  DZ_CHECK(spec.shape.size() == 2 && slice.held, spec.name << ": not a held 2-D slice");
+  BlockScaledSlice b;
+  b.rows = spec.shape[0];
+  b.cols = spec.shape[1];
+  if (slice.dim == 0) b.row0 = slice.begin, b.rows = slice.end - slice.begin;
+  if (slice.dim == 1) b.col0 = slice.begin, b.cols = slice.end - slice.begin;
+  b.block_rows = spec.quant_block_rows;
+  b.block_cols = spec.quant_block_cols;
+  return b;
+}
+
+DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights) {
+  if (weights == WeightsOnDevice::kBF16) return DType::kBF16;
+  if (weights == WeightsOnDevice::kF32) return DType::kF32;
+  if ((stored == DType::kF8_E4M3 || stored == DType::kF8_E5M2) && !spec.scale_name.empty()) return stored;
+  if (stored == DType::kF32) return DType::kF32;
+  return DType::kBF16;
+}
+
 int64_t held_bytes(const model::TensorSpec& spec, size_t index, const Slice& slice, const MemoryParams& p) {
   if (spec.skip_load || !slice.held) return 0;
   if (p.stored_bytes.empty()) return slice_bytes(spec, slice, p.bytes_per_weight);
@@ -101,20 +121,10 @@ int64_t held_bytes(const model::TensorSpec& spec, size_t index, const Slice& sli
   DZ_CHECK(index < p.stored_bytes.size(), spec.name << ": no stored element size (" << p.stored_bytes.size()
                                                     << " for spec " << index << ")");
   const int64_t elem = p.stored_bytes[index];
-  int64_t bytes = slice_bytes(spec, slice, elem);
   if (elem == 1 && !spec.scale_name.empty() && spec.shape.size() == 2 && spec.quant_block_rows > 0 &&
-      spec.quant_block_cols > 0) {
-    const int64_t br = spec.quant_block_rows, bc = spec.quant_block_cols;
-    int64_t rows = (spec.shape[0] + br - 1) / br, cols = (spec.shape[1] + bc - 1) / bc;
-    // The scale blocks covering [begin, end) of the split dimension.
-    auto covering = [](int64_t begin, int64_t end, int64_t block) {
-      return end <= begin ? int64_t{0} : (end + block - 1) / block - begin / block;
-    };
-    if (slice.dim == 0) rows = covering(slice.begin, slice.end, br);
-    if (slice.dim == 1) cols = covering(slice.begin, slice.end, bc);
-    bytes += rows * cols * kScaleBytes;
-  }
-  return bytes;
+      spec.quant_block_cols > 0)
+    return block_scaled_slice(spec, slice).device_bytes();
+  return slice_bytes(spec, slice, elem);
 }
 
 std::vector<int64_t> stored_bytes_from_config(const std::vector<model::TensorSpec>& specs, int64_t other) {

@@ -8,12 +8,18 @@
 #include <string>
 #include <vector>
 
+#include "core/block_scale.h"
+#include "core/dtype.h"
 #include "model/hparams.h"
 #include "model/tensor_spec.h"
 #include "plan/plan.h"
 #include "plan/slicing.h"
 
 namespace dayzero::plan {
+
+// What the memory model counts for a weight (run config model.weights_on_device, `plan
+// --weights-dtype`): its stored size, or a conversion to bfloat16 / float32.
+enum class WeightsOnDevice { kAsStored, kBF16, kF32 };
 
 // The cache one decoder layer keeps, in elements (memory model, docs/planner.md). Families
 // with an adapter take adapter_layer_caches of their hparams; plans from the generic analysis
@@ -93,7 +99,19 @@ int64_t kv_cache_bytes(const model::HParams& hp, int64_t n_layers, int tp, const
 int64_t activation_bytes(const model::HParams& hp, int tp, bool last_stage, const MemoryParams& p);
 
 // Element size of the block scales of an FP8 weight kept as stored (f32).
-inline constexpr int64_t kScaleBytes = 4;
+inline constexpr int64_t kScaleBytes = kBlockScaleBytes;
+
+// The block-scaled view of a held slice of a 2-D FP8 spec (quant_block_rows/cols): its rows
+// and columns, where it starts in the whole tensor, its block size. REQUIRES: slice.held.
+BlockScaledSlice block_scaled_slice(const model::TensorSpec& spec, const Slice& slice);
+
+// What a device keeps of a weight stored as `stored` under model.weights_on_device (the CUDA
+// backend's rule; the CPU backend keeps f32): as stored, a block-scaled FP8 weight (a spec with
+// a scale_name) stays FP8 with its scales (held_bytes: BlockScaledSlice::device_bytes), BF16
+// and F32 stay as they are, F16 becomes BF16 (the same two bytes; the device has no F16
+// kernels); bfloat16 / float32: every weight in that dtype. An FP8 tensor without block scales
+// and a pack-quantized weight have no device form as stored (the run refuses them on CUDA).
+DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights);
 
 // Bytes a device holds of spec `index`'s slice: 0 for skip_load specs (multi-token-prediction
 // layers; FP8 scale tensors, which are counted with their weight) and for a slice not held;

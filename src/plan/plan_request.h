@@ -18,9 +18,7 @@
 
 namespace dayzero::plan {
 
-// What the memory model counts for a weight (run config model.weights_on_device, `plan
-// --weights-dtype`): its stored size, or a conversion to bfloat16 / float32.
-enum class WeightsOnDevice { kAsStored, kBF16, kF32 };
+// WeightsOnDevice (what the memory model counts for a weight) is in plan/memory.h.
 
 // "as_stored" | "bfloat16" | "float32"; InvalidArgument naming `what` (the flag or key) otherwise.
 Result<WeightsOnDevice> parse_weights_on_device(const std::string& name, const std::string& what);

@@ -44,25 +44,56 @@ Status check_tensors(const ModelInfo& m) {
   return Status::Ok();
 }
 
+Status check_keepable_as_stored(const ModelInfo& m) {
+  for (const auto& spec : m.specs) {
+    const checkpoint::TensorInfo* t = m.catalog.find(spec.name);
+    const bool fp8 = t && (t->dtype == DType::kF8_E4M3 || t->dtype == DType::kF8_E5M2);
+    if (spec.pack_group > 0 || (fp8 && spec.scale_name.empty()))
+      return Status::Unsupported(std::string("model.weights_on_device: as_stored cannot take effect on the device for ") +
+                                 spec.name +
+                                 (spec.pack_group > 0 ? " (pack-quantized INT4" : " (FP8 without block scales") +
+                                 ", dequantised on load); use bfloat16");
+  }
+  return Status::Ok();
+}
+
 Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,
                                const std::function<void(const checkpoint::WeightRecord&)>& on_tensor,
-                               const SliceFn& slice_of, size_t staging_bytes, int threads) {
+                               const SliceFn& slice_of, size_t staging_bytes, int threads,
+                               std::optional<plan::WeightsOnDevice> weights_on_device) {
   LoadStats stats;
   const int64_t t0 = monotonic_ns();
   checkpoint::ByteReader reader;
   // The threads the backend computes with (DAYZERO_THREADS, runtime.threads or cores / ranks
   // per node): they are idle while weights load.
   checkpoint::Loader loader(threads > 0 ? threads : kernels::cpu::gemm_info().threads, staging_bytes);
-  const auto place = [&](const model::TensorSpec& spec, Tensor host, checkpoint::WeightRecord rec) -> Status {
+  const auto finite = [](const model::TensorSpec& spec, const checkpoint::WeightRecord& rec) -> Status {
     if (rec.nan_count || rec.inf_count)
       return Status::Corrupt(rec.file + ": tensor " + spec.name + " holds " + std::to_string(rec.nan_count) +
                              " NaN and " + std::to_string(rec.inf_count) + " infinite values");
-    weights.put(spec.name, be.to_device_weight(host));
+    return Status::Ok();
+  };
+  const auto stored = [&](const model::TensorSpec& spec) {
+    const checkpoint::TensorInfo* t = m.catalog.find(spec.name);
+    return t ? t->dtype : DType::kF32;
+  };
+  const auto record = [&](checkpoint::WeightRecord rec) {
     stats.bytes_read += rec.bytes_read;
     ++stats.tensors;
     if (on_tensor) on_tensor(rec);
     records.push_back(std::move(rec));
+  };
+  const auto place = [&](const model::TensorSpec& spec, Tensor host, checkpoint::WeightRecord rec) -> Status {
+    DZ_RETURN_IF_ERROR(finite(spec, rec));
+    if (weights_on_device) {
+      const DType kept = plan::kept_dtype(spec, stored(spec), *weights_on_device);
+      // An FP8 weight dequantised on the host (a backend that keeps no FP8) takes the compute dtype's place.
+      weights.put(spec.name, be.to_device_weight(host, kept == DType::kF32 ? DType::kF32 : DType::kBF16));
+    } else {
+      weights.put(spec.name, be.to_device_weight(host));
+    }
+    record(std::move(rec));
     return Status::Ok();
   };
   // One tensor stays queued: its hashing and conversion finish while the next one is read.
@@ -106,6 +137,17 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
       DZ_RETURN_IF_ERROR(take_queued());
       checkpoint::WeightRecord rec;
       const checkpoint::BlockQuant q{spec.quant_block_rows, spec.quant_block_cols};
+      if (weights_on_device && be.keeps_fp8_weights() &&
+          plan::kept_dtype(spec, stored(spec), *weights_on_device) == stored(spec)) {
+        // Kept as stored: the FP8 bytes and the scale blocks covering this slice go to the device.
+        DZ_ASSIGN_OR_RETURN(checkpoint::Fp8AsStored a,
+                            checkpoint::load_fp8_as_stored(m.catalog, spec.name, spec.scale_name, q, reader, &rec,
+                                                           slice.dim, slice.begin, slice.end, staging_bytes));
+        DZ_RETURN_IF_ERROR(finite(spec, rec));
+        weights.put(spec.name, be.to_device_fp8_weight({&a.bytes, &a.scale, a.slice}));
+        record(std::move(rec));
+        continue;
+      }
       DZ_ASSIGN_OR_RETURN(Tensor host, checkpoint::load_fp8_dequant_f32(m.catalog, spec.name, spec.scale_name, q,
                                                                         reader, &rec, slice.dim, slice.begin,
                                                                         slice.end, staging_bytes));

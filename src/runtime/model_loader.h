@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "model/adapter.h"
 #include "model/model_folder.h"
 #include "backend/backend.h"
+#include "plan/memory.h"
 
 namespace dayzero::runtime {
 
@@ -24,6 +26,12 @@ using ModelInfo = model::ModelFolder;
 // Checks the catalog against the specs: every spec present with its shape and a float
 // dtype, every checkpoint tensor claimed by a spec.
 Status check_tensors(const ModelInfo& m);
+
+// Whether a device can keep every weight as stored (model.weights_on_device: as_stored on CUDA):
+// Ok, or Unsupported naming the first weight without a device form as stored, a pack-quantized
+// INT4 weight or an FP8 tensor without block scales (both are dequantised on load), in one
+// sentence that says to use bfloat16. Block-scaled FP8, BF16, F16 and F32 weights are keepable.
+Status check_keepable_as_stored(const ModelInfo& m);
 
 struct LoadStats {
   uint64_t bytes_read = 0;
@@ -46,10 +54,16 @@ using SliceFn = std::function<TensorSlice(const model::TensorSpec&)>;
 // tensor with its record: the runner uses it for the timeline and progress. threads: threads
 // of the load pipeline, this one included (checkpoint::Loader); 0 = the CPU GEMM thread count
 // (kernels::cpu::gemm_info(), set by the backend). Records do not depend on it.
+// weights_on_device: what the plan counted for each weight (run config model.weights_on_device);
+// each weight is then placed in plan::kept_dtype (Backend::to_device_weight(host, kept)), and a
+// block-scaled FP8 weight kept as stored reaches a backend that keeps_fp8_weights() as its FP8
+// bytes and covering scales (checkpoint::load_fp8_as_stored); elsewhere it is dequantised on the
+// host. Absent: the backend's own rule (to_device_weight(host)), FP8 dequantised.
 Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,
                                const std::function<void(const checkpoint::WeightRecord&)>& on_tensor = {},
                                const SliceFn& slice_of = {},
-                               size_t staging_bytes = checkpoint::kDefaultStagingBytes, int threads = 0);
+                               size_t staging_bytes = checkpoint::kDefaultStagingBytes, int threads = 0,
+                               std::optional<plan::WeightsOnDevice> weights_on_device = std::nullopt);
 
 }  // namespace dayzero::runtime

@@ -2,7 +2,8 @@
 // every family run on CUDA in bfloat16 against the CPU float32 reference through
 // `dayzero compare --tolerance bf16`, and in float32 through `--tolerance f32`; tp2 and pp2
 // with comm: mpi on one GPU (device buffers staged through host memory) against the 1-rank
-// CUDA run; the choice of backend and comm in the dump; the device peak within the plan.
+// CUDA run; the choice of backend and comm in the dump; the device peak within the plan; FP8
+// kept as stored; the device's weight bytes equal to the plan's.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -71,14 +72,22 @@ TEST_P(CudaFamilies, MatchesTheCpuReference) {
   const fs::path dir = scratch_dir("cuda-e2e-" + family);
   make_model_from_yaml(golden_sizes(family), dir / "model", fp8 ? "" : "--dtype float32");
   const fs::path cpu = run(dir, "cpu", run_config(dir / "model", "cpu", "float32", ""));
-  // FP8 weights are dequantised on load: on CUDA they are kept (and planned) as bf16.
-  const std::string wod = fp8 ? ", weights_on_device: bfloat16" : "";
-  std::string bf16_cfg = run_config(dir / "model", "cuda", "bfloat16" + wod, "");
-  std::string f32_cfg = run_config(dir / "model", "cuda", "float32" + wod, "");
+  // Weights converted to bf16 on the device, so that the bf16 GEMMs run (an f32 checkpoint kept
+  // as stored would compute in f32); float32: every weight in f32, FP8 dequantised on the host.
+  std::string bf16_cfg = run_config(dir / "model", "cuda", "bfloat16, weights_on_device: bfloat16", "");
+  std::string f32_cfg = run_config(dir / "model", "cuda", "float32, weights_on_device: float32", "");
   const fs::path bf16 = run(dir, "cuda-bf16", bf16_cfg);
   const fs::path f32 = run(dir, "cuda-f32", f32_cfg);
   expect_compare_passes(cpu, bf16, "bf16");
   expect_compare_passes(cpu, f32, "f32");
+  if (fp8) {
+    // FP8 kept as stored, dequantised per GEMM on the device: in f32 compute the values the GEMM
+    // sees are the host dequantisation's exactly (one f32 multiply), in bf16 their rounding.
+    const fs::path s16 = run(dir, "cuda-fp8-bf16", run_config(dir / "model", "cuda", "bfloat16", ""));
+    const fs::path s32 = run(dir, "cuda-fp8-f32", run_config(dir / "model", "cuda", "float32", ""));
+    expect_compare_passes(cpu, s16, "bf16");
+    expect_compare_passes(cpu, s32, "f32");
+  }
   // The choice is recorded, and the device peak stays within the plan's bytes for the rank.
   const nlohmann::json s = summary_of(bf16);
   EXPECT_EQ(s.value("backend", ""), "cuda") << s.dump();
@@ -95,6 +104,38 @@ INSTANTIATE_TEST_SUITE_P(Gpu, CudaFamilies,
                          ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3",
                                            "deepseek_v3_fp8", "deepseek_v32", "llava"),
                          [](const auto& info) { return std::string(info.param); });
+
+// The device's weight allocation (memory_info().weight_bytes, recorded in the summary) equals
+// the plan's per-rank weights, for a bf16 llama and a block-FP8 deepseek_v3 kept as stored, on
+// one rank and on each rank of tp2 (comm: mpi, one GPU); and the peak is reached at the start:
+// at least weights + KV cache + state + activations of the plan (pre-sized before the first
+// prompt), at most the plan's total with its headroom.
+TEST(CudaPlanBytes, DeviceWeightsEqualThePlan) {
+  SKIP_WITHOUT_GPU();
+  for (const char* family : {"llama", "deepseek_v3_fp8"}) {
+    const bool fp8 = std::string(family) == "deepseek_v3_fp8";
+    const fs::path dir = scratch_dir(std::string("cuda-e2e-bytes-") + family);
+    make_model_from_yaml(golden_sizes(family), dir / "model", fp8 ? "" : "--dtype bfloat16");
+    for (int ranks : {1, 2}) {
+      const std::string extra = ranks == 2 ? "comm: mpi\nparallel: {tp: 2}\n" : "";
+      const std::string name = std::string(family) + "-" + std::to_string(ranks);
+      const fs::path r = run(dir, name, run_config(dir / "model", "cuda", "bfloat16", extra), ranks);
+      const nlohmann::json plan = nlohmann::json::parse(read_file(r / "plan.json"));
+      for (int rank = 0; rank < ranks; ++rank) {
+        const nlohmann::json s = summary_of(r, rank);
+        const nlohmann::json& m = plan.at("memory").at(rank);
+        const int64_t weights = m.at("weights").get<int64_t>();
+        EXPECT_GT(weights, 0) << name;
+        EXPECT_EQ(s.value("weight_bytes", int64_t{-1}), weights) << name << " rank " << rank << ": " << s.dump();
+        const int64_t presized = weights + m.at("kv_cache").get<int64_t>() + m.value("state", int64_t{0}) +
+                                 m.at("activations").get<int64_t>();
+        const int64_t peak = s.value("peak_memory_bytes", int64_t{0});
+        EXPECT_GE(peak, presized) << name << " rank " << rank << ": " << s.dump() << "\n" << m.dump();
+        EXPECT_LE(peak, presized + m.at("headroom").get<int64_t>()) << name << " rank " << rank;
+      }
+    }
+  }
+}
 
 // tp2 and pp2 with comm: mpi on one GPU (two ranks share it, buffers staged through the host)
 // against the 1-rank CUDA run, both float32 compute.

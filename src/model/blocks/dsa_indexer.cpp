@@ -23,8 +23,9 @@ Tensor linear_host(backend::Backend& be, const Tensor& w, const Tensor& x) {
   return h;
 }
 
+// f32 on the host whatever the device keeps (a bf16 norm weight widens exactly).
 Tensor host_copy(backend::Backend& be, const Tensor& t) {
-  Tensor h = Tensor::host(t.dtype(), t.shape());
+  Tensor h = Tensor::host(DType::kF32, t.shape());
   be.to_host(t, h);
   return h;
 }

@@ -76,6 +76,11 @@ class Run {
   Status open_dump_file();          // run_folder.cpp: this rank's HDF5 file and its root attributes
   Status load_checkpoint();         // run_load.cpp: this rank's slices, checked against the plan
   Status check_coverage();          // run_load.cpp: every tensor held by some rank; job-wide load figures
+  // run_load.cpp: what a device keeps each weight as (absent on the CPU, which keeps f32).
+  std::optional<plan::WeightsOnDevice> weights_on_device() const;
+  // run_load.cpp, device backends: the weight bytes allocated against the plan's (equal, else
+  // Internal), then the caches and workspaces pre-sized from the plan (Backend::reserve).
+  Status check_device_weights_and_reserve();
   // run_images.cpp: prompt i's images (its `images:` files through the model's processor, made
   // into `processor` at first use, and debug.image_patterns) into run.images, its placeholders
   // expanded in run.ids; before any weight is read. A text-only model is refused.
@@ -131,6 +136,8 @@ class Run {
   bool writes_activations_ = true;  // tp rank 0 of its stage
   std::vector<std::vector<int64_t>> expert_tokens_;  // [layer][expert] routed tokens, this stage
   int64_t peak_kv_cache_bytes_ = 0;  // most KV cache bytes resident at once on this rank
+  int64_t device_weight_bytes_ = 0;  // device backends: weight bytes allocated (= the plan's)
+  int64_t plan_tokens_ = 0;          // rows of the largest forward the plan sized: context x batch
   int64_t tensors_needed_ = 0, tensors_claimed_ = 0;  // the coverage check's counts (job-wide)
   int64_t device_memory_bytes_ = 0;  // the topology's per-rank device memory (CPU: the per-rank budget)
   double memory_fraction_ = 0.9;     // of it, what the plan may use (plan_.memory_cap_bytes)

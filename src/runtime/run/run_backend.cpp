@@ -38,13 +38,13 @@ Status Run::create_backend() {
     DZ_ASSIGN_OR_RETURN(be_, backend::make_backend(bo));
     comm_choice_ = "mpi";
   } else {
-    // Checked here, with the model open, so that what the plan counted is what is allocated.
-    if (cfg_.model.weights_on_device == config::WeightsOnDevice::kAsStored)
-      for (const auto& t : model_.catalog.tensors())
-        if (t.dtype == DType::kF8_E4M3 || t.dtype == DType::kF8_E5M2)
-          return Status::Unsupported(cfg_.source_name + ": model.weights_on_device: as_stored cannot take effect on "
-                                     "the CUDA backend for an FP8 checkpoint (" + t.name +
-                                     " is FP8; FP8 weights are dequantised on load); use bfloat16");
+    // Checked here, with the model open, so that what the plan counted is what is allocated:
+    // block-scaled FP8 weights stay FP8 on the device, but a pack-quantized INT4 weight and an
+    // FP8 tensor without block scales have no device form as stored.
+    if (cfg_.model.weights_on_device == config::WeightsOnDevice::kAsStored) {
+      const Status keepable = check_keepable_as_stored(model_);
+      if (!keepable.ok()) return keepable.with_context(cfg_.source_name);
+    }
     const DType dt = cfg_.model.dtype.value_or(DType::kBF16);
     if (dt != DType::kBF16 && dt != DType::kF32)
       return Status::Unsupported(cfg_.source_name + ": model.dtype: float16 is not built on the CUDA backend; use "

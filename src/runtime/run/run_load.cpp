@@ -49,11 +49,13 @@ Status Run::load_checkpoint() {
                                          heartbeat_->set_progress(static_cast<int64_t>(loaded),
                                                                   static_cast<int64_t>(expected));
                                        },
-                                       slice_of, static_cast<size_t>(cfg_.runtime.staging_mib.value_or(256)) << 20));
+                                       slice_of, static_cast<size_t>(cfg_.runtime.staging_mib.value_or(256)) << 20,
+                                       0, weights_on_device()));
   // The loader's own counters against the plan: exactly the bytes of this rank's slices.
   if (expected != load_stats_.bytes_read)
     return Status::Internal("loaded " + std::to_string(load_stats_.bytes_read) + " bytes, the plan's slices hold " +
                             std::to_string(expected));
+  DZ_RETURN_IF_ERROR(check_device_weights_and_reserve());
   if (!writer_) return Status::Ok();
   std::vector<dump::WeightRow> rows;
   for (const auto& r : records_) {
@@ -73,6 +75,43 @@ Status Run::load_checkpoint() {
     rows.push_back(std::move(w));
   }
   return writer_->write_weights(rows);
+}
+
+std::optional<plan::WeightsOnDevice> Run::weights_on_device() const {
+  // The CPU keeps f32 whatever the plan counted; a device keeps what the plan counted.
+  if (be_->name() == "cpu") return std::nullopt;
+  switch (cfg_.model.weights_on_device) {
+    case config::WeightsOnDevice::kAsStored: return plan::WeightsOnDevice::kAsStored;
+    case config::WeightsOnDevice::kBF16: return plan::WeightsOnDevice::kBF16;
+    case config::WeightsOnDevice::kF32: return plan::WeightsOnDevice::kF32;
+  }
+  return std::nullopt;
+}
+
+Status Run::check_device_weights_and_reserve() {
+  if (be_->name() == "cpu" || plan_.memory.empty()) return Status::Ok();
+  const plan::RankMemory& planned = plan_.memory.at(static_cast<size_t>(env_.rank()));
+  if (planned.total() == 0) return Status::Ok();  // a plan without an estimate
+  device_weight_bytes_ = be_->memory_info().weight_bytes;
+  // The allocation and the plan count the same slices by the same rule (plan::kept_dtype,
+  // BlockScaledSlice::device_bytes): a difference is a defect, not an estimate's slack.
+  if (device_weight_bytes_ != planned.weights)
+    return Status::Internal("rank " + std::to_string(env_.rank()) + ": the device holds " +
+                            std::to_string(device_weight_bytes_) + " bytes of weights, the plan counted " +
+                            std::to_string(planned.weights));
+  // The KV cache (and linear-attention state), the activations and the GEMM workspaces at the
+  // plan's sizes, before the first prompt.
+  backend::Reservation r;
+  r.max_tokens = plan_tokens_;
+  r.cache_bytes = planned.kv_cache + planned.state;
+  r.activation_bytes = planned.activations;
+  Status st = be_->reserve(r);
+  if (!st.ok()) return st.with_context("rank " + std::to_string(env_.rank()));
+  if (env_.rank() == 0)
+    DZ_LOG_INFO("device: weights {} bytes as the plan counted; KV cache, state and activations pre-sized ({} MiB), "
+                "peak {} MiB", device_weight_bytes_, (r.cache_bytes + r.activation_bytes) >> 20,
+                be_->memory_info().peak_bytes >> 20);
+  return Status::Ok();
 }
 
 Status Run::check_coverage() {

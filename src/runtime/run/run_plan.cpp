@@ -91,6 +91,7 @@ Status Run::plan_and_partition() {
   }
   in.context_tokens = longest;
   in.batch = plan::resident_batch(cfg_.generate.max_batch, static_cast<int64_t>(prompts_.size()));
+  plan_tokens_ = in.context_tokens * in.batch;
   auto req = plan::make_plan_request(model_, in);
   if (!req.ok()) return req.status().with_context(cfg_.source_name);
   auto chosen = plan::choose_plan(*req);

@@ -252,6 +252,64 @@ TEST(Fp8Test, EverySliceOfOddBlocksMatchesWhole) {
   }
 }
 
+// Kept as stored: every slice's bytes are the checkpoint's bytes, its scales the blocks that
+// cover it, its record the dequantising load's, and dequantising it with the slice's offset
+// into its first block (what the CUDA backend does before a GEMM) gives that load's values.
+TEST(Fp8Test, EverySliceAsStoredIsTheStoredBytesAndCoveringScales) {
+  constexpr int64_t R = 7, C = 11;
+  for (const DType dt : {DType::kF8_E4M3, DType::kF8_E5M2}) {
+    std::vector<uint8_t> q(R * C);
+    for (int64_t i = 0; i < R * C; ++i) {
+      q[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
+      // E5M2 NaNs keep only their sign through f32 (the loader refuses NaN weights anyway).
+      if (dt == DType::kF8_E5M2 && (q[i] & 0x7f) > 0x7c) q[i] = 0x3c;
+    }
+    const std::vector<float> scale = {0.5f, 3.0f, 0.1f, 7.0f, 1e-2f, 0.25f, 2.0f, 1.5f, 1e3f};
+    TempDir dir;
+    SafetensorsWriter w;
+    w.add("w", dt, {R, C}, q);
+    w.add("s", DType::kF32, {3, 3}, bytes_of(scale));
+    const Catalog catalog = open_catalog(dir, w);
+    ByteReader reader;
+    const BlockQuant quant{3, 5};
+    for (int dim = -1; dim < 2; ++dim) {
+      const int64_t n = dim == 0 ? R : dim == 1 ? C : 1;
+      for (int64_t b = 0; b <= n; ++b)
+        for (int64_t e = b; e <= n; ++e) {
+          if (dim == -1 && (b != 0 || e != 0)) continue;
+          const std::string what = std::string(dtype_name(dt)) + " dim " + std::to_string(dim) + " [" +
+                                   std::to_string(b) + ", " + std::to_string(e) + ")";
+          WeightRecord ra, rd;
+          auto a = load_fp8_as_stored(catalog, "w", "s", quant, reader, &ra, dim, b, e, 8);
+          auto d = load_fp8_dequant_f32(catalog, "w", "s", quant, reader, &rd, dim, b, e, 8);
+          ASSERT_TRUE(a.ok() && d.ok()) << what;
+          const BlockScaledSlice& sl = a->slice;
+          ASSERT_EQ(a->bytes.shape(), d->shape()) << what;
+          EXPECT_EQ(a->e5m2, dt == DType::kF8_E5M2);
+          EXPECT_EQ(ra.checksum, rd.checksum) << what;
+          EXPECT_EQ(ra.bytes_read, rd.bytes_read) << what;
+          EXPECT_EQ(ra.aux_bytes_read, rd.aux_bytes_read) << what;
+          EXPECT_EQ(ra.nan_count, rd.nan_count) << what;
+          EXPECT_EQ(ra.inf_count, rd.inf_count) << what;
+          if (sl.rows * sl.cols == 0) continue;
+          EXPECT_EQ(a->scale.numel(), sl.scale_rows() * sl.scale_cols()) << what;
+          EXPECT_EQ(a->scale.numel() * kBlockScaleBytes, static_cast<int64_t>(ra.aux_bytes_read)) << what;
+          const auto* got = static_cast<const uint8_t*>(a->bytes.data());
+          std::vector<float> deq(static_cast<size_t>(sl.rows * sl.cols));
+          for (int64_t i = 0; i < sl.rows; ++i)
+            for (int64_t j = 0; j < sl.cols; ++j) {
+              ASSERT_EQ(got[i * sl.cols + j], q[(sl.row0 + i) * C + sl.col0 + j]) << what << " at " << i << "," << j;
+              const int64_t si = (sl.row0 % quant.block_rows + i) / quant.block_rows;
+              const int64_t sj = (sl.col0 % quant.block_cols + j) / quant.block_cols;
+              const float v = dt == DType::kF8_E5M2 ? f8_e5m2_to_f32(got[i * sl.cols + j]) : f8_e4m3_to_f32(got[i * sl.cols + j]);
+              deq[i * sl.cols + j] = v * a->scale.f32()[si * sl.scale_cols() + sj];
+            }
+          expect_same_bits(deq.data(), d->f32(), d->numel(), what);
+        }
+    }
+  }
+}
+
 TEST(Fp8Test, NanEncodingsAndNonFiniteScales) {
   TempDir dir;
   SafetensorsWriter w;

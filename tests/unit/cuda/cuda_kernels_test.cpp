@@ -11,9 +11,11 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/block_scale.h"
 #include "core/dtype.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/ops.h"
@@ -161,6 +163,171 @@ TEST_F(CudaVsCpu, WeightsKeptInComputeDtype) {
   EXPECT_EQ(back(*gpu_bf16_, bd), bf16_rounded(big));
   Tensor bf = gpu_->to_device_weight(host_of(big, {9, 1 << 20}));
   EXPECT_EQ(back(*gpu_, bf), big);
+}
+
+// A block-scaled FP8 weight slice kept as stored, as the loader hands it over: rows [r0, r1) or
+// columns [c0, c1) of a [40, 72] E4M3 weight in blocks of 16 x 32 (partial last blocks), with
+// the scale blocks that cover it. want: the host dequantisation of the slice (one f32 multiply).
+struct Fp8Case {
+  std::vector<uint8_t> bytes;  // [rows, cols]
+  std::vector<float> scale;    // [scale_rows, scale_cols]
+  BlockScaledSlice slice;
+  std::vector<float> want;     // [rows, cols]
+  std::vector<float> misplaced;  // the same with the slice's offset into its first block ignored
+};
+Fp8Case fp8_case(int dim, int64_t begin, int64_t end) {
+  constexpr int64_t R = 40, C = 72, br = 16, bc = 32, sr = 3, sc = 3;
+  std::vector<uint8_t> q(R * C);
+  std::mt19937 rng(kSeed + 40);
+  for (auto& b : q) {
+    b = static_cast<uint8_t>(rng() & 0xff);
+    if ((b & 0x7f) == 0x7f) b = 0x38;  // no NaN encodings
+  }
+  std::vector<float> s(sr * sc);
+  for (size_t i = 0; i < s.size(); ++i) s[i] = 0.25f + 0.5f * static_cast<float>(i);  // distinct per block
+  Fp8Case c;
+  c.slice = {R, C, 0, 0, br, bc};
+  if (dim == 0) c.slice.row0 = begin, c.slice.rows = end - begin;
+  if (dim == 1) c.slice.col0 = begin, c.slice.cols = end - begin;
+  const BlockScaledSlice& sl = c.slice;
+  const int64_t b0 = sl.row0 / br, k0 = sl.col0 / bc;
+  for (int64_t i = 0; i < sl.scale_rows(); ++i)
+    for (int64_t j = 0; j < sl.scale_cols(); ++j) c.scale.push_back(s[(b0 + i) * sc + k0 + j]);
+  for (int64_t i = 0; i < sl.rows; ++i)
+    for (int64_t j = 0; j < sl.cols; ++j) {
+      const uint8_t b = q[(sl.row0 + i) * C + sl.col0 + j];
+      c.bytes.push_back(b);
+      c.want.push_back(f8_e4m3_to_f32(b) * s[((sl.row0 + i) / br) * sc + (sl.col0 + j) / bc]);
+      c.misplaced.push_back(f8_e4m3_to_f32(b) * c.scale[(i / br) * sl.scale_cols() + j / bc]);
+    }
+  return c;
+}
+Tensor fp8_weight(backend::Backend& be, const Fp8Case& c) {
+  Tensor b = Tensor::host(DType::kF8_E4M3, {c.slice.rows, c.slice.cols});
+  std::memcpy(b.data(), c.bytes.data(), c.bytes.size());
+  Tensor s = host_of(c.scale, {c.slice.scale_rows(), c.slice.scale_cols()});
+  return be.to_device_fp8_weight({&b, &s, c.slice});
+}
+
+// FP8 kept as stored: one allocation of slice.device_bytes() counted as weight bytes; read back
+// dequantised, exactly the host twin (one f32 multiply each side); matmul dequantises into the
+// weight workspace first: in f32 compute against the CPU GEMM on the host dequantisation, bound
+// 2e-6 (order only, as MatmulF32); in bf16 compute against the CPU GEMM on the bf16-rounded x and
+// dequantised w, bound 2e-6 (as MatmulBf16). Slices start inside a block (rows 12.., columns
+// 20..). Negative control: the host twin with the slice's offset into its first block ignored
+// is far off (> 1e-2), so the bound sees a misplaced scale.
+TEST_F(CudaVsCpu, Fp8WeightKeptAsStored) {
+  ASSERT_TRUE(gpu_->keeps_fp8_weights());
+  for (auto [dim, b, e] : {std::tuple{0, 12, 36}, {1, 20, 70}, {-1, 0, 0}}) {
+    const Fp8Case c = fp8_case(dim, b, e);
+    const int64_t n = c.slice.rows, k = c.slice.cols, m = 5;
+    const std::string what = "dim " + std::to_string(dim) + " [" + std::to_string(b) + ", " + std::to_string(e) + ")";
+    for (backend::Backend* g : {gpu_.get(), gpu_bf16_.get()}) {
+      const int64_t before = g->memory_info().weight_bytes;
+      {
+        Tensor wd = fp8_weight(*g, c);
+        EXPECT_EQ(wd.dtype(), DType::kF8_E4M3);
+        EXPECT_EQ(g->memory_info().weight_bytes - before, c.slice.device_bytes()) << what;
+        EXPECT_EQ(back(*g, wd), c.want) << what;
+        const auto x = random_values(m * k, kSeed + 41);
+        Tensor yg = g->empty(DType::kF32, {m, n});
+        g->matmul(g->to_device(host_of(x, {m, k})), wd, yg, false);
+        const auto got = back(*g, yg);
+        const bool bf16 = g == gpu_bf16_.get();
+        Tensor yr = Tensor::host(DType::kF32, {m, n});
+        cpu_->matmul(host_of(bf16 ? bf16_rounded(x) : x, {m, k}), host_of(bf16 ? bf16_rounded(c.want) : c.want, {n, k}),
+                     yr, false);
+        EXPECT_CLOSE(values(yr), got, 2e-6) << what << (bf16 ? " bf16" : " f32");
+        if (dim != -1) {
+          Tensor ym = Tensor::host(DType::kF32, {m, n});
+          cpu_->matmul(host_of(x, {m, k}), host_of(c.misplaced, {n, k}), ym, false);
+          EXPECT_GT(rel_l2(values(ym), got), 1e-2) << what << ": a misplaced scale would pass";
+        }
+      }
+      EXPECT_EQ(g->memory_info().weight_bytes, before) << what << ": the weight's bytes outlive it";
+    }
+  }
+}
+
+// Weights in the dtype the plan counted, whatever the compute dtype: a bf16 weight under f32
+// compute is widened into the workspace (exact), so the f32 GEMM sees the bf16 values: bound
+// 2e-6 against the CPU GEMM on the bf16-rounded w (order only). An f32 weight under bf16
+// compute runs the f32 GEMM: bound 2e-6 against the unrounded CPU GEMM (bf16 rounding would be ~3e-3).
+TEST_F(CudaVsCpu, WeightsKeptAsThePlanCounted) {
+  const int64_t m = 3, n = 40, k = 96;
+  const auto x = random_values(m * k, kSeed + 42), w = random_values(n * k, kSeed + 43);
+  Tensor wb = gpu_->to_device_weight(host_of(w, {n, k}), DType::kBF16);
+  EXPECT_EQ(wb.dtype(), DType::kBF16);
+  Tensor yg = gpu_->empty(DType::kF32, {m, n});
+  gpu_->matmul(gpu_->to_device(host_of(x, {m, k})), wb, yg, false);
+  Tensor yr = Tensor::host(DType::kF32, {m, n});
+  cpu_->matmul(host_of(x, {m, k}), host_of(bf16_rounded(w), {n, k}), yr, false);
+  EXPECT_CLOSE(values(yr), back(*gpu_, yg), 2e-6);
+  Tensor wf = gpu_bf16_->to_device_weight(host_of(w, {n, k}), DType::kF32);
+  EXPECT_EQ(wf.dtype(), DType::kF32);
+  Tensor vb = gpu_bf16_->to_device_weight(host_of(w, {n * k}), DType::kBF16);  // a vector in bf16 too
+  EXPECT_EQ(vb.dtype(), DType::kBF16);
+  Tensor y2 = gpu_bf16_->empty(DType::kF32, {m, n});
+  gpu_bf16_->matmul(gpu_bf16_->to_device(host_of(x, {m, k})), wf, y2, false);
+  Tensor yu = Tensor::host(DType::kF32, {m, n});
+  cpu_->matmul(host_of(x, {m, k}), host_of(w, {n, k}), yu, false);
+  EXPECT_CLOSE(values(yu), back(*gpu_bf16_, y2), 2e-6);
+}
+
+// A bf16 checkpoint kept as stored keeps its vectors in bf16 too: RMSNorm and LayerNorm with
+// bf16 weight and bias against the CPU on the bf16-rounded vectors, bound 1e-6 as RmsNorm and
+// LayerNorm; add_bias exact (one f32 add of the widened value).
+TEST_F(CudaVsCpu, Bf16VectorWeights) {
+  const int64_t rows = 6, width = 160;
+  const auto x = random_values(rows * width, kSeed + 45, 2.0f), w = random_values(width, kSeed + 46),
+             b = random_values(width, kSeed + 47);
+  const Tensor wr = host_of(bf16_rounded(w), {width}), br = host_of(bf16_rounded(b), {width});
+  const Tensor wd = gpu_->to_device_weight(host_of(w, {width}), DType::kBF16);
+  const Tensor bd = gpu_->to_device_weight(host_of(b, {width}), DType::kBF16);
+  ASSERT_EQ(wd.dtype(), DType::kBF16);
+  Tensor yc = Tensor::host(DType::kF32, {rows, width});
+  cpu_->rmsnorm(host_of(x, {rows, width}), wr, 1e-6f, yc);
+  Tensor yg = gpu_->empty(DType::kF32, {rows, width});
+  gpu_->rmsnorm(gpu_->to_device(host_of(x, {rows, width})), wd, 1e-6f, yg);
+  EXPECT_CLOSE(values(yc), back(*gpu_, yg), 1e-6) << "rmsnorm";
+  Tensor lc = Tensor::host(DType::kF32, {rows, width});
+  cpu_->layernorm(host_of(x, {rows, width}), wr, &br, 1e-5f, lc);
+  Tensor lg = gpu_->empty(DType::kF32, {rows, width});
+  gpu_->layernorm(gpu_->to_device(host_of(x, {rows, width})), wd, &bd, 1e-5f, lg);
+  EXPECT_CLOSE(values(lc), back(*gpu_, lg), 1e-6) << "layernorm";
+  Tensor ac = host_of(x, {rows, width});
+  cpu_->add_bias(br, ac);
+  Tensor ag = gpu_->to_device(host_of(x, {rows, width}));
+  gpu_->add_bias(bd, ag);
+  EXPECT_EQ(values(ac), back(*gpu_, ag));
+}
+
+// reserve(): the peak rises by the caches and activations at once, the pool keeps that memory
+// (a later allocation of that size takes no more from the device), and a reservation larger
+// than the device fails with OutOfMemory and the numbers, not at a prompt.
+TEST_F(CudaVsCpu, ReservePreSizesFromThePlan) {
+  auto& g = *gpu_bf16_;
+  Tensor w = g.to_device_weight(host_of(random_values(64 * 128, kSeed + 44), {64, 128}));
+  backend::Reservation r;
+  r.max_tokens = 100;
+  r.cache_bytes = int64_t{48} << 20;
+  r.activation_bytes = int64_t{16} << 20;
+  const int64_t peak0 = g.memory_info().peak_bytes;
+  ASSERT_TRUE(g.reserve(r).ok());
+  const backend::MemoryInfo after = g.memory_info();
+  EXPECT_GE(after.peak_bytes, peak0 + r.cache_bytes + r.activation_bytes + r.max_tokens * 128 * 2);
+  {
+    Tensor kv = g.empty(DType::kF32, {(int64_t{40} << 20) / 4});
+    g.synchronize();
+    EXPECT_GE(g.memory_info().free_bytes, after.free_bytes - (int64_t{2} << 20))
+        << "the pool did not keep the reserved memory";
+    EXPECT_EQ(g.memory_info().peak_bytes, after.peak_bytes);
+  }
+  backend::Reservation huge;
+  huge.cache_bytes = after.total_bytes * 2;
+  const Status st = g.reserve(huge);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfMemory) << st.message();
+  EXPECT_NE(st.message().find("pre-sizing from the plan needs"), std::string::npos) << st.message();
 }
 
 // One f32 add per element on both sides: exact.

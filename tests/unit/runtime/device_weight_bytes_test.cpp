@@ -1,0 +1,227 @@
+// The device's weight bytes against the plan's, on the CPU: every rank's slices of a tiny bf16
+// llama and a tiny block-FP8 deepseek_v3 loaded through runtime::load_weights into a backend
+// that counts what a device keeping them as the plan says would allocate (plan::kept_dtype, FP8
+// bytes and the scale blocks the loader actually read), compared with the plan's per-rank
+// weights (plan::held_bytes). Not the CUDA allocation itself (cuda_e2e_test measures that).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/gemm_workspace.h"
+#include "plan/plan_request.h"
+#include "plan/planner.h"
+#include "plan/slicing.h"
+#include "runtime/model_loader.h"
+#include "tools/make_model.h"
+
+namespace dayzero {
+namespace {
+namespace fs = std::filesystem;
+
+// Forwards to the CPU backend; counts weights as a device keeping them would hold them.
+class CountingBackend final : public backend::Backend {
+ public:
+  explicit CountingBackend(bool count_scales) : cpu_(std::move(backend::make_backend({})).value()), scales_(count_scales) {}
+  std::string name() const override { return "counting"; }
+  std::string describe() const override { return "counting"; }
+  Device device() const override { return {}; }
+  Tensor empty(DType d, Shape s) override { return cpu_->empty(d, std::move(s)); }
+  Tensor to_device(const Tensor& h) override { return cpu_->to_device(h); }
+  Tensor to_device_weight(const Tensor& h, DType kept) override {
+    bytes_ += h.numel() * static_cast<int64_t>(dtype_size(kept));
+    return h;
+  }
+  bool keeps_fp8_weights() const override { return true; }
+  Tensor to_device_fp8_weight(const backend::Fp8WeightSlice& w) override {
+    EXPECT_EQ(w.bytes->shape(), (Shape{w.slice.rows, w.slice.cols}));
+    EXPECT_EQ(w.scale->numel(), w.slice.scale_rows() * w.slice.scale_cols());
+    // What was read, not the formula: one byte per element plus every f32 scale block loaded.
+    bytes_ += w.bytes->numel() + (scales_ ? w.scale->numel() * kBlockScaleBytes : 0);
+    if (w.slice.row0 % w.slice.block_rows != 0 || w.slice.col0 % w.slice.block_cols != 0) ++inside_block_;
+    ++fp8_;
+    return *w.bytes;
+  }
+  void to_host(const Tensor& s, Tensor& d) override { cpu_->to_host(s, d); }
+  void copy(const Tensor& s, Tensor& d) override { cpu_->copy(s, d); }
+  void synchronize() override {}
+  backend::MemoryInfo memory_info() const override { return cpu_->memory_info(); }
+  void matmul(const Tensor& x, const Tensor& w, Tensor& y, bool acc) override { cpu_->matmul(x, w, y, acc); }
+  void add_bias(const Tensor& b, Tensor& y) override { cpu_->add_bias(b, y); }
+  void add(const Tensor& x, Tensor& y) override { cpu_->add(x, y); }
+  void rmsnorm(const Tensor& x, const Tensor& w, float e, Tensor& y) override { cpu_->rmsnorm(x, w, e, y); }
+  void rope(Tensor& x, const Tensor& p, const Tensor& f) override { cpu_->rope(x, p, f); }
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t p, float s, Tensor& o) override {
+    cpu_->attention(q, k, v, p, s, o);
+  }
+  void swiglu(const Tensor& g, const Tensor& u, Tensor& o) override { cpu_->swiglu(g, u, o); }
+  void embedding(const Tensor& i, const Tensor& t, int64_t r, Tensor& o) override { cpu_->embedding(i, t, r, o); }
+  void layernorm(const Tensor& x, const Tensor& w, const Tensor* b, float e, Tensor& y) override {
+    cpu_->layernorm(x, w, b, e, y);
+  }
+  void gelu(backend::GeluKind k, const Tensor& x, Tensor& y) override { cpu_->gelu(k, x, y); }
+  void attention_full(const Tensor& q, const Tensor& k, const Tensor& v, float s, Tensor& o) override {
+    cpu_->attention_full(q, k, v, s, o);
+  }
+
+  int64_t bytes_ = 0;
+  int fp8_ = 0, inside_block_ = 0;
+
+ private:
+  std::unique_ptr<backend::Backend> cpu_;
+  bool scales_;
+};
+
+class DeviceWeightBytes : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (const auto& d : dirs_) fs::remove_all(d);
+  }
+  runtime::ModelInfo make(const std::string& family, DType dtype) {
+    const fs::path dir = fs::temp_directory_path() /
+                         ("dayzero-dwb-" + family + "-" + std::to_string(getpid()) + "-" + std::to_string(dirs_.size()));
+    dirs_.push_back(dir);
+    tools::MakeModelOptions o;
+    o.family = family;
+    o.out_dir = dir.string();
+    o.dtype = dtype;
+    o.seed = 3;
+    EXPECT_TRUE(tools::make_model(o).ok());
+    auto info = model::open_model_folder(dir.string(), model::WeightsNeeded::kRequired);
+    EXPECT_TRUE(info.ok()) << info.status().message();
+    return std::move(info).value();
+  }
+  // Per rank: (counted device bytes, the plan's weights), and the FP8 counts of all ranks.
+  struct Rank {
+    int64_t device = 0, plan = 0;
+  };
+  std::vector<Rank> compare(const runtime::ModelInfo& m, int tp, int pp, plan::WeightsOnDevice w, bool count_scales,
+                            int* fp8 = nullptr, int* inside = nullptr) {
+    plan::RequestInputs in;
+    in.topo.nodes = 1;
+    in.topo.gpus_per_node = tp * pp;
+    in.topo.device_memory_bytes = int64_t{80} << 30;
+    in.world_size = tp * pp;
+    in.tp = tp;
+    in.pp = pp;
+    in.weights = w;
+    in.bytes_per_activation = 4;
+    in.context_tokens = 64;
+    auto req = plan::make_plan_request(m, in);
+    EXPECT_TRUE(req.ok()) << req.status().message();
+    auto plan = plan::choose_plan(*req);
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    const plan::EdgeNames names = plan::edge_names(*m.adapter, m.hp);
+    std::vector<Rank> out;
+    for (int r = 0; r < tp * pp; ++r) {
+      CountingBackend be(count_scales);
+      model::Weights weights;
+      std::vector<checkpoint::WeightRecord> recs;
+      const runtime::SliceFn slice_of = [&](const model::TensorSpec& spec) {
+        const plan::Slice s = plan::slice_for(spec, m.hp, *plan, r, names);
+        return runtime::TensorSlice{s.held, s.dim, s.begin, s.end};
+      };
+      const auto st = runtime::load_weights(m, be, weights, recs, {}, slice_of, checkpoint::kDefaultStagingBytes, 1, w);
+      EXPECT_TRUE(st.ok()) << st.status().message();
+      out.push_back({be.bytes_, plan->memory.at(r).weights});
+      std::printf("%s tp%d pp%d %s rank %d: device %lld bytes, plan %lld (%d FP8 slices, %d starting inside a block)\n",
+                  m.hp.model_type.c_str(), tp, pp, w == plan::WeightsOnDevice::kAsStored ? "as_stored" : "converted", r,
+                  static_cast<long long>(be.bytes_), static_cast<long long>(plan->memory.at(r).weights), be.fp8_,
+                  be.inside_block_);
+      if (fp8) *fp8 += be.fp8_;
+      if (inside) *inside += be.inside_block_;
+    }
+    return out;
+  }
+  std::vector<fs::path> dirs_;
+};
+
+TEST_F(DeviceWeightBytes, Bf16LlamaEqualsThePlanOnEveryRank) {
+  const runtime::ModelInfo m = make("llama", DType::kBF16);
+  for (auto [tp, pp] : {std::pair{1, 1}, {2, 1}, {1, 2}, {2, 2}})
+    for (const auto& r : compare(m, tp, pp, plan::WeightsOnDevice::kAsStored, true)) {
+      EXPECT_GT(r.plan, 0);
+      EXPECT_EQ(r.device, r.plan) << "tp" << tp << " pp" << pp;
+    }
+}
+
+// The other families the CUDA e2e test runs (vision tower and projector, MoE, DSA indexer, linear
+// attention), converted to bfloat16 on the device as that test runs them, and as stored.
+TEST_F(DeviceWeightBytes, EveryFamilyEqualsThePlan) {
+  for (const char* family : {"qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v32", "llava", "qwen3_next"}) {
+    const runtime::ModelInfo m = make(family, DType::kF32);
+    for (auto w : {plan::WeightsOnDevice::kBF16, plan::WeightsOnDevice::kAsStored})
+      for (const auto& r : compare(m, 2, 1, w, true)) {
+        EXPECT_GT(r.plan, 0) << family;
+        EXPECT_EQ(r.device, r.plan) << family << (w == plan::WeightsOnDevice::kBF16 ? " bfloat16" : " as stored");
+      }
+  }
+}
+
+TEST_F(DeviceWeightBytes, Fp8DeepseekKeptAsStoredEqualsThePlanOnEveryRank) {
+  const runtime::ModelInfo m = make("deepseek_v3", DType::kF8_E4M3);
+  for (auto [tp, pp] : {std::pair{1, 1}, {2, 1}, {2, 2}}) {
+    int fp8 = 0, inside = 0;
+    for (const auto& r : compare(m, tp, pp, plan::WeightsOnDevice::kAsStored, true, &fp8, &inside))
+      EXPECT_EQ(r.device, r.plan) << "tp" << tp << " pp" << pp;
+    EXPECT_GT(fp8, 0) << "no FP8 weight reached the backend as stored";
+    // Tensor-parallel slices of the tiny model's 128 x 128 blocks start inside a block.
+    if (tp > 1) {
+      EXPECT_GT(inside, 0);
+    }
+  }
+  // Converted to bfloat16 on the device, FP8 weights count two bytes and no scales.
+  for (const auto& r : compare(m, 2, 1, plan::WeightsOnDevice::kBF16, true)) EXPECT_EQ(r.device, r.plan);
+}
+
+// Negative control: a device that left the scales out would hold less than the plan counts.
+TEST_F(DeviceWeightBytes, LeavingOutTheScalesIsCaught) {
+  const runtime::ModelInfo m = make("deepseek_v3", DType::kF8_E4M3);
+  for (const auto& r : compare(m, 2, 1, plan::WeightsOnDevice::kAsStored, false)) EXPECT_LT(r.device, r.plan);
+}
+
+// The refusal of as_stored where a weight has no device form as stored: pack-quantized INT4 is
+// refused naming the weight; block-scaled FP8 and bf16 are keepable.
+TEST_F(DeviceWeightBytes, AsStoredRefusedOnlyWithoutADeviceForm) {
+  EXPECT_TRUE(runtime::check_keepable_as_stored(make("llama", DType::kBF16)).ok());
+  EXPECT_TRUE(runtime::check_keepable_as_stored(make("deepseek_v3", DType::kF8_E4M3)).ok());
+  const fs::path dir = fs::temp_directory_path() / ("dayzero-dwb-int4-" + std::to_string(getpid()));
+  dirs_.push_back(dir);
+  tools::MakeModelOptions o;
+  o.family = "kimi_k25";
+  o.out_dir = dir.string();
+  o.shape.quant = "int4";
+  ASSERT_TRUE(tools::make_model(o).ok());
+  auto m = model::open_model_folder(dir.string(), model::WeightsNeeded::kRequired);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const Status st = runtime::check_keepable_as_stored(*m);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("pack-quantized INT4"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("use bfloat16"), std::string::npos) << st.message();
+}
+
+// The GEMM workspace bounds the CUDA backend allocates in reserve(): the largest converted
+// weight (FP8 always, bf16 under f32 compute) and max_tokens x the widest bf16 GEMM input.
+TEST(GemmWorkspace, BoundsFromThePlacedWeights) {
+  backend::GemmWorkspaceBounds bf16(DType::kBF16);
+  bf16.note_weight({64}, DType::kBF16);               // a vector: nothing
+  bf16.note_weight({96, 48}, DType::kBF16);           // bf16 GEMM: rounds x [m, 48]
+  bf16.note_weight({10, 3, 4, 4}, DType::kBF16);      // a patch weight: 48 in-features
+  bf16.note_weight({32, 200}, DType::kF32);           // f32 GEMM: no x rounding, no conversion
+  bf16.note_fp8(40, 72);                              // dequantised to bf16: 40 x 72 x 2
+  EXPECT_EQ(bf16.bounds(100).weight, 40 * 72 * 2);
+  EXPECT_EQ(bf16.bounds(100).activation, 100 * 72 * 2);
+  backend::GemmWorkspaceBounds f32(DType::kF32);
+  f32.note_weight({96, 48}, DType::kBF16);            // widened to f32 before its GEMM
+  f32.note_fp8(40, 72);
+  f32.note_weight({500, 500}, DType::kF32);           // used as it is
+  EXPECT_EQ(f32.bounds(100).weight, 96 * 48 * 4);
+  EXPECT_EQ(f32.bounds(100).activation, 0);
+}
+
+}  // namespace
+}  // namespace dayzero
