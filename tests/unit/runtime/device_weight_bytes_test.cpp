@@ -123,7 +123,7 @@ class DeviceWeightBytes : public ::testing::Test {
       std::vector<checkpoint::WeightRecord> recs;
       const runtime::SliceFn slice_of = [&](const model::TensorSpec& spec) {
         const plan::Slice s = plan::slice_for(spec, m.hp, *plan, r, names);
-        return runtime::TensorSlice{s.held, s.dim, s.begin, s.end};
+        return runtime::TensorSlice{s.held, s.dim, s.begin, s.end, s.rows};
       };
       const auto st = runtime::load_weights(m, be, weights, recs, {}, slice_of, checkpoint::kDefaultStagingBytes, 1, w);
       EXPECT_TRUE(st.ok()) << st.status().message();
