@@ -31,6 +31,21 @@ static_assert(kKc % simd::kLanes == 0, "only the last k block may have a scalar 
 // A row of y therefore sums in the same order at m <= kSmallMaxM and above only when k <= kKc;
 // like the BLAS libraries (sgemv vs sgemm), the two are not bit-identical in general.
 
+// The end of every tile: each y element is its lanes summed by hsum, then the scalar tail
+// [p, kc) of its dot product, then stored or added to y. One order for every tile shape.
+template <int MR, int NR>
+inline void finish_tile(const Vec (&acc)[MR][NR], int64_t p, int64_t kc, const float* x, const float* w, int64_t ld,
+                        float* y, int64_t ldy, bool add) {
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      float s = simd::hsum(acc[i][j]);
+      for (int64_t q = p; q < kc; ++q) s += x[i * ld + q] * w[j * ld + q];
+      float& out = y[i * ldy + j];
+      out = add ? out + s : s;
+    }
+  }
+}
+
 // y[MR, NR] (+)= x[MR, kc] · w[NR, kc]^T; x and w rows are `ld` floats apart, y rows `ldy`.
 // Each y element is: lanes summed by hsum, then the scalar tail, then added to y. That
 // order is the same for every tile shape, so the split into tiles never changes a result.
@@ -55,14 +70,7 @@ void tile(const float* x, const float* w, int64_t ld, int64_t kc, float* y, int6
       for (int i = 0; i < MR; ++i) acc[i][j] = simd::fma(xv[i], wv, acc[i][j]);
     }
   }
-  for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) {
-      float s = simd::hsum(acc[i][j]);
-      for (int64_t q = p; q < kc; ++q) s += x[i * ld + q] * w[j * ld + q];
-      float& out = y[i * ldy + j];
-      out = add ? out + s : s;
-    }
-  }
+  finish_tile<MR, NR>(acc, p, kc, x, w, ld, y, ldy, add);
 }
 
 // Runs the MR' x NR' tile for mr <= MR, nr <= NR (edges of the matrix).
@@ -117,14 +125,7 @@ void tile_small(const float* x, const float* w, int64_t k, float* y, int64_t ldy
       for (int j = 0; j < NR; ++j) acc[i][j] = simd::fma(xv, wv[j], acc[i][j]);
     }
   }
-  for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) {
-      float s = simd::hsum(acc[i][j]);
-      for (int64_t q = p; q < k; ++q) s += x[i * k + q] * w[j * k + q];
-      float& out = y[i * ldy + j];
-      out = add ? out + s : s;
-    }
-  }
+  finish_tile<MR, NR>(acc, p, k, x, w, k, y, ldy, add);
 }
 
 template <int MR, int NR>
