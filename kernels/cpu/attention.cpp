@@ -188,7 +188,8 @@ void attention_causal_gemm(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, 
   //   vp [n_head_kv][n_ctx, hd_pad] V with rows hd_pad apart
   const int64_t ctx_pad = round_up(n_ctx, simd::kLanes), hd_pad = round_up(hd, simd::kLanes);
   std::unique_ptr<float[]> kt(new float[n_head_kv * hd * ctx_pad]), vp(new float[n_head_kv * n_ctx * hd_pad]);
-  parallel_for(n_head_kv * n_ctx, std::max<int64_t>(1, 4096 / hd), [&](int64_t i0, int64_t i1) {
+  // A copy of the cache: split over threads only when long (2^18 floats a chunk).
+  parallel_for(n_head_kv * n_ctx, std::max<int64_t>(1, (int64_t{1} << 18) / hd), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t g = i / n_ctx, j = i % n_ctx;
       const float* kj = k + j * kv_row + g * hd;
@@ -207,8 +208,9 @@ void attention_causal_gemm(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, 
   const int64_t blocks_per_head = (rows_per_head + kMr - 1) / kMr;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(1, n_ctx * hd));
   parallel_for(n_head_kv * blocks_per_head, grain, [&](int64_t i0, int64_t i1) {
-    std::vector<float> s(kMr * ctx_pad);  // scores, then p [kMr, keys]
-    std::vector<float> o(kMr * hd_pad);   // P V [kMr, hd_pad]
+    // Written before read: S by the QK^T blocks, O by the PV blocks.
+    std::unique_ptr<float[]> s(new float[kMr * ctx_pad]);  // scores, then p [kMr, keys]
+    std::unique_ptr<float[]> o(new float[kMr * hd_pad]);   // P V [kMr, hd_pad]
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t g = item % n_head_kv, blk = blocks_per_head - 1 - item / n_head_kv;
       const int64_t r0 = blk * kMr;
