@@ -2,17 +2,21 @@
 // (kernels/cpu/attention.h). Rows (decode): a work item is one token and one KV head with the
 // query heads that share it, so each cache row is loaded once per group: scores = scale * q·k
 // (SIMD dot), softmax with max subtraction (simd::exp_shift_sum), out = sum_j p_j v_j (SIMD,
-// in blocks of rows). GEMM (prefill): per KV head and query tile, QK^T and PV through
-// the built-in register-tiled GEMM kernel, tiles spread over the threads. Not a fused flash kernel: both keep a tile's scores in scratch.
+// in blocks of rows). GEMM (prefill): K^T and V packed per KV head, then per block of query
+// rows S = Q K^T and O = P V through one register-blocked kernel (broadcast x vector FMAs),
+// keys past the block's last token never computed. Not a fused flash kernel: a block keeps its
+// scores in scratch and takes the exact row max before the exp.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
 #include "kernels/cpu/attention.h"
-#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/ops.h"
@@ -87,62 +91,156 @@ void attention_causal_rows(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, 
   });
 }
 
+namespace {
+
+// Register block of the prefill micro-kernel: kMr rows by kNc vectors (kBw floats) of
+// accumulators, sized to the ISA's register file (AVX-512: 24 of 32 zmm; AVX2: 12 of 16 ymm).
+#if defined(__AVX512F__)
+constexpr int kMr = 6, kNc = 4;
+#elif defined(__AVX2__)
+constexpr int kMr = 6, kNc = 2;
+#else
+constexpr int kMr = 4, kNc = 2;
+#endif
+constexpr int64_t kBw = int64_t{kNc} * simd::kLanes;  // columns of one block
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// c[r][0, NC * kLanes) = sum_{i < kk} a[r][i] * b[i * ldb + (0, NC * kLanes)] for r < R:
+// every output element is one FMA chain over i in order, so its bits depend on its inputs
+// alone (not on R, NC, the block's position or the thread).
+template <int R, int NC>
+void block_kernel(int64_t kk, const float* const* a, const float* b, int64_t ldb, float* const* c) {
+  simd::Vec acc[R][NC];
+  for (int r = 0; r < R; ++r)
+    for (int n = 0; n < NC; ++n) acc[r][n] = simd::zero();
+  for (int64_t i = 0; i < kk; ++i) {
+    const float* bi = b + i * ldb;
+    simd::Vec bv[NC];
+#pragma GCC unroll 4
+    for (int n = 0; n < NC; ++n) bv[n] = simd::load(bi + n * simd::kLanes);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const simd::Vec ar = simd::load_scalar(a[r][i]);
+#pragma GCC unroll 4
+      for (int n = 0; n < NC; ++n) acc[r][n] = simd::fma(ar, bv[n], acc[r][n]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int n = 0; n < NC; ++n) simd::store(c[r] + n * simd::kLanes, acc[r][n]);
+}
+
+// block_kernel with R = rows (1 ..= kMr) and NC = vecs (1 ..= kNc) chosen at run time.
+using BlockFn = void (*)(int64_t, const float* const*, const float*, int64_t, float* const*);
+template <int R, int... NC>
+constexpr std::array<BlockFn, kNc> block_row(std::integer_sequence<int, NC...>) {
+  return {&block_kernel<R, NC + 1>...};
+}
+template <int... R>
+constexpr std::array<std::array<BlockFn, kNc>, kMr> block_table(std::integer_sequence<int, R...>) {
+  return {block_row<R + 1>(std::make_integer_sequence<int, kNc>{})...};
+}
+constexpr auto kBlockFns = block_table(std::make_integer_sequence<int, kMr>{});
+
+// The columns [0, cols) of b in blocks of kBw, the last one narrowed to whole vectors:
+// c[r][j] for j < round_up(cols, kLanes) (b and c hold that many columns).
+void block_rows(int rows, int64_t cols, int64_t kk, const float* const* a, const float* b, int64_t ldb,
+                float* const* c) {
+  float* cj[kMr];
+  for (int64_t j0 = 0; j0 < cols; j0 += kBw) {
+    const int64_t vecs = std::min<int64_t>(kNc, (cols - j0 + simd::kLanes - 1) / simd::kLanes);
+    for (int r = 0; r < rows; ++r) cj[r] = c[r] + j0;
+    kBlockFns[static_cast<size_t>(rows - 1)][static_cast<size_t>(vecs - 1)](kk, a, b + j0, ldb, cj);
+  }
+}
+
+// p[j] *= scale for j < n; returns the largest p[j] after scaling. The products are those of a
+// plain loop; max is exact, so the lane order cannot change the result.
+float scale_and_max(int64_t n, float scale, float* p) {
+  simd::V16 m = simd::V16{} - __builtin_inff();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    simd::V16 x;
+    std::memcpy(&x, p + j, sizeof x);
+    x *= scale;
+    std::memcpy(p + j, &x, sizeof x);
+    m = x > m ? x : m;
+  }
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < 16; ++i) mx = std::max(mx, m[i]);
+  for (; j < n; ++j) mx = std::max(mx, p[j] *= scale);
+  return mx;
+}
+
+}  // namespace
+
 void attention_causal_gemm(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t head_dim, int64_t pos0,
                            const float* q, const float* k, const float* v, float scale, float* out) {
   DZ_CHECK(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0,
            "attention n_head " << n_head << " not a multiple of n_head_kv " << n_head_kv);
   DZ_CHECK(head_dim > 0 && pos0 >= 0 && n_tokens >= 0, "attention head_dim " << head_dim << " pos0 " << pos0);
+  if (n_tokens == 0) return;
   const int64_t group = n_head / n_head_kv, hd = head_dim;
   const int64_t kv_row = n_head_kv * hd;  // floats between consecutive cache positions
   const int64_t n_ctx = pos0 + n_tokens;
-  // Query tokens per tile: about 64 GEMM rows (tokens x the group's heads). A tile computes
-  // the keys up to its last token; the masked part is under half a tile of wasted work.
-  const int64_t tile = std::max<int64_t>(4, 64 / group);
-  const int64_t n_tiles = (n_tokens + tile - 1) / tile;
-  // K and V^T of each kv head packed once: kp [n_kv_head][n_ctx, hd], vt [n_kv_head][hd, n_ctx].
-  std::vector<float> kp(n_head_kv * n_ctx * hd), vt(n_head_kv * hd * n_ctx);
-  parallel_for(n_head_kv * n_ctx, std::max<int64_t>(1, 4096 / hd), [&](int64_t i0, int64_t i1) {
+  // Packed once per kv head, padded with zeros to whole vectors:
+  //   kt [n_head_kv][hd, ctx_pad]   K^T, so a block of keys is consecutive floats per dim
+  //   vp [n_head_kv][n_ctx, hd_pad] V with rows hd_pad apart
+  const int64_t ctx_pad = round_up(n_ctx, simd::kLanes), hd_pad = round_up(hd, simd::kLanes);
+  std::unique_ptr<float[]> kt(new float[n_head_kv * hd * ctx_pad]), vp(new float[n_head_kv * n_ctx * hd_pad]);
+  // A copy of the cache: split over threads only when long (2^18 floats a chunk).
+  parallel_for(n_head_kv * n_ctx, std::max<int64_t>(1, (int64_t{1} << 18) / hd), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t g = i / n_ctx, j = i % n_ctx;
-      std::memcpy(&kp[(g * n_ctx + j) * hd], k + j * kv_row + g * hd, sizeof(float) * hd);
-      const float* vj = v + j * kv_row + g * hd;
-      for (int64_t d = 0; d < hd; ++d) vt[(g * hd + d) * n_ctx + j] = vj[d];
+      const float* kj = k + j * kv_row + g * hd;
+      for (int64_t d = 0; d < hd; ++d) kt[(g * hd + d) * ctx_pad + j] = kj[d];
+      float* vj = &vp[(g * n_ctx + j) * hd_pad];
+      std::memcpy(vj, v + j * kv_row + g * hd, sizeof(float) * hd);
+      std::fill(vj + hd, vj + hd_pad, 0.0f);
     }
   });
-  // Work items (kv head, query tile), the longest tiles first so the threads finish together.
-  // Each runs the serial built-in GEMM: a BLAS call per tile would start and stop its own
-  // threads hundreds of times per layer, and items are independent, so the thread count
-  // never changes a result.
-  parallel_for(n_head_kv * n_tiles, 1, [&](int64_t i0, int64_t i1) {
-    const int64_t max_rows = tile * group;
-    std::vector<float> qp(max_rows * hd);   // Q tile [rows, hd]
-    std::vector<float> s(max_rows * n_ctx);  // scores, then p [rows, n_kv]
-    std::vector<float> vs(hd * n_ctx);       // V^T of the tile's keys, rows n_kv apart [hd, n_kv]
-    std::vector<float> o(max_rows * hd);    // P V [rows, hd]
-    std::vector<float> inv(max_rows);       // 1 / row sums
+  for (int64_t i = 0; i < n_head_kv * hd; ++i) std::fill(&kt[i * ctx_pad + n_ctx], &kt[(i + 1) * ctx_pad], 0.0f);
+  // Rows of one kv head: r = t * group + h (token t, query head g * group + h); a work item is
+  // kMr consecutive rows, so it spans one to a few tokens and computes keys up to its last
+  // row's token only (rounded up to a whole vector): fully masked keys are never computed
+  // beyond that rounding and the few tokens of the block. Items run longest first.
+  const int64_t rows_per_head = n_tokens * group;
+  const int64_t blocks_per_head = (rows_per_head + kMr - 1) / kMr;
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(1, n_ctx * hd));
+  parallel_for(n_head_kv * blocks_per_head, grain, [&](int64_t i0, int64_t i1) {
+    // Written before read: S by the QK^T blocks, O by the PV blocks.
+    std::unique_ptr<float[]> s(new float[kMr * ctx_pad]);  // scores, then p [kMr, keys]
+    std::unique_ptr<float[]> o(new float[kMr * hd_pad]);   // P V [kMr, hd_pad]
     for (int64_t item = i0; item < i1; ++item) {
-      const int64_t g = item % n_head_kv, t0 = (n_tiles - 1 - item / n_head_kv) * tile;
-      const int64_t nt = std::min(tile, n_tokens - t0), rows = nt * group, n_kv = pos0 + t0 + nt;
-      // Row r = tt * group + h: token t0 + tt, head g * group + h (contiguous in q per token).
-      for (int64_t tt = 0; tt < nt; ++tt) {
-        std::memcpy(&qp[tt * group * hd], q + ((t0 + tt) * n_head + g * group) * hd, sizeof(float) * group * hd);
+      const int64_t g = item % n_head_kv, blk = blocks_per_head - 1 - item / n_head_kv;
+      const int64_t r0 = blk * kMr;
+      const int rows = static_cast<int>(std::min<int64_t>(kMr, rows_per_head - r0));
+      const int64_t n_kv = pos0 + (r0 + rows - 1) / group + 1;  // keys of the block's last row
+      const float* qr[kMr];
+      float* sr[kMr];
+      float* orow[kMr];
+      float inv[kMr];
+      for (int r = 0; r < rows; ++r) {
+        const int64_t t = (r0 + r) / group, h = g * group + (r0 + r) % group;
+        qr[r] = q + (t * n_head + h) * hd;
+        sr[r] = &s[r * ctx_pad];
+        orow[r] = &o[r * hd_pad];
       }
-      gemm::builtin_matmul_nt_serial(rows, n_kv, hd, qp.data(), &kp[g * n_ctx * hd], s.data());
-      for (int64_t r = 0; r < rows; ++r) {
-        float* sr = &s[r * n_kv];
-        const int64_t valid = pos0 + t0 + r / group + 1;  // the diagonal block's mask
-        for (int64_t j = 0; j < valid; ++j) sr[j] *= scale;
-        const float max_score = *std::max_element(sr, sr + valid);
-        inv[r] = 1.0f / simd::exp_shift_sum(valid, sr, max_score, sr);
-        std::fill(sr + valid, sr + n_kv, 0.0f);
+      // S = Q K^T over the keys [0, n_kv) (and on to the next whole vector).
+      block_rows(rows, n_kv, hd, qr, &kt[g * hd * ctx_pad], ctx_pad, sr);
+      // Softmax over each row's own keys; the masked ones, up to n_kv, become 0.
+      for (int r = 0; r < rows; ++r) {
+        float* p = sr[r];
+        const int64_t valid = pos0 + (r0 + r) / group + 1;
+        const float max_score = scale_and_max(valid, scale, p);
+        inv[r] = 1.0f / simd::exp_shift_sum(valid, p, max_score, p);
+        std::fill(p + valid, p + n_kv, 0.0f);
       }
-      for (int64_t d = 0; d < hd; ++d) {
-        std::memcpy(&vs[d * n_kv], &vt[(g * hd + d) * n_ctx], sizeof(float) * n_kv);
-      }
-      gemm::builtin_matmul_nt_serial(rows, hd, n_kv, s.data(), vs.data(), o.data());
-      for (int64_t r = 0; r < rows; ++r) {
-        float* dst = out + ((t0 + r / group) * n_head + g * group + r % group) * hd;
-        for (int64_t d = 0; d < hd; ++d) dst[d] = o[r * hd + d] * inv[r];
+      // O = P V over the keys [0, n_kv), by column blocks of V.
+      block_rows(rows, hd, n_kv, sr, &vp[g * n_ctx * hd_pad], hd_pad, orow);
+      for (int r = 0; r < rows; ++r) {
+        float* dst = out + (qr[r] - q);  // same [t, h] position as its query row
+        for (int64_t d = 0; d < hd; ++d) dst[d] = orow[r][d] * inv[r];
       }
     }
   });

@@ -55,6 +55,10 @@ class Backend {
 
   // A zero-filled tensor on this backend's device.
   virtual Tensor empty(DType dtype, Shape shape) = 0;
+  // A tensor the next op writes in full before anything reads it (the output of matmul without
+  // accumulate, rmsnorm, attention, embedding): its contents are unspecified where a backend
+  // skips the fill (the CPU backend does); by default it is empty().
+  virtual Tensor empty_output(DType dtype, Shape shape) { return empty(dtype, std::move(shape)); }
   // A device copy of a host tensor (the CPU backend may return the same storage).
   virtual Tensor to_device(const Tensor& host) = 0;
   // A device copy of a loaded weight, in the dtype the backend keeps weights in: the CPU

@@ -270,7 +270,7 @@ Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink*
   const int64_t n = rows.n;
   const std::vector<model::SeqSegment>& segments = rows.segments;
 
-  Tensor hidden = be_.empty(DType::kF32, {n, hp_.n_embd});
+  Tensor hidden = be_.empty_output(DType::kF32, {n, hp_.n_embd});  // embedded or received in full
   if (part_.first_stage) {
     be_.embedding(be_.to_device(rows.ids_host), w_.get(adapter_.embed_name()), part_.vocab_begin, hidden);
     // Vocabulary-parallel: each tp rank filled the rows of its vocabulary range.
@@ -288,7 +288,7 @@ Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink*
     check_comm(part_.pp->send(hidden, part_.pp->rank() + 1, kHiddenTag), "pipeline send of hidden states");
     return {};
   }
-  Tensor normed = be_.empty(DType::kF32, {n, hp_.n_embd});
+  Tensor normed = be_.empty_output(DType::kF32, {n, hp_.n_embd});
   model::blocks::rms_norm(be_, hp_, hidden, w_.get(adapter_.final_norm_name()), normed);
   model::emit(sink, "final_norm", normed);
   Tensor last_rows;  // [n_seqs, n_embd]: each sequence's last row
@@ -326,7 +326,7 @@ Tensor Forward::lm_head(const Tensor& rows) {
   const int64_t m = rows.dim(0);
   const Tensor& w = w_.get(adapter_.lm_head_name(hp_));
   const int64_t v_local = w.dim(0);
-  Tensor local = be_.empty(DType::kF32, {m, v_local});
+  Tensor local = be_.empty_output(DType::kF32, {m, v_local});
   be_.matmul(rows, w, local);
   Tensor host_local = Tensor::host(DType::kF32, {m, v_local});
   be_.to_host(local, host_local);

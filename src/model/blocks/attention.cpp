@@ -13,7 +13,7 @@ namespace {
 Tensor linear(backend::Backend& be, const Weights& w, const std::string& weight, const std::string& bias,
               const Tensor& x, int64_t n_tokens) {
   const Tensor& wt = w.get(weight);
-  Tensor y = be.empty(DType::kF32, {n_tokens, wt.dim(0)});
+  Tensor y = be.empty_output(DType::kF32, {n_tokens, wt.dim(0)});
   be.matmul(x, wt, y);
   if (!bias.empty()) be.add_bias(w.get(bias), y);
   return y;
@@ -83,7 +83,7 @@ Tensor attention(LayerContext& ctx, const AttentionNames& n, const Tensor& x) {
   rope_heads(ctx, q);
   rope_heads(ctx, k);
 
-  Tensor attn = be.empty(DType::kF32, {n_tokens, n_head, hd});
+  Tensor attn = be.empty_output(DType::kF32, {n_tokens, n_head, hd});  // every segment's rows written
   cached_attention(ctx, q, k, v, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))), attn);
   if (n.q_gate) {
     Tensor a_host = Tensor::host(DType::kF32, attn.shape());

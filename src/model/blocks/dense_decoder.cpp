@@ -107,7 +107,7 @@ void dense_decoder_layer(LayerContext& ctx, int layer, Tensor& hidden, const Ffn
   auto& be = ctx.be;
   const std::string prefix = "layers." + std::to_string(layer) + ".";
   const float eps = static_cast<float>(ctx.hp.rms_eps);
-  Tensor x = be.empty(DType::kF32, hidden.shape());
+  Tensor x = be.empty_output(DType::kF32, hidden.shape());
   be.rmsnorm(hidden, ctx.w.get(L("model.layers.{L}.input_layernorm.weight", layer)), eps, x);
   emit(ctx.sink, prefix + "attn_norm", x);
   Tensor attn = attention(ctx, attention_names(ctx.hp, layer), x);
