@@ -78,10 +78,6 @@ GemmPath* onednn(std::string* why);
 // the thread count.
 GemmPath* builtin();
 
-// The built-in kernel on the calling thread alone: y[m, n] = x[m, k] · w[n, k]^T (beta 0), for
-// kernels that split their own work across threads (attention's query tiles).
-void builtin_matmul_nt_serial(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y);
-
 // y[m, n] = x · w^T + beta * y with double accumulation: the twin every path is checked against.
 void matmul_nt_reference(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
                          float beta);

@@ -207,10 +207,6 @@ class Builtin final : public GemmPath {
 
 }  // namespace
 
-void builtin_matmul_nt_serial(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
-  gemm_columns(m, n, k, x, w, y, 0.0f, 0, n);
-}
-
 GemmPath* builtin() {
   static Builtin path;
   return &path;
