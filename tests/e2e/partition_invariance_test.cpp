@@ -33,12 +33,14 @@ constexpr int kTopK = 5;
 // all-reduce is O(1); a tenfold rms_norm_eps is ~1e-4 (ToleranceSeesATenfoldEps).
 constexpr double kRelL2Tol = 2e-6;
 // The hybrids' gated norms and output gates amplify the reordered tp sums, most in the small
-// gated attention outputs: measured 2.27e-6 (qwen3_next) and 3.52e-6 (qwen3_5_moe), at every tp2
-// plan in layers.3.attn_out in decode, the same with the Gated DeltaNet tensors split by heads;
-// qwen3_5_moe's tenfold rms_norm_eps is 1.58 (ToleranceSeesATenfoldEps).
+// gated attention outputs: measured 2.12e-6 (qwen3_next) and 3.87e-6 (qwen3_5_moe), at every tp2
+// plan in layers.3.attn_out in decode, with the Gated DeltaNet tensors split by heads (the figures
+// move with the GEMM and attention kernels' summation order: 2.84e-6 and 4.83e-6 before the
+// register-blocked attention kernel); qwen3_5_moe's tenfold rms_norm_eps is 1.58
+// (ToleranceSeesATenfoldEps).
 double rel_l2_tol(const std::string& family) {
-  if (family == "qwen3_next") return 3.5e-6;
-  if (family == "qwen3_5_moe") return 6e-6;
+  if (family == "qwen3_next") return 3e-6;
+  if (family == "qwen3_5_moe") return 5e-6;
   return kRelL2Tol;
 }
 
