@@ -306,10 +306,17 @@ TEST(MoonVit, OneLayerTowerAndPatchmergerMatchAPlainImplementation) {
       rel_l2(got.f32(), plain_moonvit(v, img.pixels, gh, gw, p, C, d, heads, ff, th, tw, text_d, swap).out);
   const double bad_table =
       rel_l2(got.f32(), plain_moonvit(v, img.pixels, gh, gw, p, C, d, heads, ff, th, tw, text_d, nearest).out);
-  std::printf("moonvit rel_l2 selected %.3g, features %.3g; RoPE axes swapped %.3g, table nearest %.3g\n", err_sel,
-              err, bad_rope, bad_table);
+  // And on the tower's side: the erf GELU in its MLP in place of the tanh one (measured 1.69e-4).
+  VisionParams wrong = vp;
+  wrong.act = VisionParams::Act::kGelu;
+  const blocks::VisionContext bad_ctx{**be, wrong, names, w, nullptr};
+  const double bad_act = rel_l2(blocks::image_features(bad_ctx, img).f32(), want.out);
+  std::printf("moonvit rel_l2 selected %.3g, features %.3g; RoPE axes swapped %.3g, table nearest %.3g, "
+              "erf GELU %.3g\n",
+              err_sel, err, bad_rope, bad_table, bad_act);
   EXPECT_GT(bad_rope, 100 * 4e-7);
   EXPECT_GT(bad_table, 100 * 4e-7);
+  EXPECT_GT(bad_act, 100 * 4e-7);
 }
 
 }  // namespace
