@@ -154,24 +154,6 @@ void block_rows(int rows, int64_t cols, int64_t kk, const float* const* a, const
   }
 }
 
-// p[j] *= scale for j < n; returns the largest p[j] after scaling. The products are those of a
-// plain loop; max is exact, so the lane order cannot change the result.
-float scale_and_max(int64_t n, float scale, float* p) {
-  simd::V16 m = simd::V16{} - __builtin_inff();
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    simd::V16 x;
-    std::memcpy(&x, p + j, sizeof x);
-    x *= scale;
-    std::memcpy(p + j, &x, sizeof x);
-    m = x > m ? x : m;
-  }
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int i = 0; i < 16; ++i) mx = std::max(mx, m[i]);
-  for (; j < n; ++j) mx = std::max(mx, p[j] *= scale);
-  return mx;
-}
-
 }  // namespace
 
 void attention_causal_gemm(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t head_dim, int64_t pos0,
@@ -232,7 +214,7 @@ void attention_causal_gemm(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, 
       for (int r = 0; r < rows; ++r) {
         float* p = sr[r];
         const int64_t valid = pos0 + (r0 + r) / group + 1;
-        const float max_score = scale_and_max(valid, scale, p);
+        const float max_score = simd::scale_and_max(valid, scale, p);
         inv[r] = 1.0f / simd::exp_shift_sum(valid, p, max_score, p);
         std::fill(p + valid, p + n_kv, 0.0f);
       }

@@ -4,6 +4,7 @@
 // fixed order, so a result depends on the inputs alone, never on threads or alignment.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -185,6 +186,24 @@ inline V16 exp16(V16 x) {
   y = under ? V16{} : y;
   y = over ? V16{} + __builtin_inff() : y;
   return y;
+}
+
+// p[j] *= scale for j < n; returns the largest p[j] after scaling (softmax's shift). The
+// products are those of a plain loop and max is exact, so the lane order cannot change it.
+inline float scale_and_max(int64_t n, float scale, float* p) {
+  V16 m = V16{} - __builtin_inff();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    V16 x;
+    std::memcpy(&x, p + j, sizeof x);
+    x *= scale;
+    std::memcpy(p + j, &x, sizeof x);
+    m = x > m ? x : m;
+  }
+  float mx = -__builtin_inff();
+  for (int i = 0; i < 16; ++i) mx = std::max(mx, m[i]);
+  for (; j < n; ++j) mx = std::max(mx, p[j] *= scale);
+  return mx;
 }
 
 // y[i] = exp(x[i] - shift) for i < n (x == y allowed); returns sum_i y[i], summed in 16 lanes

@@ -137,24 +137,6 @@ constexpr std::array<std::array<TileFn, kNv>, sizeof...(MR)> tile_table(std::int
 }
 constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kMr>{});
 
-// x[i] *= scale for i < n; returns the largest product (max is exact, so the lane order
-// does not matter).
-float scale_max(int64_t n, float* x, float scale) {
-  simd::V16 mx = simd::V16{} - INFINITY;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    simd::V16 v;
-    std::memcpy(&v, x + i, sizeof v);
-    v *= scale;
-    std::memcpy(x + i, &v, sizeof v);
-    mx = v > mx ? v : mx;
-  }
-  float m = -INFINITY;
-  for (int j = 0; j < 16; ++j) m = std::max(m, mx[j]);
-  for (; i < n; ++i) m = std::max(m, x[i] *= scale);
-  return m;
-}
-
 }  // namespace
 
 void matmul_nn_serial(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
@@ -222,7 +204,7 @@ void attention_full(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t
                        n_pad, false);
       for (int64_t r = 0; r < rows; ++r) {
         float* sr = &s[static_cast<size_t>(r * n_pad)];
-        inv[r] = 1.0f / simd::exp_shift_sum(n_tokens, sr, scale_max(n_tokens, sr, scale_v), sr);
+        inv[r] = 1.0f / simd::exp_shift_sum(n_tokens, sr, simd::scale_and_max(n_tokens, scale_v, sr), sr);
       }
       matmul_nn_serial(rows, hp, n_tokens, s.data(), n_pad, &vp[static_cast<size_t>(g * n_tokens * hp)], hp,
                        o.data(), hp, false);

@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "model/blocks/vision.h"
 #include "model/registry.h"
+#include "plain_twin.h"
 
 namespace dayzero::model {
 namespace {
@@ -98,40 +99,11 @@ Tensor host(const std::vector<float>& v, Shape shape) {
   return t;
 }
 
-using Mat = std::vector<double>;  // row-major
+using plain::Mat;
+using plain::layer_norm;
+using plain::linear;
 
-Mat linear(const Mat& x, int64_t rows, int64_t in, const std::vector<float>& w, const std::vector<float>& b, int64_t out) {
-  Mat y(rows * out);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t o = 0; o < out; ++o) {
-      double s = b.empty() ? 0 : b[o];
-      for (int64_t i = 0; i < in; ++i) s += x[r * in + i] * w[o * in + i];
-      y[r * out + o] = s;
-    }
-  return y;
-}
-
-Mat layer_norm(const Mat& x, int64_t rows, int64_t d, const std::vector<float>& w, const std::vector<float>& b, double eps) {
-  Mat y(x.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    double m = 0, v = 0;
-    for (int64_t i = 0; i < d; ++i) m += x[r * d + i];
-    m /= d;
-    for (int64_t i = 0; i < d; ++i) v += (x[r * d + i] - m) * (x[r * d + i] - m);
-    v /= d;
-    for (int64_t i = 0; i < d; ++i) y[r * d + i] = (x[r * d + i] - m) / std::sqrt(v + eps) * w[i] + b[i];
-  }
-  return y;
-}
-
-double rel_l2(const Tensor& got, const Mat& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (got.f32()[i] - want[i]) * (got.f32()[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  return std::sqrt(num / den);
-}
+double rel_l2(const Tensor& got, const Mat& want) { return plain::rel_l2(got.f32(), want); }
 
 TEST(VisionCore, OneLayerClipTowerAndProjectorMatchAPlainImplementation) {
   // Sizes: a 2-layer tower run to its first layer (vision_feature_layer -2), 3x2 grid of 4-px
@@ -209,21 +181,7 @@ TEST(VisionCore, OneLayerClipTowerAndProjectorMatchAPlainImplementation) {
   Mat x = layer_norm(h, n_tok, d, v["l0.ln1.w"], v["l0.ln1.b"], eps);
   Mat q = linear(x, n_tok, d, v["l0.q.w"], v["l0.q.b"], d), k = linear(x, n_tok, d, v["l0.k.w"], v["l0.k.b"], d),
       vv = linear(x, n_tok, d, v["l0.v.w"], v["l0.v.b"], d);
-  Mat att(n_tok * d, 0.0);
-  for (int64_t hh = 0; hh < heads; ++hh)
-    for (int64_t t = 0; t < n_tok; ++t) {
-      std::vector<double> sc(n_tok);
-      double mx = -1e300, sum = 0;
-      for (int64_t s = 0; s < n_tok; ++s) {
-        double dot = 0;
-        for (int64_t e = 0; e < hd; ++e) dot += q[t * d + hh * hd + e] * k[s * d + hh * hd + e];
-        sc[s] = dot / std::sqrt(double(hd));
-        mx = std::max(mx, sc[s]);
-      }
-      for (auto& e : sc) sum += (e = std::exp(e - mx));
-      for (int64_t s = 0; s < n_tok; ++s)
-        for (int64_t e = 0; e < hd; ++e) att[t * d + hh * hd + e] += sc[s] / sum * vv[s * d + hh * hd + e];
-    }
+  const Mat att = plain::attention(q, k, vv, n_tok, heads, hd);
   Mat o = linear(att, n_tok, d, v["l0.o.w"], v["l0.o.b"], d);
   for (size_t i = 0; i < h.size(); ++i) h[i] += o[i];
   x = layer_norm(h, n_tok, d, v["l0.ln2.w"], v["l0.ln2.b"], eps);

@@ -16,11 +16,15 @@
 #include "backend/backend.h"
 #include "model/blocks/vision.h"
 #include "model/registry.h"
+#include "plain_twin.h"
 
 namespace dayzero::model {
 namespace {
 
-using Mat = std::vector<double>;  // row-major
+using plain::Mat;
+using plain::layer_norm;
+using plain::linear;
+using plain::rel_l2;
 
 // Records the named intermediates it is asked for (CPU backend: tensors are host memory).
 class Keep final : public ActivationSink {
@@ -47,33 +51,6 @@ blocks::VisionNames published_names() {
   x.proj1_w = p + "proj.0.weight", x.proj1_b = p + "proj.0.bias", x.proj2_w = p + "proj.2.weight",
   x.proj2_b = p + "proj.2.bias";
   return x;
-}
-
-// y [rows, out] = x [rows, in] · W[w_row0 : w_row0 + out]^T + b[w_row0 : w_row0 + out]
-Mat linear(const Mat& x, int64_t rows, int64_t in, const std::vector<float>& w, const std::vector<float>& b,
-           int64_t out, int64_t w_row0 = 0) {
-  Mat y(rows * out);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t o = 0; o < out; ++o) {
-      double s = b[w_row0 + o];
-      for (int64_t i = 0; i < in; ++i) s += x[r * in + i] * w[(w_row0 + o) * in + i];
-      y[r * out + o] = s;
-    }
-  return y;
-}
-
-Mat layer_norm(const Mat& x, int64_t rows, int64_t d, const std::vector<float>& w, const std::vector<float>& b,
-               double eps) {
-  Mat y(x.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    double m = 0, var = 0;
-    for (int64_t i = 0; i < d; ++i) m += x[r * d + i];
-    m /= d;
-    for (int64_t i = 0; i < d; ++i) var += (x[r * d + i] - m) * (x[r * d + i] - m);
-    var /= d;
-    for (int64_t i = 0; i < d; ++i) y[r * d + i] = (x[r * d + i] - m) / std::sqrt(var + eps) * w[i] + b[i];
-  }
-  return y;
 }
 
 // Keys' cubic convolution kernel with A = -0.75 (torch's bicubic), at distance |s|.
@@ -166,21 +143,7 @@ Plain plain_moonvit(std::map<std::string, std::vector<float>>& v, const std::vec
           a = na, b = nb;
         }
     }
-  Mat att(n * d, 0.0);
-  for (int64_t hh = 0; hh < heads; ++hh)
-    for (int64_t t = 0; t < n; ++t) {
-      std::vector<double> sc(n);
-      double mx = -1e300, sum = 0;
-      for (int64_t s = 0; s < n; ++s) {
-        double dot = 0;
-        for (int64_t e = 0; e < hd; ++e) dot += q[t * d + hh * hd + e] * k[s * d + hh * hd + e];
-        sc[s] = dot / std::sqrt(double(hd));
-        mx = std::max(mx, sc[s]);
-      }
-      for (auto& e : sc) sum += (e = std::exp(e - mx));
-      for (int64_t s = 0; s < n; ++s)
-        for (int64_t e = 0; e < hd; ++e) att[t * d + hh * hd + e] += sc[s] / sum * vv[s * d + hh * hd + e];
-    }
+  const Mat att = plain::attention(q, k, vv, n, heads, hd);
   Mat o = linear(att, n, d, v[l + "wo.weight"], v[l + "wo.bias"], d);
   for (size_t i = 0; i < h.size(); ++i) h[i] += o[i];
   x = layer_norm(h, n, d, v[l + "norm1.weight"], v[l + "norm1.bias"], eps);
@@ -207,15 +170,6 @@ Plain plain_moonvit(std::map<std::string, std::vector<float>>& v, const std::vec
   for (auto& e : p1) e = 0.5 * e * (1 + std::erf(e / std::sqrt(2.0)));
   r.out = linear(p1, m, 4 * d, v["mm_projector.proj.2.weight"], v["mm_projector.proj.2.bias"], text_d);
   return r;
-}
-
-double rel_l2(const float* got, const Mat& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  return std::sqrt(num / den);
 }
 
 TEST(MoonVit, OneLayerTowerAndPatchmergerMatchAPlainImplementation) {
