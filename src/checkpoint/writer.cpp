@@ -26,7 +26,9 @@ Status write_file(const std::string& path, const std::vector<std::string_view>& 
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return Status::IoError(path + ": cannot create " + tmp + ": " + std::strerror(errno));
   bool ok = true;
-  for (std::string_view p : pieces) ok = ok && std::fwrite(p.data(), 1, p.size(), f) == p.size();
+  // An empty piece (a tensor with no elements) may have a null data pointer, which fwrite may not
+  // be given even for zero bytes.
+  for (std::string_view p : pieces) ok = ok && (p.empty() || std::fwrite(p.data(), 1, p.size(), f) == p.size());
   ok = (std::fclose(f) == 0) && ok;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
