@@ -8,9 +8,13 @@ set(DAYZERO_MPI_TEST_ENV
 # Under DAYZERO_SANITIZE=address LeakSanitizer fails every MPI process at exit on Open MPI's
 # own allocations, made in dlopen()ed plugins it cannot symbolise (so no suppression file can
 # name them): leak checking is off in the sanitized test environment, the rest of ASan is on.
+# DAYZERO_SANITIZER_TEST_ENV also goes to the tests that start dayzero through the launch
+# wrapper or Slurm, whose jobs inherit the test's environment.
+set(DAYZERO_SANITIZER_TEST_ENV "")
 if(DAYZERO_SANITIZE MATCHES "address")
-  list(APPEND DAYZERO_MPI_TEST_ENV "ASAN_OPTIONS=detect_leaks=0")
+  list(APPEND DAYZERO_SANITIZER_TEST_ENV "ASAN_OPTIONS=detect_leaks=0")
 endif()
+list(APPEND DAYZERO_MPI_TEST_ENV ${DAYZERO_SANITIZER_TEST_ENV})
 
 # dayzero_library(NAME dir-relative sources globbed; DEPS ...)
 function(dayzero_library name)
