@@ -102,12 +102,19 @@ int main(int argc, char** argv) {
       max_y = std::max(max_y, g.m * g.n);
     }
     std::vector<float> x(max_x, 0.01f), y(max_y);
-    std::vector<std::vector<float>> ws;
-    for (const auto& g : gemms) ws.emplace_back(g.n * g.k, 0.001f);
+    // The weights in one arena, as the CPU backend holds the model's (HostArena).
+    size_t arena_bytes = 0;
+    for (const auto& g : gemms) arena_bytes += HostArena::padded(static_cast<size_t>(g.n * g.k) * 4);
+    HostArena arena(arena_bytes);
+    std::vector<Tensor> ws;
+    for (const auto& g : gemms) {
+      ws.push_back(arena.take(DType::kF32, {g.n, g.k}));
+      std::fill_n(ws.back().f32(), g.n * g.k, 0.001f);
+    }
     for (int r = 0; r < repeats; ++r) {
       const int64_t t0 = monotonic_ns();
       for (size_t i = 0; i < gemms.size(); ++i)
-        kernels::cpu::matmul_nt(gemms[i].m, gemms[i].n, gemms[i].k, x.data(), ws[i].data(), y.data());
+        kernels::cpu::matmul_nt(gemms[i].m, gemms[i].n, gemms[i].k, x.data(), ws[i].f32(), y.data());
       gemm_s = std::min(gemm_s, seconds_since(t0));
     }
   }

@@ -158,6 +158,7 @@ struct Job {
 struct Loader::Impl {
   int threads = 1;
   size_t staging_bytes = kDefaultStagingBytes;
+  HostArena* arena = nullptr;  // where results go (place_results_in); null: one allocation each
   // One staging slot per thread (the caller's is [0]): allocated on first use, kept.
   struct Free {
     void operator()(uint8_t* p) const { std::free(p); }
@@ -289,7 +290,7 @@ Status Loader::Impl::submit(const TensorInfo& t, Shape shape, const Ranges& rang
     }
   }
   try {
-    j.out = Tensor::host_uninitialized(DType::kF32, shape);
+    j.out = arena ? arena->take(DType::kF32, shape) : Tensor::host_uninitialized(DType::kF32, shape);
   } catch (const std::bad_alloc&) {
     return Status::OutOfMemory(t.file + ": tensor '" + t.name + "': cannot allocate " +
                                std::to_string(shape_numel(shape) * 4) + " bytes of F32");
@@ -351,6 +352,8 @@ Loader::~Loader() {
 }
 
 int Loader::threads() const { return impl_->threads; }
+
+void Loader::place_results_in(HostArena* arena) { impl_->arena = arena; }
 
 size_t Loader::pending() const {
   std::lock_guard<std::mutex> lk(impl_->mu);

@@ -60,6 +60,9 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   int threads() const;
+  // Tensors submitted from now on are placed in `arena` (null: each allocated on its own), which
+  // must outlive the calls to next() that return them.
+  void place_results_in(HostArena* arena);
 
   // Queues tensor `name`, whole (dim -1) or the slice [begin, end) of dim 0 or 1 (as
   // load_slice_f32); the caller reads chunks of it until none is left to take. Errors: as

@@ -40,6 +40,18 @@ HostStorage::HostStorage(size_t bytes, bool zero) : bytes_(bytes) {
 }
 HostStorage::~HostStorage() { std::free(ptr_); }
 
+HostArena::HostArena(size_t bytes) : slab_(std::make_shared<HostStorage>(bytes, false)) {}
+
+size_t HostArena::capacity() const { return slab_->bytes(); }
+
+Tensor HostArena::take(DType dtype, Shape shape) {
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  if (used_ + bytes > slab_->bytes()) return Tensor::host_uninitialized(dtype, std::move(shape));
+  Tensor t(dtype, std::move(shape), slab_, used_);
+  used_ += std::min(padded(bytes), slab_->bytes() - used_);
+  return t;
+}
+
 Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<Storage> storage, size_t offset_bytes)
     : dtype_(dtype), shape_(std::move(shape)), storage_(std::move(storage)), offset_(offset_bytes) {
   DZ_CHECK(!storage_ || offset_ + bytes() <= storage_->bytes(),

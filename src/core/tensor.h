@@ -51,6 +51,29 @@ class HostStorage final : public Storage {
   size_t bytes_ = 0;
 };
 
+class Tensor;
+
+// One host allocation that many tensors are placed in, back to back (each 64-byte aligned):
+// a CPU rank's weights, so that all of them sit on 2 MiB transparent huge pages (HostStorage
+// of the total) instead of one allocation each, most of them too small for a huge page. A
+// weight-streaming decode reads every weight once per token, and 4 KiB pages cost it a TLB
+// miss per page. Not a general allocator: nothing is freed before the arena's last tensor.
+// Not thread-safe.
+class HostArena {
+ public:
+  explicit HostArena(size_t bytes);
+  // An uninitialised tensor placed in the arena, or allocated on its own (Tensor::
+  // host_uninitialized) once the arena is full, so a short estimate costs speed, not a failure.
+  Tensor take(DType dtype, Shape shape);
+  size_t capacity() const;
+  size_t used() const { return used_; }
+  static size_t padded(size_t bytes) { return (bytes + 63) / 64 * 64; }  // bytes a tensor takes
+
+ private:
+  std::shared_ptr<HostStorage> slab_;
+  size_t used_ = 0;
+};
+
 class Tensor {
  public:
   Tensor() = default;

@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "kernels/ops.h"
 #include "model/registry.h"
+#include "plan/slicing.h"
 
 namespace dayzero::runtime {
 namespace fs = std::filesystem;
@@ -57,6 +58,24 @@ Status check_keepable_as_stored(const ModelInfo& m) {
   return Status::Ok();
 }
 
+namespace {
+
+// Bytes of the f32 tensors the loader hands over for this rank's slices (the FP8 and INT4 paths
+// allocate their own), each padded as the arena places it.
+size_t loader_result_bytes(const ModelInfo& m, const SliceFn& slice_of) {
+  size_t total = 0;
+  for (const auto& spec : m.specs) {
+    if (spec.skip_load || spec.pack_group > 0 || !spec.scale_name.empty()) continue;
+    const TensorSlice s = slice_of ? slice_of(spec) : TensorSlice{};
+    if (!s.held) continue;
+    const plan::Slice ps{s.held, s.dim, s.begin, s.end, s.rows};
+    total += HostArena::padded(static_cast<size_t>(plan::slice_bytes(spec, ps, 4)));
+  }
+  return total;
+}
+
+}  // namespace
+
 Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,
                                const std::function<void(const checkpoint::WeightRecord&)>& on_tensor,
@@ -68,6 +87,13 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
   // The threads the backend computes with (DAYZERO_THREADS, runtime.threads or cores / ranks
   // per node): they are idle while weights load.
   checkpoint::Loader loader(threads > 0 ? threads : kernels::cpu::gemm_info().threads, staging_bytes);
+  // The CPU backend keeps the loader's f32 tensors as its weights: one arena holds them all, on
+  // huge pages (HostArena). A device backend copies each one away, so they stay separate.
+  std::optional<HostArena> arena;
+  if (be.device().kind == DeviceKind::kCpu) {
+    arena.emplace(loader_result_bytes(m, slice_of));
+    loader.place_results_in(&*arena);
+  }
   const auto finite = [](const model::TensorSpec& spec, const checkpoint::WeightRecord& rec) -> Status {
     if (rec.nan_count || rec.inf_count)
       return Status::Corrupt(rec.file + ": tensor " + spec.name + " holds " + std::to_string(rec.nan_count) +

@@ -149,6 +149,26 @@ TEST_F(LoadTest, SliceDim0MatchesFullAndReadsOnlyOwnedBytes) {
 
 // A sectioned split's rows (plan/slicing.h): rows 0 and 2-4 of m, concatenated, one record with
 // a byte range per run of rows and the checksum of exactly those bytes in order.
+TEST_F(LoadTest, ResultsPlacedInAnArenaAreTheSame) {
+  HostArena arena(2 * HostArena::padded(kRows * kCols * 4));
+  Loader loader(2, 64);  // small chunks: several per tensor, two threads
+  loader.place_results_in(&arena);
+  WeightRecord rec_arena, rec_own;
+  auto a = loader.load(catalog_, "m_bf16", reader_, &rec_arena);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  auto b = loader.load_slice(catalog_, "m_f32", 0, 1, 3, reader_, nullptr);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  const auto* base = static_cast<const char*>(a->data());
+  EXPECT_EQ(static_cast<const char*>(b->data()), base + HostArena::padded(kRows * kCols * 4));
+  loader.place_results_in(nullptr);
+  auto own = loader.load(catalog_, "m_bf16", reader_, &rec_own);
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(std::memcmp(a->data(), own->data(), own->bytes()), 0);
+  EXPECT_EQ(rec_arena.checksum, rec_own.checksum);
+  const auto full = load("m_f32");
+  for (int64_t i = 0; i < 2 * kCols; ++i) ASSERT_EQ(b->f32()[i], full[kCols + i]);
+}
+
 TEST_F(LoadTest, RowRangesConcatenateInOrder) {
   for (const std::string name : {"m_f32", "m_bf16"}) {
     const auto full = load(name);

@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <vector>
@@ -139,6 +141,27 @@ class DeviceWeightBytes : public ::testing::Test {
   }
   std::vector<fs::path> dirs_;
 };
+
+// The CPU keeps the loader's tensors as its weights: all of them in one arena, back to back.
+TEST_F(DeviceWeightBytes, CpuWeightsShareOneArena) {
+  const runtime::ModelInfo m = make("llama", DType::kBF16);
+  auto be = backend::make_backend({});
+  ASSERT_TRUE(be.ok());
+  model::Weights weights;
+  std::vector<checkpoint::WeightRecord> recs;
+  ASSERT_TRUE(runtime::load_weights(m, **be, weights, recs, {}, {}, checkpoint::kDefaultStagingBytes, 1).ok());
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  size_t padded = 0;
+  for (const auto& r : recs) {
+    const Tensor& t = weights.get(r.name);
+    const auto a = reinterpret_cast<uintptr_t>(t.data());
+    lo = std::min(lo, a);
+    hi = std::max(hi, a + t.bytes());
+    padded += HostArena::padded(t.bytes());
+  }
+  ASSERT_GT(recs.size(), 10u);
+  EXPECT_LE(hi - lo, padded) << "the weights are not in one allocation";
+}
 
 TEST_F(DeviceWeightBytes, Bf16LlamaEqualsThePlanOnEveryRank) {
   const runtime::ModelInfo m = make("llama", DType::kBF16);
