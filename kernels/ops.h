@@ -30,6 +30,13 @@ void rmsnorm(int64_t rows, int64_t width, const float* x, const float* w, float 
 // for i < d/2 with angle positions[t] * inv_freq[i]; inv_freq [head_dim / 2].
 void rope_rotate_half(int64_t n_tokens, int64_t n_head, int64_t head_dim, const int32_t* positions,
                       const float* inv_freq, float* x);
+// The same in two steps: the cos/sin table of the angles positions[t] * inv_freq[i]
+// (cos_t, sin_t [n_tokens, half], half = head_dim / 2), then the rotation with it; the two give
+// rope_rotate_half's bits.
+void rope_angles(int64_t n_tokens, int64_t half, const int32_t* positions, const float* inv_freq, float* cos_t,
+                 float* sin_t);
+void rope_rotate_half_table(int64_t n_tokens, int64_t n_head, int64_t head_dim, const float* cos_t,
+                            const float* sin_t, float* x);
 
 // Causal grouped-query attention over a KV cache.
 //   q   [n_tokens, n_head, head_dim]       queries of tokens at positions pos0 .. pos0+n_tokens-1

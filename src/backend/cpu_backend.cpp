@@ -3,8 +3,10 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "core/clock.h"
 #include "kernels/ops.h"
@@ -89,8 +91,20 @@ class CpuBackend final : public Backend {
   void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq) override {
     DZ_CHECK(x.rank() == 3 && positions.dtype() == DType::kI32 && positions.numel() == x.dim(0));
     DZ_CHECK(inv_freq.numel() * 2 == x.dim(2));
-    kc::rope_rotate_half(x.dim(0), x.dim(1), x.dim(2), static_cast<const int32_t*>(positions.data()),
-                         f(inv_freq), f(x));
+    const auto* pos = static_cast<const int32_t*>(positions.data());
+    const int64_t n = x.dim(0), half = inv_freq.numel();
+    // The cos/sin table of the last positions and inv_freq, kept: every layer of a forward rotates
+    // q and k at the same ones. Compared by value, so a new forward never reuses a stale table.
+    RopeTable& t = rope_table_;
+    if (!std::equal(pos, pos + n, t.positions.begin(), t.positions.end()) ||
+        !std::equal(f(inv_freq), f(inv_freq) + half, t.inv_freq.begin(), t.inv_freq.end())) {
+      t.positions.assign(pos, pos + n);
+      t.inv_freq.assign(f(inv_freq), f(inv_freq) + half);
+      t.cos.resize(n * half);
+      t.sin.resize(n * half);
+      kc::rope_angles(n, half, pos, f(inv_freq), t.cos.data(), t.sin.data());
+    }
+    kc::rope_rotate_half_table(n, x.dim(1), x.dim(2), t.cos.data(), t.sin.data(), f(x));
   }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos0, float scale,
                  Tensor& out) override {
@@ -138,7 +152,12 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  struct RopeTable {
+    std::vector<int32_t> positions;
+    std::vector<float> inv_freq, cos, sin;  // cos, sin [positions, inv_freq]
+  };
   int64_t budget_;
+  RopeTable rope_table_;
 };
 
 }  // namespace
