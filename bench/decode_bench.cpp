@@ -15,6 +15,7 @@
 #include "bench_model.h"
 #include "core/clock.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/ops.h"
 #include "runtime/forward.h"
 #include "runtime/generate.h"
@@ -71,6 +72,51 @@ double load_average() {
     std::fclose(f);
   }
   return l;
+}
+
+// GB/s of a plain read of `spans` (summed 16 floats at a time on dayzero's pool), best of 5:
+// the bound a batch-1 decode that reads every weight once per token can approach.
+double plain_read_gb_s(const std::vector<std::pair<const float*, int64_t>>& spans) {
+  constexpr int64_t kChunk = 65536;  // floats (256 KiB)
+  std::vector<std::pair<const float*, int64_t>> chunks;
+  int64_t total = 0;
+  for (const auto& [p, n] : spans) {
+    for (int64_t i = 0; i < n; i += kChunk) chunks.push_back({p + i, std::min(kChunk, n - i)});
+    total += n;
+  }
+  double best = 0;
+  volatile float sink = 0;
+  for (int r = 0; r < 5; ++r) {
+    std::vector<float> part(chunks.size());
+    const int64_t t0 = monotonic_ns();
+    kernels::cpu::parallel_for(static_cast<int64_t>(chunks.size()), 4, [&](int64_t c0, int64_t c1) {
+      using kernels::cpu::simd::V16;
+      for (int64_t c = c0; c < c1; ++c) {
+        const auto [p, n] = chunks[c];
+        V16 a{}, b{}, d{}, e{};
+        int64_t i = 0;
+        for (; i + 64 <= n; i += 64) {
+          __builtin_prefetch(p + i + 2048);  // 8 KiB ahead, as the small-M GEMM kernel reads w
+          __builtin_prefetch(p + i + 2048 + 32);
+          V16 x0, x1, x2, x3;
+          std::memcpy(&x0, p + i, 64), std::memcpy(&x1, p + i + 16, 64);
+          std::memcpy(&x2, p + i + 32, 64), std::memcpy(&x3, p + i + 48, 64);
+          a += x0, b += x1, d += x2, e += x3;
+        }
+        float sum = 0;
+        for (; i < n; ++i) sum += p[i];
+        const V16 t = a + b + d + e;
+        for (int l = 0; l < 16; ++l) sum += t[l];
+        part[c] = sum;
+      }
+    });
+    const double sec = static_cast<double>(monotonic_ns() - t0) * 1e-9;
+    float sum = 0;
+    for (float x : part) sum += x;
+    sink = sink + sum;
+    best = std::max(best, static_cast<double>(total) * 4 / sec * 1e-9);
+  }
+  return best;
 }
 
 Figure median(std::vector<Figure> v) {
@@ -132,6 +178,20 @@ int main(int argc, char** argv) {
               static_cast<long long>(many.tokens), many.seconds, static_cast<double>(many.tokens) / many.cpu_seconds);
   std::printf("ratio     %.2f  (batch %d / batch 1); load average %.2f at end\n", many.tokens_per_s / one.tokens_per_s,
               batch, load_average());
+  // Batch 1 reads every weight once per token but the embedding table (one row each; all of
+  // it when it is also the lm_head): its bytes per token against a plain read of them.
+  std::vector<std::pair<const float*, int64_t>> spans;
+  int64_t bytes = 0;
+  for (const auto& r : recs) {
+    if (r.name == "model.embed_tokens.weight" && !hp.tie_embeddings) continue;
+    const Tensor& t = w.get(r.name);
+    spans.push_back({t.f32(), t.numel()});
+    bytes += static_cast<int64_t>(t.bytes());
+  }
+  const double decode_gb_s = static_cast<double>(bytes) * one.tokens_per_s * 1e-9, read_gb_s = plain_read_gb_s(spans);
+  std::printf("weights   %.1f MB per token at batch 1: %.1f GB/s; a plain read of the same weights %.1f GB/s "
+              "(ratio %.2f)\n",
+              static_cast<double>(bytes) * 1e-6, decode_gb_s, read_gb_s, decode_gb_s / read_gb_s);
   // Sequence 0 has the same prompt in both: its greedy ids must not depend on the batch.
   const bool same = one.first_ids == many.first_ids;
   std::printf("sequence 0 generated ids %s in batch 1 and batch %d\n", same ? "identical" : "DIFFER", batch);
