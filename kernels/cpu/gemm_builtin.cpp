@@ -16,10 +16,12 @@ namespace {
 using simd::Vec;
 
 // Register tile kMr x kNr accumulators plus kMr x-vectors and one w-vector fit the 16
-// (AVX2) or 32 (AVX-512) vector registers (m > kSmallMaxM). m = 1 has no x reuse, so it takes a
-// 1 x kNrGemv tile, which keeps more independent loads in flight.
+// (AVX2) or 32 (AVX-512) vector registers (m > kSmallMaxM). m = 1 has no x reuse and is bound
+// by reading w, so it takes a 1 x kNrGemv tile: few rows at once, so w is read nearly in one
+// sequential stream (with huge pages, 2 rows read 66.6 tok/s where 12 read 59.4 on the decode
+// bench, docs/gemm.md; the AVX2 width is not measured).
 #if defined(__AVX512F__)
-constexpr int kMr = 4, kNr = 6, kNrGemv = 12;
+constexpr int kMr = 4, kNr = 6, kNrGemv = 2;
 #else
 constexpr int kMr = 3, kNr = 4, kNrGemv = 8;
 #endif
@@ -90,7 +92,7 @@ void tile_edge(int mr, int nr, const float* x, const float* w, int64_t ld, int64
 // call, so k is not blocked (each y element is one hsum, and each w row streams end to end, read
 // from memory once per call) and a tile covers up to kMrSmall rows of x: y[MR, NR] = x · w^T.
 // Loop order w vectors outside, x rows inside: MR * NR accumulators + NR w vectors + 1 x vector.
-// m = 1 takes 1 x kNrGemv tiles of the same code (more w rows in flight, no x reuse to gain).
+// m = 1 takes 1 x kNrGemv tiles of the same code (no x reuse to gain; w read as one stream).
 #if defined(__AVX512F__)
 constexpr int kMrSmall = 8, kNrSmall = 3;
 #else
