@@ -79,4 +79,21 @@ Status softmax_rows(int64_t rows, int64_t width, float* x, cudaStream_t stream);
 // and a NaN never beats a number (kernels::cpu::argmax).
 Status argmax(int64_t n, const float* x, int64_t* index, cudaStream_t stream);
 
+// MoE router top-k, one block per token (kernels/cuda/router.cu), the twins of
+// kernels/cpu/router.h with the same f32 operations in the same order and the same tie rule
+// (descending score; equal scores: the lower index first; ids in that order). exp is taken
+// in f64 and rounded once (glibc's expf is within 0.502 ulp of that), so a weight may differ
+// from the CPU's by an ulp of its exp, and only near-ties that close can change an id.
+// logits f32 [n_tokens, n_expert]; ids int32 [n_tokens, k]; weights f32 [n_tokens, k].
+// REQUIRES: 1 <= k <= min(n_expert, kRouterMaxK), n_expert <= kRouterMaxExperts.
+inline constexpr int64_t kRouterMaxExperts = 4096, kRouterMaxK = 64;
+Status route_softmax_topk(int64_t n_tokens, int64_t n_expert, int64_t k, bool renormalize, const float* logits,
+                          int32_t* ids, float* weights, cudaStream_t stream);
+// Sigmoid scores, bias (f32 or bf16 [n_expert], may be null) for selection only, group-limited
+// top-k (kernels/cpu/router.h). REQUIRES: as above, n_expert % n_group == 0, 1 <= topk_group
+// <= min(n_group, kRouterMaxK), k <= topk_group * (n_expert / n_group).
+Status route_sigmoid_group_topk(int64_t n_tokens, int64_t n_expert, int64_t k, int64_t n_group, int64_t topk_group,
+                                bool renormalize, float scaling, const float* logits, Elem bias_elem,
+                                const void* bias, int32_t* ids, float* weights, cudaStream_t stream);
+
 }  // namespace dayzero::kernels::cuda

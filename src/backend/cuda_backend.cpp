@@ -466,6 +466,21 @@ class CudaBackend final : public Backend {
                                   f(k, "attention_full"), f(v, "attention_full"), scale, f(out, "attention_full"),
                                   stream_));
   }
+  void route_topk(const Tensor& logits, const Tensor* bias, const RouterOptions& o, Tensor& ids,
+                  Tensor& weights) override {
+    check_route_args(logits, bias, o, ids, weights);
+    DZ_CHECK(!ids.device().is_cpu(), "cuda route_topk: host ids");
+    const int64_t n = logits.dim(0), ne = logits.dim(1);
+    auto* id = static_cast<int32_t*>(ids.data());
+    if (o.kind == RouterOptions::Kind::kSoftmax) {
+      DZ_STATUS_CHECK(kc::route_softmax_topk(n, ne, o.k, o.renormalize, f(logits, "route_topk"), id,
+                                             f(weights, "route_topk"), stream_));
+      return;
+    }
+    DZ_STATUS_CHECK(kc::route_sigmoid_group_topk(n, ne, o.k, o.n_group, o.topk_group, o.renormalize, o.scaling,
+                                                 f(logits, "route_topk"), bias ? elem_of(*bias, "route_topk") : Elem::kF32,
+                                                 bias ? bias->data() : nullptr, id, f(weights, "route_topk"), stream_));
+  }
 
  private:
   static size_t elem_bytes(Elem e) { return e == Elem::kF32 ? 4 : 2; }
