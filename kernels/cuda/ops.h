@@ -15,10 +15,13 @@
 namespace dayzero::kernels::cuda {
 
 // Element types a device buffer may hold (a subset of core/dtype.h's): activations are f32;
-// weights f32 or bf16; FP8 weights with f32 block scales.
-enum class Elem : int { kF32, kBF16 };
+// weights f32 or bf16; FP8 weights with f32 block scales. kF16 only as the source of convert
+// (an F16 checkpoint's weights as they cross PCIe); no other op takes it.
+enum class Elem : int { kF32, kBF16, kF16 };
 
-// y[n] = convert(x[n]): f32 -> bf16 (round to nearest even, NaN stays NaN) or bf16 -> f32.
+// y[n] = convert(x[n]): f32 -> bf16 (round to nearest even, NaN stays NaN), bf16 -> f32, f16 ->
+// f32 (exact) or f16 -> bf16 (through f32: the same bits as widening on the host first), or a
+// copy when from == to. InvalidArgument for a conversion to f16.
 Status convert(int64_t n, Elem from, const void* x, Elem to, void* y, cudaStream_t stream);
 
 // out[rows, cols] = f32(w[i][j]) * scale[i / block_rows][j / block_cols], written as `to`

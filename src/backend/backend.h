@@ -89,6 +89,11 @@ class Backend {
     (void)kept;
     return to_device_weight(host);
   }
+  // Whether to_device_weight takes BF16 and F16 host tensors as stored and converts them on
+  // the device (CUDA: they cross PCIe at two bytes an element); otherwise the loader hands every
+  // float tensor over as host f32 (checkpoint::Loader::set_keep_stored_float). Either way the
+  // device holds the same bits.
+  virtual bool wants_stored_dtype() const { return false; }
   // Whether to_device_fp8_weight keeps FP8 weights as stored (CUDA); otherwise the loader
   // dequantises them on the host and calls to_device_weight.
   virtual bool keeps_fp8_weights() const { return false; }
