@@ -64,9 +64,13 @@ run_test() {  # name, timeout, command...
 }
 run_test cuda_probe_test 60 "$P/bin/cuda_probe_test"
 run_test cuda_kernels_test 120 "$P/bin/cuda_kernels_test"
+run_test cuda_stored_load_test 120 "$P/bin/cuda_stored_load_test"
 run_test nccl_smoke_test 60 "$P/bin/nccl_smoke_test"
 run_test mpi_staged_comm_test 60 mpiexec -n 2 --oversubscribe "$P/bin/mpi_staged_comm_test"
 run_test device_weight_bytes_test 60 "$P/bin/device_weight_bytes_test"
+run_test router_test 60 "$P/bin/router_test"
+run_test checkpoint_load_stored_test 60 "$P/bin/checkpoint_load_stored_test"
+run_test stored_dtype_load_test 60 "$P/bin/stored_dtype_load_test"
 run_test cuda_e2e_test 360 "$P/bin/cuda_e2e_test"
 
 if [[ ${SKIP_BENCH:-0} == 1 ]]; then

@@ -18,7 +18,8 @@ OUT=${2:-$ROOT/build-gpu-pack}
 BUILD=${DAYZERO_GPU_BUILD_DIR:-$ROOT/build}
 LIMIT=$((64 << 20))
 TARGETS=(dayzero cuda_bench cuda_probe_test cuda_kernels_test nccl_smoke_test cuda_e2e_test mpi_staged_comm_test
-         device_weight_bytes_test)
+         device_weight_bytes_test cuda_stored_load_test router_test checkpoint_load_stored_test
+         stored_dtype_load_test)
 
 echo "gpu-check: building ${TARGETS[*]} in $BUILD (CUDA on)"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDAYZERO_CUDA=ON \
@@ -32,7 +33,9 @@ mkdir -p "$P/bin" "$P/lib" "$P/ompi/bin" "$P/ompi/lib/openmpi3" "$P/ompi/share" 
 binaries=("$BUILD/src/cli/dayzero" "$BUILD/bench/cuda_bench" "$BUILD/tests/unit/cuda/cuda_probe_test"
           "$BUILD/tests/unit/cuda/cuda_kernels_test" "$BUILD/tests/unit/cuda/nccl_smoke_test"
           "$BUILD/tests/e2e/cuda_e2e_test"
-          "$BUILD/tests/mpi/mpi_staged_comm_test" "$BUILD/tests/unit/runtime/device_weight_bytes_test")
+          "$BUILD/tests/mpi/mpi_staged_comm_test" "$BUILD/tests/unit/runtime/device_weight_bytes_test"
+          "$BUILD/tests/unit/cuda/cuda_stored_load_test" "$BUILD/tests/unit/kernels/router_test"
+          "$BUILD/tests/unit/checkpoint/checkpoint_load_stored_test" "$BUILD/tests/unit/runtime/stored_dtype_load_test")
 for b in "${binaries[@]}"; do
   [[ -x $b ]] || { echo "gpu-check: $b was not built" >&2; exit 3; }
   strip --strip-debug -o "$P/bin/$(basename "$b")" "$b"

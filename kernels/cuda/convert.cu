@@ -1,6 +1,7 @@
-// Dtype conversion on the device: f32 <-> bf16 and the dequantisation of block-scaled FP8
+// Dtype conversion on the device: f32 <-> bf16, f16 -> f32/bf16, and the dequantisation of block-scaled FP8
 // weights (E4M3FN / E5M2 with f32 scales per block, DeepSeek-V3 and Kimi-K2 layout) into f32
 // or bf16. Not the host conversions (core/dtype.h) nor the FP8 loader (checkpoint/fp8.h).
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include "kernels/cuda/common.cuh"
@@ -20,6 +21,16 @@ __global__ void f32_to_bf16_kernel(int64_t n, const float* x, __nv_bfloat16* y) 
 __global__ void bf16_to_f32_kernel(int64_t n, const __nv_bfloat16* x, float* y) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     y[i] = __bfloat162float(x[i]);
+}
+
+__global__ void f16_to_f32_kernel(int64_t n, const __half* x, float* y) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = __half2float(x[i]);
+}
+
+__global__ void f16_to_bf16_kernel(int64_t n, const __half* x, __nv_bfloat16* y) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = __float2bfloat16_rn(__half2float(x[i]));
 }
 
 __device__ __forceinline__ float fp8_to_f32(uint8_t v, bool e5m2) {
@@ -56,7 +67,14 @@ Status convert(int64_t n, Elem from, const void* x, Elem to, void* y, cudaStream
     if (e != cudaSuccess) return Status::Internal(std::string("cuda convert (copy): ") + cudaGetErrorString(e));
     return Status::Ok();
   }
-  if (from == Elem::kF32)
+  if (to == Elem::kF16) return Status::InvalidArgument("cuda convert: no conversion to f16 (no kernel takes it)");
+  if (from == Elem::kF16) {
+    if (to == Elem::kF32)
+      f16_to_f32_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, static_cast<const __half*>(x), static_cast<float*>(y));
+    else
+      f16_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, static_cast<const __half*>(x),
+                                                               static_cast<__nv_bfloat16*>(y));
+  } else if (from == Elem::kF32)
     f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, static_cast<const float*>(x),
                                                              static_cast<__nv_bfloat16*>(y));
   else

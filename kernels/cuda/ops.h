@@ -15,10 +15,13 @@
 namespace dayzero::kernels::cuda {
 
 // Element types a device buffer may hold (a subset of core/dtype.h's): activations are f32;
-// weights f32 or bf16; FP8 weights with f32 block scales.
-enum class Elem : int { kF32, kBF16 };
+// weights f32 or bf16; FP8 weights with f32 block scales. kF16 only as the source of convert
+// (an F16 checkpoint's weights as they cross PCIe); no other op takes it.
+enum class Elem : int { kF32, kBF16, kF16 };
 
-// y[n] = convert(x[n]): f32 -> bf16 (round to nearest even, NaN stays NaN) or bf16 -> f32.
+// y[n] = convert(x[n]): f32 -> bf16 (round to nearest even, NaN stays NaN), bf16 -> f32, f16 ->
+// f32 (exact) or f16 -> bf16 (through f32: the same bits as widening on the host first), or a
+// copy when from == to. InvalidArgument for a conversion to f16.
 Status convert(int64_t n, Elem from, const void* x, Elem to, void* y, cudaStream_t stream);
 
 // out[rows, cols] = f32(w[i][j]) * scale[i / block_rows][j / block_cols], written as `to`
@@ -78,5 +81,22 @@ Status softmax_rows(int64_t rows, int64_t width, float* x, cudaStream_t stream);
 // Index of the largest value of x[n] into *index (device int64); the lowest index wins ties
 // and a NaN never beats a number (kernels::cpu::argmax).
 Status argmax(int64_t n, const float* x, int64_t* index, cudaStream_t stream);
+
+// MoE router top-k, one block per token (kernels/cuda/router.cu), the twins of
+// kernels/cpu/router.h with the same f32 operations in the same order and the same tie rule
+// (descending score; equal scores: the lower index first; ids in that order). exp is taken
+// in f64 and rounded once (glibc's expf is within 0.502 ulp of that), so a weight may differ
+// from the CPU's by an ulp of its exp, and only near-ties that close can change an id.
+// logits f32 [n_tokens, n_expert]; ids int32 [n_tokens, k]; weights f32 [n_tokens, k].
+// REQUIRES: 1 <= k <= min(n_expert, kRouterMaxK), n_expert <= kRouterMaxExperts.
+inline constexpr int64_t kRouterMaxExperts = 4096, kRouterMaxK = 64;
+Status route_softmax_topk(int64_t n_tokens, int64_t n_expert, int64_t k, bool renormalize, const float* logits,
+                          int32_t* ids, float* weights, cudaStream_t stream);
+// Sigmoid scores, bias (f32 or bf16 [n_expert], may be null) for selection only, group-limited
+// top-k (kernels/cpu/router.h). REQUIRES: as above, n_expert % n_group == 0, 1 <= topk_group
+// <= min(n_group, kRouterMaxK), k <= topk_group * (n_expert / n_group).
+Status route_sigmoid_group_topk(int64_t n_tokens, int64_t n_expert, int64_t k, int64_t n_group, int64_t topk_group,
+                                bool renormalize, float scaling, const float* logits, Elem bias_elem,
+                                const void* bias, int32_t* ids, float* weights, cudaStream_t stream);
 
 }  // namespace dayzero::kernels::cuda

@@ -45,6 +45,23 @@ struct Reservation {
 // (x * sigmoid(1.702 x)).
 enum class GeluKind { kErf, kTanh, kQuick };
 
+// MoE router top-k (route_topk). kSoftmax: softmax top-k, optional renormalisation (Mixtral,
+// Qwen3-MoE). kSigmoidGrouped: sigmoid scores, a score-correction bias that steers selection
+// only, group-limited top-k, weights from the unbiased scores (renormalised when asked) times
+// scaling (DeepSeek-V3, Kimi-K2, GLM). Arithmetic and the tie rule (equal scores: the lower
+// index first) are kernels/cpu/router.h's on every backend.
+struct RouterOptions {
+  enum class Kind { kSoftmax, kSigmoidGrouped };
+  Kind kind = Kind::kSoftmax;
+  int64_t k = 1;                        // experts per token
+  bool renormalize = false;
+  int64_t n_group = 1, topk_group = 1;  // kSigmoidGrouped only
+  float scaling = 1.0f;                 // kSigmoidGrouped only
+};
+// The contract of route_topk's arguments (shapes, dtypes, group sizes), checked by every backend.
+void check_route_args(const Tensor& logits, const Tensor* bias, const RouterOptions& o, const Tensor& ids,
+                      const Tensor& weights);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -72,6 +89,11 @@ class Backend {
     (void)kept;
     return to_device_weight(host);
   }
+  // Whether to_device_weight takes BF16 and F16 host tensors as stored and converts them on
+  // the device (CUDA: they cross PCIe at two bytes an element); otherwise the loader hands every
+  // float tensor over as host f32 (checkpoint::Loader::set_keep_stored_float). Either way the
+  // device holds the same bits.
+  virtual bool wants_stored_dtype() const { return false; }
   // Whether to_device_fp8_weight keeps FP8 weights as stored (CUDA); otherwise the loader
   // dequantises them on the host and calls to_device_weight.
   virtual bool keeps_fp8_weights() const { return false; }
@@ -128,6 +150,13 @@ class Backend {
   // out[n_tokens, n_head, head_dim] = bidirectional attention of q over k/v
   // [n_tokens, n_head_kv, head_dim] (no mask, no cache: an encoder's self-attention).
   virtual void attention_full(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) = 0;
+  // MoE routing: ids int32 [n_tokens, o.k] and weights f32 [n_tokens, o.k] (this backend's
+  // tensors) from router logits f32 [n_tokens, n_expert]; bias [n_expert] (kSigmoidGrouped
+  // only, may be null; f32, or bf16 on CUDA). Ids are in selection order (RouterOptions).
+  // The CPU backend runs kernels/cpu/router.h, the CUDA backend its twin on the device
+  // (kernels/cuda/router.cu), one block per token.
+  virtual void route_topk(const Tensor& logits, const Tensor* bias, const RouterOptions& o, Tensor& ids,
+                          Tensor& weights) = 0;
 };
 
 struct BackendOptions {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "kernels/cpu/router.h"
 #include "kernels/ops.h"
 #include "backend/backend.h"
 
@@ -149,6 +150,15 @@ class CpuBackend final : public Backend {
     DZ_CHECK(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() && out.shape() == q.shape());
     DZ_CHECK(k.dim(0) == q.dim(0) && q.dim(1) % k.dim(1) == 0 && q.dim(2) == k.dim(2));
     kc::attention_full(q.dim(0), q.dim(1), k.dim(1), q.dim(2), f(q), f(k), f(v), scale, f(out));
+  }
+  void route_topk(const Tensor& logits, const Tensor* bias, const RouterOptions& o, Tensor& ids,
+                  Tensor& weights) override {
+    check_route_args(logits, bias, o, ids, weights);
+    const int64_t n = logits.dim(0), ne = logits.dim(1);
+    auto* id = static_cast<int32_t*>(ids.data());
+    if (o.kind == RouterOptions::Kind::kSoftmax) return kc::route_softmax_topk(n, ne, o.k, o.renormalize, f(logits), id, f(weights));
+    const kc::GroupRoute g{o.n_group, o.topk_group, o.renormalize, o.scaling};
+    kc::route_sigmoid_group_topk(n, ne, o.k, g, f(logits), bias ? f(*bias) : nullptr, id, f(weights));
   }
 
  private:

@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "backend/gemm_workspace.h"
+#include "backend/weight_staging.h"
 #include "core/log.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/ops.h"
@@ -130,6 +131,8 @@ Elem elem_of(const Tensor& t, const char* op) {
 }
 
 bool is_fp8(DType t) { return t == DType::kF8_E4M3 || t == DType::kF8_E5M2; }
+bool is_host_float(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
+Elem elem_of_host(DType t) { return t == DType::kF32 ? Elem::kF32 : t == DType::kBF16 ? Elem::kBF16 : Elem::kF16; }
 
 // The layout of the FP8 weight a tensor views, whole. A view into part of one (rows()) cannot
 // be dequantised with its scales and is refused.
@@ -224,38 +227,46 @@ class CudaBackend final : public Backend {
   }
 
   // Weights of rank >= 2 in the compute dtype (bf16 halves what f32 would take); norms, biases
-  // and other vectors stay f32.
+  // and other vectors in f32, whichever float dtype the host tensor has.
   Tensor to_device_weight(const Tensor& host) override {
-    if (!host.device().is_cpu() || host.dtype() != DType::kF32) return to_device(host);
+    if (!host.device().is_cpu() || !is_host_float(host.dtype())) return to_device(host);
     return to_device_weight(host, compute_ == DType::kBF16 && host.rank() >= 2 ? DType::kBF16 : DType::kF32);
   }
 
-  // The weight in `kept` (BF16 or F32), staged through the pinned buffers, converted on the device.
+  // BF16/F16 host tensors cross PCIe as they are (wants_stored_dtype: the loader hands them so).
+  bool wants_stored_dtype() const override { return true; }
+
+  // The weight in `kept` (BF16 or F32) from a host F32, BF16 or F16 tensor: its bytes staged as
+  // they are through the pinned buffers, converted on the device where the dtypes differ. The
+  // conversions are exact or one rounding to bf16 (RNE) of the exact value, so the device holds
+  // the same bits whether the host handed f32 or the stored dtype.
   Tensor to_device_weight(const Tensor& host, DType kept) override {
-    DZ_CHECK(host.device().is_cpu() && host.dtype() == DType::kF32,
-             "cuda to_device_weight: expects a host f32 tensor, got " << dtype_name(host.dtype()));
+    DZ_CHECK(host.device().is_cpu() && is_host_float(host.dtype()),
+             "cuda to_device_weight: expects a host f32, bf16 or f16 tensor, got " << dtype_name(host.dtype()));
     DZ_CHECK(kept == DType::kBF16 || kept == DType::kF32,
              "cuda to_device_weight: keeps weights in bfloat16 or float32, not " << dtype_name(kept));
-    const bool narrow = kept == DType::kBF16;
     Tensor t = alloc(kept, host.shape(), true);
     ws_bounds_.note_weight(host.shape(), kept);
+    const WeightStaging plan{host.dtype(), kept, kStagingBytes};
+    const Elem from = elem_of_host(host.dtype()), to = kept == DType::kBF16 ? Elem::kBF16 : Elem::kF32;
     begin_staging();
-    const size_t chunk_elems = kStagingBytes / sizeof(float);
     const size_t n = static_cast<size_t>(host.numel());
-    const auto* src = static_cast<const float*>(host.data());
-    for (size_t i0 = 0, c = 0; i0 < n; i0 += chunk_elems, ++c) {
-      const size_t m = std::min(chunk_elems, n - i0), b = c % 2;
+    const auto* src = static_cast<const char*>(host.data());
+    auto* dst = static_cast<char*>(t.data());
+    for (size_t i0 = 0, c = 0; i0 < n; i0 += plan.chunk_elems(), ++c) {
+      const size_t m = std::min(plan.chunk_elems(), n - i0), b = c % 2;
       // The buffer's previous copy and conversion must be done before it is refilled; the
       // other buffer's transfer runs meanwhile.
       DZ_CUDA_CHECK(cudaEventSynchronize(staging_done_[b]), "to_device_weight");
-      std::memcpy(pinned_[b], src + i0, m * sizeof(float));
-      if (narrow) {
-        DZ_CUDA_CHECK(cudaMemcpyAsync(staged_[b], pinned_[b], m * sizeof(float), cudaMemcpyHostToDevice, copy_stream_),
+      std::memcpy(pinned_[b], src + i0 * plan.host_size(), m * plan.host_size());
+      if (plan.converts()) {
+        DZ_CUDA_CHECK(cudaMemcpyAsync(staged_[b], pinned_[b], m * plan.host_size(), cudaMemcpyHostToDevice,
+                                      copy_stream_),
                       "to_device_weight");
-        DZ_STATUS_CHECK(kc::convert(static_cast<int64_t>(m), Elem::kF32, staged_[b], Elem::kBF16,
-                                    static_cast<uint16_t*>(t.data()) + i0, copy_stream_));
+        DZ_STATUS_CHECK(kc::convert(static_cast<int64_t>(m), from, staged_[b], to, dst + i0 * plan.kept_size(),
+                                    copy_stream_));
       } else {
-        DZ_CUDA_CHECK(cudaMemcpyAsync(static_cast<float*>(t.data()) + i0, pinned_[b], m * sizeof(float),
+        DZ_CUDA_CHECK(cudaMemcpyAsync(dst + i0 * plan.kept_size(), pinned_[b], m * plan.host_size(),
                                       cudaMemcpyHostToDevice, copy_stream_),
                       "to_device_weight");
       }
@@ -465,6 +476,21 @@ class CudaBackend final : public Backend {
     DZ_STATUS_CHECK(kc::attention(q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(0), false, 0, f(q, "attention_full"),
                                   f(k, "attention_full"), f(v, "attention_full"), scale, f(out, "attention_full"),
                                   stream_));
+  }
+  void route_topk(const Tensor& logits, const Tensor* bias, const RouterOptions& o, Tensor& ids,
+                  Tensor& weights) override {
+    check_route_args(logits, bias, o, ids, weights);
+    DZ_CHECK(!ids.device().is_cpu(), "cuda route_topk: host ids");
+    const int64_t n = logits.dim(0), ne = logits.dim(1);
+    auto* id = static_cast<int32_t*>(ids.data());
+    if (o.kind == RouterOptions::Kind::kSoftmax) {
+      DZ_STATUS_CHECK(kc::route_softmax_topk(n, ne, o.k, o.renormalize, f(logits, "route_topk"), id,
+                                             f(weights, "route_topk"), stream_));
+      return;
+    }
+    DZ_STATUS_CHECK(kc::route_sigmoid_group_topk(n, ne, o.k, o.n_group, o.topk_group, o.renormalize, o.scaling,
+                                                 f(logits, "route_topk"), bias ? elem_of(*bias, "route_topk") : Elem::kF32,
+                                                 bias ? bias->data() : nullptr, id, f(weights, "route_topk"), stream_));
   }
 
  private:

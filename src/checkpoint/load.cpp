@@ -108,8 +108,32 @@ Counts widen_bf16_scan(const uint16_t* in, uint32_t* out, size_t n) {
   return c;
 }
 
-// Converts (unless the bytes are already the result) and scans one chunk.
-Counts finish_chunk(DType dtype, const uint8_t* src, float* dst, size_t count) {
+// NaN and Inf of 16-bit floats kept as stored, by their bits (inf: the magnitude bits of
+// infinity, 0x7f80 for BF16, 0x7c00 for F16): the same counts as in their f32 widening.
+Counts scan_16(const uint16_t* bits, size_t n, uint16_t inf) {
+  Counts c;
+  for (size_t b = 0; b < n; b += kScanBlock) {
+    const size_t len = std::min(kScanBlock, n - b);
+    uint16_t m = 0;
+    for (size_t j = 0; j < len; ++j) m = std::max<uint16_t>(m, bits[b + j] & 0x7fffu);
+    if (m < inf) continue;
+    for (size_t j = 0; j < len; ++j) {
+      const uint16_t a = bits[b + j] & 0x7fffu;
+      c.inf += a == inf;
+      c.nan += a > inf;
+    }
+  }
+  return c;
+}
+
+// Whether a tensor of this on-disk dtype is handed over as stored when the loader keeps floats so.
+bool keepable_as_stored(DType d) { return d == DType::kBF16 || d == DType::kF16; }
+
+// Converts (unless the bytes are already the result) and scans one chunk. out: the result's
+// dtype, F32 or (kept as stored) the on-disk dtype, whose bytes are then the result as read.
+Counts finish_chunk(DType dtype, DType out, const uint8_t* src, float* dst, size_t count) {
+  if (out != DType::kF32)
+    return scan_16(reinterpret_cast<const uint16_t*>(src), count, dtype == DType::kBF16 ? 0x7f80u : 0x7c00u);
   if (dtype == DType::kBF16) return widen_bf16_scan(reinterpret_cast<const uint16_t*>(src),
                                                     reinterpret_cast<uint32_t*>(dst), count);
   if (dtype != DType::kF32 || src != reinterpret_cast<const uint8_t*>(dst)) convert_to_f32(dtype, src, dst, count);
@@ -132,7 +156,9 @@ size_t chunk_bytes_for(size_t staging_bytes, size_t esize) {
 struct Job {
   DType dtype = DType::kF32;
   size_t esize = 4;
-  bool direct = false;  // F32 on disk: read straight into the result
+  DType out_dtype = DType::kF32;  // the result's: F32, or the on-disk BF16/F16 kept as stored
+  size_t out_esize = 4;
+  bool direct = false;  // F32 on disk, or kept as stored: read straight into the result
   std::vector<Piece> pieces;
   std::vector<Chunk> chunks;
   Tensor out;
@@ -148,7 +174,7 @@ struct Job {
   Xxh64 hash;
   Counts counts;
 
-  uint8_t* dst_of(size_t i) const { return out_bytes + chunks[i].elem0 * 4; }
+  uint8_t* dst_of(size_t i) const { return out_bytes + chunks[i].elem0 * out_esize; }
   size_t count_of(size_t i) const { return chunks[i].bytes / esize; }
   size_t n() const { return chunks.size(); }
   bool claimable() const { return next_claim < n() && error.ok(); }
@@ -159,6 +185,7 @@ struct Loader::Impl {
   int threads = 1;
   size_t staging_bytes = kDefaultStagingBytes;
   HostArena* arena = nullptr;  // where results go (place_results_in); null: one allocation each
+  bool keep_stored_float = false;  // set_keep_stored_float
   // One staging slot per thread (the caller's is [0]): allocated on first use, kept.
   struct Free {
     void operator()(uint8_t* p) const { std::free(p); }
@@ -223,7 +250,7 @@ struct Loader::Impl {
     if (j.next_hash != i) {
       // Earlier chunks are still being read or hashed: convert and scan meanwhile.
       lk.unlock();
-      c = finish_chunk(j.dtype, src, reinterpret_cast<float*>(j.dst_of(i)), j.count_of(i));
+      c = finish_chunk(j.dtype, j.out_dtype, src, reinterpret_cast<float*>(j.dst_of(i)), j.count_of(i));
       finished = true;
       lk.lock();
       chain_cv.wait(lk, [&] { return j.next_hash == i || !j.error.ok(); });
@@ -237,7 +264,7 @@ struct Loader::Impl {
     }
     if (!finished) {
       lk.unlock();
-      c = finish_chunk(j.dtype, src, reinterpret_cast<float*>(j.dst_of(i)), j.count_of(i));
+      c = finish_chunk(j.dtype, j.out_dtype, src, reinterpret_cast<float*>(j.dst_of(i)), j.count_of(i));
       lk.lock();
     }
     j.counts.nan += c.nan;
@@ -267,7 +294,11 @@ Status Loader::Impl::submit(const TensorInfo& t, Shape shape, const Ranges& rang
   Job& j = *job;
   j.dtype = t.dtype;
   j.esize = dtype_size(t.dtype);
-  j.direct = t.dtype == DType::kF32;
+  if (keep_stored_float && keepable_as_stored(t.dtype)) {
+    j.out_dtype = t.dtype;
+    j.out_esize = j.esize;
+  }
+  j.direct = t.dtype == DType::kF32 || j.out_dtype != DType::kF32;
   const size_t chunk = chunk_bytes_for(staging_bytes, j.esize);
   uint64_t total = 0;
   for (const auto& r : ranges) total += r.second;
@@ -290,10 +321,11 @@ Status Loader::Impl::submit(const TensorInfo& t, Shape shape, const Ranges& rang
     }
   }
   try {
-    j.out = arena ? arena->take(DType::kF32, shape) : Tensor::host_uninitialized(DType::kF32, shape);
+    j.out = arena ? arena->take(j.out_dtype, shape) : Tensor::host_uninitialized(j.out_dtype, shape);
   } catch (const std::bad_alloc&) {
     return Status::OutOfMemory(t.file + ": tensor '" + t.name + "': cannot allocate " +
-                               std::to_string(shape_numel(shape) * 4) + " bytes of F32");
+                               std::to_string(shape_numel(shape) * j.out_esize) + " bytes of " +
+                               dtype_name(j.out_dtype));
   }
   j.out_bytes = static_cast<uint8_t*>(j.out.data());
   j.rec.name = t.name;
@@ -354,6 +386,7 @@ Loader::~Loader() {
 int Loader::threads() const { return impl_->threads; }
 
 void Loader::place_results_in(HostArena* arena) { impl_->arena = arena; }
+void Loader::set_keep_stored_float(bool on) { impl_->keep_stored_float = on; }
 
 size_t Loader::pending() const {
   std::lock_guard<std::mutex> lk(impl_->mu);

@@ -1,5 +1,6 @@
 // Loading one tensor (or one rank's slice of it) from a catalogued checkpoint into a host F32
-// tensor, streaming in bounded chunks, with a record of exactly what was read.
+// tensor (or, when asked, a BF16/F16 one as stored), streaming in bounded chunks, with a
+// record of exactly what was read.
 // A Loader keeps its helper threads and staging across tensors; the free functions load on the
 // calling thread alone. Not the shard-rule logic (which rank owns which slice): callers pass
 // the slice bounds.
@@ -32,7 +33,7 @@ struct WeightRecord {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // (offset, len) on disk, coalesced, in read order
   uint64_t bytes_read = 0;                            // sum of range lengths
   uint64_t checksum = 0;                 // xxh64 (seed 0) of the on-disk bytes read, in read order
-  int64_t nan_count = 0, inf_count = 0;  // in the converted f32 values
+  int64_t nan_count = 0, inf_count = 0;  // in the values (as converted to f32, or kept as stored)
   uint64_t reads = 0;                    // read calls issued (a column slice costs one per row)
   // Bytes of companion tensors read with this one (an FP8 weight's scale_inv, fp8.h); they are
   // not in ranges, bytes_read, checksum or reads.
@@ -45,8 +46,8 @@ struct WeightRecord {
 // own cache; the XXH64 state, which must see the chunks in file order, passes from thread to
 // thread. submit() returns once every chunk of the tensor is taken, so the caller starts on
 // the next tensor while helpers end the last one. Results (values, checksum, counts, reads)
-// are identical for any thread count. F32 on disk is read straight into the result; other
-// dtypes go through one staging slot per thread, allocated once and reused for every tensor
+// are identical for any thread count. F32 on disk (and BF16/F16 kept as stored) is read
+// straight into the result; other dtypes go through one staging slot per thread, allocated once and reused for every tensor
 // (the shape a device loader's pinned staging takes). Helpers read through their own
 // ByteReader (same open path and checks), so the caller's reader counts only its own reads.
 // Not thread-safe: one caller at a time. Helper threads sleep when there is nothing to take.
@@ -63,6 +64,13 @@ class Loader {
   // Tensors submitted from now on are placed in `arena` (null: each allocated on its own), which
   // must outlive the calls to next() that return them.
   void place_results_in(HostArena* arena);
+
+  // Whether BF16 and F16 tensors are handed over in their stored dtype (the bytes as read,
+  // shape as ever) instead of F32, for a backend that converts on its device
+  // (Backend::wants_stored_dtype). The record is the same in both modes: the checksum of the
+  // bytes read, NaN/Inf counted in the values. Other dtypes still become F32. Applies to
+  // tensors submitted from then on; off by default.
+  void set_keep_stored_float(bool on);
 
   // Queues tensor `name`, whole (dim -1) or the slice [begin, end) of dim 0 or 1 (as
   // load_slice_f32); the caller reads chunks of it until none is left to take. Errors: as

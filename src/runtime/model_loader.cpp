@@ -87,6 +87,9 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
   // The threads the backend computes with (DAYZERO_THREADS, runtime.threads or cores / ranks
   // per node): they are idle while weights load.
   checkpoint::Loader loader(threads > 0 ? threads : kernels::cpu::gemm_info().threads, staging_bytes);
+  // BF16/F16 tensors as stored for a backend that converts them on its device (the FP8 and INT4
+  // paths below keep their own forms).
+  loader.set_keep_stored_float(be.wants_stored_dtype());
   // The CPU backend keeps the loader's f32 tensors as its weights: one arena holds them all, on
   // huge pages (HostArena). A device backend copies each one away, so they stay separate.
   std::optional<HostArena> arena;

@@ -59,6 +59,7 @@ using SliceFn = std::function<TensorSlice(const model::TensorSpec&)>;
 // block-scaled FP8 weight kept as stored reaches a backend that keeps_fp8_weights() as its FP8
 // bytes and covering scales (checkpoint::load_fp8_as_stored); elsewhere it is dequantised on the
 // host. Absent: the backend's own rule (to_device_weight(host)), FP8 dequantised.
+// BF16/F16 tensors reach a backend that wants_stored_dtype() as stored, others as host f32.
 Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,
                                const std::function<void(const checkpoint::WeightRecord&)>& on_tensor = {},

@@ -1,37 +1,25 @@
 // Softmax-routed mixture of experts over this rank's experts.
 #include "model/blocks/moe.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <numeric>
 
 #include "backend/backend.h"
 
 namespace dayzero::model::blocks {
 
-Routing route_softmax_topk(const float* logits, int64_t n, int64_t n_expert, int64_t k, bool renormalize) {
+Routing route_experts(backend::Backend& be, const Tensor& logits, const Tensor* bias, const backend::RouterOptions& o) {
+  const int64_t n = logits.dim(0);
+  Tensor ids = be.empty_output(DType::kI32, {n, o.k}), weights = be.empty_output(DType::kF32, {n, o.k});
+  be.route_topk(logits, bias, o, ids, weights);
   Routing r;
-  r.ids.resize(static_cast<size_t>(n * k));
-  r.weights.resize(static_cast<size_t>(n * k));
-  std::vector<float> p(static_cast<size_t>(n_expert));
-  std::vector<int32_t> order(static_cast<size_t>(n_expert));
-  for (int64_t t = 0; t < n; ++t) {
-    const float* row = logits + t * n_expert;
-    const float mx = *std::max_element(row, row + n_expert);
-    float z = 0;
-    for (int64_t e = 0; e < n_expert; ++e) z += (p[e] = std::exp(row[e] - mx));
-    for (auto& v : p) v /= z;
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-    float sum = 0;
-    for (int64_t j = 0; j < k; ++j) sum += p[order[j]];
-    for (int64_t j = 0; j < k; ++j) {
-      r.ids[t * k + j] = order[j];
-      r.weights[t * k + j] = renormalize ? p[order[j]] / sum : p[order[j]];
-    }
-  }
+  r.ids.resize(static_cast<size_t>(n * o.k));
+  r.weights.resize(static_cast<size_t>(n * o.k));
+  if (n == 0) return r;
+  Tensor ids_host = Tensor::host(DType::kI32, {n, o.k}), weights_host = Tensor::host(DType::kF32, {n, o.k});
+  be.to_host(ids, ids_host);
+  be.to_host(weights, weights_host);
+  std::memcpy(r.ids.data(), ids_host.data(), r.ids.size() * sizeof(int32_t));
+  std::memcpy(r.weights.data(), weights_host.data(), r.weights.size() * sizeof(float));
   return r;
 }
 
@@ -65,10 +53,11 @@ Tensor moe_ffn(LayerContext& ctx, int layer, const MoeNames& names, const Tensor
   Tensor logits = be.empty(DType::kF32, {n, ne});
   be.matmul(x, ctx.w.get(layer_tensor_name(names.router, layer)), logits);
   emit(ctx.sink, prefix + "router_logits", logits);
-  Tensor logits_host = Tensor::host(DType::kF32, {n, ne});
-  be.to_host(logits, logits_host);
-  const Routing r = route_softmax_topk(logits_host.f32(), n, ne, k, hp.norm_topk_prob);
-  return moe_experts(ctx, layer, names, x, r);
+  backend::RouterOptions o;
+  o.kind = backend::RouterOptions::Kind::kSoftmax;
+  o.k = k;
+  o.renormalize = hp.norm_topk_prob;
+  return moe_experts(ctx, layer, names, x, route_experts(be, logits, nullptr, o));
 }
 
 Tensor moe_experts(LayerContext& ctx, int layer, const MoeNames& names, const Tensor& x, const Routing& r) {

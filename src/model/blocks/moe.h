@@ -4,11 +4,13 @@
 // (split etp ways) and adds only their contributions; one all-reduce over the tp group (= ep x
 // etp ranks) sums the partial outputs, the simple first form of dispatch/combine (every
 // rank routes all tokens; no all-to-all). Dump points: router_logits, topk_ids.
-// Routing runs on the host: the CPU backend's tensors are host tensors.
+// The selection is a Backend op (route_topk: on the device with CUDA); the per-expert token
+// lists and the weighted sum of the experts' outputs are built on the host.
 #pragma once
 
 #include <string>
 
+#include "backend/backend.h"
 #include "model/adapter.h"
 
 namespace dayzero::model::blocks {
@@ -18,12 +20,15 @@ struct MoeNames {
   std::string expert_gate, expert_up, expert_down;  // templates with {L} and {E}: [ff, d], [ff, d], [d, ff]
 };
 
-// Routing decision for n tokens: ids and weights [n, k], ties to the lower expert id.
+// Routing decision for n tokens on the host: ids and weights [n, k], ties to the lower expert id.
 struct Routing {
   std::vector<int32_t> ids;
   std::vector<float> weights;
 };
-Routing route_softmax_topk(const float* logits, int64_t n, int64_t n_expert, int64_t k, bool renormalize);
+// Selects the experts with the backend's route_topk (on its device) from router logits
+// [n_tokens, n_expert] (bias [n_expert] or null: RouterOptions), then copies ids and weights
+// to the host, where moe_experts gathers each expert's tokens.
+Routing route_experts(backend::Backend& be, const Tensor& logits, const Tensor* bias, const backend::RouterOptions& o);
 
 // Tensor specs of one MoE layer's router and experts.
 std::vector<TensorSpec> moe_specs(const HParams& hp, int layer, const MoeNames& names);

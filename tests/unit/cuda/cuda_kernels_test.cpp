@@ -3,7 +3,7 @@
 // in f32 and with bf16 weights (the CPU side then computes on the bf16-rounded values, so the
 // bound sees accumulation order only, and a negative control shows it would see the rounding),
 // plus the kernels behind no Backend op (dtype conversion, FP8 block dequantisation, softmax,
-// argmax). The bound is written beside each case with its reason. Skips where no GPU is visible.
+// argmax), the MoE router (ids equal, weights to the rounding of exp). The bound is written beside each case with its reason. Skips where no GPU is visible.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -478,6 +478,98 @@ TEST_F(CudaVsCpu, Embedding) {
   gpu_bf16_->embedding(gpu_bf16_->to_device(ih), gpu_bf16_->to_device_weight(host_of(table, {rows, width})), offset,
                        gb);
   EXPECT_EQ(values(ob), back(*gpu_bf16_, gb));
+}
+
+// Router top-k (route_topk) on the device vs the CPU backend, on the same logits: seeded, and
+// rounded to steps of 1/8 so that every row holds exact ties. The kernel takes the CPU's f32
+// operations in the CPU's order (sums in index order on one thread) and the same tie rule, so
+// ids must be equal and weights equal up to the rounding of exp (f64 rounded once on the
+// device, glibc's expf within 0.502 ulp of it: ~6e-8 relative per weight); bound 2e-7 relative
+// L2. Ids may differ only where two scores are within an ulp of exp, which these inputs do
+// not hold (random floats are ~1e-3 apart; ties are exact). Shapes: Mixtral-like 8 experts,
+// Qwen3-MoE 128, and rows longer than the block (300, 1024 experts).
+std::vector<float> router_logits(size_t n, uint32_t seed, bool ties) {
+  auto v = random_values(n, seed, 2.0f);
+  if (ties)
+    for (auto& x : v) x = std::round(x * 8) / 8;
+  return v;
+}
+
+struct RouteResult {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+};
+
+RouteResult route_on(backend::Backend& be, const std::vector<float>& logits, int64_t n, int64_t ne,
+                     const Tensor* bias, const backend::RouterOptions& o) {
+  Tensor l = be.to_device(host_of(logits, {n, ne}));
+  Tensor ids = be.empty(DType::kI32, {n, o.k}), w = be.empty(DType::kF32, {n, o.k});
+  be.route_topk(l, bias, o, ids, w);
+  Tensor ih = Tensor::host(DType::kI32, {n, o.k}), wh = Tensor::host(DType::kF32, {n, o.k});
+  be.to_host(ids, ih);
+  be.to_host(w, wh);
+  RouteResult r{std::vector<int32_t>(n * o.k), values(wh)};
+  std::memcpy(r.ids.data(), ih.data(), r.ids.size() * 4);
+  return r;
+}
+
+TEST_F(CudaVsCpu, RouterSoftmax) {
+  const int64_t n = 37;
+  for (const auto& [ne, k] : {std::pair<int64_t, int64_t>{8, 2}, {128, 8}, {300, 6}, {1024, 8}})
+    for (bool ties : {false, true})
+      for (bool renorm : {false, true}) {
+        const uint32_t seed = kSeed + 40 + static_cast<uint32_t>(ne) + (ties ? 1 : 0);
+        const auto l = router_logits(n * ne, seed, ties);
+        backend::RouterOptions o;
+        o.k = k;
+        o.renormalize = renorm;
+        const RouteResult c = route_on(*cpu_, l, n, ne, nullptr, o), g = route_on(*gpu_, l, n, ne, nullptr, o);
+        EXPECT_EQ(c.ids, g.ids) << "n_expert " << ne << " ties " << ties << " renormalize " << renorm << " seed " << seed;
+        EXPECT_CLOSE(c.weights, g.weights, 2e-7) << "n_expert " << ne << " ties " << ties << " renormalize " << renorm;
+      }
+}
+
+// Group-limited sigmoid routing with a correction bias (f32, and bf16 as a bf16 checkpoint kept
+// as stored has it: the CPU then takes the bf16-rounded values in f32, the same numbers), same
+// bounds as above. Cases: DeepSeek-V3's 256 experts in 8 groups with 4 kept, k 8; Kimi-K2's
+// 384 in one group; groups of one expert; a small one with 4 groups. Negative control: without
+// the bias the GPU's ids differ from the CPU's with it (the comparison sees the bias).
+TEST_F(CudaVsCpu, RouterSigmoidGrouped) {
+  const int64_t n = 37;
+  struct Case {
+    int64_t ne, k, n_group, topk_group;
+  };
+  for (const Case c : {Case{256, 8, 8, 4}, Case{384, 8, 1, 1}, Case{16, 2, 16, 3}, Case{64, 6, 4, 2}})
+    for (bool ties : {false, true})
+      for (DType bias_dtype : {DType::kF32, DType::kBF16}) {
+        const uint32_t seed = kSeed + 60 + static_cast<uint32_t>(c.ne + c.n_group) + (ties ? 1 : 0);
+        const auto l = router_logits(n * c.ne, seed, ties);
+        auto bias = router_logits(c.ne, seed + 1, ties);
+        for (auto& b : bias) b *= 0.25f;
+        if (bias_dtype == DType::kBF16) bias = bf16_rounded(bias);
+        backend::RouterOptions o;
+        o.kind = backend::RouterOptions::Kind::kSigmoidGrouped;
+        o.k = c.k;
+        o.n_group = c.n_group;
+        o.topk_group = c.topk_group;
+        o.renormalize = true;
+        o.scaling = 2.5f;
+        const Tensor bc = host_of(bias, {c.ne});
+        const Tensor bg = gpu_->to_device_weight(host_of(bias, {c.ne}), bias_dtype);
+        ASSERT_EQ(bg.dtype(), bias_dtype);
+        const std::string what = "n_expert " + std::to_string(c.ne) + " groups " + std::to_string(c.n_group) + "/" +
+                                 std::to_string(c.topk_group) + " ties " + std::to_string(ties) + " bias " +
+                                 dtype_name(bias_dtype) + " seed " + std::to_string(seed);
+        for (bool renorm : {true, false}) {
+          o.renormalize = renorm;
+          const RouteResult rc = route_on(*cpu_, l, n, c.ne, &bc, o), rg = route_on(*gpu_, l, n, c.ne, &bg, o);
+          EXPECT_EQ(rc.ids, rg.ids) << what << " renormalize " << renorm;
+          EXPECT_CLOSE(rc.weights, rg.weights, 2e-7) << what << " renormalize " << renorm;
+          if (c.ne == 256 && !ties && renorm) {
+            EXPECT_NE(rc.ids, route_on(*gpu_, l, n, c.ne, nullptr, o).ids) << what << ": bias left out";
+          }
+        }
+      }
 }
 
 // Kernels without a Backend op, on raw device buffers.

@@ -1,6 +1,7 @@
-// deepseek_v3 / Kimi-K2: group-limited sigmoid routing on hand-made scores, the interleaved
-// RoPE helper, and the adapter on Kimi-K2's real config (MLA sizes, YaRN against values
-// printed by transformers 5, FP8 scale companions, multi-token-prediction layers skipped).
+// deepseek_v3 / Kimi-K2: the interleaved RoPE helper, and the adapter on Kimi-K2's real config
+// (MLA sizes, YaRN against values printed by transformers 5, FP8 scale companions,
+// multi-token-prediction layers skipped). The group-limited routing is tested in
+// tests/unit/kernels/router_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,67 +9,10 @@
 #include <map>
 
 #include "model/blocks/mla.h"
-#include "model/blocks/moe_sigmoid.h"
 #include "model/registry.h"
 
 namespace dayzero::model {
 namespace {
-
-// Logits whose sigmoid is exactly p.
-std::vector<float> logits_of(const std::vector<float>& p) {
-  std::vector<float> l;
-  for (float v : p) l.push_back(std::log(v / (1 - v)));
-  return l;
-}
-
-TEST(GroupRouting, PicksTopExpertsOfTheBestGroups) {
-  // 8 experts in 4 groups of 2; group scores (top-2 sums): 1.0, 1.3, 0.4, 1.2 -> groups 1 and 3.
-  // Expert 0 (0.9) is the single best but sits in group 0, which is dropped.
-  const std::vector<float> p = {0.9f, 0.1f, 0.6f, 0.7f, 0.2f, 0.2f, 0.65f, 0.55f};
-  const auto l = logits_of(p);
-  blocks::GroupRouteOptions o;
-  o.n_group = 4;
-  o.topk_group = 2;
-  o.renormalize = true;
-  o.scaling = 2.5f;
-  const blocks::Routing r = blocks::route_sigmoid_group_topk(l.data(), nullptr, 1, 8, 2, o);
-  ASSERT_EQ(r.ids, (std::vector<int32_t>{3, 6}));
-  EXPECT_NEAR(r.weights[0], 2.5f * 0.7f / 1.35f, 1e-5);
-  EXPECT_NEAR(r.weights[1], 2.5f * 0.65f / 1.35f, 1e-5);
-}
-
-TEST(GroupRouting, BiasChangesSelectionNotWeights) {
-  const std::vector<float> p = {0.9f, 0.1f, 0.6f, 0.7f, 0.2f, 0.2f, 0.65f, 0.55f};
-  const auto l = logits_of(p);
-  // +0.6 on experts 4 and 5 lifts group 2 (0.4 -> 1.6) above groups 1 and 3 and both experts
-  // (0.8) above expert 3 (0.7); their weights still come from the unbiased 0.2.
-  const std::vector<float> bias = {0, 0, 0, 0, 0.6f, 0.6f, 0, 0};
-  blocks::GroupRouteOptions o;
-  o.n_group = 4;
-  o.topk_group = 2;
-  o.renormalize = false;
-  const blocks::Routing r = blocks::route_sigmoid_group_topk(l.data(), bias.data(), 1, 8, 2, o);
-  ASSERT_EQ(r.ids, (std::vector<int32_t>{4, 5}));
-  EXPECT_NEAR(r.weights[0], 0.2f, 1e-6);
-  EXPECT_NEAR(r.weights[1], 0.2f, 1e-6);
-}
-
-TEST(GroupRouting, TiesGoToTheLowerIndex) {
-  // Every score equal: groups 0 and 1 win, then experts 0 and 1.
-  const std::vector<float> l(8, 0.0f);
-  blocks::GroupRouteOptions o;
-  o.n_group = 4;
-  o.topk_group = 2;
-  const blocks::Routing r = blocks::route_sigmoid_group_topk(l.data(), nullptr, 1, 8, 3, o);
-  EXPECT_EQ(r.ids, (std::vector<int32_t>{0, 1, 2}));
-  for (float w : r.weights) EXPECT_NEAR(w, 1.0f / 3, 1e-6);
-  // One group (Kimi-K2's n_group 1): plain top-k of the biased scores.
-  const std::vector<float> bias = {0, 0, 0, 0, 0, 0, 0.1f, 0};
-  o.n_group = 1;
-  o.topk_group = 1;
-  const blocks::Routing r1 = blocks::route_sigmoid_group_topk(l.data(), bias.data(), 1, 8, 2, o);
-  EXPECT_EQ(r1.ids, (std::vector<int32_t>{6, 0}));
-}
 
 TEST(MlaRope, InterleavedPairsAreRotatedAndDeinterleaved) {
   // One token, one head, rope over 4 dims after 1 leading (nope) dim; pairs (x1, x2), (x3, x4).

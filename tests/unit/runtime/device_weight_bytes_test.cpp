@@ -69,6 +69,9 @@ class CountingBackend final : public backend::Backend {
   void attention_full(const Tensor& q, const Tensor& k, const Tensor& v, float s, Tensor& o) override {
     cpu_->attention_full(q, k, v, s, o);
   }
+  void route_topk(const Tensor& l, const Tensor* b, const backend::RouterOptions& o, Tensor& i, Tensor& w) override {
+    cpu_->route_topk(l, b, o, i, w);
+  }
 
   int64_t bytes_ = 0;
   int fp8_ = 0, inside_block_ = 0;
