@@ -25,6 +25,10 @@ void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, 
 
 // y[rows, width] = x / sqrt(mean(x^2) + eps) * w   (w [width]; HF LlamaRMSNorm, f32 math)
 void rmsnorm(int64_t rows, int64_t width, const float* x, const float* w, float eps, float* y);
+// residual[rows, width] += delta, then y = rmsnorm(residual) * w: the bits of add_inplace then
+// rmsnorm, in one pass.
+void add_rmsnorm(int64_t rows, int64_t width, const float* delta, float* residual, const float* w, float eps,
+                 float* y);
 
 // Rotates x[n_tokens, n_head, head_dim] in place, HF rotate-half convention: pairs (i, i + d/2)
 // for i < d/2 with angle positions[t] * inv_freq[i]; inv_freq [head_dim / 2].

@@ -129,6 +129,12 @@ class Backend {
   virtual void add(const Tensor& x, Tensor& y) = 0;
   // y[rows, width] = rmsnorm(x[rows, width]) * w[width]; rows = numel / width
   virtual void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& y) = 0;
+  // residual += delta, then y = rmsnorm(residual) * w (a pre-norm layer's residual add and the
+  // next norm): the result of add then rmsnorm; a backend may do both in one pass.
+  virtual void add_rmsnorm(const Tensor& delta, Tensor& residual, const Tensor& w, float eps, Tensor& y) {
+    add(delta, residual);
+    rmsnorm(residual, w, eps, y);
+  }
   // x[n_tokens, n_head, head_dim] rotated in place (rotate-half); positions int32 [n_tokens];
   // inv_freq f32 [head_dim / 2]
   virtual void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq) = 0;

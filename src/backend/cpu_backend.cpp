@@ -89,6 +89,11 @@ class CpuBackend final : public Backend {
     DZ_CHECK(x.numel() % width == 0 && x.numel() == y.numel());
     kc::rmsnorm(x.numel() / width, width, f(x), f(w), eps, f(y));
   }
+  void add_rmsnorm(const Tensor& delta, Tensor& residual, const Tensor& w, float eps, Tensor& y) override {
+    const int64_t width = w.numel();
+    DZ_CHECK(delta.numel() == residual.numel() && residual.numel() % width == 0 && residual.numel() == y.numel());
+    kc::add_rmsnorm(residual.numel() / width, width, f(delta), f(residual), f(w), eps, f(y));
+  }
   void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq) override {
     DZ_CHECK(x.rank() == 3 && positions.dtype() == DType::kI32 && positions.numel() == x.dim(0));
     DZ_CHECK(inv_freq.numel() * 2 == x.dim(2));

@@ -112,8 +112,7 @@ void dense_decoder_layer(LayerContext& ctx, int layer, Tensor& hidden, const Ffn
   emit(ctx.sink, prefix + "attn_norm", x);
   Tensor attn = attention(ctx, attention_names(ctx.hp, layer), x);
   emit(ctx.sink, prefix + "attn_out", attn);
-  be.add(attn, hidden);
-  be.rmsnorm(hidden, ctx.w.get(L("model.layers.{L}.post_attention_layernorm.weight", layer)), eps, x);
+  be.add_rmsnorm(attn, hidden, ctx.w.get(L("model.layers.{L}.post_attention_layernorm.weight", layer)), eps, x);
   emit(ctx.sink, prefix + "ffn_norm", x);
   Tensor ffn = ffn_fn ? ffn_fn(ctx, layer, x) : swiglu_mlp(ctx, mlp_names(ctx.hp, layer), x);
   emit(ctx.sink, prefix + "ffn_out", ffn);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -68,6 +69,21 @@ TEST(Ops, RmsNorm) {
     for (int64_t i = 0; i < width; ++i) want[r * width + i] = static_cast<float>(w[i] * (x[r * width + i] * inv));
   }
   EXPECT_TRUE(close("rmsnorm", got, want, {rows, width}, 1e-6, seed));  // f32 sum of 37 squares
+}
+
+// The fused residual add + norm gives the two ops' bits (rows over several chunks and threads).
+TEST(Ops, AddRmsNormEqualsAddThenRmsNorm) {
+  const int64_t rows = 300, width = 577;
+  const float eps = 1e-5f;
+  const auto delta = random_vector(rows * width, 3, -2, 2), w = random_vector(width, 4, 0.5f, 1.5f);
+  auto residual = random_vector(rows * width, 5, -3, 3);
+  auto residual_fused = residual;
+  std::vector<float> want(rows * width), got(rows * width);
+  cpu::add_inplace(rows * width, delta.data(), residual.data());
+  cpu::rmsnorm(rows, width, residual.data(), w.data(), eps, want.data());
+  cpu::add_rmsnorm(rows, width, delta.data(), residual_fused.data(), w.data(), eps, got.data());
+  EXPECT_EQ(std::memcmp(residual.data(), residual_fused.data(), residual.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
 }
 
 TEST(Ops, RopeRotateHalf) {
