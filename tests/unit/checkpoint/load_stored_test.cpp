@@ -4,46 +4,22 @@
 // count and staging size; F32 and FP8 tensors still come as F32; the F32 mode unchanged.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstring>
 #include <map>
 
 #include "checkpoint/load.h"
-#include "checkpoint/writer.h"
 #include "test_util.h"
 
 namespace dayzero::checkpoint {
 namespace {
 
-using test_util::bytes_of;
 using test_util::TempDir;
 
 class LoadStoredTest : public ::testing::Test {
  protected:
   static constexpr int64_t kR = 61, kC = 37;
   void SetUp() override {
-    std::vector<float> v(kR * kC);
-    for (int64_t i = 0; i < kR * kC; ++i) v[i] = static_cast<float>((i * 7919) % 2003) * 0.125f - 100.0f;
-    // Non-finite values in several scan blocks and rows, so that slices see some and miss others.
-    v[5] = NAN;
-    v[kC * 12 + 4] = NAN;
-    v[kR * kC - 1] = INFINITY;
-    v[kC * 30 + 3] = -INFINITY;
-    SafetensorsWriter w;
-    w.add("f32", DType::kF32, {kR, kC}, bytes_of(v));
-    for (DType d : {DType::kBF16, DType::kF16}) {
-      std::vector<uint8_t> b(v.size() * 2);
-      convert_from_f32(d, v.data(), b.data(), v.size());
-      w.add(dtype_name(d), d, {kR, kC}, b);
-      stored_[dtype_name(d)] = b;
-    }
-    std::vector<uint8_t> f8(v.size());
-    for (size_t i = 0; i < f8.size(); ++i) f8[i] = static_cast<uint8_t>(i * 37);
-    w.add("f8", DType::kF8_E4M3, {kR, kC}, f8);
-    ASSERT_TRUE(w.write(dir_.file("model.safetensors")).ok());
-    auto c = Catalog::open(dir_.path());
-    ASSERT_TRUE(c.ok()) << c.status().message();
-    catalog_ = std::move(c).value();
+    ASSERT_NO_FATAL_FAILURE(test_util::write_four_dtype_matrix(dir_, kR, kC, catalog_, &stored_));
   }
 
   // The file's bytes of rows [r0, r1) x columns [c0, c1) of a 2-byte tensor.

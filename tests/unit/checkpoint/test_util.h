@@ -1,17 +1,23 @@
 // Helpers for checkpoint tests: a self-deleting temp folder, raw safetensors files with
-// hand-written headers (for bad inputs), and status assertions.
+// hand-written headers (for bad inputs), one matrix written in four dtypes (for the loader's
+// modes and threads), and status assertions.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "checkpoint/catalog.h"
+#include "checkpoint/writer.h"
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace dayzero::checkpoint::test_util {
@@ -50,6 +56,36 @@ inline void write_raw(const std::string& path, const std::string& header, size_t
   out += header;
   out.append(data_bytes, '\x11');
   write_bytes(path, out);
+}
+
+// One [rows, cols] matrix in dir's model.safetensors, opened into catalog: "f32" (values over
+// [-100, 150], NaN at [0, 5] and [12, 4], +Inf at the last element, -Inf at [30, 3]: in several
+// scan blocks and rows, so that slices see some and miss others), "BF16" and "F16" (the same
+// values converted), "f8" (arbitrary F8_E4M3 bytes). stored, when given, gets the BF16 and F16
+// tensors' file bytes by name. REQUIRES: rows > 30, cols > 5.
+inline void write_four_dtype_matrix(const TempDir& dir, int64_t rows, int64_t cols, Catalog& catalog,
+                                    std::map<std::string, std::vector<uint8_t>>* stored = nullptr) {
+  std::vector<float> v(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) v[i] = static_cast<float>((i * 7919) % 2003) * 0.125f - 100.0f;
+  v[5] = NAN;
+  v[cols * 12 + 4] = NAN;
+  v[rows * cols - 1] = INFINITY;
+  v[cols * 30 + 3] = -INFINITY;
+  SafetensorsWriter w;
+  w.add("f32", DType::kF32, {rows, cols}, bytes_of(v));
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    std::vector<uint8_t> b(v.size() * 2);
+    convert_from_f32(d, v.data(), b.data(), v.size());
+    w.add(dtype_name(d), d, {rows, cols}, b);
+    if (stored) (*stored)[dtype_name(d)] = b;
+  }
+  std::vector<uint8_t> f8(v.size());
+  for (size_t i = 0; i < f8.size(); ++i) f8[i] = static_cast<uint8_t>(i * 37);
+  w.add("f8", DType::kF8_E4M3, {rows, cols}, f8);
+  ASSERT_TRUE(w.write(dir.file("model.safetensors")).ok());
+  auto c = Catalog::open(dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  catalog = std::move(c).value();
 }
 
 // Asserts a bad-input failure (exit code 2) with the given code whose message holds every part.

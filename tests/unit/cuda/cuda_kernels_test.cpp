@@ -19,6 +19,7 @@
 #include "core/dtype.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/ops.h"
+#include "tests/unit/cuda/gpu_visible.h"
 
 namespace dayzero {
 namespace {
@@ -76,10 +77,7 @@ std::string first_mismatch(const std::vector<float>& want, const std::vector<flo
 class CudaVsCpu : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!backend::cuda_built()) GTEST_SKIP() << "this dayzero was built without CUDA";
-    auto n = backend::cuda_device_count();
-    if (!n.ok()) GTEST_SKIP() << "the CUDA runtime cannot count devices: " << n.status().message();
-    if (*n == 0) GTEST_SKIP() << "no CUDA device is visible";
+    if (const std::string why = test_util::why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
     backend::BackendOptions c;
     c.kind = "cpu";
     c.threads = 1;

@@ -5,68 +5,37 @@
 // control: a weight off by one ulp in one element is seen by the byte comparison. Skips where
 // no GPU is visible.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
-#include <filesystem>
 
 #include "backend/backend.h"
 #include "checkpoint/load.h"
 #include "model/registry.h"
 #include "plan/memory.h"
 #include "runtime/model_loader.h"
-#include "tools/make_model.h"
+#include "tests/unit/cuda/gpu_visible.h"
+#include "tests/unit/runtime/forwarding_backend.h"
+#include "tests/unit/runtime/same_load.h"
+#include "tests/unit/runtime/tiny_models.h"
 
 namespace dayzero {
 namespace {
-namespace fs = std::filesystem;
 
 // The CUDA backend with the loader's f32 hand-over (wants_stored_dtype false): what every load
 // did before. Forwards everything else.
-class F32Crossing final : public backend::Backend {
+class F32Crossing final : public test_util::ForwardingBackend {
  public:
-  explicit F32Crossing(backend::Backend& be) : be_(be) {}
-  std::string name() const override { return be_.name(); }
-  std::string describe() const override { return be_.describe(); }
-  Device device() const override { return be_.device(); }
-  Tensor empty(DType d, Shape s) override { return be_.empty(d, std::move(s)); }
-  Tensor to_device(const Tensor& h) override { return be_.to_device(h); }
+  explicit F32Crossing(backend::Backend& be) : ForwardingBackend(be) {}
   Tensor to_device_weight(const Tensor& h) override {
     EXPECT_EQ(h.dtype(), DType::kF32);
-    return be_.to_device_weight(h);
+    return inner().to_device_weight(h);
   }
   Tensor to_device_weight(const Tensor& h, DType kept) override {
     EXPECT_EQ(h.dtype(), DType::kF32);
-    return be_.to_device_weight(h, kept);
+    return inner().to_device_weight(h, kept);
   }
   bool wants_stored_dtype() const override { return false; }
-  void to_host(const Tensor& s, Tensor& d) override { be_.to_host(s, d); }
-  void copy(const Tensor& s, Tensor& d) override { be_.copy(s, d); }
-  void synchronize() override { be_.synchronize(); }
-  backend::MemoryInfo memory_info() const override { return be_.memory_info(); }
-  void matmul(const Tensor& x, const Tensor& w, Tensor& y, bool acc) override { be_.matmul(x, w, y, acc); }
-  void add_bias(const Tensor& b, Tensor& y) override { be_.add_bias(b, y); }
-  void add(const Tensor& x, Tensor& y) override { be_.add(x, y); }
-  void rmsnorm(const Tensor& x, const Tensor& w, float e, Tensor& y) override { be_.rmsnorm(x, w, e, y); }
-  void rope(Tensor& x, const Tensor& p, const Tensor& f) override { be_.rope(x, p, f); }
-  void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t p, float s, Tensor& o) override {
-    be_.attention(q, k, v, p, s, o);
-  }
-  void swiglu(const Tensor& g, const Tensor& u, Tensor& o) override { be_.swiglu(g, u, o); }
-  void embedding(const Tensor& i, const Tensor& t, int64_t r, Tensor& o) override { be_.embedding(i, t, r, o); }
-  void layernorm(const Tensor& x, const Tensor& w, const Tensor* b, float e, Tensor& y) override {
-    be_.layernorm(x, w, b, e, y);
-  }
-  void gelu(backend::GeluKind k, const Tensor& x, Tensor& y) override { be_.gelu(k, x, y); }
-  void attention_full(const Tensor& q, const Tensor& k, const Tensor& v, float s, Tensor& o) override {
-    be_.attention_full(q, k, v, s, o);
-  }
-  void route_topk(const Tensor& l, const Tensor* b, const backend::RouterOptions& o, Tensor& i, Tensor& w) override {
-    be_.route_topk(l, b, o, i, w);
-  }
-
- private:
-  backend::Backend& be_;
+  bool keeps_fp8_weights() const override { return false; }
 };
 
 // The device tensor's bytes, in its own dtype.
@@ -80,29 +49,10 @@ std::vector<uint8_t> device_bytes(backend::Backend& be, const Tensor& t) {
 class StoredDtypeLoad : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!backend::cuda_built()) GTEST_SKIP() << "this dayzero was built without CUDA";
-    auto n = backend::cuda_device_count();
-    if (!n.ok()) GTEST_SKIP() << "the CUDA runtime cannot count devices: " << n.status().message();
-    if (*n == 0) GTEST_SKIP() << "no CUDA device is visible";
+    if (const std::string why = test_util::why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
   }
-  void TearDown() override {
-    for (const auto& d : dirs_) fs::remove_all(d);
-  }
-  runtime::ModelInfo make(DType dtype) {
-    const fs::path dir = fs::temp_directory_path() / ("dayzero-stored-" + std::to_string(getpid()) + "-" +
-                                                      std::to_string(dirs_.size()));
-    dirs_.push_back(dir);
-    tools::MakeModelOptions o;
-    o.family = "llama";
-    o.out_dir = dir.string();
-    o.dtype = dtype;
-    o.seed = 5;
-    EXPECT_TRUE(tools::make_model(o).ok());
-    auto info = model::open_model_folder(dir.string(), model::WeightsNeeded::kRequired);
-    EXPECT_TRUE(info.ok()) << info.status().message();
-    return std::move(info).value();
-  }
-  std::vector<fs::path> dirs_;
+  runtime::ModelInfo make(DType dtype) { return models_.make("llama", dtype); }
+  test_util::TinyModels models_{"stored", 5};
 };
 
 TEST_F(StoredDtypeLoad, SameDeviceBitsAsTheF32Crossing) {
@@ -126,25 +76,13 @@ TEST_F(StoredDtypeLoad, SameDeviceBitsAsTheF32Crossing) {
         std::vector<checkpoint::WeightRecord> ra, rb;
         ASSERT_TRUE(runtime::load_weights(m, gpu, a, ra, {}, {}, checkpoint::kDefaultStagingBytes, 1, w).ok()) << what;
         ASSERT_TRUE(runtime::load_weights(m, f32, b, rb, {}, {}, checkpoint::kDefaultStagingBytes, 1, w).ok()) << what;
-        ASSERT_EQ(ra.size(), rb.size()) << what;
-        for (size_t i = 0; i < ra.size(); ++i) {
-          EXPECT_EQ(ra[i].name, rb[i].name) << what;
-          EXPECT_EQ(ra[i].checksum, rb[i].checksum) << what << ": " << ra[i].name;
-          EXPECT_EQ(ra[i].bytes_read, rb[i].bytes_read) << what << ": " << ra[i].name;
-          EXPECT_EQ(ra[i].reads, rb[i].reads) << what << ": " << ra[i].name;
-          EXPECT_EQ(ra[i].nan_count + ra[i].inf_count, rb[i].nan_count + rb[i].inf_count) << what;
-        }
-        int compared = 0;
-        for (const auto& spec : m.specs) {
-          const Tensor* ta = a.find(spec.name);
-          const Tensor* tb = b.find(spec.name);
-          ASSERT_EQ(ta == nullptr, tb == nullptr) << what << ": " << spec.name;
-          if (!ta) continue;
-          EXPECT_EQ(ta->dtype(), tb->dtype()) << what << ": " << spec.name;
-          EXPECT_EQ(ta->shape(), tb->shape()) << what << ": " << spec.name;
-          EXPECT_TRUE(device_bytes(gpu, *ta) == device_bytes(gpu, *tb)) << what << ": " << spec.name;
-          ++compared;
-        }
+        test_util::expect_same_records(ra, rb, what);
+        const int compared = test_util::each_weight_pair(
+            m, a, b, what, [&](const std::string& name, const Tensor& ta, const Tensor& tb) {
+              EXPECT_EQ(ta.dtype(), tb.dtype()) << what << ": " << name;
+              EXPECT_EQ(ta.shape(), tb.shape()) << what << ": " << name;
+              EXPECT_TRUE(device_bytes(gpu, ta) == device_bytes(gpu, tb)) << what << ": " << name;
+            });
         EXPECT_GT(compared, 5) << what;
         std::printf("%s: %d weights bit-identical\n", what.c_str(), compared);
       }

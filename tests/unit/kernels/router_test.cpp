@@ -30,6 +30,17 @@ int pick(const std::vector<float>& v, const std::vector<char>& taken, bool lower
   return best;
 }
 
+// The k best of v[n] in selection order, by k repeated picks.
+std::vector<int> pick_k(const std::vector<float>& v, int64_t k, bool lower_index_wins = true) {
+  std::vector<char> taken(v.size(), 0);
+  std::vector<int> sel;
+  for (int64_t j = 0; j < k; ++j) {
+    sel.push_back(pick(v, taken, lower_index_wins));
+    taken[sel.back()] = 1;
+  }
+  return sel;
+}
+
 struct Route {
   std::vector<int32_t> ids;
   std::vector<float> weights;
@@ -45,12 +56,7 @@ Route twin_softmax(const std::vector<float>& logits, int64_t n, int64_t ne, int6
     float z = 0;
     for (auto& v : p) z += (v = std::exp(v - mx));
     for (auto& v : p) v /= z;
-    std::vector<char> taken(ne, 0);
-    std::vector<int> sel;
-    for (int64_t j = 0; j < k; ++j) {
-      sel.push_back(pick(p, taken, lower_index_wins));
-      taken[sel.back()] = 1;
-    }
+    const std::vector<int> sel = pick_k(p, k, lower_index_wins);
     float sum = 0;
     for (int e : sel) sum += p[e];
     for (int e : sel) {
@@ -82,19 +88,12 @@ Route twin_sigmoid(const std::vector<float>& logits, const float* bias, int64_t 
       }
       gs[g] = per >= 2 ? best + second : best;
     }
-    std::vector<char> gtaken(o.n_group, 0), on(o.n_group, use_groups ? 0 : 1);
-    for (int64_t j = 0; use_groups && j < o.topk_group; ++j) {
-      const int g = pick(gs, gtaken, lower_index_wins);
-      gtaken[g] = on[g] = 1;
-    }
+    std::vector<char> on(o.n_group, use_groups ? 0 : 1);
+    if (use_groups)
+      for (int g : pick_k(gs, o.topk_group, lower_index_wins)) on[g] = 1;
     std::vector<float> masked(ne);
     for (int64_t e = 0; e < ne; ++e) masked[e] = on[e / per] ? c[e] : -INFINITY;
-    std::vector<char> taken(ne, 0);
-    std::vector<int> sel;
-    for (int64_t j = 0; j < k; ++j) {
-      sel.push_back(pick(masked, taken, lower_index_wins));
-      taken[sel.back()] = 1;
-    }
+    const std::vector<int> sel = pick_k(masked, k, lower_index_wins);
     float sum = 0;
     for (int e : sel) sum += s[e];
     for (int e : sel) {

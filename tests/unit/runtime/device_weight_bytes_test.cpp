@@ -5,12 +5,9 @@
 // weights (plan::held_bytes). Not the CUDA allocation itself (cuda_e2e_test measures that).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <vector>
 
 #include "backend/backend.h"
@@ -19,21 +16,17 @@
 #include "plan/planner.h"
 #include "plan/slicing.h"
 #include "runtime/model_loader.h"
+#include "tests/unit/runtime/forwarding_backend.h"
+#include "tests/unit/runtime/tiny_models.h"
 #include "tools/make_model.h"
 
 namespace dayzero {
 namespace {
-namespace fs = std::filesystem;
 
-// Forwards to the CPU backend; counts weights as a device keeping them would hold them.
-class CountingBackend final : public backend::Backend {
+// The CPU backend, counting weights as a device keeping them would hold them.
+class CountingBackend final : public test_util::ForwardingBackend {
  public:
-  explicit CountingBackend(bool count_scales) : cpu_(std::move(backend::make_backend({})).value()), scales_(count_scales) {}
-  std::string name() const override { return "counting"; }
-  std::string describe() const override { return "counting"; }
-  Device device() const override { return {}; }
-  Tensor empty(DType d, Shape s) override { return cpu_->empty(d, std::move(s)); }
-  Tensor to_device(const Tensor& h) override { return cpu_->to_device(h); }
+  explicit CountingBackend(bool count_scales) : scales_(count_scales) {}
   Tensor to_device_weight(const Tensor& h, DType kept) override {
     bytes_ += h.numel() * static_cast<int64_t>(dtype_size(kept));
     return h;
@@ -48,58 +41,17 @@ class CountingBackend final : public backend::Backend {
     ++fp8_;
     return *w.bytes;
   }
-  void to_host(const Tensor& s, Tensor& d) override { cpu_->to_host(s, d); }
-  void copy(const Tensor& s, Tensor& d) override { cpu_->copy(s, d); }
-  void synchronize() override {}
-  backend::MemoryInfo memory_info() const override { return cpu_->memory_info(); }
-  void matmul(const Tensor& x, const Tensor& w, Tensor& y, bool acc) override { cpu_->matmul(x, w, y, acc); }
-  void add_bias(const Tensor& b, Tensor& y) override { cpu_->add_bias(b, y); }
-  void add(const Tensor& x, Tensor& y) override { cpu_->add(x, y); }
-  void rmsnorm(const Tensor& x, const Tensor& w, float e, Tensor& y) override { cpu_->rmsnorm(x, w, e, y); }
-  void rope(Tensor& x, const Tensor& p, const Tensor& f) override { cpu_->rope(x, p, f); }
-  void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t p, float s, Tensor& o) override {
-    cpu_->attention(q, k, v, p, s, o);
-  }
-  void swiglu(const Tensor& g, const Tensor& u, Tensor& o) override { cpu_->swiglu(g, u, o); }
-  void embedding(const Tensor& i, const Tensor& t, int64_t r, Tensor& o) override { cpu_->embedding(i, t, r, o); }
-  void layernorm(const Tensor& x, const Tensor& w, const Tensor* b, float e, Tensor& y) override {
-    cpu_->layernorm(x, w, b, e, y);
-  }
-  void gelu(backend::GeluKind k, const Tensor& x, Tensor& y) override { cpu_->gelu(k, x, y); }
-  void attention_full(const Tensor& q, const Tensor& k, const Tensor& v, float s, Tensor& o) override {
-    cpu_->attention_full(q, k, v, s, o);
-  }
-  void route_topk(const Tensor& l, const Tensor* b, const backend::RouterOptions& o, Tensor& i, Tensor& w) override {
-    cpu_->route_topk(l, b, o, i, w);
-  }
 
   int64_t bytes_ = 0;
   int fp8_ = 0, inside_block_ = 0;
 
  private:
-  std::unique_ptr<backend::Backend> cpu_;
   bool scales_;
 };
 
 class DeviceWeightBytes : public ::testing::Test {
  protected:
-  void TearDown() override {
-    for (const auto& d : dirs_) fs::remove_all(d);
-  }
-  runtime::ModelInfo make(const std::string& family, DType dtype) {
-    const fs::path dir = fs::temp_directory_path() /
-                         ("dayzero-dwb-" + family + "-" + std::to_string(getpid()) + "-" + std::to_string(dirs_.size()));
-    dirs_.push_back(dir);
-    tools::MakeModelOptions o;
-    o.family = family;
-    o.out_dir = dir.string();
-    o.dtype = dtype;
-    o.seed = 3;
-    EXPECT_TRUE(tools::make_model(o).ok());
-    auto info = model::open_model_folder(dir.string(), model::WeightsNeeded::kRequired);
-    EXPECT_TRUE(info.ok()) << info.status().message();
-    return std::move(info).value();
-  }
+  runtime::ModelInfo make(const std::string& family, DType dtype) { return models_.make(family, dtype); }
   // Per rank: (counted device bytes, the plan's weights), and the FP8 counts of all ranks.
   struct Rank {
     int64_t device = 0, plan = 0;
@@ -142,7 +94,7 @@ class DeviceWeightBytes : public ::testing::Test {
     }
     return out;
   }
-  std::vector<fs::path> dirs_;
+  test_util::TinyModels models_{"dwb", 3};
 };
 
 // The CPU keeps the loader's tensors as its weights: all of them in one arena, back to back.
@@ -215,16 +167,11 @@ TEST_F(DeviceWeightBytes, LeavingOutTheScalesIsCaught) {
 TEST_F(DeviceWeightBytes, AsStoredRefusedOnlyWithoutADeviceForm) {
   EXPECT_TRUE(runtime::check_keepable_as_stored(make("llama", DType::kBF16)).ok());
   EXPECT_TRUE(runtime::check_keepable_as_stored(make("deepseek_v3", DType::kF8_E4M3)).ok());
-  const fs::path dir = fs::temp_directory_path() / ("dayzero-dwb-int4-" + std::to_string(getpid()));
-  dirs_.push_back(dir);
   tools::MakeModelOptions o;
   o.family = "kimi_k25";
-  o.out_dir = dir.string();
   o.shape.quant = "int4";
-  ASSERT_TRUE(tools::make_model(o).ok());
-  auto m = model::open_model_folder(dir.string(), model::WeightsNeeded::kRequired);
-  ASSERT_TRUE(m.ok()) << m.status().message();
-  const Status st = runtime::check_keepable_as_stored(*m);
+  const runtime::ModelInfo m = models_.make(o);
+  const Status st = runtime::check_keepable_as_stored(m);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
   EXPECT_NE(st.message().find("pack-quantized INT4"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("use bfloat16"), std::string::npos) << st.message();
