@@ -86,7 +86,7 @@ struct ModelShape {
   bool tie_embeddings = false;
   int32_t bos_id = -1, eos_id = -1;
   std::string torch_dtype = "bfloat16";
-  std::string quant;  // "" or "int4": the family's INT4 layout (make_config writes its quantization_config)
+  std::string quant = {};  // "" or "int4": the family's INT4 layout (make_config writes its quantization_config)
   int32_t image_token_id = -1;  // the tokenizer's image placeholder (image_placeholder_text), -1: none
 };
 

@@ -214,9 +214,13 @@ TEST(Compare, PerturbationIsBlamedOnItsLayerAndInheritedAfter) {
       const std::string name = t.at("name"), verdict = t.at("verdict");
       const bool before = name == "embed" || std::regex_match(name, std::regex("layers\\.[0-2]\\..*")) ||
                           name == "layers.3.attn_norm" || name == "layers.3.attn_out" || name == "layers.3.ffn_norm";
-      if (before) EXPECT_EQ(verdict, "ok") << label << " " << name;
-      else if (name.rfind("layers.3.", 0) == 0) EXPECT_TRUE(verdict == "BLAMED" || verdict == "broken") << name;
-      else EXPECT_EQ(verdict, "inherited") << label << " " << name;
+      if (before) {
+        EXPECT_EQ(verdict, "ok") << label << " " << name;
+      } else if (name.rfind("layers.3.", 0) == 0) {
+        EXPECT_TRUE(verdict == "BLAMED" || verdict == "broken") << name;
+      } else {
+        EXPECT_EQ(verdict, "inherited") << label << " " << name;
+      }
     }
   }
   const std::string table = run_dayzero("compare " + ref.string() + " " + p.string()).output;

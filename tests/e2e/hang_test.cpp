@@ -269,7 +269,9 @@ TEST(Hang, StallInDecodeAllReduceEndsTheJobAndIsReported) {
   ASSERT_TRUE(tr.is_object() && tr["traceEvents"].is_array()) << "the Chrome trace does not parse";
   std::set<int> named, with_slices;
   for (const auto& e : tr["traceEvents"]) {
-    if (e["ph"] == "M" && e["name"] == "thread_name") EXPECT_TRUE(named.insert(e["tid"].get<int>()).second);
+    if (e["ph"] == "M" && e["name"] == "thread_name") {
+      EXPECT_TRUE(named.insert(e["tid"].get<int>()).second);
+    }
     if (e["ph"] == "X") with_slices.insert(e["tid"].get<int>());
   }
   EXPECT_EQ(named, (std::set<int>{0, 1, 2, 3}));

@@ -15,7 +15,9 @@ TEST(MakeModel, EveryFamilyWithoutSizeFlagsRuns) {
     const Outcome made = run_dayzero("make-model --arch " + family + " --out " + out.string());
     ASSERT_EQ(made.exit_code, 0) << made.output;
     // A family that takes images also gets its processor's settings.
-    if (family == "llava") EXPECT_TRUE(fs::exists(out / "preprocessor_config.json"));
+    if (family == "llava") {
+      EXPECT_TRUE(fs::exists(out / "preprocessor_config.json"));
+    }
     const fs::path cfg = dir / (family + ".yaml");
     write_file(cfg, "model: {path: " + out.string() + "}\n"
                     "prompts: [{id: p, text: \"The capital of France is\"}]\n"

@@ -88,7 +88,9 @@ TEST(Analysis, KnownFamiliesAgreeWithTheirAdapters) {
     expect_same(est->mtp, r.mtp, std::string(name) + " estimate mtp");
     EXPECT_EQ(est->activated, r.activated) << name;
     // The qwen3_moe adapter declares no FP8 scales; where an adapter does, the counts agree.
-    if (r.scale_tensors > 0) EXPECT_EQ(est->scale_tensors, r.scale_tensors) << name;
+    if (r.scale_tensors > 0) {
+      EXPECT_EQ(est->scale_tensors, r.scale_tensors) << name;
+    }
     std::vector<TensorInfo> ts;
     for (const auto& s : m->specs) ts.push_back({s.name, s.shape, "BF16", 0});
     auto from_specs = analyze(c, ts, Source::kHeaders);

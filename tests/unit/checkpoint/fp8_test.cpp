@@ -72,7 +72,9 @@ TEST(Fp8Test, HandComputedSmallBlocks) {
   const std::vector<float> v = values(*t);
   const std::vector<float> want = {0.5f, 1.0f, 1.5f, -3.0f, 0.75f, 224.0f, 3.0f / 512, 9.0f, 0.4f, -0.2f, NAN, 0.0f};
   for (int i = 0; i < 12; ++i) {
-    if (i == 10) EXPECT_TRUE(std::isnan(v[i]));
+    if (i == 10) {
+      EXPECT_TRUE(std::isnan(v[i]));
+    }
     else EXPECT_EQ(v[i], want[i]) << "element " << i;
   }
   EXPECT_EQ(rec.name, "x.weight");

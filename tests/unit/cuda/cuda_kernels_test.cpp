@@ -640,8 +640,11 @@ TEST_F(CudaKernels, DequantFp8Blocks) {
         const float want = (e5m2 ? f8_e5m2_to_f32(v) : f8_e4m3_to_f32(v)) *
                            scale[((row0 + r) / br) * scols + (col0 + c) / bc];
         const float g = got[r * cols + c];
-        if (std::isnan(want)) EXPECT_TRUE(std::isnan(g)) << r << "," << c;
-        else ASSERT_EQ(g, want) << "e5m2 " << e5m2 << " [" << r << ", " << c << "] byte " << int(v);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(g)) << r << "," << c;
+        } else {
+          ASSERT_EQ(g, want) << "e5m2 " << e5m2 << " [" << r << ", " << c << "] byte " << int(v);
+        }
       }
   }
 }

@@ -468,9 +468,11 @@ TEST(GenericPlan, Mxfp4GptOss120bEstimate) {
   EXPECT_EQ(bytes_of(a, "_blocks"), uint64_t{36} * (1061683200 + 530841600));
   EXPECT_EQ(bytes_of(a, "_scales"), uint64_t{36} * (66355200 + 33177600));
   EXPECT_EQ(a.scale_tensors, 72);
-  for (const auto& x : a.tensors)
-    if (x.name.find("_blocks") != std::string::npos || x.name.find("_scales") != std::string::npos)
+  for (const auto& x : a.tensors) {
+    if (x.name.find("_blocks") != std::string::npos || x.name.find("_scales") != std::string::npos) {
       ASSERT_EQ(x.dtype, "U8") << x.name;
+    }
+  }
   EXPECT_EQ(a.parts.at("attention sinks"), 36 * 64);
   EXPECT_EQ(a.main.router, 36 * (128 * 2880 + 128));
   // inspect's text: the quantization line and MXFP4 among the precision-sensitive points.

@@ -95,7 +95,9 @@ TEST(KimiK2, Fp8AsStoredFitsOnSixteenNodes) {
   EXPECT_EQ(p->ep * p->etp, p->tp);
   EXPECT_EQ(m.hp.n_expert % p->ep, 0);
   for (const auto& c : cands)
-    if (c.worst_rank >= 0) EXPECT_EQ(c.ep * c.etp, c.tp);
+    if (c.worst_rank >= 0) {
+      EXPECT_EQ(c.ep * c.etp, c.tp);
+    }
   for (const auto& r : p->memory) EXPECT_LE(r.total(), p->memory_cap_bytes);
   const int64_t total = m.stored_total();
   std::cout << "Kimi-K2 weights as stored: " << gib(total) << " GiB\n";

@@ -218,7 +218,9 @@ TEST(Planner, Deterministic) {
   auto p1 = choose_plan(req, &a);
   auto p2 = choose_plan(req, &b);
   ASSERT_EQ(p1.ok(), p2.ok());
-  if (p1.ok()) EXPECT_EQ(to_json(*p1).dump(), to_json(*p2).dump());
+  if (p1.ok()) {
+    EXPECT_EQ(to_json(*p1).dump(), to_json(*p2).dump());
+  }
   else EXPECT_EQ(p1.status().message(), p2.status().message());
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
