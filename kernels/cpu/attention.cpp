@@ -170,23 +170,14 @@ void attention_causal_gemm(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, 
   //   vp [n_head_kv][n_ctx, hd_pad] V with rows hd_pad apart
   const int64_t ctx_pad = round_up(n_ctx, simd::kLanes), hd_pad = round_up(hd, simd::kLanes);
   std::unique_ptr<float[]> kt(new float[n_head_kv * hd * ctx_pad]), vp(new float[n_head_kv * n_ctx * hd_pad]);
-  // A copy of the cache, by blocks of kPackRows positions (K^T written a block of each of its
-  // rows at a time, not one float per row per position): split over threads only when long.
-  constexpr int64_t kPackRows = 16;
-  const int64_t n_blocks = (n_ctx + kPackRows - 1) / kPackRows;
-  parallel_for(n_head_kv * n_blocks, std::max<int64_t>(1, (int64_t{1} << 18) / (hd * kPackRows)),
+  // A copy of the cache by blocks of positions: split over threads only when long.
+  const int64_t n_blocks = (n_ctx + kPackPositions - 1) / kPackPositions;
+  parallel_for(n_head_kv * n_blocks, std::max<int64_t>(1, (int64_t{1} << 18) / (hd * kPackPositions)),
                [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t g = i / n_blocks, j0 = i % n_blocks * kPackRows, j1 = std::min(n_ctx, j0 + kPackRows);
-      for (int64_t d = 0; d < hd; ++d) {
-        float* dst = &kt[(g * hd + d) * ctx_pad];
-        for (int64_t j = j0; j < j1; ++j) dst[j] = k[j * kv_row + g * hd + d];
-      }
-      for (int64_t j = j0; j < j1; ++j) {
-        float* vj = &vp[(g * n_ctx + j) * hd_pad];
-        std::memcpy(vj, v + j * kv_row + g * hd, sizeof(float) * hd);
-        std::fill(vj + hd, vj + hd_pad, 0.0f);
-      }
+      const int64_t g = i / n_blocks, j0 = i % n_blocks * kPackPositions;
+      pack_kv_positions(j0, std::min(n_ctx, j0 + kPackPositions), hd, kv_row, k + g * hd, v + g * hd,
+                        &kt[g * hd * ctx_pad], ctx_pad, &vp[g * n_ctx * hd_pad], hd_pad);
     }
   });
   for (int64_t i = 0; i < n_head_kv * hd; ++i) std::fill(&kt[i * ctx_pad + n_ctx], &kt[(i + 1) * ctx_pad], 0.0f);
@@ -234,6 +225,19 @@ void attention_causal_gemm(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, 
       }
     }
   });
+}
+
+void pack_kv_positions(int64_t j0, int64_t j1, int64_t hd, int64_t kv_row, const float* k, const float* v, float* kt,
+                       int64_t ldk, float* vp, int64_t ldv) {
+  for (int64_t d = 0; d < hd; ++d) {
+    float* dst = kt + d * ldk;
+    for (int64_t j = j0; j < j1; ++j) dst[j] = k[j * kv_row + d];
+  }
+  for (int64_t j = j0; j < j1; ++j) {
+    float* vj = vp + j * ldv;
+    std::memcpy(vj, v + j * kv_row, sizeof(float) * hd);
+    std::fill(vj + hd, vj + ldv, 0.0f);
+  }
 }
 
 float exp_shift_sum(int64_t n, const float* x, float shift, float* y) {

@@ -19,7 +19,7 @@ using simd::Vec;
 // (AVX2) or 32 (AVX-512) vector registers (m > kSmallMaxM). m = 1 has no x reuse and is bound
 // by reading w, so it takes a 1 x kNrGemv tile: few rows at once, so w is read nearly in one
 // sequential stream (with huge pages, 2 rows read 66.6 tok/s where 12 read 59.4 on the decode
-// bench, docs/gemm.md; the AVX2 width is not measured).
+// bench, docs/performance.md; the AVX2 width is not measured).
 #if defined(__AVX512F__)
 constexpr int kMr = 4, kNr = 6, kNrGemv = 2;
 #else

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vision_ops.h"
@@ -175,12 +176,12 @@ void attention_full(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t
   const int64_t ldk = n_pad + lanes;
   std::vector<float> kt(static_cast<size_t>(n_head_kv * hd * ldk), 0.0f);
   std::vector<float> vp(static_cast<size_t>(n_head_kv * n_tokens * hp), 0.0f);
-  parallel_for(n_head_kv * n_tokens, std::max<int64_t>(1, 4096 / hd), [&](int64_t i0, int64_t i1) {
+  const int64_t n_blocks = (n_tokens + kPackPositions - 1) / kPackPositions;
+  parallel_for(n_head_kv * n_blocks, std::max<int64_t>(1, 4096 / (hd * kPackPositions)), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t g = i / n_tokens, j = i % n_tokens;
-      const float* kj = k + j * kv_row + g * hd;
-      for (int64_t d = 0; d < hd; ++d) kt[static_cast<size_t>((g * hd + d) * ldk + j)] = kj[d];
-      std::memcpy(&vp[static_cast<size_t>((g * n_tokens + j) * hp)], v + j * kv_row + g * hd, sizeof(float) * hd);
+      const int64_t g = i / n_blocks, j0 = i % n_blocks * kPackPositions;
+      pack_kv_positions(j0, std::min(n_tokens, j0 + kPackPositions), hd, kv_row, k + g * hd, v + g * hd,
+                        &kt[static_cast<size_t>(g * hd * ldk)], ldk, &vp[static_cast<size_t>(g * n_tokens * hp)], hp);
     }
   });
   // Work items (kv head, tile of query tokens: about 64 rows of tokens x the group's heads),

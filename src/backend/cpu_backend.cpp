@@ -161,7 +161,8 @@ class CpuBackend final : public Backend {
     check_route_args(logits, bias, o, ids, weights);
     const int64_t n = logits.dim(0), ne = logits.dim(1);
     auto* id = static_cast<int32_t*>(ids.data());
-    if (o.kind == RouterOptions::Kind::kSoftmax) return kc::route_softmax_topk(n, ne, o.k, o.renormalize, f(logits), id, f(weights));
+    if (o.kind == RouterOptions::Kind::kSoftmax)
+      return kc::route_softmax_topk(n, ne, o.k, o.renormalize, f(logits), id, f(weights));
     const kc::GroupRoute g{o.n_group, o.topk_group, o.renormalize, o.scaling};
     kc::route_sigmoid_group_topk(n, ne, o.k, g, f(logits), bias ? f(*bias) : nullptr, id, f(weights));
   }

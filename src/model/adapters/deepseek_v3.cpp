@@ -188,8 +188,7 @@ void DeepseekV3Adapter::forward_layer(LayerContext& ctx, int layer, Tensor& hidd
   emit(ctx.sink, prefix + "attn_norm", x);
   Tensor attn = attention(ctx, layer, x);
   emit(ctx.sink, prefix + "attn_out", attn);
-  be.add(attn, hidden);
-  be.rmsnorm(hidden, ctx.w.get(L("model.layers.{L}.post_attention_layernorm.weight", layer)), eps, x);
+  be.add_rmsnorm(attn, hidden, ctx.w.get(L("model.layers.{L}.post_attention_layernorm.weight", layer)), eps, x);
   emit(ctx.sink, prefix + "ffn_norm", x);
   Tensor ffn = ctx.hp.is_moe_layer(layer) ? blocks::group_moe_ffn(ctx, layer, moe_names(layer), x)
                                           : blocks::swiglu_mlp(ctx, mlp_names(layer), x);
