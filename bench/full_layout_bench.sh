@@ -9,7 +9,7 @@
 set -euo pipefail
 
 build=${1:-build}
-like=${2:-../shared/fixtures/configs/Kimi-K2-Instruct}
+like=${2:-tests/fixtures/configs/Kimi-K2-Instruct}
 rounds=${3:-5}
 dz="$build/src/cli/dayzero"
 [[ -x $dz ]] || { echo "full_layout_bench: no $dz (build first)" >&2; exit 2; }

@@ -14,7 +14,7 @@
 using namespace dayzero;
 
 int main(int argc, char** argv) {
-  std::string config_path = std::string(DAYZERO_SOURCE_DIR) + "/../shared/fixtures/configs/Meta-Llama-3.1-405B/config.json";
+  std::string config_path = std::string(DAYZERO_SOURCE_DIR) + "/tests/fixtures/configs/Meta-Llama-3.1-405B/config.json";
   int reps = 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--config")) config_path = argv[i + 1];

@@ -21,6 +21,11 @@ function(dayzero_library name)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/*/*.cpp)
   add_library(${name} STATIC ${srcs})
+  # Unity build: a few files per translation unit. The headers every file includes
+  # (nlohmann/json, spdlog, the standard library) cost more to compile than most files, so a fresh
+  # build takes about half the time. The price: names in a file's anonymous namespace must be
+  # unique within its library (shared helpers live in a header, e.g. core/strings.h).
+  set_target_properties(${name} PROPERTIES UNITY_BUILD ${DAYZERO_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 8)
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
   if(DAYZERO_HAS_MARCH_NATIVE)
@@ -46,7 +51,7 @@ function(dayzero_test)
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${ARG_NAME} PRIVATE
     DAYZERO_SOURCE_DIR="${PROJECT_SOURCE_DIR}" DAYZERO_BINARY_DIR="${PROJECT_BINARY_DIR}"
-    DAYZERO_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
+    DAYZERO_FIXTURES_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures")
   if(ARG_MPI)
     add_test(NAME ${ARG_NAME} COMMAND ${DAYZERO_MPIEXEC} -n ${ARG_MPI} --oversubscribe
              $<TARGET_FILE:${ARG_NAME}>)

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of fuzz/corpus/<target>/ (small files, committed): valid inputs cut
-down from ../shared/fixtures and the repository's configs, plus every malformed case of
+down from tests/fixtures and the repository's configs, plus every malformed case of
 tests/e2e/bad_input_test.cpp that reaches the parser the target drives. Rerun after adding a
 case; files are rewritten, never appended. Crash reproducers are added by hand as
 corpus/<target>/crash-<what>."""
 import base64, json, os, shutil, struct, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(ROOT, "..", "shared", "fixtures")
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 OUT = os.path.join(ROOT, "fuzz", "corpus")
 
 
@@ -78,11 +78,11 @@ put("index_json", "duplicate-key", '{"weight_map": {"a": "%s", "a": "%s", "b": "
 put("index_json", "deeply-nested", '{"x": %s, "weight_map": {}}' % deep())
 put("index_json", "weight-map-not-an-object", '{"weight_map": [1, 2]}')
 for m in ("WizardLM-2-8x22B", "llava-1.5-7b-hf"):
-    shutil.copy(os.path.join(SHARED, "configs", m, "model.safetensors.index.json"),
+    shutil.copy(os.path.join(FIXTURES, "configs", m, "model.safetensors.index.json"),
                 os.path.join(OUT, "index_json", "real-" + m))
 
 # --- config.json -> hparams -----------------------------------------------------------------
-cfg_dir = os.path.join(SHARED, "configs")
+cfg_dir = os.path.join(FIXTURES, "configs")
 for m in sorted(os.listdir(cfg_dir)):
     p = os.path.join(cfg_dir, m, "config.json")
     if os.path.isfile(p):
@@ -116,7 +116,7 @@ def cut_tokenizer(path, keep=300):
     return json.dumps(j, ensure_ascii=False)
 
 
-tok_dir = os.path.join(SHARED, "tokenizers")
+tok_dir = os.path.join(FIXTURES, "tokenizers")
 for t in sorted(os.listdir(tok_dir)):
     p = os.path.join(tok_dir, t, "tokenizer.json")
     if os.path.isfile(p):

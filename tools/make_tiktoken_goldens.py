@@ -218,7 +218,7 @@ def random_strings(seed, count):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     repo = os.path.dirname(HERE)
-    parser.add_argument("--qwen3", default=os.path.join(repo, "..", "shared", "fixtures", "tokenizers", "qwen3"))
+    parser.add_argument("--qwen3", default=os.path.join(repo, "tests", "fixtures", "tokenizers", "qwen3"))
     parser.add_argument("--out", default=os.path.join(repo, "tests", "data", "tokenizer"))
     args = parser.parse_args()
 

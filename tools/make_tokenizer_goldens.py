@@ -2,7 +2,7 @@
 """Writes tests/data/tokenizer/<fixture>.json: reference ids for the C++ tokenizer test.
 
 For each fixture tokenizer (tokenizer.json + tokenizer_config.json under
-shared/fixtures/tokenizers/) it encodes a fixed list of strings with the Python `tokenizers`
+tests/fixtures/tokenizers/) it encodes a fixed list of strings with the Python `tokenizers`
 library (Tokenizer.from_file, with and without special tokens), decodes them back, and records
 the ids `transformers` AutoTokenizer gives with add_special_tokens=True. It stores no
 vocabulary, only strings, ids and decoded text. Not a test itself: tokenizer_test.cpp reads
@@ -273,7 +273,7 @@ def write_recent_table(path):
 def main():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fixtures", default=os.path.join(repo, "..", "shared", "fixtures", "tokenizers"))
+    parser.add_argument("--fixtures", default=os.path.join(repo, "tests", "fixtures", "tokenizers"))
     parser.add_argument("--out", default=os.path.join(repo, "tests", "data", "tokenizer"))
     parser.add_argument("--unicode-tables", metavar="DIR",
                         help="write the Unicode tables of src/tokenizer/ into DIR instead of goldens")

@@ -7,6 +7,7 @@
 # they skip with the reason).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash tools/install_deps.sh --tests
 bash tools/build.sh
 (cd build && ctest --output-on-failure --timeout 600 -j"$(nproc)")
 if command -v clang++-14 >/dev/null && command -v clang-14 >/dev/null; then

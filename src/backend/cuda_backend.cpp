@@ -24,8 +24,8 @@
 #include "kernels/cuda/ops.h"
 
 namespace dayzero::backend {
-namespace kc = kernels::cuda;
-using kc::Elem;
+namespace kcu = kernels::cuda;
+using kcu::Elem;
 
 namespace {
 
@@ -263,7 +263,7 @@ class CudaBackend final : public Backend {
         DZ_CUDA_CHECK(cudaMemcpyAsync(staged_[b], pinned_[b], m * plan.host_size(), cudaMemcpyHostToDevice,
                                       copy_stream_),
                       "to_device_weight");
-        DZ_STATUS_CHECK(kc::convert(static_cast<int64_t>(m), from, staged_[b], to, dst + i0 * plan.kept_size(),
+        DZ_STATUS_CHECK(kcu::convert(static_cast<int64_t>(m), from, staged_[b], to, dst + i0 * plan.kept_size(),
                                     copy_stream_));
       } else {
         DZ_CUDA_CHECK(cudaMemcpyAsync(dst + i0 * plan.kept_size(), pinned_[b], m * plan.host_size(),
@@ -321,7 +321,7 @@ class CudaBackend final : public Backend {
       DZ_CHECK(src.dtype() == DType::kBF16 && dst.dtype() == DType::kF32,
                "cuda to_host " << dtype_name(src.dtype()) << " -> " << dtype_name(dst.dtype()));
       Tensor wide = alloc(DType::kF32, src.shape());
-      DZ_STATUS_CHECK(kc::convert(src.numel(), Elem::kBF16, src.data(), Elem::kF32, wide.data(), stream_));
+      DZ_STATUS_CHECK(kcu::convert(src.numel(), Elem::kBF16, src.data(), Elem::kF32, wide.data(), stream_));
       DZ_CUDA_CHECK(cudaMemcpyAsync(dst.data(), wide.data(), wide.bytes(), cudaMemcpyDeviceToHost, stream_), "to_host");
     }
     DZ_CUDA_CHECK(cudaStreamSynchronize(stream_), "to_host");
@@ -342,7 +342,7 @@ class CudaBackend final : public Backend {
       DZ_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyDeviceToDevice, stream_), "copy");
       return;
     }
-    DZ_STATUS_CHECK(kc::convert(src.numel(), elem_of(src, "copy"), src.data(), elem_of(dst, "copy"), dst.data(), stream_));
+    DZ_STATUS_CHECK(kcu::convert(src.numel(), elem_of(src, "copy"), src.data(), elem_of(dst, "copy"), dst.data(), stream_));
   }
 
   void synchronize() override { DZ_CUDA_CHECK(cudaStreamSynchronize(stream_), "synchronize"); }
@@ -375,13 +375,13 @@ class CudaBackend final : public Backend {
       ge = compute_ == DType::kBF16 ? Elem::kBF16 : Elem::kF32;
       if (ge == Elem::kF32) {
         void* wd = weight_workspace(static_cast<size_t>(n * k) * 4);
-        DZ_STATUS_CHECK(kc::convert(n * k, Elem::kBF16, w.data(), Elem::kF32, wd, stream_));
+        DZ_STATUS_CHECK(kcu::convert(n * k, Elem::kBF16, w.data(), Elem::kF32, wd, stream_));
         wa = wd;
       }
     }
     if (ge == Elem::kBF16) {
       void* xb = activation_workspace(static_cast<size_t>(x.numel()) * 2);
-      DZ_STATUS_CHECK(kc::convert(x.numel(), Elem::kF32, xa, Elem::kBF16, xb, stream_));
+      DZ_STATUS_CHECK(kcu::convert(x.numel(), Elem::kF32, xa, Elem::kBF16, xb, stream_));
       xa = xb;
     }
     DZ_STATUS_CHECK(gemm_.matmul_nt(m, n, k, ge, xa, wa, f(y, "matmul"), accumulate));
@@ -421,39 +421,39 @@ class CudaBackend final : public Backend {
   void add_bias(const Tensor& b, Tensor& y) override {
     const int64_t width = b.numel();
     DZ_CHECK(width > 0 && y.numel() % width == 0, "cuda add_bias");
-    DZ_STATUS_CHECK(kc::add_bias(y.numel() / width, width, elem_of(b, "add_bias"), b.data(), f(y, "add_bias"), stream_));
+    DZ_STATUS_CHECK(kcu::add_bias(y.numel() / width, width, elem_of(b, "add_bias"), b.data(), f(y, "add_bias"), stream_));
   }
   void add(const Tensor& x, Tensor& y) override {
     DZ_CHECK(x.numel() == y.numel(), "cuda add");
-    DZ_STATUS_CHECK(kc::add_inplace(x.numel(), elem_of(x, "add"), x.data(), f(y, "add"), stream_));
+    DZ_STATUS_CHECK(kcu::add_inplace(x.numel(), elem_of(x, "add"), x.data(), f(y, "add"), stream_));
   }
   void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
     const int64_t width = w.numel();
     DZ_CHECK(width > 0 && x.numel() % width == 0 && x.numel() == y.numel(), "cuda rmsnorm");
-    DZ_STATUS_CHECK(kc::rmsnorm(x.numel() / width, width, f(x, "rmsnorm"), elem_of(w, "rmsnorm"), w.data(), eps,
+    DZ_STATUS_CHECK(kcu::rmsnorm(x.numel() / width, width, f(x, "rmsnorm"), elem_of(w, "rmsnorm"), w.data(), eps,
                                 f(y, "rmsnorm"), stream_));
   }
   void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq) override {
     DZ_CHECK(x.rank() == 3 && positions.dtype() == DType::kI32 && positions.numel() == x.dim(0), "cuda rope");
     DZ_CHECK(inv_freq.numel() * 2 == x.dim(2) && !positions.device().is_cpu(), "cuda rope");
-    DZ_STATUS_CHECK(kc::rope_rotate_half(x.dim(0), x.dim(1), x.dim(2), static_cast<const int32_t*>(positions.data()),
+    DZ_STATUS_CHECK(kcu::rope_rotate_half(x.dim(0), x.dim(1), x.dim(2), static_cast<const int32_t*>(positions.data()),
                                          f(inv_freq, "rope"), f(x, "rope"), stream_));
   }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos0, float scale,
                  Tensor& out) override {
     DZ_CHECK(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() && out.shape() == q.shape(), "cuda attention");
     DZ_CHECK(pos0 + q.dim(0) <= k.dim(0), "cuda attention past the cache end");
-    DZ_STATUS_CHECK(kc::attention(q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(0), true, pos0, f(q, "attention"),
+    DZ_STATUS_CHECK(kcu::attention(q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(0), true, pos0, f(q, "attention"),
                                   f(k, "attention"), f(v, "attention"), scale, f(out, "attention"), stream_));
   }
   void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) override {
     DZ_CHECK(gate.numel() == up.numel() && up.numel() == out.numel(), "cuda swiglu");
-    DZ_STATUS_CHECK(kc::swiglu(gate.numel(), f(gate, "swiglu"), f(up, "swiglu"), f(out, "swiglu"), stream_));
+    DZ_STATUS_CHECK(kcu::swiglu(gate.numel(), f(gate, "swiglu"), f(up, "swiglu"), f(out, "swiglu"), stream_));
   }
   void embedding(const Tensor& ids, const Tensor& table, int64_t row_offset, Tensor& out) override {
     DZ_CHECK(ids.dtype() == DType::kI32 && !ids.device().is_cpu() && out.numel() == ids.numel() * table.dim(1),
              "cuda embedding");
-    DZ_STATUS_CHECK(kc::embedding(ids.numel(), static_cast<const int32_t*>(ids.data()), table.dim(0), table.dim(1),
+    DZ_STATUS_CHECK(kcu::embedding(ids.numel(), static_cast<const int32_t*>(ids.data()), table.dim(0), table.dim(1),
                                   row_offset, elem_of(table, "embedding"), table.data(), f(out, "embedding"), stream_));
   }
   void layernorm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& y) override {
@@ -462,18 +462,18 @@ class CudaBackend final : public Backend {
              "cuda layernorm");
     const Elem we = elem_of(w, "layernorm");
     DZ_CHECK(!b || elem_of(*b, "layernorm") == we, "cuda layernorm: weight and bias dtypes differ");
-    DZ_STATUS_CHECK(kc::layernorm(x.numel() / width, width, f(x, "layernorm"), we, w.data(), b ? b->data() : nullptr,
+    DZ_STATUS_CHECK(kcu::layernorm(x.numel() / width, width, f(x, "layernorm"), we, w.data(), b ? b->data() : nullptr,
                                   eps, f(y, "layernorm"), stream_));
   }
   void gelu(GeluKind kind, const Tensor& x, Tensor& y) override {
     DZ_CHECK(x.numel() == y.numel(), "cuda gelu");
     const int k = kind == GeluKind::kErf ? 0 : kind == GeluKind::kTanh ? 1 : 2;
-    DZ_STATUS_CHECK(kc::gelu(x.numel(), k, f(x, "gelu"), f(y, "gelu"), stream_));
+    DZ_STATUS_CHECK(kcu::gelu(x.numel(), k, f(x, "gelu"), f(y, "gelu"), stream_));
   }
   void attention_full(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) override {
     DZ_CHECK(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() && out.shape() == q.shape(), "cuda attention_full");
     DZ_CHECK(k.dim(0) == q.dim(0) && q.dim(1) % k.dim(1) == 0 && q.dim(2) == k.dim(2), "cuda attention_full");
-    DZ_STATUS_CHECK(kc::attention(q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(0), false, 0, f(q, "attention_full"),
+    DZ_STATUS_CHECK(kcu::attention(q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(0), false, 0, f(q, "attention_full"),
                                   f(k, "attention_full"), f(v, "attention_full"), scale, f(out, "attention_full"),
                                   stream_));
   }
@@ -484,11 +484,11 @@ class CudaBackend final : public Backend {
     const int64_t n = logits.dim(0), ne = logits.dim(1);
     auto* id = static_cast<int32_t*>(ids.data());
     if (o.kind == RouterOptions::Kind::kSoftmax) {
-      DZ_STATUS_CHECK(kc::route_softmax_topk(n, ne, o.k, o.renormalize, f(logits, "route_topk"), id,
+      DZ_STATUS_CHECK(kcu::route_softmax_topk(n, ne, o.k, o.renormalize, f(logits, "route_topk"), id,
                                              f(weights, "route_topk"), stream_));
       return;
     }
-    DZ_STATUS_CHECK(kc::route_sigmoid_group_topk(n, ne, o.k, o.n_group, o.topk_group, o.renormalize, o.scaling,
+    DZ_STATUS_CHECK(kcu::route_sigmoid_group_topk(n, ne, o.k, o.n_group, o.topk_group, o.renormalize, o.scaling,
                                                  f(logits, "route_topk"), bias ? elem_of(*bias, "route_topk") : Elem::kF32,
                                                  bias ? bias->data() : nullptr, id, f(weights, "route_topk"), stream_));
   }
@@ -519,7 +519,7 @@ class CudaBackend final : public Backend {
     const Fp8Layout st = fp8_of(*fp8_, w, op);
     const BlockScaledSlice& sl = st.slice;
     // The scales held start at the block holding the slice's first row and column.
-    DZ_STATUS_CHECK(kc::dequant_fp8_blocks(sl.rows, sl.cols, static_cast<const uint8_t*>(w.data()), st.e5m2,
+    DZ_STATUS_CHECK(kcu::dequant_fp8_blocks(sl.rows, sl.cols, static_cast<const uint8_t*>(w.data()), st.e5m2,
                                            st.scales, sl.scale_cols(), sl.block_rows, sl.block_cols,
                                            sl.row0 % sl.block_rows, sl.col0 % sl.block_cols, to, out, stream_));
   }
@@ -581,7 +581,7 @@ class CudaBackend final : public Backend {
   int64_t fixed_bytes_ = 0;
   std::shared_ptr<MemCounter> mem_ = std::make_shared<MemCounter>();
   std::shared_ptr<Fp8Weights> fp8_ = std::make_shared<Fp8Weights>();
-  kc::Gemm gemm_;
+  kcu::Gemm gemm_;
 };
 
 }  // namespace

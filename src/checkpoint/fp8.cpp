@@ -10,6 +10,7 @@
 #include "core/block_scale.h"
 #include "core/check.h"
 #include "core/json.h"
+#include "core/strings.h"
 
 namespace dayzero::checkpoint {
 namespace {
@@ -17,8 +18,6 @@ namespace {
 using nlohmann::json;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
 Result<std::optional<BlockQuant>> parse_block_quant_json(const json& config) {
   const std::string where = "config.json: quantization_config";
@@ -33,7 +32,7 @@ Result<std::optional<BlockQuant>> parse_block_quant_json(const json& config) {
     return Status::InvalidArgument(where + ".quant_method is missing or not a string");
   const std::string m = method->get<std::string>();
   if (m != "fp8") {
-    return Status::Unsupported(where + ".quant_method " + quoted(m) +
+    return Status::Unsupported(where + ".quant_method " + single_quoted(m) +
                                " is not supported (only block-quantized \"fp8\")");
   }
   const auto fmt = q.find("fmt");
@@ -86,8 +85,8 @@ Result<Fp8Parts> load_fp8_parts(const Catalog& catalog, const std::string& weigh
                                 int dim, int64_t begin, int64_t end, size_t staging_bytes) {
   // Everything is checked before the first read, so a bad checkpoint costs no I/O.
   const TensorInfo* w = catalog.find(weight_name);
-  if (!w) return Status::NotFound(catalog.dir() + ": tensor " + quoted(weight_name) + " not found in the checkpoint");
-  const std::string where = w->file + ": tensor " + quoted(weight_name) + " " + shape_str(w->shape);
+  if (!w) return Status::NotFound(catalog.dir() + ": tensor " + single_quoted(weight_name) + " not found in the checkpoint");
+  const std::string where = w->file + ": tensor " + single_quoted(weight_name) + " " + shape_str(w->shape);
   if (w->dtype != DType::kF8_E4M3 && w->dtype != DType::kF8_E5M2) {
     return Status::InvalidArgument(where + ": dtype " + dtype_name(w->dtype) +
                                    ", expected F8_E4M3 or F8_E5M2 for a block-quantized weight");
@@ -98,19 +97,19 @@ Result<Fp8Parts> load_fp8_parts(const Catalog& catalog, const std::string& weigh
   if (br <= 0 || bc <= 0) return Status::InvalidArgument(where + ": block size " + blocks + " must be positive");
   const TensorInfo* s = catalog.find(scale_name);
   if (!s) {
-    return Status::NotFound(where + ": dtype " + dtype_name(w->dtype) + " but its scale " + quoted(scale_name) +
+    return Status::NotFound(where + ": dtype " + dtype_name(w->dtype) + " but its scale " + single_quoted(scale_name) +
                             " is not in the checkpoint " + catalog.dir());
   }
-  const std::string swhere = s->file + ": tensor " + quoted(scale_name) + " " + shape_str(s->shape);
+  const std::string swhere = s->file + ": tensor " + single_quoted(scale_name) + " " + shape_str(s->shape);
   if (s->dtype != DType::kF32 && s->dtype != DType::kBF16) {
     return Status::InvalidArgument(swhere + ": dtype " + dtype_name(s->dtype) + ", expected F32 or BF16 for the scale of " +
-                                   quoted(weight_name));
+                                   single_quoted(weight_name));
   }
   const int64_t rows = w->shape[0], cols = w->shape[1];
   const Shape expect = {ceil_div(rows, br), ceil_div(cols, bc)};
   if (s->shape != expect) {
     return Status::InvalidArgument(swhere + ": expected shape " + shape_str(expect) + " for the scale of " +
-                                   quoted(weight_name) + " " + shape_str(w->shape) + " in blocks of " + blocks);
+                                   single_quoted(weight_name) + " " + shape_str(w->shape) + " in blocks of " + blocks);
   }
   int64_t r0 = 0, r1 = rows, c0 = 0, c1 = cols;
   if (dim != -1) {

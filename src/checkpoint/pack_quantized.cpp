@@ -12,13 +12,12 @@
 #include "core/check.h"
 #include "core/dtype.h"
 #include "core/json.h"
+#include "core/strings.h"
 
 namespace dayzero::checkpoint {
 namespace {
 
 using nlohmann::json;
-
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
 Status unsupported(const std::string& where, const std::string& key, const json& v, const std::string& want) {
   return Status::Unsupported(where + ".quantization_config." + key + " " + json_excerpt(v) + " is not supported (" +
@@ -88,7 +87,7 @@ Result<std::optional<PackQuant>> parse(const json& config, const std::string& wh
         try {
           pq.patterns.emplace_back(s.substr(3));
         } catch (const std::regex_error& err) {
-          return Status::InvalidArgument(qw + ".ignore pattern " + quoted(s) + " does not compile: " + err.what());
+          return Status::InvalidArgument(qw + ".ignore pattern " + single_quoted(s) + " does not compile: " + err.what());
         }
       }
       pq.ignore.push_back(s);
@@ -150,10 +149,10 @@ Result<Tensor> load_pack_quantized_f32(const Catalog& catalog, const std::string
   const TensorInfo* sh = catalog.find(shname);
   for (const auto& [t, n] : {std::pair{p, pname}, std::pair{s, sname}, std::pair{sh, shname}})
     if (!t)
-      return Status::NotFound(catalog.dir() + ": tensor " + quoted(n) + " of the pack-quantized weight " +
-                              quoted(module + ".weight") + " is not in the checkpoint");
+      return Status::NotFound(catalog.dir() + ": tensor " + single_quoted(n) + " of the pack-quantized weight " +
+                              single_quoted(module + ".weight") + " is not in the checkpoint");
   const Shape pshape = {out, quant.words(in)}, sshape = {out, quant.groups(in)};
-  auto where = [](const TensorInfo& t) { return t.file + ": tensor " + quoted(t.name) + " " + shape_str(t.shape); };
+  auto where = [](const TensorInfo& t) { return t.file + ": tensor " + single_quoted(t.name) + " " + shape_str(t.shape); };
   if (p->dtype != DType::kI32) return Status::InvalidArgument(where(*p) + ": dtype " + dtype_name(p->dtype) + ", expected I32");
   if (p->shape != pshape) return Status::InvalidArgument(where(*p) + ": expected shape " + shape_str(pshape));
   if (s->dtype != DType::kBF16 && s->dtype != DType::kF32 && s->dtype != DType::kF16)

@@ -15,11 +15,6 @@ struct BaselineArgs {
   bool json = false;
 };
 
-int fail(const Status& s) {
-  std::cerr << "dayzero baseline: " << s.message() << std::endl;
-  return s.exit_code();
-}
-
 std::string text_of(const nlohmann::ordered_json& j, const char* key) {
   if (!j.is_object() || !j.contains(key)) return "?";
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
@@ -28,7 +23,7 @@ std::string text_of(const nlohmann::ordered_json& j, const char* key) {
 int run_save(const BaselineArgs& a) {
   const std::string library = diag::baseline_library(a.library);
   auto r = diag::save_baseline({a.run_dir, a.name, library, a.activations});
-  if (!r.ok()) return fail(r.status());
+  if (!r.ok()) return report_failure("baseline", r.status());
   std::cout << (r->replaced ? "replaced" : "saved") << " baseline '" << a.name << "' in " << r->dir << " from "
             << a.run_dir << " (activations: " << text_of(r->record, "activations") << ")\n";
   if (r->replaced) {
@@ -41,7 +36,7 @@ int run_save(const BaselineArgs& a) {
 int run_list(const BaselineArgs& a) {
   const std::string library = diag::baseline_library(a.library);
   auto list = diag::list_baselines(library);
-  if (!list.ok()) return fail(list.status());
+  if (!list.ok()) return report_failure("baseline", list.status());
   if (a.json) {
     std::cout << nlohmann::ordered_json(*list).dump(1) << std::endl;
     return 0;
@@ -63,7 +58,7 @@ int run_list(const BaselineArgs& a) {
 int run_show(const BaselineArgs& a) {
   const std::string library = diag::baseline_library(a.library);
   auto b = diag::read_baseline(library, a.name);
-  if (!b.ok()) return fail(b.status());
+  if (!b.ok()) return report_failure("baseline", b.status());
   if (a.json) {
     std::cout << b->dump(2) << std::endl;
     return 0;

@@ -5,6 +5,10 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <iostream>
+#include <string>
+
+#include "core/status.h"
 
 namespace dayzero::cli {
 
@@ -12,6 +16,12 @@ struct Commands {
   std::function<int()> action;
   int run() const { return action ? action() : 2; }
 };
+
+// Prints "dayzero COMMAND: message" on stderr; returns the status's documented exit code.
+inline int report_failure(const char* command, const Status& s) {
+  std::cerr << "dayzero " << command << ": " << s.message() << std::endl;
+  return s.exit_code();
+}
 
 void add_run_command(CLI::App& app, Commands& commands);
 void add_make_model_command(CLI::App& app, Commands& commands);

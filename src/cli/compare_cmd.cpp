@@ -24,34 +24,29 @@ struct CompareArgs {
   bool json = false, allow_incomplete = false;
 };
 
-int fail(const Status& s) {
-  std::cerr << "dayzero compare: " << s.message() << std::endl;
-  return s.exit_code();
-}
-
 int run_compare(const CompareArgs& given) {
   CompareArgs a = given;
   std::optional<nlohmann::ordered_json> baseline;
   if (!a.baseline.empty()) {
-    if (!a.run_b.empty()) return fail(Status::InvalidArgument("give RUN_A RUN_B, or one RUN with --baseline NAME"));
+    if (!a.run_b.empty()) return report_failure("compare", Status::InvalidArgument("give RUN_A RUN_B, or one RUN with --baseline NAME"));
     const std::string library = diag::baseline_library(a.library);
     auto b = diag::read_baseline(library, a.baseline);
-    if (!b.ok()) return fail(b.status());
+    if (!b.ok()) return report_failure("compare", b.status());
     baseline = std::move(*b);
     a.run_b = a.run_a;
     a.run_a = *diag::baseline_dir(library, a.baseline);
   } else if (a.run_b.empty()) {
-    return fail(Status::InvalidArgument("RUN_B is required (or --baseline NAME)"));
+    return report_failure("compare", Status::InvalidArgument("RUN_B is required (or --baseline NAME)"));
   } else if (!a.library.empty()) {
-    return fail(Status::InvalidArgument("--library goes with --baseline"));
+    return report_failure("compare", Status::InvalidArgument("--library goes with --baseline"));
   }
   auto ra = diag::open_run(a.run_a, a.allow_incomplete);
-  if (!ra.ok()) return fail(ra.status());
+  if (!ra.ok()) return report_failure("compare", ra.status());
   auto rb = diag::open_run(a.run_b, a.allow_incomplete);
-  if (!rb.ok()) return fail(rb.status());
+  if (!rb.ok()) return report_failure("compare", rb.status());
   if (baseline) {
     const Status s = diag::check_against_baseline(*baseline, *rb);
-    if (!s.ok()) return fail(s);
+    if (!s.ok()) return report_failure("compare", s);
   }
   for (const auto* run : {&*ra, &*rb})
     for (const std::string& f : run->incomplete) std::cerr << "dayzero compare: warning: " << f << " is incomplete\n";
@@ -61,14 +56,14 @@ int run_compare(const CompareArgs& given) {
   auto tol = a.tolerance.empty() ? diag::tolerance_preset(preset)
              : named             ? diag::tolerance_preset(a.tolerance)
                                  : diag::load_tolerance_file(a.tolerance, preset);
-  if (!tol.ok()) return fail(tol.status());
+  if (!tol.ok()) return report_failure("compare", tol.status());
   auto result = diag::compare_runs(*ra, *rb, *tol, a.allow_incomplete);
-  if (!result.ok()) return fail(result.status());
+  if (!result.ok()) return report_failure("compare", result.status());
   if (a.json) std::cout << diag::compare_to_json(*result).dump(1) << std::endl;
   else std::cout << diag::format_compare_table(*result);
   if (!a.report.empty()) {
     const Status s = diag::write_compare_report(*result, a.report);
-    if (!s.ok()) return fail(s);
+    if (!s.ok()) return report_failure("compare", s);
     std::cerr << "dayzero compare: report written to " << (std::filesystem::path(a.report) / "compare.html").string()
               << std::endl;
   }

@@ -45,11 +45,6 @@ struct PlanArgs {
   bool yaml = false;
 };
 
-int fail(const Status& s) {
-  std::cerr << "dayzero plan: " << s.message() << std::endl;
-  return s.exit_code();
-}
-
 // Table figures in GiB, or MiB when the cap is under 1 GiB (tiny models, CPU budgets).
 struct Unit {
   double bytes = 1024.0 * 1024 * 1024;
@@ -203,11 +198,11 @@ int run_plan(const PlanArgs& a) {
   std::optional<analysis::Analysis> an;
   if (generic) {
     auto r = analysis::analyze_path(source);
-    if (!r.ok()) return fail(r.status());
+    if (!r.ok()) return report_failure("plan", r.status());
     an = std::move(*r);
   } else {
     auto r = model::open_model_folder(source, model::WeightsNeeded::kIfPresent);
-    if (!r.ok()) return fail(r.status());
+    if (!r.ok()) return report_failure("plan", r.status());
     m = std::move(*r);
   }
   std::error_code ec;
@@ -218,7 +213,7 @@ int run_plan(const PlanArgs& a) {
   // Topology: file, then flags.
   if (!a.topology_path.empty()) {
     auto t = plan::load_topology(a.topology_path);
-    if (!t.ok()) return fail(t.status());
+    if (!t.ok()) return report_failure("plan", t.status());
     in.topo = *t;
   }
   plan::TopologyOverrides o;
@@ -226,7 +221,7 @@ int run_plan(const PlanArgs& a) {
   o.gpus_per_node = a.gpus_per_node;
   if (a.gpu_mem) {
     auto b = plan::parse_bytes(*a.gpu_mem);
-    if (!b.ok()) return fail(b.status().with_context("--gpu-mem"));
+    if (!b.ok()) return report_failure("plan", b.status().with_context("--gpu-mem"));
     o.device_memory_bytes = *b;
   }
   o.memory_fraction = a.memory_fraction;
@@ -236,19 +231,19 @@ int run_plan(const PlanArgs& a) {
   o.device_hbm_gbps = a.hbm_gbps;
   plan::apply_overrides(in.topo, o);
   if (in.topo.device_memory_bytes <= 0)
-    return fail(Status::InvalidArgument("the device memory is not given: --gpu-mem 80GiB (or device_memory in --topology)"));
-  if (Status s = plan::validate(in.topo); !s.ok()) return fail(s);
+    return report_failure("plan", Status::InvalidArgument("the device memory is not given: --gpu-mem 80GiB (or device_memory in --topology)"));
+  if (Status s = plan::validate(in.topo); !s.ok()) return report_failure("plan", s);
 
   auto weights = plan::parse_weights_on_device(a.weights_dtype, "--weights-dtype");
-  if (!weights.ok()) return fail(weights.status());
+  if (!weights.ok()) return report_failure("plan", weights.status());
   in.weights = *weights;
   if (a.compute_dtype == "bfloat16" || a.compute_dtype == "float16") in.bytes_per_activation = 2;
   else if (a.compute_dtype == "float32") in.bytes_per_activation = 4;
-  else return fail(Status::InvalidArgument("--compute-dtype " + a.compute_dtype + ": expected bfloat16, float16 or float32"));
+  else return report_failure("plan", Status::InvalidArgument("--compute-dtype " + a.compute_dtype + ": expected bfloat16, float16 or float32"));
   auto headroom = plan::parse_bytes(a.headroom);
-  if (!headroom.ok() && a.headroom != "0") return fail(headroom.status().with_context("--headroom"));
+  if (!headroom.ok() && a.headroom != "0") return report_failure("plan", headroom.status().with_context("--headroom"));
   in.headroom_bytes = headroom.ok() ? *headroom : 0;
-  if (a.context < 1 || a.batch < 1) return fail(Status::InvalidArgument("--context and --batch must be >= 1"));
+  if (a.context < 1 || a.batch < 1) return report_failure("plan", Status::InvalidArgument("--context and --batch must be >= 1"));
   in.context_tokens = a.context;
   in.batch = a.batch;
   in.dp = a.dp;
@@ -258,7 +253,7 @@ int run_plan(const PlanArgs& a) {
   in.etp = a.etp;
   plan::WeightSizes wd;
   auto request = generic ? plan::make_generic_plan_request(*an, in, &wd) : plan::make_plan_request(*m, in, &wd);
-  if (!request.ok()) return fail(request.status());
+  if (!request.ok()) return report_failure("plan", request.status());
   const plan::PlanRequest& req = *request;
 
   int64_t params = 0;
@@ -296,7 +291,7 @@ int run_plan(const PlanArgs& a) {
   auto p = plan::choose_plan(req, &cands);
   if (!p.ok()) {
     if (!cands.empty()) print_candidates(cands, nullptr);
-    return fail(p.status());
+    return report_failure("plan", p.status());
   }
   print_plan(*p);
   print_candidates(cands, &*p);
@@ -306,7 +301,7 @@ int run_plan(const PlanArgs& a) {
   };
   const bool as_yaml = a.yaml || ends_with(a.out, ".yaml") || ends_with(a.out, ".yml");
   if (!a.out.empty()) {
-    if (Status s = write_file(a.out, as_yaml ? plan::to_yaml(*p) : plan::to_json(*p).dump(2) + "\n"); !s.ok()) return fail(s);
+    if (Status s = write_file(a.out, as_yaml ? plan::to_yaml(*p) : plan::to_json(*p).dump(2) + "\n"); !s.ok()) return report_failure("plan", s);
     std::cout << "wrote       " << a.out << "\n";
   } else if (a.yaml) {
     std::cout << plan::to_yaml(*p);
@@ -320,7 +315,7 @@ int run_plan(const PlanArgs& a) {
     ro.notes.push_back(std::to_string(req.topo.nodes) + " node(s) x " + std::to_string(req.topo.gpus_per_node) +
                        " GPUs, " + plan::format_bytes(req.topo.device_memory_bytes) + " per device");
     ro.candidates = cands;
-    if (Status s = write_file(a.report, plan::render_html_report(*p, req.topo, ro)); !s.ok()) return fail(s);
+    if (Status s = write_file(a.report, plan::render_html_report(*p, req.topo, ro)); !s.ok()) return report_failure("plan", s);
     std::cout << "wrote       " << a.report << "\n";
   }
   std::cout << std::flush;
@@ -361,7 +356,7 @@ void add_plan_command(CLI::App& app, Commands& commands) {
   cmd->callback([&commands, a, model, config] {
     commands.action = [a, model, config] {
       if (model->count() == 0 && config->count() == 0)
-        return fail(Status::InvalidArgument("give --model DIR or --config config.json"));
+        return report_failure("plan", Status::InvalidArgument("give --model DIR or --config config.json"));
       return run_plan(*a);
     };
   });

@@ -27,10 +27,6 @@ Status mpi_ok(int rc, const char* call) {
   return Status::Internal(std::string(call) + " failed: " + mpi_error_text(rc));
 }
 
-std::string describe(const Tensor& t) {
-  return std::string(dtype_name(t.dtype())) + shape_str(t.shape());
-}
-
 // A tensor MPI can read or write in place: defined and in host memory.
 Status check_host(const Tensor& t, const char* what) {
   if (!t.defined()) return Status::InvalidArgument(std::string(what) + " is an undefined tensor");
@@ -201,7 +197,7 @@ Status MpiComm::all_gather(const Tensor& in, Tensor& out) {
   DZ_RETURN_IF_ERROR_CTX(check_host(out, "out"), ctx);
   if (in.dtype() != out.dtype() || !same_row_shape(in.shape(), out.shape()) ||
       out.dim(0) != size_ * in.dim(0))
-    return Status::InvalidArgument(ctx + ": in " + describe(in) + " and out " + describe(out) +
+    return Status::InvalidArgument(ctx + ": in " + dtype_shape_str(in) + " and out " + dtype_shape_str(out) +
                                    " do not match; out must be [" + std::to_string(size_) +
                                    " x in.dim(0), ...] of in's dtype");
   DZ_RETURN_IF_ERROR_CTX(check_count(static_cast<int64_t>(in.bytes()), "in (bytes)"), ctx);
@@ -218,7 +214,7 @@ Status MpiComm::reduce_scatter_sum(const Tensor& in, Tensor& out) {
   DZ_RETURN_IF_ERROR_CTX(check_host(out, "out"), ctx);
   if (in.dtype() != out.dtype() || !same_row_shape(in.shape(), out.shape()) ||
       in.dim(0) != size_ * out.dim(0))
-    return Status::InvalidArgument(ctx + ": in " + describe(in) + " and out " + describe(out) +
+    return Status::InvalidArgument(ctx + ": in " + dtype_shape_str(in) + " and out " + dtype_shape_str(out) +
                                    " do not match; in must be [" + std::to_string(size_) +
                                    " x out.dim(0), ...] of out's dtype");
   const int64_t n = out.numel();
@@ -289,7 +285,7 @@ Status MpiComm::recv(Tensor& t, int peer, int tag) {
                                   "MPI_Recv"),
                            ctx);
     return Status::InvalidArgument(ctx + " (tag " + std::to_string(tag) + "): expected " +
-                                   std::to_string(t.bytes()) + " bytes for " + describe(t) +
+                                   std::to_string(t.bytes()) + " bytes for " + dtype_shape_str(t) +
                                    ", the message has " + std::to_string(got));
   }
   return mpi_ok(MPI_Recv(t.data(), got, MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv")

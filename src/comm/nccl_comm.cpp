@@ -35,8 +35,6 @@ Status cuda_status(cudaError_t e, const std::string& what) {
   return Status::Internal("cuda " + what + ": " + cudaGetErrorString(e));
 }
 
-std::string describe(const Tensor& t) { return std::string(dtype_name(t.dtype())) + shape_str(t.shape()); }
-
 // Host tensors go to MPI; device tensors to NCCL; a mix is refused.
 enum class Where { kHost, kDevice, kMixed, kUndefined };
 Where where(std::initializer_list<const Tensor*> ts) {
@@ -51,7 +49,7 @@ Where where(std::initializer_list<const Tensor*> ts) {
 Status sum_dtype(const Tensor& t, ncclDataType_t* out, const char* what) {
   if (t.dtype() == DType::kF32) *out = ncclFloat32;
   else if (t.dtype() == DType::kI32) *out = ncclInt32;
-  else return Status::Unsupported(std::string(what) + ": NcclComm sums f32 or i32, got " + describe(t));
+  else return Status::Unsupported(std::string(what) + ": NcclComm sums f32 or i32, got " + dtype_shape_str(t));
   return Status::Ok();
 }
 
@@ -214,7 +212,7 @@ Status NcclComm::all_gather(const Tensor& in, Tensor& out) {
   DZ_NCCL_USABLE();
   if (in.rank() < 1 || out.dtype() != in.dtype() || out.numel() != in.numel() * size() ||
       out.dim(0) != in.dim(0) * size())
-    return Status::InvalidArgument("all_gather on " + label() + ": in " + describe(in) + ", out " + describe(out) +
+    return Status::InvalidArgument("all_gather on " + label() + ": in " + dtype_shape_str(in) + ", out " + dtype_shape_str(out) +
                                    " (want dim 0 of " + std::to_string(in.rank() >= 1 ? in.dim(0) * size() : 0) + ")");
   Op op(*this, "collective", "all_gather", static_cast<int64_t>(in.bytes()));
   op.enqueue_begin();
@@ -232,7 +230,7 @@ Status NcclComm::reduce_scatter_sum(const Tensor& in, Tensor& out) {
   ncclDataType_t dt;
   DZ_RETURN_IF_ERROR(sum_dtype(in, &dt, "reduce_scatter_sum"));
   if (out.dtype() != in.dtype() || in.numel() != out.numel() * size())
-    return Status::InvalidArgument("reduce_scatter_sum on " + label() + ": in " + describe(in) + ", out " + describe(out));
+    return Status::InvalidArgument("reduce_scatter_sum on " + label() + ": in " + dtype_shape_str(in) + ", out " + dtype_shape_str(out));
   Op op(*this, "collective", "reduce_scatter", static_cast<int64_t>(in.bytes()));
   op.enqueue_begin();
   DZ_RETURN_IF_ERROR(nccl_status(ncclReduceScatter(in.data(), out.data(), static_cast<size_t>(out.numel()), dt, ncclSum,

@@ -545,7 +545,6 @@ Status Parser::parse_runtime(const YAML::Node& n) {
   return get_opt_int(n["threads"], "runtime.threads", &cfg_->runtime.threads);
 }
 
-
 }  // namespace
 
 const char* backend_name(Backend b) {

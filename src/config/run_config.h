@@ -1,4 +1,4 @@
-// The run config: the YAML file of DESIGN.md "Run config" read into plain structs, checked by
+// The run config: the YAML file of docs/design.md "Run config" read into plain structs, checked by
 // validate(), plus the dump folder placeholders ({config}, {time}, {jobid}) and the dump point
 // selection. It is not the plan (plan/ chooses omitted parallel sizes) and it does not touch
 // the checkpoint, the tokenizer or MPI: every rank can parse the same text and get the same value.
@@ -218,7 +218,7 @@ struct RunConfig {
   std::map<std::string, std::pair<int, int>> key_positions;
 };
 
-// A key DESIGN.md defines that this build cannot honour yet: the parser refuses it, with the
+// A key docs/design.md defines that this build cannot honour yet: the parser refuses it, with the
 // reason, wherever it appears (a key is never parsed and then ignored).
 struct UnbuiltKey {
   const char* path;    // key path, e.g. "debug"

@@ -9,7 +9,7 @@
 
 namespace dayzero {
 
-// Process exit codes (DESIGN.md "Errors").
+// Process exit codes (docs/design.md "Errors").
 enum class ExitCode : int {
   kOk = 0,
   kCheckFailed = 1,  // a check found a difference (compare, verify, a prompt's expect)

@@ -29,6 +29,8 @@ std::string shape_str(const Shape& s) {
   return os.str();
 }
 
+std::string dtype_shape_str(const Tensor& t) { return std::string(dtype_name(t.dtype())) + shape_str(t.shape()); }
+
 HostStorage::HostStorage(size_t bytes, bool zero) : bytes_(bytes) {
   constexpr size_t kHuge = 2u << 20;
   const size_t align = bytes >= 2 * kHuge ? kHuge : 64;

@@ -117,4 +117,7 @@ class Tensor {
   size_t offset_ = 0;
 };
 
+// "f32[4, 128]": a tensor as messages name it.
+std::string dtype_shape_str(const Tensor& t);
+
 }  // namespace dayzero

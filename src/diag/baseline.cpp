@@ -21,6 +21,7 @@
 #include "dump/dump_writer.h"
 #include "dump/run_folder.h"
 #include "dump/schema.h"
+#include "core/strings.h"
 
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
@@ -34,12 +35,6 @@ std::string hex64(uint64_t v) {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
-  return s;
 }
 
 std::string shown(const ordered_json& j) { return j.is_null() ? "(none)" : j.dump(); }
@@ -145,7 +140,7 @@ Result<std::string> refusal(const std::string& run_dir) {
       for (const auto& l : j["lines"])
         if (l.is_object() && l.value("status", std::string()) == "fail") failed.push_back(l.value("title", std::string("?")));
     return run_dir + ": the run ended with exit code " + std::to_string(code) +
-           (failed.empty() ? "" : " (checklist failed: " + join(failed) + ")") + tail;
+           (failed.empty() ? "" : " (checklist failed: " + join_list(failed) + ")") + tail;
   }
   return std::string();
 }
@@ -279,8 +274,8 @@ std::vector<std::string> identity_mismatches(const ordered_json& x, const ordere
     if (!py.count(id)) only_x.push_back("'" + id + "'");
   for (const auto& [id, _] : py)
     if (!px.count(id)) only_y.push_back("'" + id + "'");
-  if (!only_x.empty()) out.push_back("prompts: only in " + a + ": " + join(only_x));
-  if (!only_y.empty()) out.push_back("prompts: only in " + b + ": " + join(only_y));
+  if (!only_x.empty()) out.push_back("prompts: only in " + a + ": " + join_list(only_x));
+  if (!only_y.empty()) out.push_back("prompts: only in " + b + ": " + join_list(only_y));
   for (const auto& [id, p] : px) {
     const auto it = py.find(id);
     if (it == py.end()) continue;

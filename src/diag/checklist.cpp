@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/json.h"
+#include "core/strings.h"
 
 namespace dayzero::diag {
 namespace {
@@ -24,13 +25,6 @@ std::string seconds(double s) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3g s", s);
   return buf;
-}
-
-std::string join(const std::vector<std::string>& v, size_t n = 10) {
-  std::string s;
-  for (size_t i = 0; i < v.size() && i < n; ++i) s += (i ? ", " : "") + v[i];
-  if (v.size() > n) s += ", ... (" + std::to_string(v.size()) + " in all)";
-  return s;
 }
 
 ChecklistLine weights_line(const ChecklistInputs& in) {
@@ -48,7 +42,7 @@ ChecklistLine weights_line(const ChecklistInputs& in) {
              " slices (" + mib(bytes) + ") read and checked against the plan, " + std::to_string(nan) + " NaN, " +
              std::to_string(inf) + " Inf";
   if (in.tensors_claimed != in.tensors_total || nan || inf || in.ranks.empty()) l.status = CheckStatus::kFail;
-  if (!bad.empty()) l.detail += ": " + join(bad);
+  if (!bad.empty()) l.detail += ": " + join_list(bad, 10);
   return l;
 }
 
@@ -91,7 +85,7 @@ ChecklistLine latency_line(const ChecklistInputs& in, bool image) {
   }
   l.status = over.empty() ? CheckStatus::kPass : CheckStatus::kFail;
   l.detail = std::to_string(n) + " prompt(s), slowest '" + worst->id + "' " + seconds(worst->first_token_s);
-  if (!over.empty()) l.detail += "; over the limit: " + join(over);
+  if (!over.empty()) l.detail += "; over the limit: " + join_list(over, 10);
   return l;
 }
 
@@ -104,7 +98,7 @@ ChecklistLine image_line(const ChecklistInputs& in) {
   if (ids.empty()) return l;
   // A memory failure stops the run (exit 3) before the checklist: reaching it means they ran.
   l.status = CheckStatus::kPass;
-  l.detail = std::to_string(ids.size()) + " ran to their last token: " + join(ids);
+  l.detail = std::to_string(ids.size()) + " ran to their last token: " + join_list(ids, 10);
   return l;
 }
 
@@ -119,7 +113,7 @@ ChecklistLine repeat_line(const ChecklistInputs& in) {
   l.detail = differ.empty() ? std::to_string(in.prompts.size()) + " prompt(s) x " + std::to_string(in.repeat) +
                                   " repetitions: generated ids, logits_last and step top-k bitwise identical"
                             : std::to_string(differ.size()) + " of " + std::to_string(in.prompts.size()) +
-                                  " prompt(s) differ: " + join(differ, 5);
+                                  " prompt(s) differ: " + join_list(differ, 5);
   return l;
 }
 
@@ -134,7 +128,7 @@ ChecklistLine expect_line(const ChecklistInputs& in) {
   }
   if (!n) return l;
   l.status = failed.empty() ? CheckStatus::kPass : CheckStatus::kFail;
-  l.detail = failed.empty() ? std::to_string(n) + " prompt(s) checked" : join(failed, 5);
+  l.detail = failed.empty() ? std::to_string(n) + " prompt(s) checked" : join_list(failed, 5);
   return l;
 }
 

@@ -14,8 +14,6 @@
 namespace dayzero::diag {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 bool finite(float x) { return std::isfinite(x); }
 
 // Eight double lanes (GCC/Clang vector extensions: AVX-512, AVX2 or SSE2, whatever the target

@@ -4,9 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 
 namespace dayzero::diag {
+
+// A metric with no finite value (one side missing, a zero reference).
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Per-element relative errors below this scale floor do not count: |a-b| / max(|a|, |b|, floor)
 // with floor = kRelFloor * rms(a), so elements that sit at the noise level of a tensor do not

@@ -14,20 +14,12 @@
 #include <tuple>
 
 #include "dump/schema.h"
+#include "core/strings.h"
 
 namespace fs = std::filesystem;
 
 namespace dayzero::diag {
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::string first_of(const std::vector<std::string>& v, size_t n = 20) {
-  std::string s;
-  for (size_t i = 0; i < v.size() && i < n; ++i) s += (i ? ", " : "") + v[i];
-  if (v.size() > n) s += ", ... (" + std::to_string(v.size()) + " in all)";
-  return s;
-}
 
 // Sort key of a dump point name in forward order.
 std::tuple<int, int64_t, int, std::string> forward_key(const std::string& name) {
@@ -382,8 +374,8 @@ Result<CompareResult> compare_runs(const RunIndex& a, const RunIndex& b, const T
   std::set_difference(keys_b.begin(), keys_b.end(), keys_a.begin(), keys_a.end(), std::back_inserter(res.only_in_b));
   if (!allow_incomplete && (!res.only_in_a.empty() || !res.only_in_b.empty())) {
     std::string m = "the runs hold different keys";
-    if (!res.only_in_a.empty()) m += "; only in " + a.dir + ": " + first_of(res.only_in_a);
-    if (!res.only_in_b.empty()) m += "; only in " + b.dir + ": " + first_of(res.only_in_b);
+    if (!res.only_in_a.empty()) m += "; only in " + a.dir + ": " + join_list(res.only_in_a, 20);
+    if (!res.only_in_b.empty()) m += "; only in " + b.dir + ": " + join_list(res.only_in_b, 20);
     return Status::InvalidArgument(m);
   }
   if (keys_a.size() == res.only_in_a.size())

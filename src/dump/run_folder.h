@@ -1,5 +1,5 @@
 // Names and layout of a run folder: rank-00003.h5, plan.json, config.yaml,
-// events/rank-00003.jsonl, live/rank-00003.json, hang/rank-00003.json (DESIGN.md "Run folder and HDF5 schema").
+// events/rank-00003.jsonl, live/rank-00003.json, hang/rank-00003.json (docs/design.md "Run folder and HDF5 schema").
 // Only paths and directory creation; what goes in each file is dump_writer.h, event_log.h
 // and heartbeat.h.
 #pragma once

@@ -1,4 +1,4 @@
-// The per-rank HDF5 dump schema, version 1 (DESIGN.md "Run folder and HDF5 schema"): names,
+// The per-rank HDF5 dump schema, version 1 (docs/design.md "Run folder and HDF5 schema"): names,
 // constants and the plain records the writer takes and the reader gives back. No HDF5 here;
 // dump_writer.h writes these, dump_reader.h reads them.
 #pragma once

@@ -102,7 +102,6 @@ RgbImage pil_pass(const RgbImage& in, int64_t out_w, int64_t out_h, bool horizon
   return out;
 }
 
-
 // torch's _compute_indices_int16_weights_aa: the float taps scaled to int16 with the largest
 // precision (at most 22 bits) at which the biggest tap still fits in 15 bits.
 int torch_precision(const Taps& t) {

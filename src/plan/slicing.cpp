@@ -41,7 +41,6 @@ Slice make_slice(const model::TensorSpec& spec, int dim, int64_t begin, int64_t 
   return {true, dim, begin, end};
 }
 
-
 // The part [begin, end) of an extent split over tp in blocks (check_extent ok).
 std::pair<int64_t, int64_t> split_extent(int64_t extent, int64_t block, int tp_size, int tp_rank) {
   const int64_t blocks = extent / block;

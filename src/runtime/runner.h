@@ -22,7 +22,7 @@ struct RunArgs {
   int repeat = 1;                 // --repeat N: the prompts run N times, outputs checked identical
 };
 
-// Collective over MPI_COMM_WORLD. Returns the process exit code (DESIGN.md "Errors").
+// Collective over MPI_COMM_WORLD. Returns the process exit code (docs/design.md "Errors").
 int run(const comm::MpiEnv& env, const RunArgs& args);
 
 }  // namespace dayzero::runtime

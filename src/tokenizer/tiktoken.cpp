@@ -118,7 +118,7 @@ std::optional<std::string> decode_base64(std::string_view text) {
   return out;
 }
 
-std::string quoted(std::string_view text) {
+std::string quoted_token(std::string_view text) {
   constexpr size_t kMax = 40;
   std::string out = "'" + std::string(text.substr(0, kMax));
   if (text.size() > kMax) out += "...";
@@ -167,7 +167,7 @@ Result<std::unique_ptr<TiktokenModel>> TiktokenModel::create(std::string_view mo
                              " fields");
     }
     auto bytes = decode_base64(fields[0]);
-    if (!bytes) return Status::Corrupt(where + ": token " + quoted(fields[0]) + " is not valid base64");
+    if (!bytes) return Status::Corrupt(where + ": token " + quoted_token(fields[0]) + " is not valid base64");
     int64_t rank = 0;
     bool digits = fields[1].size() <= 10;
     for (char c : fields[1]) {
@@ -175,7 +175,7 @@ Result<std::unique_ptr<TiktokenModel>> TiktokenModel::create(std::string_view mo
       if (digits) rank = rank * 10 + (c - '0');
     }
     if (!digits || rank > INT32_MAX) {
-      return Status::Corrupt(where + ": rank " + quoted(fields[1]) + " is not an integer in [0, 2^31)");
+      return Status::Corrupt(where + ": rank " + quoted_token(fields[1]) + " is not an integer in [0, 2^31)");
     }
     entries.push_back(Entry{std::move(*bytes), rank, line_number});
   }
@@ -195,7 +195,7 @@ Result<std::unique_ptr<TiktokenModel>> TiktokenModel::create(std::string_view mo
     }
     if (used[entry.rank]) return Status::Corrupt(where + ": rank " + std::to_string(entry.rank) + " appears twice");
     if (!model->ranks_.emplace(entry.bytes, static_cast<int32_t>(entry.rank)).second) {
-      return Status::Corrupt(where + ": token " + quoted(byte_level_encode(entry.bytes)) + " appears twice");
+      return Status::Corrupt(where + ": token " + quoted_token(byte_level_encode(entry.bytes)) + " appears twice");
     }
     used[entry.rank] = true;
     model->bytes_by_rank_[entry.rank] = std::move(entry.bytes);
@@ -224,17 +224,17 @@ Result<std::unique_ptr<TiktokenModel>> TiktokenModel::create(std::string_view mo
   for (size_t k = 0; k < specials.size(); ++k) {
     const auto& special = specials[k];
     if (special.content.empty()) return Status::Corrupt("special token " + std::to_string(special.id) + " is empty");
-    if (special.id < 0) return Status::Corrupt("special token " + quoted(special.content) + " has a negative id");
+    if (special.id < 0) return Status::Corrupt("special token " + quoted_token(special.content) + " has a negative id");
     if (special.id < first_special) {
-      return Status::Corrupt("special token " + quoted(special.content) + ": id " + std::to_string(special.id) +
+      return Status::Corrupt("special token " + quoted_token(special.content) + ": id " + std::to_string(special.id) +
                              " is a rank of " + file_name);
     }
     if (k > 0 && specials[k - 1].id == special.id) {
-      return Status::Corrupt("special tokens " + quoted(specials[k - 1].content) + " and " + quoted(special.content) +
+      return Status::Corrupt("special tokens " + quoted_token(specials[k - 1].content) + " and " + quoted_token(special.content) +
                              " share id " + std::to_string(special.id));
     }
     if (!model->special_ids_.emplace(special.content, special.id).second) {
-      return Status::Corrupt("special token " + quoted(special.content) + " appears twice");
+      return Status::Corrupt("special token " + quoted_token(special.content) + " appears twice");
     }
     model->id_limit_ = std::max(model->id_limit_, special.id + 1);
   }

@@ -163,7 +163,7 @@ TEST(DistributedFailure, ImpossibleExplicitPlanExitsTwoWithTheReason) {
   expect_no_complete_rank_file(dir / "run", 3);
 }
 
-// The bytes a rank owns of each checkpoint tensor, from the plan rules of DESIGN.md and
+// The bytes a rank owns of each checkpoint tensor, from the plan rules of docs/design.md and
 // plan.json's stages: whole tensors of its stage's layers; the embedding with the first stage
 // and the final norm and lm_head with the last; then, over tp, q/k/v/gate/up rows and o/down
 // columns split evenly in whole heads (kv heads shared when tp exceeds them), embedding and

@@ -1,4 +1,4 @@
-// What one `dayzero run` leaves behind, against DESIGN.md's run folder and HDF5 schema
+// What one `dayzero run` leaves behind, against docs/design.md's run folder and HDF5 schema
 // (version 1): root attributes, activation keys and shapes in prefill and decode, the outputs
 // and how they agree with the logits, /weights against the checkpoint's own bytes, /timeline,
 // plan.json, config.yaml, the event log and heartbeat; then dump selection (layers, points,

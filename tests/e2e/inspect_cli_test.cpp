@@ -15,7 +15,7 @@ namespace dayzero::e2e {
 namespace {
 
 std::string fixture_config(const std::string& name) {
-  return std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/" + name + "/config.json";
+  return std::string(DAYZERO_FIXTURES_DIR) + "/configs/" + name + "/config.json";
 }
 
 nlohmann::json parse_json(const Outcome& o) {
@@ -148,7 +148,7 @@ TEST(InspectCli, UnknownArchitectureWithoutSizesIsBadInput) {
 }
 
 std::string fixture_dir(const std::string& name) {
-  return std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/" + name;
+  return std::string(DAYZERO_FIXTURES_DIR) + "/configs/" + name;
 }
 
 YAML::Node load_yaml(const fs::path& p) {

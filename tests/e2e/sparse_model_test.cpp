@@ -18,7 +18,7 @@
 namespace dayzero::e2e {
 namespace {
 
-const fs::path kConfigs = fs::path(DAYZERO_SHARED_DIR) / "fixtures" / "configs";
+const fs::path kConfigs = fs::path(DAYZERO_FIXTURES_DIR) / "configs";
 
 nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read_file(p)); }
 

@@ -9,6 +9,9 @@
 
 namespace dayzero::model {
 
+// Where a multimodal checkpoint (llava, kimi_k25) keeps its text model's tensors.
+inline constexpr const char* kLanguageModelPrefix = "language_model.";
+
 inline nlohmann::json llama_like_config(const ModelShape& s, const char* model_type, const char* architecture) {
   const int64_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
   nlohmann::json c = {

@@ -9,13 +9,12 @@
 #include "checkpoint/pack_quantized.h"
 #include "core/json.h"
 #include "model/adapters/adapters.h"
+#include "model/adapters/common.h"
 #include "model/blocks/vision.h"
 #include "model/pack_quant_specs.h"
 
 namespace dayzero::model {
 namespace {
-
-constexpr const char* kText = "language_model.";
 
 // The published names (the remote code's MoonViT), as conversion_mapping.py maps them.
 const blocks::VisionNames& moonvit_names() {
@@ -174,20 +173,20 @@ class KimiK25Adapter final : public Adapter {
     auto quant = text_quant(hp.raw);
     DZ_CHECK(quant.ok(), quant.status().message());
     if (*quant) apply_pack_quant(s, **quant);
-    prefix_tensor_names(s, kText);
+    prefix_tensor_names(s, kLanguageModelPrefix);
     auto v = blocks::vision_specs(hp.vision, moonvit_names(), hp.n_embd);
     s.insert(s.end(), v.begin(), v.end());
     return s;
   }
 
-  std::string embed_name() const override { return kText + text_adapter().embed_name(); }
-  std::string final_norm_name() const override { return kText + text_adapter().final_norm_name(); }
+  std::string embed_name() const override { return kLanguageModelPrefix + text_adapter().embed_name(); }
+  std::string final_norm_name() const override { return kLanguageModelPrefix + text_adapter().final_norm_name(); }
   std::string lm_head_name(const HParams& hp) const override {
-    return hp.tie_embeddings ? embed_name() : std::string(kText) + "lm_head.weight";
+    return hp.tie_embeddings ? embed_name() : std::string(kLanguageModelPrefix) + "lm_head.weight";
   }
 
   void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const override {
-    const Weights text_weights(ctx.w, kText);
+    const Weights text_weights(ctx.w, kLanguageModelPrefix);
     LayerContext text = ctx.with_weights(text_weights);
     text_adapter().forward_layer(text, layer, hidden);
   }

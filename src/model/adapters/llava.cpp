@@ -6,13 +6,12 @@
 // LlamaConfig defaults. HF reference: transformers/models/llava, models/clip.
 #include "core/json.h"
 #include "model/adapters/adapters.h"
+#include "model/adapters/common.h"
 #include "model/blocks/vision.h"
 #include "model/registry.h"
 
 namespace dayzero::model {
 namespace {
-
-constexpr const char* kText = "language_model.";
 
 // The names of a CLIP vision tower under vision_tower.vision_model and llava's projector.
 const blocks::VisionNames& clip_names() {
@@ -167,20 +166,20 @@ class LlavaAdapter final : public Adapter {
 
   std::vector<TensorSpec> tensor_specs(const HParams& hp) const override {
     std::vector<TensorSpec> s = text_of(hp).tensor_specs(hp);
-    prefix_tensor_names(s, kText);
+    prefix_tensor_names(s, kLanguageModelPrefix);
     auto v = blocks::vision_specs(hp.vision, clip_names(), hp.n_embd);
     s.insert(s.end(), v.begin(), v.end());
     return s;
   }
 
-  std::string embed_name() const override { return kText + llama_adapter().embed_name(); }
-  std::string final_norm_name() const override { return kText + llama_adapter().final_norm_name(); }
+  std::string embed_name() const override { return kLanguageModelPrefix + llama_adapter().embed_name(); }
+  std::string final_norm_name() const override { return kLanguageModelPrefix + llama_adapter().final_norm_name(); }
   std::string lm_head_name(const HParams& hp) const override {
-    return hp.tie_embeddings ? embed_name() : std::string(kText) + "lm_head.weight";
+    return hp.tie_embeddings ? embed_name() : std::string(kLanguageModelPrefix) + "lm_head.weight";
   }
 
   void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const override {
-    const Weights text_weights(ctx.w, kText);
+    const Weights text_weights(ctx.w, kLanguageModelPrefix);
     LayerContext text = ctx.with_weights(text_weights);
     text_of(ctx.hp).forward_layer(text, layer, hidden);
   }

@@ -8,7 +8,7 @@
 namespace dayzero::model {
 namespace {
 
-const blocks::MoeNames kMoe = {"model.layers.{L}.block_sparse_moe.gate.weight",
+const blocks::MoeNames kMixtralMoe = {"model.layers.{L}.block_sparse_moe.gate.weight",
                                "model.layers.{L}.block_sparse_moe.experts.{E}.w1.weight",
                                "model.layers.{L}.block_sparse_moe.experts.{E}.w3.weight",
                                "model.layers.{L}.block_sparse_moe.experts.{E}.w2.weight"};
@@ -34,14 +34,14 @@ class MixtralAdapter final : public Adapter {
     std::vector<TensorSpec> s = blocks::dense_model_specs(hp);
     for (int l = 0; l < hp.n_layer; ++l) {
       for (auto& t : blocks::dense_decoder_specs(hp, l, false)) s.push_back(std::move(t));
-      for (auto& t : blocks::moe_specs(hp, l, kMoe)) s.push_back(std::move(t));
+      for (auto& t : blocks::moe_specs(hp, l, kMixtralMoe)) s.push_back(std::move(t));
     }
     return s;
   }
 
   void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const override {
     blocks::dense_decoder_layer(ctx, layer, hidden, [](LayerContext& c, int l, const Tensor& x) {
-      return blocks::moe_ffn(c, l, kMoe, x);
+      return blocks::moe_ffn(c, l, kMixtralMoe, x);
     });
   }
 

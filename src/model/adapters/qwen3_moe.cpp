@@ -10,7 +10,7 @@
 namespace dayzero::model {
 namespace {
 
-const blocks::MoeNames kMoe = {"model.layers.{L}.mlp.gate.weight", "model.layers.{L}.mlp.experts.{E}.gate_proj.weight",
+const blocks::MoeNames kQwen3Moe = {"model.layers.{L}.mlp.gate.weight", "model.layers.{L}.mlp.experts.{E}.gate_proj.weight",
                                "model.layers.{L}.mlp.experts.{E}.up_proj.weight",
                                "model.layers.{L}.mlp.experts.{E}.down_proj.weight"};
 
@@ -50,7 +50,7 @@ class Qwen3MoeAdapter final : public Adapter {
       const bool moe = hp.is_moe_layer(l);
       for (auto& t : blocks::dense_decoder_specs(hp, l, !moe)) s.push_back(std::move(t));
       if (moe)
-        for (auto& t : blocks::moe_specs(hp, l, kMoe)) s.push_back(std::move(t));
+        for (auto& t : blocks::moe_specs(hp, l, kQwen3Moe)) s.push_back(std::move(t));
     }
     return s;
   }
@@ -58,7 +58,7 @@ class Qwen3MoeAdapter final : public Adapter {
   void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const override {
     if (!ctx.hp.is_moe_layer(layer)) return blocks::dense_decoder_layer(ctx, layer, hidden);
     blocks::dense_decoder_layer(ctx, layer, hidden, [](LayerContext& c, int l, const Tensor& x) {
-      return blocks::moe_ffn(c, l, kMoe, x);
+      return blocks::moe_ffn(c, l, kQwen3Moe, x);
     });
   }
 

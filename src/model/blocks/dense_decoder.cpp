@@ -4,11 +4,10 @@
 #include "model/blocks/attention.h"
 #include "model/blocks/mlp.h"
 #include "backend/backend.h"
+#include "model/blocks/block_util.h"
 
 namespace dayzero::model::blocks {
 namespace {
-
-std::string L(const char* tmpl, int layer) { return layer_tensor_name(tmpl, layer); }
 
 AttentionNames attention_names(const HParams& hp, int layer) {
   AttentionNames n;

@@ -9,11 +9,10 @@
 
 #include "backend/backend.h"
 #include "model/blocks/mla.h"
+#include "model/blocks/block_util.h"
 
 namespace dayzero::model::blocks {
 namespace {
-
-std::string L(const char* tmpl, int layer) { return layer_tensor_name(tmpl, layer); }
 
 Tensor linear_host(backend::Backend& be, const Tensor& w, const Tensor& x) {
   Tensor y = be.empty(DType::kF32, {x.dim(0), w.dim(0)});
@@ -24,11 +23,6 @@ Tensor linear_host(backend::Backend& be, const Tensor& w, const Tensor& x) {
 }
 
 // f32 on the host whatever the device keeps (a bf16 norm weight widens exactly).
-Tensor host_copy(backend::Backend& be, const Tensor& t) {
-  Tensor h = Tensor::host(DType::kF32, t.shape());
-  be.to_host(t, h);
-  return h;
-}
 
 }  // namespace
 

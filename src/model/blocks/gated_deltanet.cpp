@@ -6,17 +6,10 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#include "model/blocks/block_util.h"
 
 namespace dayzero::model::blocks {
 namespace {
-
-std::string L(const char* tmpl, int layer) { return layer_tensor_name(tmpl, layer); }
-
-Tensor host_copy(backend::Backend& be, const Tensor& t) {
-  Tensor h = Tensor::host(DType::kF32, t.shape());
-  be.to_host(t, h);
-  return h;
-}
 
 double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
 double silu(double x) { return x / (1.0 + std::exp(-x)); }

@@ -8,22 +8,15 @@
 
 #include "backend/backend.h"
 #include "model/blocks/attention.h"
+#include "model/blocks/block_util.h"
 
 namespace dayzero::model::blocks {
 namespace {
-
-std::string L(const char* tmpl, int layer) { return layer_tensor_name(tmpl, layer); }
 
 Tensor linear(backend::Backend& be, const Tensor& w, const Tensor& x) {
   Tensor y = be.empty(DType::kF32, {x.dim(0), w.dim(0)});
   be.matmul(x, w, y);
   return y;
-}
-
-Tensor host_copy(backend::Backend& be, const Tensor& t) {
-  Tensor h = Tensor::host(DType::kF32, t.shape());
-  be.to_host(t, h);
-  return h;
 }
 
 // The keys and values of each segment appended to its cache, then each row attends over the

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#include "model/blocks/block_util.h"
 
 namespace dayzero::model::blocks {
 namespace {
@@ -20,8 +21,6 @@ backend::GeluKind gelu_kind(Act a) {
   }
   return backend::GeluKind::kErf;
 }
-
-std::string L(const std::string& tmpl, int layer) { return layer_tensor_name(tmpl, layer); }
 
 const Tensor* maybe(const Weights& w, const std::string& name) { return name.empty() ? nullptr : &w.get(name); }
 

@@ -20,7 +20,7 @@ namespace dayzero::analysis {
 namespace {
 namespace fs = std::filesystem;
 
-const std::string kConfigs = std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/";
+const std::string kConfigs = std::string(DAYZERO_FIXTURES_DIR) + "/configs/";
 
 nlohmann::json load(const std::string& name) {
   std::ifstream f(kConfigs + name + "/config.json");

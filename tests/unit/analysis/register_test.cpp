@@ -17,7 +17,7 @@ namespace dayzero::analysis {
 namespace {
 namespace fs = std::filesystem;
 
-const std::string kConfigs = std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/";
+const std::string kConfigs = std::string(DAYZERO_FIXTURES_DIR) + "/configs/";
 
 YAML::Node entry_of(const std::string& model, const std::string& date) {
   auto a = analyze_path(kConfigs + model);

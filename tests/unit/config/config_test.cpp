@@ -1,4 +1,4 @@
-// Run config parsing: the DESIGN.md example, defaults, one error per rule (exit code 2, the file
+// Run config parsing: the docs/design.md example, defaults, one error per rule (exit code 2, the file
 // and the key path in the message), malformed YAML positions, dump.dir placeholders, relative
 // paths and the dump point selection. No MPI, no checkpoint: pure text in, structs out.
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 namespace dayzero::config {
 namespace {
 
-// Verbatim from DESIGN.md "Run config (YAML)".
+// Verbatim from docs/design.md "Run config (YAML)".
 constexpr const char* kDesignExample = R"(model:
   path: models/tiny-llava-moe
   dtype: float32                 # compute dtype (CPU: float32; GPU: bfloat16 default)
@@ -97,8 +97,8 @@ TEST(RunConfig, DesignExampleParsesWithAllValues) {
 // Keeps the design page and the parser in step: its first yaml block must parse, except the
 // keys this build refuses (unbuilt_keys()), each of which must be refused by name.
 TEST(RunConfig, DesignPageExampleStillParses) {
-  std::ifstream in(std::string(DAYZERO_SHARED_DIR) + "/DESIGN.md");
-  if (!in) GTEST_SKIP() << "DESIGN.md not found next to the source tree";
+  std::ifstream in(std::string(DAYZERO_SOURCE_DIR) + "/docs/design.md");
+  ASSERT_TRUE(in) << "docs/design.md not found in the source tree";
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string doc = ss.str();

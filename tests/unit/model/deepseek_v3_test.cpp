@@ -29,7 +29,7 @@ TEST(MlaRope, InterleavedPairsAreRotatedAndDeinterleaved) {
 }
 
 nlohmann::json kimi_config() {
-  std::ifstream f(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/Kimi-K2-Instruct/config.json");
+  std::ifstream f(std::string(DAYZERO_FIXTURES_DIR) + "/configs/Kimi-K2-Instruct/config.json");
   EXPECT_TRUE(f.good());
   return nlohmann::json::parse(f);
 }
@@ -123,7 +123,7 @@ namespace dayzero::model {
 namespace {
 
 nlohmann::json v32_config() {
-  std::ifstream f(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/DeepSeek-V3.2/config.json");
+  std::ifstream f(std::string(DAYZERO_FIXTURES_DIR) + "/configs/DeepSeek-V3.2/config.json");
   EXPECT_TRUE(f.good());
   return nlohmann::json::parse(f);
 }

@@ -20,7 +20,7 @@ namespace dayzero::model {
 namespace {
 
 nlohmann::json glm5_config() {
-  std::ifstream f(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/GLM-5/config.json");
+  std::ifstream f(std::string(DAYZERO_FIXTURES_DIR) + "/configs/GLM-5/config.json");
   EXPECT_TRUE(f.good());
   return nlohmann::json::parse(f);
 }

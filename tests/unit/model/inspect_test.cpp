@@ -18,7 +18,7 @@ struct Inspected {
 };
 
 Inspected inspect_config(const std::string& name) {
-  std::ifstream f(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/" + name + "/config.json");
+  std::ifstream f(std::string(DAYZERO_FIXTURES_DIR) + "/configs/" + name + "/config.json");
   EXPECT_TRUE(f.good()) << name;
   const nlohmann::json c = nlohmann::json::parse(f);
   auto a = find_adapter(c);

@@ -24,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 nlohmann::json published() {
-  std::ifstream f(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/Kimi-K2.5/config.json");
+  std::ifstream f(std::string(DAYZERO_FIXTURES_DIR) + "/configs/Kimi-K2.5/config.json");
   EXPECT_TRUE(f.good());
   return nlohmann::json::parse(f);
 }

@@ -19,7 +19,7 @@
 namespace dayzero::model {
 namespace {
 
-const std::string kDir = std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/llava-1.5-7b-hf/";
+const std::string kDir = std::string(DAYZERO_FIXTURES_DIR) + "/configs/llava-1.5-7b-hf/";
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);

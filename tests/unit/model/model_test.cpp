@@ -12,7 +12,7 @@ namespace dayzero::model {
 namespace {
 
 nlohmann::json read_config(const std::string& name) {
-  std::ifstream f(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/" + name + "/config.json");
+  std::ifstream f(std::string(DAYZERO_FIXTURES_DIR) + "/configs/" + name + "/config.json");
   EXPECT_TRUE(f.good()) << name;
   return nlohmann::json::parse(f);
 }
@@ -187,7 +187,7 @@ namespace {
 // The mixtral adapter's inventory for WizardLM-2-8x22B is exactly the keys of the real
 // checkpoint's index, and their bf16 bytes add up to its metadata.total_size.
 TEST(Mixtral, WizardLm2InventoryMatchesTheRealIndex) {
-  const std::string dir = std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/WizardLM-2-8x22B/";
+  const std::string dir = std::string(DAYZERO_FIXTURES_DIR) + "/configs/WizardLM-2-8x22B/";
   const auto cfg = read_config("WizardLM-2-8x22B");
   auto a = find_adapter(cfg);
   ASSERT_TRUE(a.ok());

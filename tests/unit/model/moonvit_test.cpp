@@ -175,7 +175,7 @@ Plain plain_moonvit(std::map<std::string, std::vector<float>>& v, const std::vec
 TEST(MoonVit, OneLayerTowerAndPatchmergerMatchAPlainImplementation) {
   // The published config with a tiny tower: width 32, 2 heads (head_dim 16), 1 layer, 4-px
   // patches, a 4x4 position table; the text width stays the published 7168.
-  std::ifstream cf(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/Kimi-K2.5/config.json");
+  std::ifstream cf(std::string(DAYZERO_FIXTURES_DIR) + "/configs/Kimi-K2.5/config.json");
   ASSERT_TRUE(cf.good());
   nlohmann::json cfg = nlohmann::json::parse(cf);
   const int64_t d = 32, heads = 2, ff = 64, p = 4, th = 4, tw = 4, C = 3;

@@ -16,7 +16,7 @@ namespace dayzero::model {
 namespace {
 
 nlohmann::json published() {
-  std::ifstream f(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/Qwen3.5-397B-A17B/config.json");
+  std::ifstream f(std::string(DAYZERO_FIXTURES_DIR) + "/configs/Qwen3.5-397B-A17B/config.json");
   EXPECT_TRUE(f.good());
   return nlohmann::json::parse(f);
 }

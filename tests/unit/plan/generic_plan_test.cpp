@@ -25,7 +25,7 @@ namespace dayzero::plan {
 namespace {
 namespace fs = std::filesystem;
 
-const std::string kConfigs = std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/";
+const std::string kConfigs = std::string(DAYZERO_FIXTURES_DIR) + "/configs/";
 
 analysis::Analysis analysed(const std::string& name) {
   auto a = analysis::analyze_path(kConfigs + name + "/config.json");

@@ -15,7 +15,7 @@ namespace dayzero::plan {
 namespace {
 
 model::ModelFolder open_fixture(const std::string& name) {
-  auto m = model::open_model_folder(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/" + name + "/config.json",
+  auto m = model::open_model_folder(std::string(DAYZERO_FIXTURES_DIR) + "/configs/" + name + "/config.json",
                                     model::WeightsNeeded::kIfPresent);
   EXPECT_TRUE(m.ok()) << m.status().message();
   return m.ok() ? std::move(m).value() : model::ModelFolder{};

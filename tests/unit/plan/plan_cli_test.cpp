@@ -49,7 +49,7 @@ class PlanCli : public ::testing::Test {
   }
   std::filesystem::path dir_;
   const std::string llama405b_ =
-      std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/Meta-Llama-3.1-405B/config.json";
+      std::string(DAYZERO_FIXTURES_DIR) + "/configs/Meta-Llama-3.1-405B/config.json";
 };
 
 TEST_F(PlanCli, NothingFitsOnOneNode) {
@@ -85,7 +85,7 @@ TEST_F(PlanCli, TwoNodesWritesPlanAndReport) {
 // vision_feature_layer -2 runs (the 24th and post_layernorm are not held) and its 2-layer MLP.
 // A text-only model has no vision entry.
 TEST_F(PlanCli, VisionTowerPlacementAndBytes) {
-  const std::string fixtures = std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/";
+  const std::string fixtures = std::string(DAYZERO_FIXTURES_DIR) + "/configs/";
   struct Case {
     const char* model;
     const char* flags;
@@ -148,7 +148,7 @@ TEST_F(PlanCli, VisionTowerPlacementAndBytes) {
 // adapter claims (glm_moe_dsa has one).
 TEST_F(PlanCli, UnknownFamilyPlansFromTheGenericAnalysis) {
   const std::string json = (dir_ / "glm.json").string(), html = (dir_ / "glm.html").string();
-  std::ifstream published(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/GLM-5/config.json");
+  std::ifstream published(std::string(DAYZERO_FIXTURES_DIR) + "/configs/GLM-5/config.json");
   nlohmann::json c = nlohmann::json::parse(published);
   c["model_type"] = "sparse_mla_preview";
   c["architectures"] = {"SparseMlaPreviewForCausalLM"};

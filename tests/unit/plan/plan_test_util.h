@@ -63,7 +63,7 @@ inline Plan hand_plan(int dp, int tp, const std::vector<int>& bounds, int per_no
 }
 
 inline nlohmann::json read_fixture_config(const std::string& name) {
-  std::ifstream f(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/" + name + "/config.json");
+  std::ifstream f(std::string(DAYZERO_FIXTURES_DIR) + "/configs/" + name + "/config.json");
   EXPECT_TRUE(f.good()) << name;
   return nlohmann::json::parse(f);
 }

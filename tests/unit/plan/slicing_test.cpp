@@ -190,7 +190,7 @@ TEST(Slicing, GatedDeltaNetSectionsSplitByHeads) {
 // tensor of a layer but the [128] gated-norm weight, 14,751,888 parameters of 118,014,208
 // (in_proj_qkv held whole, as before the sectioned split, made it 58,835,200).
 TEST(Slicing, Qwen35LinearAttentionSplitsEightWays) {
-  std::ifstream f(std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/Qwen3.5-397B-A17B/config.json");
+  std::ifstream f(std::string(DAYZERO_FIXTURES_DIR) + "/configs/Qwen3.5-397B-A17B/config.json");
   ASSERT_TRUE(f.good());
   const nlohmann::json c = nlohmann::json::parse(f);
   auto a = model::find_adapter(c);

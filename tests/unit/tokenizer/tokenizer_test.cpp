@@ -24,7 +24,7 @@ namespace {
 using nlohmann::json;
 
 std::string fixture_dir(const std::string& name) {
-  return std::string(DAYZERO_SHARED_DIR) + "/fixtures/tokenizers/" + name;
+  return std::string(DAYZERO_FIXTURES_DIR) + "/tokenizers/" + name;
 }
 
 std::string read_text(const std::string& path) {

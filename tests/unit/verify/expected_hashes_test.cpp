@@ -91,7 +91,7 @@ TEST(ExpectedHashes, FolderOfPointerFiles) {
 // The real record of a 59-shard checkpoint: one entry per shard of the index, and the sizes
 // add up to the index's tensor bytes plus one header per shard.
 TEST(ExpectedHashes, WizardLmPointersMatchTheIndex) {
-  const std::string dir = std::string(DAYZERO_SHARED_DIR) + "/fixtures/configs/WizardLM-2-8x22B";
+  const std::string dir = std::string(DAYZERO_FIXTURES_DIR) + "/configs/WizardLM-2-8x22B";
   auto r = read_expected_hashes(dir + "/lfs_pointers_concatenated.txt");
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_EQ(r->size(), 59u);
