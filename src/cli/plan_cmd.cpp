@@ -22,6 +22,7 @@
 #include "plan/generic_request.h"
 #include "plan/plan_request.h"
 #include "plan/planner.h"
+#include "topology/topology.h"
 #include "plan/report.h"
 
 namespace fs = std::filesystem;
@@ -29,7 +30,7 @@ namespace fs = std::filesystem;
 namespace dayzero::cli {
 namespace {
 
-using plan::format_bytes;
+using topology::format_bytes;
 
 struct PlanArgs {
   std::string model_dir, config_path, topology_path;
@@ -210,17 +211,12 @@ int run_plan(const PlanArgs& a) {
       generic ? (fs::is_directory(source, ec) ? (fs::path(source) / "config.json").string() : source) : m->config_path;
 
   plan::RequestInputs in;
-  // Topology: file, then flags.
-  if (!a.topology_path.empty()) {
-    auto t = plan::load_topology(a.topology_path);
-    if (!t.ok()) return report_failure("plan", t.status());
-    in.topo = *t;
-  }
-  plan::TopologyOverrides o;
+  // Topology: the defaults, the file, then the flags, validated (the one path, topology::resolve).
+  topology::Overrides o;
   o.nodes = a.nodes;
   o.gpus_per_node = a.gpus_per_node;
   if (a.gpu_mem) {
-    auto b = plan::parse_bytes(*a.gpu_mem);
+    auto b = topology::parse_bytes(*a.gpu_mem);
     if (!b.ok()) return report_failure("plan", b.status().with_context("--gpu-mem"));
     o.device_memory_bytes = *b;
   }
@@ -229,10 +225,13 @@ int run_plan(const PlanArgs& a) {
   o.inter_node_gbps = a.inter_gbps;
   o.device_tflops = a.tflops;
   o.device_hbm_gbps = a.hbm_gbps;
-  plan::apply_overrides(in.topo, o);
-  if (in.topo.device_memory_bytes <= 0)
+  std::optional<std::string> topology_file;
+  if (!a.topology_path.empty()) topology_file = a.topology_path;
+  auto topo = topology::resolve(topology::Topology{}, topology_file, o);
+  if (!topo.ok() && topo.status().message().rfind("topology.device_memory:", 0) == 0)
     return report_failure("plan", Status::InvalidArgument("the device memory is not given: --gpu-mem 80GiB (or device_memory in --topology)"));
-  if (Status s = plan::validate(in.topo); !s.ok()) return report_failure("plan", s);
+  if (!topo.ok()) return report_failure("plan", topo.status());
+  in.topo = *topo;
 
   auto weights = plan::parse_weights_on_device(a.weights_dtype, "--weights-dtype");
   if (!weights.ok()) return report_failure("plan", weights.status());
@@ -240,7 +239,7 @@ int run_plan(const PlanArgs& a) {
   if (a.compute_dtype == "bfloat16" || a.compute_dtype == "float16") in.bytes_per_activation = 2;
   else if (a.compute_dtype == "float32") in.bytes_per_activation = 4;
   else return report_failure("plan", Status::InvalidArgument("--compute-dtype " + a.compute_dtype + ": expected bfloat16, float16 or float32"));
-  auto headroom = plan::parse_bytes(a.headroom);
+  auto headroom = topology::parse_bytes(a.headroom);
   if (!headroom.ok() && a.headroom != "0") return report_failure("plan", headroom.status().with_context("--headroom"));
   in.headroom_bytes = headroom.ok() ? *headroom : 0;
   if (a.context < 1 || a.batch < 1) return report_failure("plan", Status::InvalidArgument("--context and --batch must be >= 1"));
@@ -283,8 +282,8 @@ int run_plan(const PlanArgs& a) {
               << " linear-attention layers)";
   std::cout << ", tp=1\n"
             << "topology    " << req.topo.nodes << " node(s) x " << req.topo.gpus_per_node << " GPUs = "
-            << req.topo.world_size() << " ranks, " << plan::format_bytes(req.topo.device_memory_bytes)
-            << " per device, cap " << plan::format_bytes(req.topo.memory_cap_bytes()) << " (memory_fraction "
+            << req.topo.world_size() << " ranks, " << topology::format_bytes(req.topo.device_memory_bytes)
+            << " per device, cap " << topology::format_bytes(req.topo.memory_cap_bytes()) << " (memory_fraction "
             << req.topo.memory_fraction << ")\n";
 
   std::vector<plan::Candidate> cands;
@@ -313,7 +312,7 @@ int run_plan(const PlanArgs& a) {
                        " parameters; weights " + wd.label + "; context " + std::to_string(a.context) + " x batch " +
                        std::to_string(a.batch));
     ro.notes.push_back(std::to_string(req.topo.nodes) + " node(s) x " + std::to_string(req.topo.gpus_per_node) +
-                       " GPUs, " + plan::format_bytes(req.topo.device_memory_bytes) + " per device");
+                       " GPUs, " + topology::format_bytes(req.topo.device_memory_bytes) + " per device");
     ro.candidates = cands;
     if (Status s = write_file(a.report, plan::render_html_report(*p, req.topo, ro)); !s.ok()) return report_failure("plan", s);
     std::cout << "wrote       " << a.report << "\n";

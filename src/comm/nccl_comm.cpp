@@ -98,7 +98,7 @@ class NcclComm::Op {
 };
 
 NcclComm::NcclComm(MpiComm& mpi, dump::Timeline* timeline, double timeout_s)
-    : mpi_(mpi), timeline_(timeline), timeout_s_(timeout_s), impl_(std::make_unique<Impl>()) {}
+    : ForwardingComm(mpi), mpi_(mpi), timeline_(timeline), timeout_s_(timeout_s), impl_(std::make_unique<Impl>()) {}
 
 NcclComm::~NcclComm() {
   if (impl_->comm && !aborted_) ncclCommDestroy(impl_->comm);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "comm/forwarding_comm.h"
 #include "comm/mpi_comm.h"
 
 namespace dayzero::dump {
@@ -24,7 +25,7 @@ namespace dayzero::comm {
 
 #ifdef DAYZERO_WITH_CUDA
 
-class NcclComm final : public Comm {
+class NcclComm final : public ForwardingComm {
  public:
   // Collective over mpi's group: every member calls with its own device (the current CUDA
   // device is set to it) and the stream its backend computes on (a cudaStream_t). Errors, the
@@ -37,11 +38,6 @@ class NcclComm final : public Comm {
                                                   double timeout_s);
   ~NcclComm() override;
 
-  int rank() const override { return mpi_.rank(); }
-  int size() const override { return mpi_.size(); }
-  const std::string& name() const override { return mpi_.name(); }
-  const std::string& label() const override { return mpi_.label(); }
-
   // As comm.h, except that the sums of f32 tensors follow NCCL's reduction order (deterministic
   // for one machine, one plan and one NCCL version; not the group-rank order of MpiComm).
   Status all_reduce_sum(Tensor& t) override;
@@ -50,11 +46,6 @@ class NcclComm final : public Comm {
   Status broadcast(Tensor& t, int root) override;
   Status send(const Tensor& t, int peer, int tag) override;
   Status recv(Tensor& t, int peer, int tag) override;
-  Status barrier() override { return mpi_.barrier(); }
-  Status all_reduce_max_int(int64_t* v, int n) override { return mpi_.all_reduce_max_int(v, n); }
-  Status argmax_across(float value, int64_t index, float* best_value, int64_t* best_index) override {
-    return mpi_.argmax_across(value, index, best_value, best_index);
-  }
   const char* current_op() const override;
   int64_t next_seq() const override { return seq_; }
 

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "comm/comm.h"
+#include "comm/forwarding_comm.h"
 
 namespace dayzero::comm {
 
@@ -25,14 +26,9 @@ struct DeviceStaging {
 // go to the inner Comm untouched (so its argument errors are returned as they are), device
 // tensors are staged. The inner Comm is not owned and must outlive this one; its timeline
 // events and op observer reports are the ones recorded (bytes of the staged copies).
-class StagedComm final : public Comm {
+class StagedComm final : public ForwardingComm {
  public:
-  StagedComm(Comm& inner, DeviceStaging staging) : inner_(inner), staging_(std::move(staging)) {}
-
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  const std::string& name() const override { return inner_.name(); }
-  const std::string& label() const override { return inner_.label(); }
+  StagedComm(Comm& inner, DeviceStaging staging) : ForwardingComm(inner), staging_(std::move(staging)) {}
 
   Status all_reduce_sum(Tensor& t) override;
   Status all_gather(const Tensor& in, Tensor& out) override;
@@ -40,11 +36,6 @@ class StagedComm final : public Comm {
   Status broadcast(Tensor& t, int root) override;
   Status send(const Tensor& t, int peer, int tag) override;
   Status recv(Tensor& t, int peer, int tag) override;
-  Status barrier() override { return inner_.barrier(); }
-  Status all_reduce_max_int(int64_t* v, int n) override { return inner_.all_reduce_max_int(v, n); }
-  Status argmax_across(float value, int64_t index, float* best_value, int64_t* best_index) override {
-    return inner_.argmax_across(value, index, best_value, best_index);
-  }
   const char* current_op() const override { return inner_.current_op(); }
   int64_t next_seq() const override { return inner_.next_seq(); }
 
@@ -59,7 +50,6 @@ class StagedComm final : public Comm {
     if (on_device(t)) staging_.to_device(host, t);
   }
 
-  Comm& inner_;
   DeviceStaging staging_;
 };
 

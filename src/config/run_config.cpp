@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "config/run_config.h"
+#include "topology/topology.h"
 
 namespace dayzero::config {
 namespace {
@@ -328,18 +329,26 @@ Status Parser::parse_parallel(const YAML::Node& n) {
 }
 
 Status Parser::parse_topology(const YAML::Node& n) {
-  DZ_RETURN_IF_ERROR(
-      check_map(n, "topology", {"file", "device_memory_gib", "memory_fraction", "nodes", "gpus_per_node"}));
+  std::vector<std::string> allowed = topology::run_config_keys();
+  allowed.push_back("file");
+  DZ_RETURN_IF_ERROR(check_map(n, "topology", allowed));
   TopologyConfig& t = cfg_->topology;
+  YAML::Node keys = YAML::Clone(n);
   if (given(n["file"])) {
     std::string file;
     DZ_RETURN_IF_ERROR(get_string(n["file"], "topology.file", &file));
     t.file = resolve_path(cfg_->base_dir, file);
   }
-  DZ_RETURN_IF_ERROR(get_opt_double(n["device_memory_gib"], "topology.device_memory_gib", &t.device_memory_gib));
-  DZ_RETURN_IF_ERROR(get_opt_double(n["memory_fraction"], "topology.memory_fraction", &t.memory_fraction));
-  DZ_RETURN_IF_ERROR(get_opt_int(n["nodes"], "topology.nodes", &t.nodes));
-  DZ_RETURN_IF_ERROR(get_opt_int(n["gpus_per_node"], "topology.gpus_per_node", &t.gpus_per_node));
+  keys.remove("file");
+  // The values are read and checked by the topology's own parser, the one `plan --topology` uses.
+  auto parsed = topology::parse_keys(keys, "topology.", topology::run_config_keys());
+  if (!parsed.ok()) {
+    std::string where = cfg_->source_name;
+    const YAML::Mark m = n.Mark();
+    if (m.line >= 0) where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+    return Status::InvalidArgument(where + ": " + parsed.status().message());
+  }
+  t.keys = *parsed;
   return Status::Ok();
 }
 

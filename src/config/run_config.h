@@ -14,6 +14,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "topology/topology.h"
 
 namespace dayzero::config {
 
@@ -49,13 +50,12 @@ struct ParallelConfig {
   std::optional<int> dp, pp, tp, ep, etp;
 };
 
-// Overrides of topology discovery. On CPU device_memory_gib is the per-rank budget.
+// Overrides of topology discovery: a topology YAML, then the section's own keys
+// (device_memory_gib, memory_fraction, nodes, gpus_per_node), read and checked by
+// topology::parse_keys. On CPU device_memory_bytes is the per-rank budget.
 struct TopologyConfig {
-  std::optional<std::string> file;          // a topology YAML (plan/topology.h), resolved like model.path
-  std::optional<double> device_memory_gib;  // > 0
-  std::optional<double> memory_fraction;    // in (0, 1]
-  std::optional<int> nodes;                 // >= 1
-  std::optional<int> gpus_per_node;         // >= 1
+  std::optional<std::string> file;  // a topology YAML (topology/topology.h), resolved like model.path
+  topology::Overrides keys;
 };
 
 struct LimitsConfig {

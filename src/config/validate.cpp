@@ -90,13 +90,7 @@ Status validate(const RunConfig& cfg) {
 #endif
   }
 
-  const TopologyConfig& t = cfg.topology;
-  if (t.device_memory_gib && *t.device_memory_gib <= 0)
-    return c.error("topology.device_memory_gib", "must be > 0, got " + num(*t.device_memory_gib));
-  if (t.memory_fraction && (*t.memory_fraction <= 0 || *t.memory_fraction > 1))
-    return c.error("topology.memory_fraction", "must be in (0, 1], got " + num(*t.memory_fraction));
-  DZ_RETURN_IF_ERROR(c.at_least("topology.nodes", t.nodes, 1));
-  DZ_RETURN_IF_ERROR(c.at_least("topology.gpus_per_node", t.gpus_per_node, 1));
+  // topology: its values were checked by topology::parse_keys as they were read.
 
   DZ_RETURN_IF_ERROR(c.at_least<int64_t>("limits.max_prompt_tokens", cfg.limits.max_prompt_tokens, 1));
   DZ_RETURN_IF_ERROR(c.at_least<int64_t>("limits.max_image_pixels", cfg.limits.max_image_pixels, 1));

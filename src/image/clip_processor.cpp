@@ -20,13 +20,11 @@ int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 
 class ClipProcessor final : public ImageProcessor {
  public:
   std::string kind_;
-  bool do_resize = true, do_center_crop = true, do_rescale = true, do_normalize = true;
+  bool do_resize = true, do_center_crop = true;
   int64_t shortest_edge = 224, size_h = 0, size_w = 0;  // size: shortest_edge, or height and width
   int64_t crop_h = 224, crop_w = 224;
-  Filter resample = Filter::kBicubic;
-  double rescale_factor = 1.0 / 255.0;
-  std::array<double, 3> mean = {0.48145466, 0.4578275, 0.40821073};  // OPENAI_CLIP_MEAN
-  std::array<double, 3> std = {0.26862954, 0.26130258, 0.27577711};   // OPENAI_CLIP_STD
+  PixelSteps pixel = PixelSteps::with({0.48145466, 0.4578275, 0.40821073},    // OPENAI_CLIP_MEAN
+                                      {0.26862954, 0.26130258, 0.27577711});  // OPENAI_CLIP_STD
   int64_t patch_size = 0;
 
   const std::string& kind() const override { return kind_; }
@@ -51,7 +49,7 @@ class ClipProcessor final : public ImageProcessor {
         return Status::InvalidArgument(source + ": a " + std::to_string(in.width) + "x" + std::to_string(in.height) +
                                        " image would resize to " + std::to_string(w) + "x" + std::to_string(h) +
                                        ", more than " + std::to_string(kMaxResizedPixels) + " pixels");
-      img = resize_pil(img, w, h, resample);
+      img = resize_pil(img, w, h, pixel.resample);
     }
     if (do_center_crop) img = center_crop(img);
     return img;
@@ -72,7 +70,7 @@ class ClipProcessor final : public ImageProcessor {
       p.grid_h = img.height / patch_size;
       p.grid_w = img.width / patch_size;
     }
-    rescale_normalize(img, rescale_factor, do_rescale, do_normalize, mean, std, &p.pixels);
+    rescale_normalize(img, pixel, &p.pixels);
     return p;
   }
 
@@ -112,13 +110,9 @@ Result<std::unique_ptr<ImageProcessor>> make_clip_processor(const ProcessorConfi
   DZ_RETURN_IF_ERROR(c.check_keys({"do_resize", "size", "resample", "do_center_crop", "crop_size", "do_rescale",
                                    "rescale_factor", "do_normalize", "image_mean", "image_std", "do_convert_rgb",
                                    "patch_size"}));
-  bool convert_rgb = true;
-  DZ_RETURN_IF_ERROR(c.get_bool("do_convert_rgb", &convert_rgb));
-  if (!convert_rgb) return c.error("do_convert_rgb", "false is not built (images are always converted to RGB)");
+  DZ_RETURN_IF_ERROR(read_pixel_steps(c, &p->pixel));
   DZ_RETURN_IF_ERROR(c.get_bool("do_resize", &p->do_resize));
   DZ_RETURN_IF_ERROR(c.get_bool("do_center_crop", &p->do_center_crop));
-  DZ_RETURN_IF_ERROR(c.get_bool("do_rescale", &p->do_rescale));
-  DZ_RETURN_IF_ERROR(c.get_bool("do_normalize", &p->do_normalize));
   bool has_short = false, has_h = false, has_w = false, present = false;
   DZ_RETURN_IF_ERROR(c.get_member("size", "shortest_edge", 1, &p->shortest_edge, &has_short));
   DZ_RETURN_IF_ERROR(c.get_member("size", "height", 1, &p->size_h, &has_h));
@@ -131,12 +125,6 @@ Result<std::unique_ptr<ImageProcessor>> make_clip_processor(const ProcessorConfi
   if (!has_h) p->size_h = p->size_w = 0;
   DZ_RETURN_IF_ERROR(c.get_member("crop_size", "height", 1, &p->crop_h, &present));
   DZ_RETURN_IF_ERROR(c.get_member("crop_size", "width", 1, &p->crop_w, &present));
-  DZ_RETURN_IF_ERROR(c.get_filter("resample", &p->resample));
-  DZ_RETURN_IF_ERROR(c.get_double("rescale_factor", &p->rescale_factor));
-  DZ_RETURN_IF_ERROR(c.get_triple("image_mean", &p->mean));
-  DZ_RETURN_IF_ERROR(c.get_triple("image_std", &p->std));
-  for (double s : p->std)
-    if (s == 0.0) return c.error("image_std", "a standard deviation of 0");
   p->patch_size = ctx.vision_patch_size;
   DZ_RETURN_IF_ERROR(c.get_int("patch_size", 1, &p->patch_size));
   return std::unique_ptr<ImageProcessor>(std::move(p));

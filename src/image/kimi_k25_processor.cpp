@@ -17,12 +17,10 @@ namespace {
 class KimiK25Processor final : public ImageProcessor {
  public:
   std::string kind_;
-  bool do_resize = true, do_rescale = true, do_normalize = true;
+  bool do_resize = true;
   int64_t max_side = 512;  // size.max_height == size.max_width, in patches
   int64_t max_patches = 16384, patch_size = 14, merge_size = 2;
-  Filter resample = Filter::kBicubic;
-  double rescale_factor = 1.0 / 255.0;
-  std::array<double, 3> mean = {0.5, 0.5, 0.5}, std = {0.5, 0.5, 0.5};
+  PixelSteps pixel = PixelSteps::with({0.5, 0.5, 0.5}, {0.5, 0.5, 0.5});
 
   const std::string& kind() const override { return kind_; }
 
@@ -47,7 +45,7 @@ class KimiK25Processor final : public ImageProcessor {
     nw = std::min(nw, max_side * patch_size);
     const int64_t factor = merge_size * patch_size;
     const int64_t ph = (factor - nh % factor) % factor + nh, pw = (factor - nw % factor) % factor + nw;
-    const RgbImage r = resize_torch_aa(in, nw, nh, resample);
+    const RgbImage r = resize_torch_aa(in, nw, nh, pixel.resample);
     RgbImage out;
     out.width = pw;
     out.height = ph;
@@ -66,7 +64,7 @@ class KimiK25Processor final : public ImageProcessor {
     p.patch_size = patch_size;
     p.grid_h = img.height / patch_size;
     p.grid_w = img.width / patch_size;
-    rescale_normalize(img, rescale_factor, do_rescale, do_normalize, mean, std, &p.pixels);
+    rescale_normalize(img, pixel, &p.pixels);
     return p;
   }
 };
@@ -80,12 +78,8 @@ Result<std::unique_ptr<ImageProcessor>> make_kimi_k25_processor(const ProcessorC
   DZ_RETURN_IF_ERROR(c.check_keys({"do_resize", "size", "resample", "max_patches", "patch_size", "merge_size",
                                    "do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std",
                                    "do_convert_rgb"}));
-  bool convert_rgb = true;
-  DZ_RETURN_IF_ERROR(c.get_bool("do_convert_rgb", &convert_rgb));
-  if (!convert_rgb) return c.error("do_convert_rgb", "false is not built (images are always converted to RGB)");
+  DZ_RETURN_IF_ERROR(read_pixel_steps(c, &p->pixel));
   DZ_RETURN_IF_ERROR(c.get_bool("do_resize", &p->do_resize));
-  DZ_RETURN_IF_ERROR(c.get_bool("do_rescale", &p->do_rescale));
-  DZ_RETURN_IF_ERROR(c.get_bool("do_normalize", &p->do_normalize));
   bool has_h = false, has_w = false;
   int64_t mh = p->max_side, mw = p->max_side;
   DZ_RETURN_IF_ERROR(c.get_member("size", "max_height", 1, &mh, &has_h));
@@ -96,12 +90,6 @@ Result<std::unique_ptr<ImageProcessor>> make_kimi_k25_processor(const ProcessorC
   DZ_RETURN_IF_ERROR(c.get_int("max_patches", 1, &p->max_patches));
   DZ_RETURN_IF_ERROR(c.get_int("patch_size", 1, &p->patch_size));
   DZ_RETURN_IF_ERROR(c.get_int("merge_size", 1, &p->merge_size));
-  DZ_RETURN_IF_ERROR(c.get_filter("resample", &p->resample));
-  DZ_RETURN_IF_ERROR(c.get_double("rescale_factor", &p->rescale_factor));
-  DZ_RETURN_IF_ERROR(c.get_triple("image_mean", &p->mean));
-  DZ_RETURN_IF_ERROR(c.get_triple("image_std", &p->std));
-  for (double s : p->std)
-    if (s == 0.0) return c.error("image_std", "a standard deviation of 0");
   return std::unique_ptr<ImageProcessor>(std::move(p));
 }
 

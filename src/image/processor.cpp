@@ -112,6 +112,21 @@ Status ProcessorConfig::get_member(const char* key, const char* member, int64_t 
   return Status::Ok();
 }
 
+Status read_pixel_steps(const ProcessorConfig& c, PixelSteps* steps) {
+  bool convert_rgb = true;
+  DZ_RETURN_IF_ERROR(c.get_bool("do_convert_rgb", &convert_rgb));
+  if (!convert_rgb) return c.error("do_convert_rgb", "false is not built (images are always converted to RGB)");
+  DZ_RETURN_IF_ERROR(c.get_bool("do_rescale", &steps->do_rescale));
+  DZ_RETURN_IF_ERROR(c.get_bool("do_normalize", &steps->do_normalize));
+  DZ_RETURN_IF_ERROR(c.get_filter("resample", &steps->resample));
+  DZ_RETURN_IF_ERROR(c.get_double("rescale_factor", &steps->rescale_factor));
+  DZ_RETURN_IF_ERROR(c.get_triple("image_mean", &steps->mean));
+  DZ_RETURN_IF_ERROR(c.get_triple("image_std", &steps->std));
+  for (double s : steps->std)
+    if (s == 0.0) return c.error("image_std", "a standard deviation of 0");
+  return Status::Ok();
+}
+
 void rescale_normalize(const RgbImage& img, double rescale_factor, bool do_rescale, bool do_normalize,
                        const std::array<double, 3>& mean, const std::array<double, 3>& std,
                        std::vector<float>* out) {

@@ -38,10 +38,34 @@ class ProcessorConfig {
   std::string source_;
 };
 
+// The steps every processor of this folder shares after its own resizing: the resampling filter
+// its resize uses, then rescale and normalise; each family gives its own defaults.
+struct PixelSteps {
+  Filter resample = Filter::kBicubic;
+  bool do_rescale = true, do_normalize = true;
+  double rescale_factor = 1.0 / 255.0;
+  std::array<double, 3> mean{}, std{};
+
+  // The defaults of a family: its mean and standard deviation, the rest as above.
+  static PixelSteps with(const std::array<double, 3>& mean, const std::array<double, 3>& std) {
+    PixelSteps s;
+    s.mean = mean;
+    s.std = std;
+    return s;
+  }
+};
+// Reads the keys of those steps (resample, do_rescale, do_normalize, rescale_factor, image_mean,
+// image_std) over `steps`' defaults, and do_convert_rgb, which must not be false (images are
+// always converted to RGB). A standard deviation of 0 is refused.
+Status read_pixel_steps(const ProcessorConfig& c, PixelSteps* steps);
+
 // (x / 255 - mean) / std per channel of a [H, W, 3] uint8 image as float32 [3, H, W], in the
 // order HF applies them (rescale, then normalise), in float32 as numpy does for float32 input.
 void rescale_normalize(const RgbImage& img, double rescale_factor, bool do_rescale, bool do_normalize,
                        const std::array<double, 3>& mean, const std::array<double, 3>& std,
                        std::vector<float>* out);
+inline void rescale_normalize(const RgbImage& img, const PixelSteps& s, std::vector<float>* out) {
+  rescale_normalize(img, s.rescale_factor, s.do_rescale, s.do_normalize, s.mean, s.std, out);
+}
 
 }  // namespace dayzero::image

@@ -118,6 +118,12 @@ class Adapter {
     return {};
   }
 
+  // Generating models (`dayzero make-model`, src/tools, the only caller; the tests' tiny models
+  // go through it). These stay in the adapter on purpose: make_config is the inverse of
+  // parse_hparams, so a family's config.json keys are written and read in its one file and
+  // cannot drift apart (every generated model is read back by parse_hparams when it is opened);
+  // moving them out would put a second copy of the family's key names in another folder.
+  //
   // config.json of a generated model with these sizes.
   virtual nlohmann::json make_config(const ModelShape& shape) const = 0;
   // preprocessor_config.json of a generated model with this config.json (null: the family

@@ -6,7 +6,7 @@
 #include <unordered_set>
 
 #include "core/check.h"
-#include "plan/topology.h"
+#include "topology/topology.h"
 
 namespace dayzero::plan {
 
@@ -184,7 +184,7 @@ VisionPlacement vision_placement(const std::vector<model::TensorSpec>& specs, co
   const double share = all_ranks_weights > 0 ? 100.0 * static_cast<double>(held) / static_cast<double>(all_ranks_weights) : 0.0;
   char pct[32];
   std::snprintf(pct, sizeof pct, "%.2g%%", share);
-  const std::string per_rank = format_bytes(held) + " per rank (" + pct + " of its weights)";
+  const std::string per_rank = topology::format_bytes(held) + " per rank (" + pct + " of its weights)";
   if (!replicated) {  // no adapter declares this today; said as it is rather than assumed away
     v.placement = "tp-split";
     v.reason = "split over the tp ranks of stage pp0 by their specs' rules: " + per_rank;
@@ -200,10 +200,10 @@ VisionPlacement vision_placement(const std::vector<model::TensorSpec>& specs, co
   v.split_bytes = held / plan.tp;
   v.split_all_reduce_bytes_per_patch = 2 * hp.vision.n_layer_run * hp.vision.n_embd * p.bytes_per_activation;
   v.reason = "replicated " + where + "; split over tp=" + std::to_string(plan.tp) + " like the text layers they would hold " +
-             format_bytes(v.split_bytes) + " per rank (saving " + format_bytes(held - v.split_bytes) + ")";
+             topology::format_bytes(v.split_bytes) + " per rank (saving " + topology::format_bytes(held - v.split_bytes) + ")";
   if (v.split_all_reduce_bytes_per_patch > 0)
     v.reason += " at the cost of " + std::to_string(2 * hp.vision.n_layer_run) + " all-reduces per image (" +
-                format_bytes(v.split_all_reduce_bytes_per_patch) + " per patch)";
+                topology::format_bytes(v.split_all_reduce_bytes_per_patch) + " per patch)";
   v.reason += "; dayzero runs the tower replicated (a tp-split tower is not built)";
   return v;
 }
@@ -221,9 +221,9 @@ Fit check_fit(const std::vector<RankMemory>& memory, int64_t cap) {
 }
 
 std::string describe_fit(const Fit& f) {
-  std::string s = "needs " + format_bytes(f.worst_bytes) + " on rank " + std::to_string(f.worst_rank) + ", cap " +
-                  format_bytes(f.cap);
-  if (!f.fits()) s += " (short by " + format_bytes(f.shortfall()) + ")";
+  std::string s = "needs " + topology::format_bytes(f.worst_bytes) + " on rank " + std::to_string(f.worst_rank) + ", cap " +
+                  topology::format_bytes(f.cap);
+  if (!f.fits()) s += " (short by " + topology::format_bytes(f.shortfall()) + ")";
   return s;
 }
 

@@ -4,6 +4,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <map>
+#include <type_traits>
+#include <vector>
 
 #include "core/check.h"
 
@@ -11,56 +13,77 @@ namespace dayzero::plan {
 
 int rank_of(const Plan& p, int dp_rank, int pp_rank, int tp_rank) { return ((dp_rank * p.pp) + pp_rank) * p.tp + tp_rank; }
 
+namespace {
+
+// The fields of each JSON object of a plan, one list per struct, walked by the writer and the
+// reader alike so the two cannot drift apart. S is the struct, const for writing.
+template <class S, class F>
+void visit_sizes(S& p, F&& f) {
+  f("world_size", p.world_size); f("dp", p.dp); f("pp", p.pp); f("tp", p.tp); f("ep", p.ep); f("etp", p.etp);
+}
+template <class S, class F>
+void visit_stage(S& s, F&& f) {
+  f("pp", s.pp); f("layer_begin", s.layer_begin); f("layer_end", s.layer_end); f("has_embedding", s.has_embedding);
+  f("has_lm_head", s.has_lm_head);
+}
+template <class S, class F>
+void visit_rank(S& r, F&& f) {
+  f("rank", r.rank); f("dp", r.dp_rank); f("pp", r.pp_rank); f("tp", r.tp_rank); f("ep", r.ep_rank);
+  f("etp", r.etp_rank); f("node", r.node); f("local_rank", r.local_rank);
+}
+template <class S, class F>
+void visit_memory(S& m, F&& f) {  // "total" is written beside them, derived
+  f("weights", m.weights); f("kv_cache", m.kv_cache); f("activations", m.activations); f("headroom", m.headroom);
+  f("state", m.state);
+}
+template <class S, class F>
+void visit_caveat(S& c, F&& f) {
+  f("figure", c.figure); f("text", c.text);
+}
+template <class S, class F>
+void visit_vision(S& v, F&& f) {  // "bytes_per_rank" is written beside them, derived
+  f("stage", v.stage); f("placement", v.placement); f("tower_bytes", v.tower_bytes);
+  f("projector_bytes", v.projector_bytes); f("split_bytes", v.split_bytes);
+  f("split_all_reduce_bytes_per_patch", v.split_all_reduce_bytes_per_patch); f("reason", v.reason);
+}
+
+// A visitor that writes each field into the object o.
+auto writer(nlohmann::json& o) {
+  return [&o](const char* k, const auto& v) { o[k] = v; };
+}
+
+// An array of objects, one per element, through its visitor.
+template <class T, class V>
+nlohmann::json array_of(const std::vector<T>& items, V visit) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const T& item : items) {
+    nlohmann::json o = nlohmann::json::object();
+    visit(item, writer(o));
+    a.push_back(std::move(o));
+  }
+  return a;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const Plan& p) {
   nlohmann::json j;
-  j["world_size"] = p.world_size;
-  j["dp"] = p.dp;
-  j["pp"] = p.pp;
-  j["tp"] = p.tp;
-  j["ep"] = p.ep;
-  j["etp"] = p.etp;
-  j["stages"] = nlohmann::json::array();
-  for (const auto& s : p.stages)
-    j["stages"].push_back({{"pp", s.pp},
-                           {"layer_begin", s.layer_begin},
-                           {"layer_end", s.layer_end},
-                           {"has_embedding", s.has_embedding},
-                           {"has_lm_head", s.has_lm_head}});
+  visit_sizes(p, writer(j));
+  j["stages"] = array_of(p.stages, [](const Stage& s, auto w) { visit_stage(s, w); });
   j["nodes"] = p.nodes;
-  j["ranks"] = nlohmann::json::array();
-  for (const auto& r : p.ranks)
-    j["ranks"].push_back({{"rank", r.rank},
-                          {"dp", r.dp_rank},
-                          {"pp", r.pp_rank},
-                          {"tp", r.tp_rank},
-                          {"ep", r.ep_rank},
-                          {"etp", r.etp_rank},
-                          {"node", r.node},
-                          {"local_rank", r.local_rank}});
+  j["ranks"] = array_of(p.ranks, [](const RankCoord& r, auto w) { visit_rank(r, w); });
   j["memory"] = nlohmann::json::array();
-  for (const auto& m : p.memory)
-    j["memory"].push_back({{"weights", m.weights},
-                           {"kv_cache", m.kv_cache},
-                           {"activations", m.activations},
-                           {"headroom", m.headroom},
-                           {"state", m.state},
-                           {"total", m.total()}});
+  for (const auto& m : p.memory) {
+    nlohmann::json o = {{"total", m.total()}};
+    visit_memory(m, writer(o));
+    j["memory"].push_back(std::move(o));
+  }
   j["memory_cap_bytes"] = p.memory_cap_bytes;
   j["cost_per_token_s"] = p.cost_per_token_s;
-  if (!p.caveats.empty()) {
-    j["caveats"] = nlohmann::json::array();
-    for (const auto& c : p.caveats) j["caveats"].push_back({{"figure", c.figure}, {"text", c.text}});
-  }
+  if (!p.caveats.empty()) j["caveats"] = array_of(p.caveats, [](const Caveat& c, auto w) { visit_caveat(c, w); });
   if (p.vision.present) {
-    const VisionPlacement& v = p.vision;
-    j["vision"] = {{"stage", v.stage},
-                   {"placement", v.placement},
-                   {"tower_bytes", v.tower_bytes},
-                   {"projector_bytes", v.projector_bytes},
-                   {"bytes_per_rank", v.tower_bytes + v.projector_bytes},
-                   {"split_bytes", v.split_bytes},
-                   {"split_all_reduce_bytes_per_patch", v.split_all_reduce_bytes_per_patch},
-                   {"reason", v.reason}};
+    j["vision"] = {{"bytes_per_rank", p.vision.tower_bytes + p.vision.projector_bytes}};
+    visit_vision(p.vision, writer(j["vision"]));
   }
   return j;
 }
@@ -99,71 +122,35 @@ Result<Plan> plan_from_json(const nlohmann::json& j) {
   Plan p;
   std::string key;
   try {
-    auto get = [&](const nlohmann::json& o, const char* k, auto& out) {
-      key = k;
-      o.at(k).get_to(out);
+    // A visitor that reads each field of the object o; "state" may be absent (plans written
+    // before it existed), every other field is required.
+    const auto reader = [&key](const nlohmann::json& o) {
+      return [&key, &o](const char* k, auto& out) {
+        key = k;
+        if (key == "state" && !o.contains(k)) return;
+        o.at(k).get_to(out);
+      };
     };
-    get(j, "world_size", p.world_size);
-    get(j, "dp", p.dp);
-    get(j, "pp", p.pp);
-    get(j, "tp", p.tp);
-    get(j, "ep", p.ep);
-    get(j, "etp", p.etp);
-    key = "stages";
-    for (const auto& s : j.at("stages")) {
-      Stage st;
-      get(s, "pp", st.pp);
-      get(s, "layer_begin", st.layer_begin);
-      get(s, "layer_end", st.layer_end);
-      get(s, "has_embedding", st.has_embedding);
-      get(s, "has_lm_head", st.has_lm_head);
-      p.stages.push_back(st);
-    }
-    get(j, "nodes", p.nodes);
-    key = "ranks";
-    for (const auto& r : j.at("ranks")) {
-      RankCoord c;
-      get(r, "rank", c.rank);
-      get(r, "dp", c.dp_rank);
-      get(r, "pp", c.pp_rank);
-      get(r, "tp", c.tp_rank);
-      get(r, "ep", c.ep_rank);
-      get(r, "etp", c.etp_rank);
-      get(r, "node", c.node);
-      get(r, "local_rank", c.local_rank);
-      p.ranks.push_back(c);
-    }
-    key = "memory";
-    for (const auto& m : j.at("memory")) {
-      RankMemory rm;
-      get(m, "weights", rm.weights);
-      get(m, "kv_cache", rm.kv_cache);
-      get(m, "activations", rm.activations);
-      get(m, "headroom", rm.headroom);
-      if (m.contains("state")) get(m, "state", rm.state);  // absent in plans written before it existed
-      p.memory.push_back(rm);
-    }
-    get(j, "memory_cap_bytes", p.memory_cap_bytes);
-    get(j, "cost_per_token_s", p.cost_per_token_s);
-    if (j.contains("caveats")) {
-      key = "caveats";
-      for (const auto& c : j.at("caveats")) {
-        Caveat cv;
-        get(c, "figure", cv.figure);
-        get(c, "text", cv.text);
-        p.caveats.push_back(cv);
+    // Reads the array j[name], one T per element through its visitor.
+    const auto read_array = [&](const char* name, auto& out, auto visit) {
+      key = name;
+      for (const auto& o : j.at(name)) {
+        typename std::decay_t<decltype(out)>::value_type item;
+        visit(item, reader(o));
+        out.push_back(item);
       }
-    }
+    };
+    visit_sizes(p, reader(j));
+    read_array("stages", p.stages, [](Stage& s, auto r) { visit_stage(s, r); });
+    reader(j)("nodes", p.nodes);
+    read_array("ranks", p.ranks, [](RankCoord& c, auto r) { visit_rank(c, r); });
+    read_array("memory", p.memory, [](RankMemory& m, auto r) { visit_memory(m, r); });
+    reader(j)("memory_cap_bytes", p.memory_cap_bytes);
+    reader(j)("cost_per_token_s", p.cost_per_token_s);
+    if (j.contains("caveats")) read_array("caveats", p.caveats, [](Caveat& c, auto r) { visit_caveat(c, r); });
     if (j.contains("vision")) {  // multimodal models only (and absent in plans written before it existed)
-      const auto& v = j.at("vision");
       p.vision.present = true;
-      get(v, "stage", p.vision.stage);
-      get(v, "placement", p.vision.placement);
-      get(v, "tower_bytes", p.vision.tower_bytes);
-      get(v, "projector_bytes", p.vision.projector_bytes);
-      get(v, "split_bytes", p.vision.split_bytes);
-      get(v, "split_all_reduce_bytes_per_patch", p.vision.split_all_reduce_bytes_per_patch);
-      get(v, "reason", p.vision.reason);
+      visit_vision(p.vision, reader(j.at("vision")));
     }
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument("plan: " + key + ": " + e.what());

@@ -14,7 +14,7 @@
 #include "core/status.h"
 #include "model/model_folder.h"
 #include "plan/planner.h"
-#include "plan/topology.h"
+#include "topology/topology.h"
 
 namespace dayzero::plan {
 
@@ -41,7 +41,7 @@ Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice we
 int64_t torch_dtype_size(std::string name);
 
 struct RequestInputs {
-  Topology topo;
+  topology::Topology topo;
   int world_size = 0;                      // 0: every rank of the topology
   std::optional<int> dp, pp, tp, ep, etp;  // sizes fixed by the user
   WeightsOnDevice weights = WeightsOnDevice::kAsStored;

@@ -227,7 +227,7 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
                     int pp) {
   const model::HParams& hp = req.hp;
   const int tp = tb.tp;
-  const Topology& topo = req.topo;
+  const topology::Topology& topo = req.topo;
   const int n = static_cast<int>(hp.n_layer);
   const int64_t logits = activation_bytes(hp, tp, true, mp) - activation_bytes(hp, tp, false, mp);
 

@@ -17,7 +17,7 @@
 #include "plan/memory.h"
 #include "plan/plan.h"
 #include "plan/slicing.h"
-#include "plan/topology.h"
+#include "topology/topology.h"
 
 namespace dayzero::plan {
 
@@ -25,7 +25,7 @@ struct PlanRequest {
   model::HParams hp;
   std::vector<model::TensorSpec> specs;
   EdgeNames names;  // the adapter's (edge_names); the defaults fit the Llama-like families
-  Topology topo;
+  topology::Topology topo;
   int world_size = 0;  // 0: topo.nodes x topo.gpus_per_node; ranks fill nodes in order
   std::optional<int> dp, pp, tp, ep, etp;  // sizes the user fixed
   int64_t bytes_per_weight = 2;            // weights on the device, converted (bfloat16 2, float32 4)
@@ -72,7 +72,7 @@ struct Candidate {
 //   a fixed size that cannot work: "parallel.tp=3: 64 attention heads are not divisible by 3";
 //   nothing fits: "no plan fits: best candidate dp=1 pp=16 tp=8 needs 83.1 GiB on rank 7,
 //   cap 72.0 GiB (short by 11.1 GiB)" (the best is the one short by the least);
-//   a bad topology or request (validate(Topology), world larger than the topology);
+//   a bad topology or request (validate(topology::Topology), world larger than the topology);
 //   layers: an empty or out-of-range range, or a fixed pp other than 1.
 Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* considered = nullptr);
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "plan/topology.h"
+#include "topology/topology.h"
 
 namespace dayzero::plan {
 namespace {
@@ -39,7 +39,7 @@ std::string fmt(double v, const char* f = "%.1f") {
 
 double gib(int64_t b) { return static_cast<double>(b) / (1024.0 * 1024 * 1024); }
 
-void grid(std::ostringstream& o, const Plan& p, const Topology& topo) {
+void grid(std::ostringstream& o, const Plan& p, const topology::Topology& topo) {
   const int g = topo.gpus_per_node;
   const int rows = static_cast<int>(p.nodes.size());
   const int cw = 104, ch = 50, left = 120, top = 24;
@@ -58,7 +58,7 @@ void grid(std::ostringstream& o, const Plan& p, const Topology& topo) {
     std::string tip = "rank " + std::to_string(rc.rank) + ": dp " + std::to_string(rc.dp_rank) + ", pp " +
                       std::to_string(rc.pp_rank) + ", tp " + std::to_string(rc.tp_rank) + ", ep " + std::to_string(rc.ep_rank) +
                       ", etp " + std::to_string(rc.etp_rank);
-    if (rc.rank < static_cast<int>(p.memory.size())) tip += ", " + format_bytes(p.memory[rc.rank].total());
+    if (rc.rank < static_cast<int>(p.memory.size())) tip += ", " + topology::format_bytes(p.memory[rc.rank].total());
     o << "<g><title>" << esc(tip) << "</title><rect x=\"" << x + 1 << "\" y=\"" << y + 1 << "\" width=\"" << cw - 2
       << "\" height=\"" << ch - 2 << "\" rx=\"4\" fill=\"" << stage_colour(rc.pp_rank, p.pp) << "\" stroke=\"#555\"/>\n";
     o << "<text x=\"" << x + 6 << "\" y=\"" << y + 15 << "\">r" << rc.rank << " dp" << rc.dp_rank << "</text>\n";
@@ -108,10 +108,10 @@ void memory_bars(std::ostringstream& o, const Plan& p) {
     const int64_t parts[] = {m.weights, m.kv_cache, m.activations, m.headroom, m.state};
     double base = 0;
     const double x = left + r * bw;
-    o << "<g><title>rank " << r << ": weights " << format_bytes(m.weights) << ", kv " << format_bytes(m.kv_cache)
-      << ", activations " << format_bytes(m.activations) << ", headroom " << format_bytes(m.headroom)
-      << (m.state > 0 ? ", state " + format_bytes(m.state) : std::string()) << ", total "
-      << format_bytes(m.total()) << "</title>\n";
+    o << "<g><title>rank " << r << ": weights " << topology::format_bytes(m.weights) << ", kv " << topology::format_bytes(m.kv_cache)
+      << ", activations " << topology::format_bytes(m.activations) << ", headroom " << topology::format_bytes(m.headroom)
+      << (m.state > 0 ? ", state " + topology::format_bytes(m.state) : std::string()) << ", total "
+      << topology::format_bytes(m.total()) << "</title>\n";
     for (int k = 0; k < 5; ++k) {
       const double h = gib(parts[k]);
       o << "<rect x=\"" << fmt(x + (bw > 3 ? 1 : 0)) << "\" y=\"" << fmt(y_of(base + h)) << "\" width=\""
@@ -126,7 +126,7 @@ void memory_bars(std::ostringstream& o, const Plan& p) {
   o << "<line x1=\"" << left << "\" x2=\"" << width - 10 << "\" y1=\"" << fmt(cy) << "\" y2=\"" << fmt(cy)
     << "\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6,3\"/>\n"
     << "<text x=\"" << width - 12 << "\" y=\"" << fmt(cy - 4) << "\" text-anchor=\"end\" fill=\"#d62728\">cap "
-    << esc(format_bytes(p.memory_cap_bytes)) << "</text>\n";
+    << esc(topology::format_bytes(p.memory_cap_bytes)) << "</text>\n";
   bool any_state = false;
   for (int r = 0; r < n; ++r) any_state = any_state || p.memory[r].state > 0;
   // A figure resting on a caveat is marked in the legend ("kv cache*"); the caveats follow.
@@ -142,7 +142,7 @@ void memory_bars(std::ostringstream& o, const Plan& p) {
 
 }  // namespace
 
-std::string render_html_report(const Plan& p, const Topology& topo, const ReportOptions& opt) {
+std::string render_html_report(const Plan& p, const topology::Topology& topo, const ReportOptions& opt) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" << esc(opt.title) << "</title>\n"
     << "<style>body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:8px 0}"
@@ -152,7 +152,7 @@ std::string render_html_report(const Plan& p, const Topology& topo, const Report
   for (const auto& n : opt.notes) o << "<div>" << esc(n) << "</div>\n";
   o << "<p><b>dp=" << p.dp << " pp=" << p.pp << " tp=" << p.tp << "</b> (ep=" << p.ep << " etp=" << p.etp << ") on "
     << p.world_size << " ranks, " << p.nodes.size() << " node(s) x " << topo.gpus_per_node
-    << " GPUs; memory cap per rank " << esc(format_bytes(p.memory_cap_bytes)) << "; estimated "
+    << " GPUs; memory cap per rank " << esc(topology::format_bytes(p.memory_cap_bytes)) << "; estimated "
     << fmt(p.cost_per_token_s * 1e3, "%.3f") << " ms per token</p>\n";
 
   o << "<h2>Placement</h2>\n<p>Colour: pipeline stage. Each cell: rank, dp replica, stage, tp rank"
@@ -184,7 +184,7 @@ std::string render_html_report(const Plan& p, const Topology& topo, const Report
     for (const auto& c : opt.candidates) {
       const bool chosen = c.dp == p.dp && c.pp == p.pp && c.tp == p.tp;
       o << "<tr" << (chosen ? " style=\"font-weight:bold\"" : "") << "><td>" << c.dp << "</td><td>" << c.pp
-        << "</td><td>" << c.tp << "</td><td>" << (c.worst_rank >= 0 ? esc(format_bytes(c.max_rank_bytes)) : "")
+        << "</td><td>" << c.tp << "</td><td>" << (c.worst_rank >= 0 ? esc(topology::format_bytes(c.max_rank_bytes)) : "")
         << "</td><td>" << (std::isfinite(c.cost) ? fmt(c.cost * 1e3, "%.3f") : "") << "</td><td class=\""
         << (c.feasible ? "ok" : "bad") << "\">" << (chosen ? "chosen" : c.feasible ? "fits" : esc(c.reason))
         << "</td></tr>\n";

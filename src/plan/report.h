@@ -9,7 +9,7 @@
 
 #include "plan/plan.h"
 #include "plan/planner.h"
-#include "plan/topology.h"
+#include "topology/topology.h"
 
 namespace dayzero::plan {
 
@@ -20,6 +20,6 @@ struct ReportOptions {
 };
 
 // REQUIRES: plan.memory is empty or [world_size]; topo.gpus_per_node is the one the plan used.
-std::string render_html_report(const Plan& plan, const Topology& topo, const ReportOptions& options = {});
+std::string render_html_report(const Plan& plan, const topology::Topology& topo, const ReportOptions& options = {});
 
 }  // namespace dayzero::plan

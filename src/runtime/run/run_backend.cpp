@@ -33,8 +33,7 @@ Status Run::create_backend() {
   const bool cuda = cfg_.backend == config::Backend::kCuda || (cfg_.backend == config::Backend::kAuto && n_gpu > 0);
   if (!cuda) {
     bo.kind = "cpu";
-    if (cfg_.topology.device_memory_gib)
-      bo.memory_budget_bytes = static_cast<int64_t>(*cfg_.topology.device_memory_gib * (1LL << 30));
+    if (cfg_.topology.keys.device_memory_bytes) bo.memory_budget_bytes = *cfg_.topology.keys.device_memory_bytes;
     DZ_ASSIGN_OR_RETURN(be_, backend::make_backend(bo));
     comm_choice_ = "mpi";
   } else {

@@ -21,9 +21,9 @@ namespace {
 // The topology of this job: nodes from the ranks' host names, ranks per node as GPUs per node,
 // and the per-rank memory budget (run config, else this node's memory shared by its ranks).
 // Collective over MPI_COMM_WORLD; every rank gets the same value (or the same error).
-Result<plan::Topology> discover_topology(const comm::MpiEnv& env, const config::TopologyConfig& tc) {
+Result<topology::Topology> discover_topology(const comm::MpiEnv& env, const config::TopologyConfig& tc) {
   std::vector<std::string> hosts = comm::all_gather_strings(env.hostname());
-  plan::Topology t;
+  topology::Topology t;
   std::vector<std::string> names;
   for (const auto& h : hosts)
     if (std::find(names.begin(), names.end(), h) == names.end()) names.push_back(h);
@@ -34,7 +34,7 @@ Result<plan::Topology> discover_topology(const comm::MpiEnv& env, const config::
   // placement"); a launcher that placed the ranks otherwise would split tp groups across nodes
   // while the plan says they share one. Only what was discovered is checked: a topology given
   // in the run config describes another machine on purpose.
-  if (!tc.file && !tc.nodes && !tc.gpus_per_node)
+  if (!tc.file && !tc.keys.nodes && !tc.keys.gpus_per_node)
     for (int r = 0; r < env.world_size(); ++r)
       if (hosts[r] != names[r / t.gpus_per_node])
         return Status::InvalidArgument(
@@ -46,15 +46,8 @@ Result<plan::Topology> discover_topology(const comm::MpiEnv& env, const config::
   int64_t budget = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / std::max(1, env.local_size());
   budget = comm::all_reduce_min(budget);
   t.device_memory_bytes = budget;
-  // A topology file replaces what was discovered; the run config's keys override both.
-  if (tc.file) {
-    DZ_ASSIGN_OR_RETURN(t, plan::load_topology(*tc.file, t));
-  }
-  if (tc.device_memory_gib) t.device_memory_bytes = static_cast<int64_t>(*tc.device_memory_gib * (1LL << 30));
-  if (tc.memory_fraction) t.memory_fraction = *tc.memory_fraction;
-  if (tc.nodes) t.nodes = *tc.nodes;
-  if (tc.gpus_per_node) t.gpus_per_node = *tc.gpus_per_node;
-  return t;
+  // What was discovered, then the topology file, then the run config's keys (the one path).
+  return topology::resolve(t, tc.file, tc.keys);
 }
 
 }  // namespace

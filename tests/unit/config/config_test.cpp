@@ -58,9 +58,9 @@ TEST(RunConfig, DesignExampleParsesWithAllValues) {
   EXPECT_EQ(c.parallel.tp, 2);
   EXPECT_EQ(c.parallel.ep, 2);
   EXPECT_FALSE(c.parallel.etp.has_value());
-  EXPECT_EQ(c.topology.device_memory_gib, 80.0);
-  EXPECT_EQ(c.topology.memory_fraction, 0.9);
-  EXPECT_FALSE(c.topology.nodes.has_value());
+  EXPECT_EQ(c.topology.keys.device_memory_bytes, int64_t{80} << 30);
+  EXPECT_EQ(c.topology.keys.memory_fraction, 0.9);
+  EXPECT_FALSE(c.topology.keys.nodes.has_value());
   EXPECT_EQ(c.limits.max_prompt_tokens, 4096);
   EXPECT_EQ(c.limits.max_image_pixels, 50000000);
   ASSERT_EQ(c.prompts.size(), 3u);
@@ -277,7 +277,7 @@ TEST(RunConfig, DefaultsApply) {
   EXPECT_EQ(c.backend, Backend::kAuto);
   EXPECT_EQ(c.comm, CommKind::kAuto);
   EXPECT_FALSE(c.parallel.tp.has_value());
-  EXPECT_FALSE(c.topology.memory_fraction.has_value());
+  EXPECT_FALSE(c.topology.keys.memory_fraction.has_value());
   EXPECT_EQ(c.limits.max_prompt_tokens, 4096);
   EXPECT_EQ(c.limits.max_image_pixels, 50000000);
   EXPECT_EQ(c.generate.max_new_tokens, 16);
@@ -317,7 +317,7 @@ dump: {enabled: false, activations: {layers: "0-2, 7", points: all, phase: both,
   EXPECT_EQ(c.backend, Backend::kCuda);
   EXPECT_EQ(c.comm, CommKind::kMpi);
   EXPECT_EQ(c.parallel.etp, 2);
-  EXPECT_EQ(c.topology.gpus_per_node, 8);
+  EXPECT_EQ(c.topology.keys.gpus_per_node, 8);
   EXPECT_EQ(c.prompts[0].expect.contains, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(c.prompts[0].expect.not_contains, std::vector<std::string>{"zzz"});
   EXPECT_EQ(c.prompts[0].expect.first_tokens, (std::vector<int32_t>{1, 2}));

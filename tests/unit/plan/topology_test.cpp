@@ -4,11 +4,23 @@
 
 #include "plan/planner.h"
 #include "plan/report.h"
-#include "plan/topology.h"
+#include "topology/topology.h"
 #include "plan_test_util.h"
 
 namespace dayzero::plan {
 namespace {
+
+using topology::format_bytes;
+using topology::parse_bytes;
+using topology::Topology;
+
+// A topology YAML document read by the one parser, then applied over the defaults.
+Result<Topology> parse_topology_yaml(const std::string& text, const std::string& source) {
+  DZ_ASSIGN_OR_RETURN(const topology::Overrides o, topology::parse_file_text(text, source));
+  Topology t;
+  topology::apply(t, o);
+  return t;
+}
 
 TEST(Topology, ParseBytes) {
   EXPECT_EQ(*parse_bytes("80GiB"), int64_t{80} << 30);
@@ -36,16 +48,16 @@ TEST(Topology, YamlWithOverrides) {
   EXPECT_EQ(t->device_memory_bytes, int64_t{80} << 30);
   EXPECT_DOUBLE_EQ(t->inter_node_gbps, 25);
   EXPECT_DOUBLE_EQ(t->intra_node_gbps, 450);  // default kept
-  EXPECT_TRUE(validate(*t).ok());
-  TopologyOverrides o;
+  EXPECT_TRUE(topology::validate(*t).ok());
+  topology::Overrides o;
   o.memory_fraction = 0.5;
   o.device_memory_bytes = int64_t{40} << 30;
-  apply_overrides(*t, o);
+  topology::apply(*t, o);
   EXPECT_EQ(t->memory_cap_bytes(), int64_t{20} << 30);
   o = {};
   o.nodes = 3;  // two names for three nodes
-  apply_overrides(*t, o);
-  EXPECT_EQ(validate(*t).message(), "topology.node_names: 2 names for 3 nodes");
+  topology::apply(*t, o);
+  EXPECT_EQ(topology::validate(*t).message(), "topology.node_names: 2 names for 3 nodes");
 
   auto bad = parse_topology_yaml("gpus: 8\n", "t.yaml");
   ASSERT_FALSE(bad.ok());
@@ -56,7 +68,7 @@ TEST(Topology, YamlWithOverrides) {
   Topology z;
   z.device_memory_bytes = 1;
   z.memory_fraction = 1.5;
-  EXPECT_EQ(validate(z).message(), "topology.memory_fraction: 1.5 is not in (0, 1]");
+  EXPECT_EQ(topology::validate(z).message(), "topology.memory_fraction: 1.5 is not in (0, 1]");
   EXPECT_EQ(Topology{}.node_name(3), "node3");
 }
 

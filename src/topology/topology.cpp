@@ -1,8 +1,10 @@
-// Topology parsing (topology.h): YAML keys to fields, byte sizes with units, validation.
-#include "plan/topology.h"
+// Topology (topology.h): the one parser of its keys, byte sizes with units, validation, the
+// resolution order.
+#include "topology/topology.h"
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -10,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-namespace dayzero::plan {
+namespace dayzero::topology {
 
 int64_t Topology::memory_cap_bytes() const {
   return static_cast<int64_t>(std::floor(memory_fraction * static_cast<double>(device_memory_bytes)));
@@ -114,69 +116,116 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
-Result<Topology> parse_topology_yaml(const std::string& text, const std::string& source_name, const Topology& base) {
-  Topology t = base;
-  std::string key;
-  try {
-    const YAML::Node root = YAML::Load(text);
-    if (!root || root.IsNull()) return t;
-    if (!root.IsMap()) return Status::InvalidArgument(source_name + ": a topology is a mapping of keys to values");
-    for (const auto& kv : root) {
-      key = kv.first.as<std::string>();
-      const YAML::Node& v = kv.second;
-      if (key == "nodes") {
-        if (v.IsSequence()) {
-          t.node_names = v.as<std::vector<std::string>>();
-          t.nodes = static_cast<int>(t.node_names.size());
-        } else {
-          t.nodes = v.as<int>();
-        }
-      } else if (key == "gpus_per_node") {
-        t.gpus_per_node = v.as<int>();
-      } else if (key == "device_memory") {
-        auto b = parse_bytes(v.as<std::string>());
-        if (!b.ok()) return b.status().with_context(source_name + ": device_memory");
-        t.device_memory_bytes = *b;
-      } else if (key == "device_memory_gib") {
-        t.device_memory_bytes = static_cast<int64_t>(std::round(v.as<double>() * 1024.0 * 1024 * 1024));
-      } else if (key == "memory_fraction") {
-        t.memory_fraction = v.as<double>();
-      } else if (key == "intra_node_gbps") {
-        t.intra_node_gbps = v.as<double>();
-      } else if (key == "inter_node_gbps") {
-        t.inter_node_gbps = v.as<double>();
-      } else if (key == "device_tflops") {
-        t.device_tflops = v.as<double>();
-      } else if (key == "device_hbm_gbps") {
-        t.device_hbm_gbps = v.as<double>();
-      } else if (key == "intra_node_latency_us") {
-        t.intra_node_latency_us = v.as<double>();
-      } else if (key == "inter_node_latency_us") {
-        t.inter_node_latency_us = v.as<double>();
-      } else if (key == "node_names") {
-        t.node_names = v.as<std::vector<std::string>>();
-      } else {
-        return Status::InvalidArgument(source_name + ": " + key +
-                                       ": unknown key (nodes, gpus_per_node, device_memory, device_memory_gib, "
-                                       "memory_fraction, intra_node_gbps, inter_node_gbps, device_tflops, "
-                                       "device_hbm_gbps, intra_node_latency_us, inter_node_latency_us, node_names)");
-      }
-    }
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(source_name + (key.empty() ? "" : ": " + key) + ": " + e.what());
-  }
-  return t;
+const std::vector<std::string>& file_keys() {
+  static const std::vector<std::string> keys = {
+      "nodes",           "gpus_per_node",  "device_memory", "device_memory_gib",     "memory_fraction",
+      "intra_node_gbps", "inter_node_gbps", "device_tflops", "device_hbm_gbps",      "intra_node_latency_us",
+      "inter_node_latency_us", "node_names"};
+  return keys;
 }
 
-Result<Topology> load_topology(const std::string& path, const Topology& base) {
+const std::vector<std::string>& run_config_keys() {
+  static const std::vector<std::string> keys = {"device_memory_gib", "memory_fraction", "nodes", "gpus_per_node"};
+  return keys;
+}
+
+int64_t gib_to_bytes(double gib) { return static_cast<int64_t>(std::llround(gib * 1024.0 * 1024 * 1024)); }
+
+Result<Overrides> parse_keys(const YAML::Node& map, const std::string& key_prefix, const std::vector<std::string>& allowed) {
+  Overrides o;
+  if (!map || map.IsNull()) return o;
+  if (!map.IsMap()) return Status::InvalidArgument(key_prefix + "expected a mapping of keys to values");
+  std::string key;
+  const auto bad = [&](const std::string& what) { return Status::InvalidArgument(key_prefix + key + ": " + what); };
+  // Reads a count >= 1, a value > 0, or one in [lo, hi].
+  const auto count = [&](const YAML::Node& v, std::optional<int>* out) -> Status {
+    const int n = v.as<int>();
+    if (n < 1) return bad(std::to_string(n) + " is not >= 1");
+    *out = n;
+    return Status::Ok();
+  };
+  const auto positive = [&](const YAML::Node& v, std::optional<double>* out) -> Status {
+    const double x = v.as<double>();
+    if (!(x > 0)) return bad(num(x) + " is not > 0");
+    *out = x;
+    return Status::Ok();
+  };
+  const auto not_negative = [&](const YAML::Node& v, std::optional<double>* out) -> Status {
+    const double x = v.as<double>();
+    if (!(x >= 0)) return bad(num(x) + " is negative");
+    *out = x;
+    return Status::Ok();
+  };
+  try {
+    for (const auto& kv : map) {
+      key = kv.first.as<std::string>();
+      const YAML::Node& v = kv.second;
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        std::string list;
+        for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
+        return Status::InvalidArgument(key_prefix + key + ": unknown key (" + list + ")");
+      }
+      Status st;
+      if (key == "nodes" && v.IsSequence()) {
+        o.node_names = v.as<std::vector<std::string>>();
+        o.nodes = static_cast<int>(o.node_names->size());
+        if (*o.nodes < 1) st = bad("an empty list of nodes");
+      } else if (key == "nodes") {
+        st = count(v, &o.nodes);
+      } else if (key == "gpus_per_node") {
+        st = count(v, &o.gpus_per_node);
+      } else if (key == "device_memory") {
+        auto b = parse_bytes(v.as<std::string>());
+        if (!b.ok()) return Status::InvalidArgument(key_prefix + key + ": " + b.status().message());
+        o.device_memory_bytes = *b;
+      } else if (key == "device_memory_gib") {
+        std::optional<double> gib;
+        st = positive(v, &gib);
+        if (gib) o.device_memory_bytes = gib_to_bytes(*gib);
+      } else if (key == "memory_fraction") {
+        const double f = v.as<double>();
+        if (!(f > 0 && f <= 1)) st = bad(num(f) + " is not in (0, 1]");
+        else o.memory_fraction = f;
+      } else if (key == "intra_node_gbps") {
+        st = positive(v, &o.intra_node_gbps);
+      } else if (key == "inter_node_gbps") {
+        st = positive(v, &o.inter_node_gbps);
+      } else if (key == "device_tflops") {
+        st = positive(v, &o.device_tflops);
+      } else if (key == "device_hbm_gbps") {
+        st = positive(v, &o.device_hbm_gbps);
+      } else if (key == "intra_node_latency_us") {
+        st = not_negative(v, &o.intra_node_latency_us);
+      } else if (key == "inter_node_latency_us") {
+        st = not_negative(v, &o.inter_node_latency_us);
+      } else if (key == "node_names") {
+        o.node_names = v.as<std::vector<std::string>>();
+      }
+      DZ_RETURN_IF_ERROR(st);
+    }
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(key_prefix + key + (key.empty() ? "" : ": ") + e.what());
+  }
+  return o;
+}
+
+Result<Overrides> parse_file_text(const std::string& text, const std::string& source_name) {
+  try {
+    return parse_keys(YAML::Load(text), source_name + ": ");
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(source_name + ": " + e.what());
+  }
+}
+
+Result<Overrides> load_file(const std::string& path) {
   std::ifstream f(path);
   if (!f) return Status::NotFound(path + ": cannot open the topology file");
   std::stringstream ss;
   ss << f.rdbuf();
-  return parse_topology_yaml(ss.str(), path, base);
+  return parse_file_text(ss.str(), path);
 }
 
-void apply_overrides(Topology& t, const TopologyOverrides& o) {
+void apply(Topology& t, const Overrides& o) {
   if (o.nodes) t.nodes = *o.nodes;
   if (o.gpus_per_node) t.gpus_per_node = *o.gpus_per_node;
   if (o.device_memory_bytes) t.device_memory_bytes = *o.device_memory_bytes;
@@ -185,6 +234,19 @@ void apply_overrides(Topology& t, const TopologyOverrides& o) {
   if (o.inter_node_gbps) t.inter_node_gbps = *o.inter_node_gbps;
   if (o.device_tflops) t.device_tflops = *o.device_tflops;
   if (o.device_hbm_gbps) t.device_hbm_gbps = *o.device_hbm_gbps;
+  if (o.intra_node_latency_us) t.intra_node_latency_us = *o.intra_node_latency_us;
+  if (o.inter_node_latency_us) t.inter_node_latency_us = *o.inter_node_latency_us;
+  if (o.node_names) t.node_names = *o.node_names;
 }
 
-}  // namespace dayzero::plan
+Result<Topology> resolve(Topology base, const std::optional<std::string>& file, const Overrides& overrides) {
+  if (file) {
+    DZ_ASSIGN_OR_RETURN(const Overrides from_file, load_file(*file));
+    apply(base, from_file);
+  }
+  apply(base, overrides);
+  DZ_RETURN_IF_ERROR(validate(base));
+  return base;
+}
+
+}  // namespace dayzero::topology
