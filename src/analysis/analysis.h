@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/inspect.h"
+#include "model/layer_desc.h"
 #include "model/tensor_spec.h"
 
 namespace dayzero::analysis {
@@ -163,6 +164,16 @@ struct Analysis {
   std::vector<std::string> precision;   // precision-sensitive points
   std::vector<std::string> notes;       // what rests on estimates
 };
+
+// What each decoder layer is ([n_layer], model/layer_desc.h), from the dims alone (weights not
+// counted): the mixer by attention kind (linear attention from layer_types, MLA when kv_lora >
+// 0, sparse MLA with an indexer), the cache it keeps (full attention k and v of n_head_kv x
+// head_dim; sliding-window layers the same bounded by sliding_window; MLA the latent
+// kv_lora + qk_rope held whole, plus index_head_dim for a layer with its own indexer; linear
+// attention a state of gcd(k heads, v heads) head groups, each with the conv window (kernel -
+// 1) x its conv channels and its value heads' k_dim x v_dim recurrent state), the FFN and the
+// stage starts (a layer reusing the previous indexer selection stays with it).
+std::vector<model::LayerDesc> describe_layers(const TextDims& t);
 
 // Analyses config (already parsed) with the given tensors (empty with kConfig: synthesized).
 Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> tensors, Source source);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "analysis/analysis.h"
+#include "model/layer_desc.h"
 #include "model/dsa_config.h"
 #include "model/hparams.h"
 
@@ -176,7 +177,7 @@ bool TextDims::is_sliding_layer(int64_t l) const {
 }
 
 bool TextDims::has_indexer(int64_t l) const {
-  return index_topk > 0 && !(l >= 0 && l < static_cast<int64_t>(index_shared.size()) && index_shared[l]);
+  return index_topk > 0 && !model::reuses_index_selection(index_topk, index_shared, l);
 }
 
 Result<ModelDims> read_dims(const nlohmann::json& config) {

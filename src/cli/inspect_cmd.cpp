@@ -4,6 +4,7 @@
 // tensor check; a bare config.json is described from its config alone. A model without an
 // adapter gets the family-independent analysis (analysis/analysis.h) instead of a refusal.
 // --register keeps the model's entry in a team register; --markdown prints it as a page.
+#include <algorithm>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -26,8 +27,8 @@ namespace {
 
 // "cache" line: KV bytes per token of the attention layers, state bytes per sequence of the
 // linear-attention layers, at bfloat16 (the plan's default compute dtype), tp=1.
-void print_cache(std::ostream& o, const std::vector<plan::LayerCache>& cache) {
-  const plan::CacheSummary c = plan::summarize_cache(cache, 2);
+void print_cache(std::ostream& o, const std::vector<model::LayerDesc>& layers) {
+  const plan::CacheSummary c = plan::summarize_cache(layers, 2);
   o << "cache       " << c.kv_bytes_per_token << " KV bytes per token (" << c.kv_layers << " attention layers)";
   if (c.window_layers > 0)
     o << " + " << c.window_kv_bytes_per_token << " per token up to the window (" << c.window_layers << " layers)";
@@ -47,12 +48,14 @@ void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
     << hp.head_dim << ", ffn " << hp.n_ff << "\n";
   if (hp.n_expert > 0) {
     o << "experts     " << hp.n_expert << " routed (top-" << hp.n_expert_used << ", ffn " << hp.n_ff_expert << ")";
-    if (hp.group_routing.n_shared_experts > 0) o << ", " << hp.group_routing.n_shared_experts << " shared";
+    const auto shared = std::find_if(d.layers.begin(), d.layers.end(), [](const model::LayerDesc& l) { return l.ffn.shared_ff > 0; });
+    if (shared != d.layers.end()) o << ", shared expert ffn " << shared->ffn.shared_ff;
     o << "\n";
   }
   o << "vocab       " << hp.n_vocab << (hp.tie_embeddings ? " (tied lm_head)" : "") << "\n"
     << "rope        theta " << hp.rope_theta << ", scaling " << hp.rope_scaling.type << "\n";
-  print_cache(o, plan::adapter_layer_caches(hp));
+  print_cache(o, d.layers);
+  for (const std::string& line : model::summarize_layers(d.layers)) o << "            " << line << "\n";
 
   o << "parameters  (from the tensor specs)\n";
   const auto row = [&](const char* name, int64_t v) {
@@ -121,7 +124,9 @@ int inspect(const std::string& path, bool json) {
     } else {
       std::cout << "adapter     " << d.status().message() << "\n";
       analysis::print_text(std::cout, *generic);
-      print_cache(std::cout, plan::generic_cache(*generic));
+      const std::vector<model::LayerDesc> layers = analysis::describe_layers(generic->dims.text);
+      print_cache(std::cout, layers);
+      for (const std::string& line : model::summarize_layers(layers)) std::cout << "            " << line << "\n";
     }
     return 0;
   }

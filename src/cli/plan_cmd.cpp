@@ -263,8 +263,7 @@ int run_plan(const PlanArgs& a) {
   const auto& h = req.hp;
   const std::string family =
       generic ? "generic analysis of " + h.model_type + " (no adapter; " + analysis::source_name(an->source) + ")" : h.family;
-  const auto cache = plan::summarize_cache(req.cache.empty() ? plan::adapter_layer_caches(h) : req.cache,
-                                           in.bytes_per_activation);
+  const auto cache = plan::summarize_cache(req.layer_descs, in.bytes_per_activation);
   std::cout << "model       " << family << " from " << config_path << "\n"
             << "            " << h.n_layer << " layers, hidden " << h.n_embd << ", heads " << h.n_head << "/" << h.n_head_kv
             << ", head_dim " << h.head_dim << ", ffn " << h.n_ff << ", vocab " << h.n_vocab
@@ -280,8 +279,9 @@ int run_plan(const PlanArgs& a) {
   if (cache.state_layers > 0)
     std::cout << ", " << cache.state_bytes_per_sequence << " state bytes per sequence (" << cache.state_layers
               << " linear-attention layers)";
-  std::cout << ", tp=1\n"
-            << "topology    " << req.topo.nodes << " node(s) x " << req.topo.gpus_per_node << " GPUs = "
+  std::cout << ", tp=1\n";
+  for (const std::string& line : model::summarize_layers(req.layer_descs)) std::cout << "            " << line << "\n";
+  std::cout << "topology    " << req.topo.nodes << " node(s) x " << req.topo.gpus_per_node << " GPUs = "
             << req.topo.world_size() << " ranks, " << topology::format_bytes(req.topo.device_memory_bytes)
             << " per device, cap " << topology::format_bytes(req.topo.memory_cap_bytes()) << " (memory_fraction "
             << req.topo.memory_fraction << ")\n";

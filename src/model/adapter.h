@@ -15,6 +15,7 @@
 #include "image/processed_image.h"
 #include "model/activation_sink.h"
 #include "model/hparams.h"
+#include "model/layer_desc.h"
 #include "model/tensor_spec.h"
 #include "model/weights.h"
 
@@ -106,6 +107,13 @@ class Adapter {
     return hp.tie_embeddings ? embed_name() : "lm_head.weight";
   }
 
+  // What each decoder layer is ([n_layer]; model/layer_desc.h), its weights not counted
+  // (describe_layers does). The planner, the memory model, the KV cache, the analysis and
+  // `plan`'s report read these, never the family's hyper-parameters. The default: softmax
+  // attention with n_head_kv heads of head_dim cached, the FFN of is_moe_layer (n_expert routed
+  // experts of n_ff_expert, else a dense MLP of n_ff), every layer a possible stage start.
+  virtual std::vector<LayerDesc> layer_kinds(const HParams& hp) const;
+
   // hidden [n_tokens, n_embd] is updated in place to the layer's output.
   virtual void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const = 0;
 
@@ -136,5 +144,8 @@ class Adapter {
   // tiny defaults, so a generated model needs no size flags. Sizes already set are kept.
   virtual void fill_tiny_defaults(ModelShape& shape) const {}
 };
+
+// The adapter's layer_kinds with each layer's weights counted from its tensor_specs.
+std::vector<LayerDesc> describe_layers(const Adapter& adapter, const HParams& hp);
 
 }  // namespace dayzero::model

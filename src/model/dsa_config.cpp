@@ -65,16 +65,16 @@ Result<std::vector<bool>> dsa_shared_layers(const nlohmann::json& c, int64_t n_l
 }
 
 Status read_dsa_indexer_sizes(const nlohmann::json& c, const std::string& family, HParams& hp) {
-  if (hp.mla.q_lora_rank <= 0)
+  if (hp.deepseek().mla.q_lora_rank <= 0)
     return Status::InvalidArgument("config.json: " + family + " needs a positive 'q_lora_rank' (the indexer's query "
                                    "comes from the q LoRA residual)");
-  DsaParams& d = hp.dsa;
+  DsaParams& d = hp.deepseek().dsa;
   DZ_ASSIGN_OR_RETURN(d.index_topk, json_int(c, "index_topk"));
   DZ_ASSIGN_OR_RETURN(d.index_n_heads, json_int(c, "index_n_heads"));
   DZ_ASSIGN_OR_RETURN(d.index_head_dim, json_int(c, "index_head_dim"));
-  if (d.index_head_dim < hp.mla.qk_rope_head_dim)
+  if (d.index_head_dim < hp.deepseek().mla.qk_rope_head_dim)
     return Status::InvalidArgument("config.json: index_head_dim " + std::to_string(d.index_head_dim) +
-                                   " is smaller than qk_rope_head_dim " + std::to_string(hp.mla.qk_rope_head_dim));
+                                   " is smaller than qk_rope_head_dim " + std::to_string(hp.deepseek().mla.qk_rope_head_dim));
   return Status::Ok();
 }
 

@@ -26,7 +26,7 @@ Result<std::vector<std::string>> config_layer_list(const nlohmann::json& c, cons
 // entry, and for a shared layer 0 (no earlier top-k to reuse).
 Result<std::vector<bool>> dsa_shared_layers(const nlohmann::json& c, int64_t n_layer);
 
-// hp.dsa's index_topk, index_n_heads and index_head_dim from config c, after the MLA sizes are
+// hp.deepseek().dsa's index_topk, index_n_heads and index_head_dim from config c, after the MLA sizes are
 // parsed into hp. InvalidArgument naming family and key: no positive q_lora_rank (the indexer's
 // query comes from the q LoRA residual), a missing size, index_head_dim < qk_rope_head_dim.
 Status read_dsa_indexer_sizes(const nlohmann::json& c, const std::string& family, HParams& hp);

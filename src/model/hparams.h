@@ -7,9 +7,13 @@
 #include <cstdint>
 #include <string>
 #include <algorithm>
+#include <utility>
+#include <variant>
 #include <vector>
 
+#include "core/check.h"
 #include "core/status.h"
+#include "model/layer_desc.h"
 
 namespace dayzero::model {
 
@@ -53,12 +57,8 @@ struct DsaParams {
   // reuses the previous layer's selection (glm_moe_dsa indexer_types "shared"); such a layer
   // has no indexer tensors and no indexer key cache.
   std::vector<bool> shared;
-  bool has_indexer(int layer) const {
-    return index_topk > 0 && !(layer >= 0 && static_cast<size_t>(layer) < shared.size() && shared[layer]);
-  }
-  bool reuses_topk(int layer) const {
-    return index_topk > 0 && layer >= 0 && static_cast<size_t>(layer) < shared.size() && shared[layer];
-  }
+  bool has_indexer(int layer) const { return index_topk > 0 && !reuses_topk(layer); }
+  bool reuses_topk(int layer) const { return reuses_index_selection(index_topk, shared, layer); }
 };
 
 // Gated DeltaNet linear attention (qwen3_next, qwen3_5_moe); absent when n_k_heads is 0. Which
@@ -75,7 +75,6 @@ struct LinearAttnParams {
 
 // Sigmoid routing with a selection bias and group-limited top-k (DeepSeek-V3 "noaux_tc").
 struct GroupRouting {
-  bool enabled = false;
   int64_t n_group = 1, topk_group = 1;
   double routed_scaling_factor = 1.0;
   int64_t n_shared_experts = 0;  // shared SwiGLU of n_shared_experts * n_ff_expert
@@ -112,6 +111,34 @@ struct VisionParams {
   int32_t image_token_id = -1;    // the placeholder the processor expands per image
 };
 
+// What only one kind of decoder's forward pass reads: one struct per kind, held in
+// HParams::family_params by the adapter that parsed it. Layer-level facts that the planner,
+// the memory model and the runtime need (which layers are linear, which keep an indexer key)
+// reach them through the adapter's layer descriptors (model/layer_desc.h), not through these.
+//
+// DeepSeek-V3-style decoders: MLA attention, sigmoid group routing with shared experts, and
+// (deepseek_v32, glm_moe_dsa) the sparse-attention indexer (index_topk 0: none). deepseek_v3,
+// deepseek_v32, glm_moe_dsa and kimi_k25's text model.
+struct DeepSeekParams {
+  MlaParams mla;
+  GroupRouting routing;
+  DsaParams dsa;
+};
+// Hybrid decoders of Gated DeltaNet and gated full attention (qwen3_next, qwen3_5_moe).
+struct HybridLinearParams {
+  LinearAttnParams linear;
+  std::vector<int> linear_layers;  // layers whose token mixer is Gated DeltaNet (layer_types "linear_attention")
+  // Shared expert next to the routed ones, scaled per token by sigmoid(shared_expert_gate . x).
+  int64_t n_ff_shared_gated = 0;
+  bool attn_output_gate = false;   // q_proj also yields a per-head gate: attention * sigmoid(gate)
+  bool is_linear_layer(int layer) const {
+    return std::find(linear_layers.begin(), linear_layers.end(), layer) != linear_layers.end();
+  }
+};
+// monostate: the Llama-like families (llama, qwen2, qwen3, mixtral, qwen3_moe, llava's text
+// model), whose forward pass needs nothing beyond HParams' common fields.
+using FamilyParams = std::variant<std::monostate, DeepSeekParams, HybridLinearParams>;
+
 struct HParams {
   std::string family;      // adapter name, e.g. "llama"
   std::string model_type;  // as written in config.json
@@ -137,29 +164,32 @@ struct HParams {
   int64_t n_ff_expert = 0;        // intermediate size of one expert
   bool norm_topk_prob = true;     // renormalise the top-k probabilities to sum to 1
   std::vector<int> dense_layers;  // layers with a dense MLP instead of experts
-  GroupRouting group_routing;
-  // Shared expert next to the routed ones, scaled per token by sigmoid(shared_expert_gate . x)
-  // (qwen3_next); 0: none.
-  int64_t n_ff_shared_gated = 0;
-  bool attn_output_gate = false;    // q_proj also yields a per-head gate: attention * sigmoid(gate) (qwen3_next)
   bool norm_weight_offset = false;  // every RMSNorm scales by (1 + w), Gemma-style (qwen3_next)
-  LinearAttnParams linear;
-  std::vector<int> linear_layers;   // layers whose token mixer is Gated DeltaNet (layer_types "linear_attention")
-  MlaParams mla;
-  DsaParams dsa;
   // Rotary dimensions when not head_dim (MLA rotates qk_rope_head_dim of each head): the
   // size of rope_inv_freq is rope_dim / 2.
   int64_t rope_dim = 0;
   int64_t n_nextn_layer = 0;  // multi-token-prediction layers after n_layer (declared, not run)
   int64_t quant_block_rows = 0, quant_block_cols = 0;  // FP8 block size (0: not quantized)
   VisionParams vision;         // multimodal families only
+  FamilyParams family_params;  // the family's own part (monostate: none)
   nlohmann::json raw;          // config.json as read
 
-  bool is_linear_layer(int layer) const {
-    return std::find(linear_layers.begin(), linear_layers.end(), layer) != linear_layers.end();
-  }
+  // The family's own part; DZ_CHECK-fails when the adapter parsed another kind (a block used by
+  // a family it was not written for).
+  const DeepSeekParams& deepseek() const { return part<DeepSeekParams>("DeepSeek-style"); }
+  DeepSeekParams& deepseek() { return const_cast<DeepSeekParams&>(std::as_const(*this).deepseek()); }
+  const HybridLinearParams& hybrid() const { return part<HybridLinearParams>("hybrid linear-attention"); }
+  HybridLinearParams& hybrid() { return const_cast<HybridLinearParams&>(std::as_const(*this).hybrid()); }
   bool is_moe_layer(int layer) const {
     return n_expert > 0 && std::find(dense_layers.begin(), dense_layers.end(), layer) == dense_layers.end();
+  }
+
+ private:
+  template <class T>
+  const T& part(const char* kind) const {
+    const T* p = std::get_if<T>(&family_params);
+    DZ_CHECK(p, "family " << family << " has no " << kind << " hyper-parameters");
+    return *p;
   }
 };
 

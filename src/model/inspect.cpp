@@ -75,16 +75,17 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
   std::vector<Feature> f;
   using S = Support;
   const std::string heads = std::to_string(hp.n_head) + " q / " + std::to_string(hp.n_head_kv) + " kv heads";
-  if (hp.mla.kv_lora_rank > 0) {
-    const MlaParams& m = hp.mla;
+  const DeepSeekParams* ds = std::get_if<DeepSeekParams>(&hp.family_params);
+  if (ds && ds->mla.kv_lora_rank > 0) {
+    const MlaParams& m = ds->mla;
     f.push_back({"MLA", "q_lora " + std::to_string(m.q_lora_rank) + ", kv_lora " + std::to_string(m.kv_lora_rank) +
                             ", qk " + std::to_string(m.qk_nope_head_dim) + "+" + std::to_string(m.qk_rope_head_dim) +
                             " (rope), v " + std::to_string(m.v_head_dim) + ", " + std::to_string(hp.n_head) + " heads",
                  S::kYes});
-    if (hp.dsa.index_topk > 0)
-      f.push_back({"DSA indexer", "top " + std::to_string(hp.dsa.index_topk) + " keys per query, " +
-                                      std::to_string(hp.dsa.index_n_heads) + " heads x " +
-                                      std::to_string(hp.dsa.index_head_dim),
+    if (ds->dsa.index_topk > 0)
+      f.push_back({"DSA indexer", "top " + std::to_string(ds->dsa.index_topk) + " keys per query, " +
+                                      std::to_string(ds->dsa.index_n_heads) + " heads x " +
+                                      std::to_string(ds->dsa.index_head_dim),
                    S::kYes});
   } else if (hp.n_head_kv == 1) {
     f.push_back({"MQA", heads, S::kYes});
@@ -105,19 +106,19 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
     const std::string experts = "top-" + std::to_string(hp.n_expert_used) + " of " + std::to_string(hp.n_expert) +
                                 " experts in " + std::to_string(r.n_moe_layers) + " of " +
                                 std::to_string(hp.n_layer) + " layers";
-    const GroupRouting& g = hp.group_routing;
-    if (g.enabled) {
+    if (ds) {
+      const GroupRouting& g = ds->routing;
       f.push_back({"MoE sigmoid routing", experts + ", selection bias, scaling " + fmt_num(g.routed_scaling_factor),
                    S::kYes});
       if (g.n_group > 1)
         f.push_back({"group-limited routing",
                      std::to_string(g.topk_group) + " of " + std::to_string(g.n_group) + " groups", S::kYes});
+      if (g.n_shared_experts > 0)
+        f.push_back({"shared experts", std::to_string(g.n_shared_experts) + " x " + std::to_string(hp.n_ff_expert),
+                     S::kYes});
     } else {
       f.push_back({"MoE softmax routing", experts + (hp.norm_topk_prob ? ", renormalised" : ""), S::kYes});
     }
-    if (g.n_shared_experts > 0)
-      f.push_back({"shared experts", std::to_string(g.n_shared_experts) + " x " + std::to_string(hp.n_ff_expert),
-                   S::kYes});
   }
   int64_t packed = 0, group = 0;
   for (const auto& s : specs)

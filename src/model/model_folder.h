@@ -29,6 +29,7 @@ struct ModelFolder {
   const Adapter* adapter = nullptr;
   HParams hp;
   std::vector<TensorSpec> specs;  // adapter->tensor_specs(hp)
+  std::vector<LayerDesc> layers;  // adapter->layer_kinds(hp), weights counted from specs
   bool has_weights = false;       // catalog read from the folder's safetensors headers
   checkpoint::Catalog catalog;    // empty unless has_weights
 };

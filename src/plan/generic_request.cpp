@@ -216,28 +216,6 @@ model::HParams generic_hparams(const analysis::Analysis& a) {
   return hp;
 }
 
-std::vector<LayerCache> generic_cache(const analysis::Analysis& a) {
-  const TextDims& t = a.dims.text;
-  std::vector<LayerCache> out(static_cast<size_t>(std::max<int64_t>(0, t.n_layer)));
-  const int64_t g = linear_blocks(t);
-  for (int64_t l = 0; l < t.n_layer; ++l) {
-    LayerCache& c = out[l];
-    if (t.is_linear_layer(l) && g > 0) {
-      const int64_t kd = t.lin_k_heads * t.lin_k_dim, vd = t.lin_v_heads * t.lin_v_dim;
-      c.state_heads = g;
-      c.conv_per_head = std::max<int64_t>(0, t.lin_conv - 1) * (2 * kd + vd) / g;
-      c.recurrent_per_head = t.lin_v_heads / g * t.lin_k_dim * t.lin_v_dim;
-    } else if (t.kv_lora > 0) {
-      c.kv_whole = t.kv_lora + t.qk_rope + (t.has_indexer(l) ? t.index_head_dim : 0);
-    } else {
-      c.kv_heads = t.n_head_kv;
-      c.kv_per_head = 2 * t.head_dim;
-      if (t.is_sliding_layer(l)) c.window = t.sliding_window;
-    }
-  }
-  return out;
-}
-
 std::vector<Caveat> generic_caveats(const analysis::Analysis& a, WeightsOnDevice weights) {
   const TextDims& t = a.dims.text;
   std::vector<Caveat> out;
@@ -340,20 +318,22 @@ Result<PlanRequest> make_generic_plan_request(const analysis::Analysis& a, const
     w.bytes_per_weight = in.weights == WeightsOnDevice::kBF16 ? 2 : 4;
     w.label = in.weights == WeightsOnDevice::kBF16 ? "bfloat16" : "float32";
   }
-  req.cache = generic_cache(a);
+  req.layer_descs = analysis::describe_layers(a.dims.text);
+  model::count_layer_weights(req.specs, req.layer_descs);
   req.caveats = generic_caveats(a, in.weights);
   fill_request_inputs(in, w, req);
   if (sizes) *sizes = std::move(w);
   return req;
 }
 
-CacheSummary summarize_cache(const std::vector<LayerCache>& cache, int64_t a) {
+CacheSummary summarize_cache(const std::vector<model::LayerDesc>& layers, int64_t a) {
   CacheSummary s;
-  for (const auto& c : cache) {
-    const int64_t kv = (c.kv_heads * c.kv_per_head + c.kv_whole) * a;
+  for (const auto& d : layers) {
+    const LayerCache& c = d.cache;
+    const int64_t kv = (c.kv_heads * c.kv_per_head() + c.whole_per_token()) * a;
     if (kv > 0 && c.window > 0) s.window_kv_bytes_per_token += kv, ++s.window_layers;
     else if (kv > 0) s.kv_bytes_per_token += kv, ++s.kv_layers;
-    const int64_t st = c.state_heads * (c.conv_per_head * a + c.recurrent_per_head * kStateBytes);
+    const int64_t st = c.state_heads * (c.conv_elements_per_head() * a + c.recurrent_per_head() * kStateBytes);
     if (st > 0) s.state_bytes_per_sequence += st, ++s.state_layers;
   }
   return s;

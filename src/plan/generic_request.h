@@ -1,7 +1,7 @@
 // The plan request of a model no adapter knows, from the family-independent analysis
 // (analysis/analysis.h): tensor specs with shard rules derived from the tensor names and the
-// real (or estimated) shapes, hparams for the layout checks, one cache entry per layer from
-// its attention kind, and caveats for the figures that rest on estimates or on features
+// real (or estimated) shapes, hparams for the layout checks, the analysis' layer descriptors,
+// and caveats for the figures that rest on estimates or on features
 // dayzero cannot run. The same PlanRequest the adapters' path gives (plan_request.h), so the
 // same planner, report and plan.json. Not a runner: nothing here makes the model run.
 #pragma once
@@ -34,18 +34,12 @@ std::vector<model::TensorSpec> generic_specs(const analysis::Analysis& a, bool a
 // n_ff the dense MLP (the routed expert's when there is none).
 model::HParams generic_hparams(const analysis::Analysis& a);
 
-// One cache entry per decoder layer [n_layer]: full attention k and v of n_head_kv x head_dim;
-// sliding-window layers the same bounded by sliding_window; MLA the latent kv_lora_rank +
-// qk_rope_head_dim held whole by every tp rank (plus index_head_dim for a DSA indexer); linear
-// attention no KV but a state per sequence of gcd(k heads, v heads) blocks, each with the conv
-// window (kernel - 1) x its conv channels and its value heads' k_dim x v_dim recurrent state.
-std::vector<LayerCache> generic_cache(const analysis::Analysis& a);
-
 // What the cache figures mean and where they rest on estimates or unsupported features, one
 // caveat per figure and reason (weights, kv_cache, state, activations).
 std::vector<Caveat> generic_caveats(const analysis::Analysis& a, WeightsOnDevice weights);
 
-// The request: generic_specs / generic_hparams / generic_cache / generic_caveats, the edge names
+// The request: generic_specs / generic_hparams / the analysis' layer descriptors
+// (analysis::describe_layers, weights counted from the specs) / generic_caveats, the edge names
 // of the analysed tensors, stored sizes per tensor (as stored: each tensor's dtype from the
 // headers or the analysis' dtype for it; converted: bfloat16 / float32 with scales dropped),
 // and the inputs as given. `sizes` (may be null) receives the weight sizes for display.
@@ -62,6 +56,6 @@ struct CacheSummary {
   int64_t state_bytes_per_sequence = 0;
   int64_t kv_layers = 0, window_layers = 0, state_layers = 0;
 };
-CacheSummary summarize_cache(const std::vector<LayerCache>& cache, int64_t bytes_per_activation);
+CacheSummary summarize_cache(const std::vector<model::LayerDesc>& layers, int64_t bytes_per_activation);
 
 }  // namespace dayzero::plan

@@ -23,66 +23,32 @@ int64_t local_heads(int64_t heads, int tp) {
   return 1;
 }
 
-LayerCache uniform_cache(const model::HParams& hp) {
-  LayerCache c;
-  c.kv_heads = hp.n_head_kv;
-  c.kv_per_head = 2 * hp.head_dim;
-  c.kv_whole = hp.dsa.index_topk > 0 ? hp.dsa.index_head_dim : 0;  // the DSA indexer's key, whole on every tp rank
-  return c;
-}
-
-LayerCache adapter_layer_cache(const model::HParams& hp, int layer) {
-  if (std::find(hp.linear_layers.begin(), hp.linear_layers.end(), layer) != hp.linear_layers.end()) {
-    const model::LinearAttnParams& la = hp.linear;
-    LayerCache c;
-    c.state_heads = la.n_k_heads;
-    c.conv_per_head = (la.conv_kernel - 1) * (2 * la.k_head_dim + la.v_per_k() * la.v_head_dim);
-    c.recurrent_per_head = la.v_per_k() * la.k_head_dim * la.v_head_dim;
-    return c;
-  }
-  LayerCache c = uniform_cache(hp);
-  if (hp.dsa.reuses_topk(layer)) c.kv_whole = 0;
-  return c;
-}
-
-std::vector<LayerCache> adapter_layer_caches(const model::HParams& hp) {
+std::vector<LayerCache> layer_caches(const std::vector<model::LayerDesc>& layers) {
   std::vector<LayerCache> out;
-  for (int l = 0; l < hp.n_layer; ++l) out.push_back(adapter_layer_cache(hp, l));
+  out.reserve(layers.size());
+  for (const auto& d : layers) out.push_back(d.cache);
   return out;
 }
 
 int64_t layer_kv_bytes(const LayerCache& c, int tp, const MemoryParams& p) {
   const int64_t tokens = c.window > 0 ? std::min(c.window, p.max_context_tokens) : p.max_context_tokens;
-  return tokens * p.batch * p.bytes_per_activation * (local_heads(c.kv_heads, tp) * c.kv_per_head + c.kv_whole);
+  return tokens * p.batch * p.bytes_per_activation * (local_heads(c.kv_heads, tp) * c.kv_per_head() + c.whole_per_token());
 }
 
 int64_t layer_state_bytes(const LayerCache& c, int tp, const MemoryParams& p) {
   return p.batch * local_heads(c.state_heads, tp) *
-         (c.conv_per_head * p.bytes_per_activation + c.recurrent_per_head * kStateBytes);
+         (c.conv_elements_per_head() * p.bytes_per_activation + c.recurrent_per_head() * kStateBytes);
 }
 
-StageCache stage_cache(const model::HParams& hp, int begin, int end, int tp, const MemoryParams& p) {
-  StageCache s;
-  if (p.cache.empty()) {
-    for (int l = begin; l < end; ++l) {
-      const LayerCache c = adapter_layer_cache(hp, l);
-      s.kv += layer_kv_bytes(c, tp, p);
-      s.state += layer_state_bytes(c, tp, p);
-    }
-    return s;
-  }
+StageCache stage_cache(int begin, int end, int tp, const MemoryParams& p) {
   DZ_CHECK(begin >= 0 && end <= static_cast<int>(p.cache.size()),
            "layers [" << begin << ", " << end << ") of " << p.cache.size() << " cache entries");
+  StageCache s;
   for (int l = begin; l < end; ++l) {
     s.kv += layer_kv_bytes(p.cache[l], tp, p);
     s.state += layer_state_bytes(p.cache[l], tp, p);
   }
   return s;
-}
-
-int64_t kv_cache_bytes(const model::HParams& hp, int64_t n_layers, int tp, const MemoryParams& p) {
-  return n_layers * (2 * local_kv_heads(hp, tp) * hp.head_dim + hp.dsa.index_head_dim) * p.max_context_tokens *
-         p.batch * p.bytes_per_activation;
 }
 
 int64_t activation_bytes(const model::HParams& hp, int tp, bool last_stage, const MemoryParams& p) {
@@ -145,7 +111,7 @@ RankMemory rank_memory(const std::vector<model::TensorSpec>& specs, const model:
   for (size_t i = 0; i < specs.size(); ++i)
     if (!specs[i].skip_load) m.weights += held_bytes(specs[i], i, slice_for(specs[i], hp, plan, rank, names), p);
   const Stage& st = plan.stage_of(rank);
-  const StageCache c = stage_cache(hp, st.layer_begin, st.layer_end, plan.tp, p);
+  const StageCache c = stage_cache(st.layer_begin, st.layer_end, plan.tp, p);
   m.kv_cache = c.kv;
   m.state = c.state;
   m.activations = activation_bytes(hp, plan.tp, st.has_lm_head, p);

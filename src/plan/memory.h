@@ -21,22 +21,8 @@ namespace dayzero::plan {
 // --weights-dtype`): its stored size, or a conversion to bfloat16 / float32.
 enum class WeightsOnDevice { kAsStored, kBF16, kF32 };
 
-// The cache one decoder layer keeps, in elements (memory model, docs/planner.md). Families
-// with an adapter take adapter_layer_caches of their hparams; plans from the generic analysis
-// give their own per layer. Layers differ: full attention, sliding-window attention, MLA latents,
-// a sparse-attention indexer key or none, linear attention with a fixed state.
-struct LayerCache {
-  // Per token: kv_heads heads split over tp like kv heads (local_heads), kv_per_head elements
-  // each (k and v: 2 x head_dim), plus kv_whole elements every tp rank holds whole (an MLA
-  // latent and rope key, a sparse-attention indexer key).
-  int64_t kv_heads = 0, kv_per_head = 0, kv_whole = 0;
-  int64_t window = 0;  // tokens kept per sequence: 0 the whole context, else min(context, window)
-  // Per sequence, independent of the context (linear attention): state_heads head blocks split
-  // over tp (local_heads), each with conv_per_head elements at the compute dtype (the causal
-  // conv's last kernel - 1 inputs) and recurrent_per_head f32 elements (the recurrent state).
-  int64_t state_heads = 0, conv_per_head = 0, recurrent_per_head = 0;
-  bool operator==(const LayerCache&) const = default;
-};
+// The cache one decoder layer keeps (the layer descriptors' LayerCache, model/layer_desc.h).
+using model::LayerCache;
 
 // Element size of a recurrent state (f32: it accumulates over the whole sequence).
 inline constexpr int64_t kStateBytes = 4;
@@ -52,43 +38,29 @@ struct MemoryParams {
   int64_t max_context_tokens = 4096;  // per sequence: KV cache length, longest prefill
   int batch = 1;                      // sequences resident at once
   int64_t headroom_bytes = int64_t{1} << 30;  // runtime, library workspaces, fragmentation
-  std::vector<LayerCache> cache;      // [n_layer], or empty: adapter_layer_caches(hp)
+  std::vector<LayerCache> cache;      // [n_layer]: each layer descriptor's cache (layer_caches)
 };
 
 // heads / tp, or 1 when tp is a multiple of heads (each head then held by tp / heads ranks).
 // REQUIRES: heads % tp == 0 or tp % heads == 0.
 int64_t local_heads(int64_t heads, int tp);
-// What runtime::KvCache holds for an adapter's layer: n_head_kv heads of k and v of head_dim,
-// plus the DSA indexer's key of index_head_dim (held whole) where the family has one.
-LayerCache uniform_cache(const model::HParams& hp);
-// What runtime::KvCache holds for an adapter's layer `layer`: a linear-attention (Gated DeltaNet)
-// layer (hp.linear_layers) its fixed state (n_k_heads head blocks split over tp, each with
-// (conv_kernel - 1) x (2 k_dim + v_per_k v_dim) conv elements and v_per_k x k_dim x v_dim f32
-// recurrent elements) and no keys; any other layer uniform_cache, without the indexer key where
-// the layer reuses another layer's DSA selection (hp.dsa.reuses_topk).
-LayerCache adapter_layer_cache(const model::HParams& hp, int layer);
-// adapter_layer_cache of every layer [n_layer].
-std::vector<LayerCache> adapter_layer_caches(const model::HParams& hp);
+// The caches of the layer descriptors, [layers.size()].
+std::vector<LayerCache> layer_caches(const std::vector<model::LayerDesc>& layers);
 // One rank's KV cache of one layer: min(context, window) x batch x bytes_per_activation x
-// (local_heads(kv_heads) x kv_per_head + kv_whole).
+// (local_heads(kv_heads) x kv_per_head + whole_per_token).
 int64_t layer_kv_bytes(const LayerCache& c, int tp, const MemoryParams& p);
 // One rank's fixed state of one layer: batch x local_heads(state_heads) x
-// (conv_per_head x bytes_per_activation + recurrent_per_head x kStateBytes).
+// (conv_elements_per_head x bytes_per_activation + recurrent_per_head x kStateBytes).
 int64_t layer_state_bytes(const LayerCache& c, int tp, const MemoryParams& p);
-// KV cache and state of the decoder layers [begin, end) on one rank of a tp group of tp:
-// p.cache when given, else adapter_layer_cache of each layer.
+// KV cache and state of the decoder layers [begin, end) (p.cache) on one rank of a tp group of tp.
 struct StageCache {
   int64_t kv = 0, state = 0;
 };
-StageCache stage_cache(const model::HParams& hp, int begin, int end, int tp, const MemoryParams& p);
+StageCache stage_cache(int begin, int end, int tp, const MemoryParams& p);
 
 // KV heads one rank of a tp group holds: n_head_kv / tp, or 1 when tp is a multiple of
 // n_head_kv (each kv head is then replicated on tp / n_head_kv ranks).
 int64_t local_kv_heads(const model::HParams& hp, int tp);
-
-// n_layers x (2 (k, v) x local_kv_heads x head_dim + index_head_dim) x max_context_tokens x batch x
-// bytes_per_activation.
-int64_t kv_cache_bytes(const model::HParams& hp, int64_t n_layers, int tp, const MemoryParams& p);
 
 // Buffers of one forward over T = max_context_tokens x batch tokens, reused from layer to layer:
 //   bytes_per_activation x T x (4 n_embd                         hidden, normed, o and down outputs

@@ -97,7 +97,7 @@ Result<PlanRequest> make_plan_request(const model::ModelFolder& m, const Request
   req.hp = m.hp;
   req.specs = m.specs;
   req.names = edge_names(*m.adapter, m.hp);
-  req.cache = adapter_layer_caches(m.hp);
+  req.layer_descs = m.layers;
   fill_request_inputs(in, w, req);
   if (sizes) *sizes = std::move(w);
   return req;

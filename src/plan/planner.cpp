@@ -23,7 +23,7 @@ MemoryParams PlanRequest::memory_params() const {
   p.batch = batch;
   p.headroom_bytes = headroom_bytes;
   p.stored_bytes = stored_bytes;
-  p.cache = cache;
+  p.cache = layer_caches(layer_descs);
   return p;
 }
 
@@ -186,20 +186,19 @@ std::vector<int> balance(const std::vector<int64_t>& w, int pp, int64_t fixed_fi
   return bounds;
 }
 
-// The layers a pipeline stage may start at: all but those reusing the previous layer's DSA
-// selection, which must run on the stage that made it.
-std::vector<int> stage_starts(const model::HParams& hp) {
+// The layers a pipeline stage may start at (the descriptors' stage_start; layer 0 always).
+std::vector<int> stage_starts(const std::vector<model::LayerDesc>& layers) {
   std::vector<int> out;
-  for (int l = 0; l < hp.n_layer; ++l)
-    if (l == 0 || !hp.dsa.reuses_topk(l)) out.push_back(l);
+  for (int l = 0; l < static_cast<int>(layers.size()); ++l)
+    if (l == 0 || layers[l].stage_start()) out.push_back(l);
   return out;
 }
 
 // balance over runs of layers that stay together (each starts at a stage_starts layer).
-std::vector<int> balance_layers(const model::HParams& hp, const std::vector<int64_t>& w, int pp, int64_t fixed_first,
-                                int64_t fixed_last) {
-  if (hp.dsa.shared.empty()) return balance(w, pp, fixed_first, fixed_last);
-  std::vector<int> starts = stage_starts(hp);
+std::vector<int> balance_layers(const std::vector<model::LayerDesc>& layers, const std::vector<int64_t>& w, int pp,
+                                int64_t fixed_first, int64_t fixed_last) {
+  std::vector<int> starts = stage_starts(layers);
+  if (starts.size() == layers.size()) return balance(w, pp, fixed_first, fixed_last);
   const int n = static_cast<int>(w.size());
   std::vector<int64_t> unit_w;
   for (size_t u = 0; u < starts.size(); ++u) {
@@ -237,10 +236,10 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
   if (edges) {
     std::vector<int64_t> w(n);
     for (int l = 0; l < n; ++l) {
-      const StageCache c = stage_cache(hp, l, l + 1, tp, mp);
+      const StageCache c = stage_cache(l, l + 1, tp, mp);
       w[l] = tb.layer_max[l] + c.kv + c.state;
     }
-    ev.bounds = balance_layers(hp, w, pp, tb.edge_max(pp == 1 ? kBoth : kFirstOnly),
+    ev.bounds = balance_layers(req.layer_descs, w, pp, tb.edge_max(pp == 1 ? kBoth : kFirstOnly),
                                pp == 1 ? 0 : tb.edge_max(kLastOnly) + logits);
   } else {
     ev.bounds = {req.layers->first, req.layers->second};
@@ -252,7 +251,7 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
     const bool last = s == pp - 1 && edges;
     for (int t = 0; t < tp; ++t) {
       int64_t bytes = tb.layers(t, b, e) + (edges && stage_has_edge(s, pp) ? tb.edge[edge_kind(s, pp)][t] : 0);
-      const StageCache c = stage_cache(hp, b, e, tp, mp);
+      const StageCache c = stage_cache(b, e, tp, mp);
       bytes += c.kv + c.state + activation_bytes(hp, tp, last, mp) + mp.headroom_bytes;
       if (bytes > ev.max_bytes || ev.worst_rank < 0) {
         ev.max_bytes = bytes;
@@ -280,7 +279,7 @@ Evaluation evaluate(const PlanRequest& req, const MemoryParams& mp, double bytes
     MemoryParams half = mp;
     half.max_context_tokens = std::max<int64_t>(1, req.max_context_tokens / 2);
     half.batch = 1;
-    const StageCache c = stage_cache(hp, b, e, tp, half);
+    const StageCache c = stage_cache(b, e, tp, half);
     const double cache_read = static_cast<double>(c.kv + c.state);
     for (int t = 0; t < tp; ++t) {
       const double wbytes = static_cast<double>(tb.layers(t, b, e) + (last ? tb.lm_head[t] : 0));
@@ -336,6 +335,9 @@ Status check_stages(const PlanRequest& req, int pp);
 Status check_request(const PlanRequest& req, int world) {
   DZ_RETURN_IF_ERROR(validate(req.topo));
   if (req.hp.n_layer < 1) return Status::InvalidArgument("the model has no decoder layers");
+  if (static_cast<int64_t>(req.layer_descs.size()) != req.hp.n_layer)
+    return Status::InvalidArgument("layer descriptors: " + std::to_string(req.layer_descs.size()) + " for " +
+                                   std::to_string(req.hp.n_layer) + " layers");
   if (req.bytes_per_weight < 1 || req.bytes_per_activation < 1)
     return Status::InvalidArgument("element sizes must be >= 1 byte");
   if (req.max_context_tokens < 1) return Status::InvalidArgument("max_context_tokens must be >= 1");
@@ -368,10 +370,10 @@ Status check_request(const PlanRequest& req, int world) {
     if (req.pp && *req.pp != 1)
       return Status::InvalidArgument("parallel.pp=" + std::to_string(*req.pp) +
                                      ": a replay runs its layers on one pipeline stage; set parallel.pp to 1 or leave it out");
-    if (req.hp.dsa.reuses_topk(first))
+    if (first > 0 && !req.layer_descs[first].stage_start())
       return Status::InvalidArgument("layers " + std::to_string(first) + ":" + std::to_string(end) + ": layer " +
-                                     std::to_string(first) + " reuses the previous layer's DSA top-k, so a range "
-                                     "cannot start there");
+                                     std::to_string(first) + " " + req.layer_descs[first].stays_with_previous +
+                                     ", so a range cannot start there");
   }
   if (req.pp && *req.pp > req.hp.n_layer)
     return Status::InvalidArgument("parallel.pp=" + std::to_string(*req.pp) + ": " + std::to_string(*req.pp) +
@@ -398,18 +400,22 @@ Status check_stages(const PlanRequest& req, int pp) {
   if (pp > req.hp.n_layer)
     return Status::InvalidArgument(std::to_string(pp) + " stages for " + std::to_string(req.hp.n_layer) +
                                    " layers (every stage needs one)");
-  const auto starts = static_cast<int>(stage_starts(req.hp).size());
-  if (pp > starts)
-    return Status::InvalidArgument(std::to_string(pp) + " stages, but only " + std::to_string(starts) + " of the " +
-                                   std::to_string(req.hp.n_layer) + " layers can start one (a layer reusing the "
-                                   "previous layer's DSA top-k stays on its stage)");
+  const std::vector<int> starts = stage_starts(req.layer_descs);
+  if (pp > static_cast<int>(starts.size())) {
+    std::string why;  // the first layer that cannot start one, and why
+    for (int l = 1; l < static_cast<int>(req.layer_descs.size()) && why.empty(); ++l)
+      if (!req.layer_descs[l].stage_start())
+        why = " (layer " + std::to_string(l) + " " + req.layer_descs[l].stays_with_previous + ": it stays on its stage)";
+    return Status::InvalidArgument(std::to_string(pp) + " stages, but only " + std::to_string(starts.size()) +
+                                   " of the " + std::to_string(req.hp.n_layer) + " layers can start one" + why);
+  }
   return Status::Ok();
 }
 
 }  // namespace
 
 Status check_layout(const PlanRequest& req, int pp, int tp) {
-  DZ_RETURN_IF_ERROR(check_tp(req.specs, req.hp, tp));
+  DZ_RETURN_IF_ERROR(check_tp(req.specs, req.hp, req.layer_descs, tp));
   const int g = req.topo.gpus_per_node;
   if (tp > g)
     return Status::InvalidArgument("a tp group of " + std::to_string(tp) + " does not fit on a node of " +
@@ -431,9 +437,6 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
     return choose_plan(fixed, considered);
   }
 
-  if (!req.cache.empty() && static_cast<int64_t>(req.cache.size()) != req.hp.n_layer)
-    return Status::InvalidArgument("layer caches: " + std::to_string(req.cache.size()) + " for " +
-                                   std::to_string(req.hp.n_layer) + " layers");
   if (!req.stored_bytes.empty() && req.stored_bytes.size() != req.specs.size())
     return Status::InvalidArgument("stored element sizes: " + std::to_string(req.stored_bytes.size()) + " for " +
                                    std::to_string(req.specs.size()) + " tensors");

@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "model/hparams.h"
+#include "model/layer_desc.h"
 #include "model/tensor_spec.h"
 #include "plan/memory.h"
 #include "plan/plan.h"
@@ -39,9 +40,10 @@ struct PlanRequest {
   // A replay (`dayzero run --replay-layers`): only decoder layers [first, second) on one stage
   // that holds no embedding, final norm or lm_head (no logits); pp is 1. Absent: the whole model.
   std::optional<std::pair<int, int>> layers;
-  // Per-layer caches ([n_layer]): adapter_layer_caches for an adapter's family, the generic
-  // analysis's otherwise; empty: adapter_layer_caches(hp) (stage_cache).
-  std::vector<LayerCache> cache;
+  // What each decoder layer is ([n_layer], model/layer_desc.h): the adapter's
+  // (model::describe_layers), or the generic analysis's for a family without one. The planner
+  // reads the layers' caches, stage starts and state heads from here, never from hp's family part.
+  std::vector<model::LayerDesc> layer_descs;
   std::vector<Caveat> caveats;  // copied into the plan: figures that rest on estimates
 
   MemoryParams memory_params() const;

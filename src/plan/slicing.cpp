@@ -93,7 +93,8 @@ Status check_tp(const model::TensorSpec& spec, int tp) {
   return Status::Ok();
 }
 
-Status check_tp(const std::vector<model::TensorSpec>& specs, const model::HParams& hp, int tp) {
+Status check_tp(const std::vector<model::TensorSpec>& specs, const model::HParams& hp,
+                const std::vector<model::LayerDesc>& layers, int tp) {
   if (tp < 1) return Status::InvalidArgument("tp must be at least 1, not " + std::to_string(tp));
   if (tp == 1) return Status::Ok();
   const std::string t = std::to_string(tp);
@@ -102,9 +103,10 @@ Status check_tp(const std::vector<model::TensorSpec>& specs, const model::HParam
   if (hp.n_head_kv % tp != 0 && tp % hp.n_head_kv != 0)
     return Status::InvalidArgument(std::to_string(hp.n_head_kv) + " kv heads are not divisible by " + t + " and " + t +
                                    " is not a multiple of " + std::to_string(hp.n_head_kv));
-  if (!hp.linear_layers.empty() && hp.linear.n_k_heads % tp != 0)
-    return Status::InvalidArgument(std::to_string(hp.linear.n_k_heads) +
-                                   " linear-attention key heads are not divisible by " + t);
+  for (const auto& d : layers)  // a recurrent state splits by its head groups, as its weights do
+    if (d.cache.has_state() && d.cache.state_heads % tp != 0)
+      return Status::InvalidArgument(std::to_string(d.cache.state_heads) + " " + model::mixer_kind_name(d.mixer) +
+                                     " key heads are not divisible by " + t);
   if (hp.n_ff % tp != 0)
     return Status::InvalidArgument("intermediate size " + std::to_string(hp.n_ff) + " is not divisible by " + t);
   for (const auto& s : specs) DZ_RETURN_IF_ERROR(check_tp(s, tp));

@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "model/hparams.h"
+#include "model/layer_desc.h"
 #include "model/tensor_spec.h"
 #include "plan/plan.h"
 
@@ -86,8 +87,10 @@ int64_t pack_quant_bytes(const model::TensorSpec& spec, const Slice& slice, bool
 // by 3 and 3 is not a multiple of 8"). REQUIRES: tp >= 1.
 Status check_tp(const model::TensorSpec& spec, int tp);
 // Whether the whole model splits over tp ranks: attention heads divisible by tp, kv heads
-// divisible by tp or dividing it, then every split spec (check_tp). The reason is a sentence
+// divisible by tp or dividing it, every layer's recurrent-state head groups (layers, the layer
+// descriptors) divisible by tp, then every split spec (check_tp). The reason is a sentence
 // without context, e.g. "64 attention heads are not divisible by 3".
-Status check_tp(const std::vector<model::TensorSpec>& specs, const model::HParams& hp, int tp);
+Status check_tp(const std::vector<model::TensorSpec>& specs, const model::HParams& hp,
+                const std::vector<model::LayerDesc>& layers, int tp);
 
 }  // namespace dayzero::plan

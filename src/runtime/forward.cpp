@@ -51,31 +51,29 @@ class StackingSink final : public model::ActivationSink {
 };
 }  // namespace
 
-KvCache::KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx,
-                 KvLedger* ledger, int64_t index_head_dim, const std::vector<bool>& index_layers,
-                 const LinearStateShape& state)
+KvCache::KvCache(backend::Backend& be, int layer_begin, std::span<const model::LayerCache> layers, int tp,
+                 int64_t n_ctx, KvLedger* ledger)
     : layer_begin_(layer_begin), n_ctx_(n_ctx), ledger_(ledger) {
-  DZ_CHECK(index_layers.empty() || static_cast<int>(index_layers.size()) == layer_end - layer_begin,
-           index_layers.size() << " indexer flags for layers [" << layer_begin << ", " << layer_end << ")");
-  for (int l = layer_begin; l < layer_end; ++l) {
-    const bool linear = std::find(state.layers.begin(), state.layers.end(), l) != state.layers.end();
-    if (linear) {
+  for (const model::LayerCache& c : layers) {
+    auto grows = [&](int64_t heads, int64_t dim) {
+      return heads > 0 && dim > 0 ? be.empty(DType::kF32, {n_ctx, heads, dim}) : Tensor();
+    };
+    const int64_t kv_heads = plan::local_heads(c.kv_heads, tp);
+    k_.push_back(grows(kv_heads, c.head_dim));
+    v_.push_back(grows(kv_heads, c.head_dim));
+    ik_.push_back(c.index_dim > 0 ? be.empty(DType::kF32, {n_ctx, c.index_dim}) : Tensor());
+    if (c.has_state()) {
       // A fixed-size state instead of keys and values: nothing grows with n_ctx.
-      k_.emplace_back();
-      v_.emplace_back();
-      if (index_head_dim > 0) ik_.emplace_back();
-      conv_.push_back(be.empty(DType::kF32, {state.conv_rows, state.conv_channels}));
-      rec_.push_back(be.empty(DType::kF32, {state.v_heads, state.k_dim, state.v_dim}));
+      DZ_CHECK(c.state_heads % tp == 0, c.state_heads << " recurrent-state head groups over tp=" << tp);
+      const int64_t heads = c.state_heads / tp;
+      conv_.push_back(be.empty(DType::kF32, {c.conv_rows, heads * c.conv_per_head}));
+      rec_.push_back(be.empty(DType::kF32, {heads * c.v_per_head, c.k_dim, c.v_dim}));
     } else {
-      k_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
-      v_.push_back(be.empty(DType::kF32, {n_ctx, n_head_kv, head_dim}));
-      const bool keeps = index_layers.empty() || index_layers[l - layer_begin];
-      if (index_head_dim > 0) ik_.push_back(keeps ? be.empty(DType::kF32, {n_ctx, index_head_dim}) : Tensor());
       conv_.emplace_back();
       rec_.emplace_back();
     }
   }
-  state_pos_.assign(static_cast<size_t>(std::max(0, layer_end - layer_begin)), 0);
+  state_pos_.assign(layers.size(), 0);
   if (ledger_) ledger_->add(bytes());
 }
 
@@ -138,7 +136,7 @@ void KvCache::release() {
 int64_t KvCache::kv_bytes() const {
   int64_t b = 0;
   for (const auto& t : k_)
-    if (t.defined()) b += static_cast<int64_t>(t.bytes()) * 2;
+    if (t.defined()) b += static_cast<int64_t>(t.bytes()) * 2;  // k and v
   for (const auto& t : ik_)
     if (t.defined()) b += static_cast<int64_t>(t.bytes());
   return b;
@@ -158,6 +156,9 @@ Forward::Forward(backend::Backend& be, const model::Adapter& adapter, const mode
     : be_(be), adapter_(adapter), hp_(hp), w_(w), part_(part) {
   if (part_.layer_end < 0) part_.layer_end = static_cast<int>(hp.n_layer);
   if (part_.vocab_end < 0) part_.vocab_end = hp.n_vocab;
+  for (const model::LayerDesc& d : adapter.layer_kinds(hp)) caches_.push_back(d.cache);
+  DZ_CHECK(static_cast<int>(caches_.size()) >= part_.layer_end,
+           caches_.size() << " layer descriptors for layers up to " << part_.layer_end);
   const std::vector<float> inv = model::rope_inv_freq(hp);
   Tensor host = Tensor::host(DType::kF32, {static_cast<int64_t>(inv.size())});
   std::memcpy(host.f32(), inv.data(), inv.size() * sizeof(float));
@@ -169,24 +170,9 @@ Forward::Forward(backend::Backend& be, const model::Adapter& adapter, const mode
 }
 
 KvCache Forward::new_cache(int64_t n_ctx) const {
-  const int64_t n_head_kv = plan::local_kv_heads(hp_, part_.tp ? part_.tp->size() : 1);
-  std::vector<bool> index_layers;
-  for (int l = part_.layer_begin; l < part_.layer_end; ++l) index_layers.push_back(hp_.dsa.has_indexer(l));
-  LinearStateShape state;
-  if (!hp_.linear_layers.empty()) {
-    // Gated DeltaNet heads split over tp by key-head groups, as the block's weights are.
-    const model::LinearAttnParams& la = hp_.linear;
-    const int tp = part_.tp ? part_.tp->size() : 1;
-    DZ_CHECK(la.n_k_heads % tp == 0, la.n_k_heads << " linear-attention key heads over tp=" << tp);
-    state.layers = hp_.linear_layers;
-    state.conv_rows = la.conv_kernel - 1;
-    state.conv_channels = la.conv_dim() / tp;
-    state.v_heads = la.n_v_heads / tp;
-    state.k_dim = la.k_head_dim;
-    state.v_dim = la.v_head_dim;
-  }
-  return KvCache(be_, part_.layer_begin, part_.layer_end, n_head_kv, hp_.head_dim, n_ctx, &kv_ledger_,
-                 hp_.dsa.index_topk > 0 ? hp_.dsa.index_head_dim : 0, index_layers, state);
+  const std::span<const model::LayerCache> mine(caches_.data() + part_.layer_begin,
+                                                static_cast<size_t>(part_.layer_end - part_.layer_begin));
+  return KvCache(be_, part_.layer_begin, mine, part_.tp ? part_.tp->size() : 1, n_ctx, &kv_ledger_);
 }
 
 Tensor Forward::run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cache, model::ActivationSink* sink,

@@ -43,28 +43,19 @@ struct KvLedger {
   void remove(int64_t b) { resident -= b; }
 };
 
-// The fixed-size state of a linear-attention (Gated DeltaNet) layer on one rank, per sequence:
-// conv window [conv_kernel - 1, conv_channels] and recurrent state [v_heads, k_dim, v_dim] (f32).
-struct LinearStateShape {
-  std::vector<int> layers;  // the linear-attention layers (hp.linear_layers)
-  int64_t conv_rows = 0, conv_channels = 0;
-  int64_t v_heads = 0, k_dim = 0, v_dim = 0;
-};
-
-// Keys and values of this rank's layers for one sequence, on the backend's device, and the DSA
-// indexer's keys [n_ctx, index_head_dim] per layer where the family has an indexer. A
-// linear-attention layer (state.layers) holds no keys and values but its fixed-size state,
-// whatever n_ctx is.
+// What this rank's layers keep per sequence, as their layer descriptors say (model::LayerCache):
+// keys and values [n_ctx, local kv heads, head_dim] where kv_heads > 0, the sparse-attention
+// indexer's keys [n_ctx, index_dim] where index_dim > 0, and for a layer with a recurrent state
+// (linear attention) its conv window [conv_rows, local heads x conv_per_head] and recurrent
+// state [local heads x v_per_head, k_dim, v_dim] (f32), whatever n_ctx is. Heads split over tp
+// as model::LayerCache says (plan::local_heads).
 // Move-only; counted in its ledger (if any) until destroyed or released. REQUIRES: the
 // ledger outlives the cache.
 class KvCache {
  public:
-  // n_head_kv: the kv heads this rank holds (after the tp split or replication).
-  // index_head_dim 0: no indexer keys; index_layers, when given ([layer_end - layer_begin]),
-  // says which of the layers keep them (a layer reusing another's selection keeps none).
-  KvCache(backend::Backend& be, int layer_begin, int layer_end, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx,
-          KvLedger* ledger = nullptr, int64_t index_head_dim = 0, const std::vector<bool>& index_layers = {},
-          const LinearStateShape& state = {});
+  // layers: the caches of layers [layer_begin, layer_begin + layers.size()); tp: the tp group's size.
+  KvCache(backend::Backend& be, int layer_begin, std::span<const model::LayerCache> layers, int tp, int64_t n_ctx,
+          KvLedger* ledger = nullptr);
   KvCache(KvCache&& o) noexcept;
   KvCache& operator=(KvCache&& o) noexcept;
   KvCache(const KvCache&) = delete;
@@ -72,7 +63,7 @@ class KvCache {
   ~KvCache() { release(); }
 
   int64_t n_ctx() const { return n_ctx_; }
-  Tensor& k(int layer) { return k_[layer - layer_begin_]; }  // [n_ctx, n_head_kv, head_dim]
+  Tensor& k(int layer) { return k_[layer - layer_begin_]; }  // [n_ctx, local kv heads, head_dim]
   Tensor& v(int layer) { return v_[layer - layer_begin_]; }
   // [n_ctx, index_head_dim], or null when the layer keeps no indexer keys.
   Tensor* index_k(int layer) {
@@ -192,6 +183,7 @@ class Forward {
   std::vector<std::vector<int64_t>>* expert_tokens_ = nullptr;
   std::string perturb_point_;  // empty: no perturbation
   double perturb_scale_ = 1.0;
+  std::vector<model::LayerCache> caches_;  // [n_layer]: the adapter's layer descriptors' caches
   mutable KvLedger kv_ledger_;
 };
 

@@ -52,7 +52,8 @@ Result<HParams> DeepseekV3Adapter::parse_hparams(const nlohmann::json& c) const 
   DZ_ASSIGN_OR_RETURN(const bool attention_bias, json_bool_or(c, "attention_bias", false));
   if (attention_bias)
     return Status::Unsupported("config.json: deepseek_v3 attention_bias=true is not supported");
-  MlaParams& m = hp.mla;
+  DeepSeekParams& ds = hp.family_params.emplace<DeepSeekParams>();
+  MlaParams& m = ds.mla;
   DZ_ASSIGN_OR_RETURN(m.q_lora_rank, json_int_or(c, "q_lora_rank", 0));  // null: a plain q_proj
   if (m.q_lora_rank < 0) return Status::InvalidArgument("config.json: key 'q_lora_rank' must be >= 0");
   DZ_ASSIGN_OR_RETURN(m.kv_lora_rank, json_int(c, "kv_lora_rank"));
@@ -77,8 +78,7 @@ Result<HParams> DeepseekV3Adapter::parse_hparams(const nlohmann::json& c) const 
   DZ_ASSIGN_OR_RETURN(hp.n_expert_used, json_int(c, "num_experts_per_tok"));
   DZ_ASSIGN_OR_RETURN(hp.n_ff_expert, json_int(c, "moe_intermediate_size"));
   DZ_ASSIGN_OR_RETURN(hp.norm_topk_prob, json_bool_or(c, "norm_topk_prob", true));
-  GroupRouting& g = hp.group_routing;
-  g.enabled = true;
+  GroupRouting& g = ds.routing;
   DZ_ASSIGN_OR_RETURN(g.n_group, json_int_or(c, "n_group", 1));
   DZ_ASSIGN_OR_RETURN(g.topk_group, json_int_or(c, "topk_group", 1));
   DZ_ASSIGN_OR_RETURN(g.routed_scaling_factor, json_double_or(c, "routed_scaling_factor", 1.0));
@@ -107,6 +107,16 @@ Result<HParams> DeepseekV3Adapter::parse_hparams(const nlohmann::json& c) const 
     hp.quant_block_cols = (*quant)->block_cols;
   }
   return hp;
+}
+
+std::vector<LayerDesc> DeepseekV3Adapter::layer_kinds(const HParams& hp) const {
+  std::vector<LayerDesc> out = Adapter::layer_kinds(hp);
+  const int64_t shared_ff = hp.deepseek().routing.n_shared_experts * hp.n_ff_expert;
+  for (auto& d : out) {
+    d.mixer = MixerKind::kMla;  // caches the expanded k and v of every head (n_head_kv = n_head)
+    if (d.ffn.kind == FfnKind::kExperts) d.ffn.shared_ff = shared_ff;
+  }
+  return out;
 }
 
 std::vector<TensorSpec> DeepseekV3Adapter::attention_specs(const HParams& hp, int layer) const {

@@ -23,7 +23,7 @@ class DeepseekV32Adapter final : public DsaAdapter {
       return Status::InvalidArgument("config.json: deepseek_v32 has no key 'rope_interleave' (its MLA rope is interleaved, "
                                      "its indexer's half-split)");
     DZ_ASSIGN_OR_RETURN(HParams hp, DeepseekV3Adapter::parse_hparams(c));
-    hp.mla.rope_interleave = true;
+    hp.deepseek().mla.rope_interleave = true;
     DZ_RETURN_IF_ERROR(read_dsa_indexer_sizes(c, "deepseek_v32", hp));
     return hp;
   }

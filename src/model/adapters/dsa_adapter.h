@@ -11,6 +11,20 @@
 namespace dayzero::model {
 
 class DsaAdapter : public DeepseekV3Adapter {
+ public:
+  // Every layer keeps its indexer's key whole on each tp rank; a layer reusing the previous
+  // layer's selection keeps none and cannot start a pipeline stage (it reads that selection).
+  std::vector<LayerDesc> layer_kinds(const HParams& hp) const override {
+    std::vector<LayerDesc> out = DeepseekV3Adapter::layer_kinds(hp);
+    const DsaParams& dsa = hp.deepseek().dsa;
+    for (int l = 0; l < static_cast<int>(out.size()); ++l) {
+      out[l].mixer = MixerKind::kSparseMla;
+      out[l].cache.index_dim = dsa.has_indexer(l) ? dsa.index_head_dim : 0;
+      if (l > 0 && dsa.reuses_topk(l)) out[l].stays_with_previous = "reuses the previous layer's DSA top-k";
+    }
+    return out;
+  }
+
  protected:
   std::vector<TensorSpec> attention_specs(const HParams& hp, int layer) const override {
     std::vector<TensorSpec> s = DeepseekV3Adapter::attention_specs(hp, layer);

@@ -28,9 +28,9 @@ class GlmMoeDsaAdapter final : public DsaAdapter {
                                    "' is false, but GLM-5 rotates interleaved (transformers ignores the key)");
     }
     DZ_ASSIGN_OR_RETURN(HParams hp, DeepseekV3Adapter::parse_hparams(c));
-    hp.mla.rope_interleave = true;
+    hp.deepseek().mla.rope_interleave = true;
     DZ_RETURN_IF_ERROR(read_dsa_indexer_sizes(c, "glm_moe_dsa", hp));
-    DsaParams& d = hp.dsa;
+    DsaParams& d = hp.deepseek().dsa;
     d.rope_interleave = true;
     DZ_ASSIGN_OR_RETURN(d.shared, dsa_shared_layers(c, hp.n_layer));
     DZ_ASSIGN_OR_RETURN(const std::vector<std::string> attn,

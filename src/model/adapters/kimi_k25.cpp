@@ -167,6 +167,9 @@ class KimiK25Adapter final : public Adapter {
     return hp;
   }
 
+  // The text model's layers (the tower runs outside the decoder layers).
+  std::vector<LayerDesc> layer_kinds(const HParams& hp) const override { return text_adapter().layer_kinds(hp); }
+
   std::vector<TensorSpec> tensor_specs(const HParams& hp) const override {
     std::vector<TensorSpec> s = text_adapter().tensor_specs(hp);
     // The ignore list names the text model's modules (model.layers.{L}..., lm_head).

@@ -164,6 +164,9 @@ class LlavaAdapter final : public Adapter {
     return hp;
   }
 
+  // The text model's layers (the tower runs outside the decoder layers).
+  std::vector<LayerDesc> layer_kinds(const HParams& hp) const override { return text_of(hp).layer_kinds(hp); }
+
   std::vector<TensorSpec> tensor_specs(const HParams& hp) const override {
     std::vector<TensorSpec> s = text_of(hp).tensor_specs(hp);
     prefix_tensor_names(s, kLanguageModelPrefix);

@@ -30,7 +30,7 @@ blocks::AttentionNames Qwen3NextAdapter::attention_names(const HParams& hp, int 
   n.o = layer_name(layer, "self_attn.o_proj.weight");
   n.q_norm = layer_name(layer, "self_attn.q_norm.weight");
   n.k_norm = layer_name(layer, "self_attn.k_norm.weight");
-  n.q_gate = hp.attn_output_gate;
+  n.q_gate = hp.hybrid().attn_output_gate;
   return n;
 }
 
@@ -61,14 +61,37 @@ blocks::GatedDeltaNetNames Qwen3NextAdapter::linear_names(int layer) const {
   return n;
 }
 
+std::vector<LayerDesc> Qwen3NextAdapter::layer_kinds(const HParams& hp) const {
+  std::vector<LayerDesc> out = Adapter::layer_kinds(hp);
+  const HybridLinearParams& h = hp.hybrid();
+  const LinearAttnParams& la = h.linear;
+  for (int l = 0; l < static_cast<int>(out.size()); ++l) {
+    LayerDesc& d = out[l];
+    if (d.ffn.kind == FfnKind::kExperts) d.ffn.shared_ff = h.n_ff_shared_gated;
+    if (!h.is_linear_layer(l)) continue;
+    // Gated DeltaNet: no keys; per key-head group (split over tp as the weights are) the conv
+    // window of its q, k and v channels and v_per_k recurrent states.
+    d.mixer = MixerKind::kLinearAttention;
+    d.cache = {};
+    d.cache.state_heads = la.n_k_heads;
+    d.cache.conv_rows = la.conv_kernel - 1;
+    d.cache.conv_per_head = 2 * la.k_head_dim + la.v_per_k() * la.v_head_dim;
+    d.cache.v_per_head = la.v_per_k();
+    d.cache.k_dim = la.k_head_dim;
+    d.cache.v_dim = la.v_head_dim;
+  }
+  return out;
+}
+
 Result<HParams> Qwen3NextAdapter::parse_hparams(const nlohmann::json& c) const {
   DZ_ASSIGN_OR_RETURN(HParams hp, parse_llama_like(c));
   hp.family = family();
   hp.qk_norm = true;
   hp.norm_weight_offset = true;
+  hp.family_params.emplace<HybridLinearParams>();
   DZ_ASSIGN_OR_RETURN(const bool bias, json_bool_or(c, "attention_bias", false));
   if (bias) return Status::Unsupported("config.json: qwen3_next attention_bias=true is not supported");
-  DZ_ASSIGN_OR_RETURN(hp.attn_output_gate, json_bool_or(c, "attn_output_gate", true));
+  DZ_ASSIGN_OR_RETURN(hp.hybrid().attn_output_gate, json_bool_or(c, "attn_output_gate", true));
   // Partial rotary: the top level or rope_parameters (transformers 5), default 0.25.
   double partial = 0.25;
   DZ_ASSIGN_OR_RETURN(partial, json_double_or(c, "partial_rotary_factor", partial));
@@ -82,7 +105,7 @@ Result<HParams> Qwen3NextAdapter::parse_hparams(const nlohmann::json& c) const {
                                    " does not give an even rotary width of head_dim " + std::to_string(hp.head_dim));
   hp.rope_dim = rope_dim;
 
-  LinearAttnParams& la = hp.linear;
+  LinearAttnParams& la = hp.hybrid().linear;
   DZ_ASSIGN_OR_RETURN(la.n_k_heads, json_int(c, "linear_num_key_heads"));
   DZ_ASSIGN_OR_RETURN(la.n_v_heads, json_int(c, "linear_num_value_heads"));
   DZ_ASSIGN_OR_RETURN(la.k_head_dim, json_int(c, "linear_key_head_dim"));
@@ -101,7 +124,7 @@ Result<HParams> Qwen3NextAdapter::parse_hparams(const nlohmann::json& c) const {
     for (int l = 0; l < hp.n_layer; ++l) {
       const auto& t = (*it)[l];
       const std::string type = t.is_string() ? t.get<std::string>() : t.dump();
-      if (type == "linear_attention") hp.linear_layers.push_back(l);
+      if (type == "linear_attention") hp.hybrid().linear_layers.push_back(l);
       else if (type != "full_attention")
         return Status::InvalidArgument("config.json: layer_types[" + std::to_string(l) + "] is '" + type +
                                        "', not linear_attention or full_attention");
@@ -110,14 +133,14 @@ Result<HParams> Qwen3NextAdapter::parse_hparams(const nlohmann::json& c) const {
     DZ_ASSIGN_OR_RETURN(const int64_t interval, json_int_or(c, "full_attention_interval", 4));
     if (interval <= 0) return Status::InvalidArgument("config.json: full_attention_interval must be positive");
     for (int l = 0; l < hp.n_layer; ++l)
-      if ((l + 1) % interval != 0) hp.linear_layers.push_back(l);
+      if ((l + 1) % interval != 0) hp.hybrid().linear_layers.push_back(l);
   }
 
   DZ_ASSIGN_OR_RETURN(hp.n_expert, json_int_or(c, "num_experts", 0));
   if (hp.n_expert > 0) {
     DZ_ASSIGN_OR_RETURN(hp.n_expert_used, json_int(c, "num_experts_per_tok"));
     DZ_ASSIGN_OR_RETURN(hp.n_ff_expert, json_int(c, "moe_intermediate_size"));
-    DZ_ASSIGN_OR_RETURN(hp.n_ff_shared_gated, json_int(c, "shared_expert_intermediate_size"));
+    DZ_ASSIGN_OR_RETURN(hp.hybrid().n_ff_shared_gated, json_int(c, "shared_expert_intermediate_size"));
     if (hp.n_expert_used > hp.n_expert)
       return Status::InvalidArgument("config.json: num_experts_per_tok exceeds num_experts");
   }
@@ -157,13 +180,13 @@ std::vector<TensorSpec> Qwen3NextAdapter::tensor_specs(const HParams& hp) const 
     s.push_back({layer_name(l, "input_layernorm.weight"), {d}, R::kReplicated, l});
     s.push_back({layer_name(l, "post_attention_layernorm.weight"), {d}, R::kReplicated, l});
     set_component(s, from, C::kNorm);
-    if (hp.is_linear_layer(l)) {
+    if (hp.hybrid().is_linear_layer(l)) {
       for (auto& t : blocks::gated_deltanet_specs(hp, l, linear_names(l))) s.push_back(std::move(t));
     } else {
       const blocks::AttentionNames a = attention_names(hp, l);
-      const int64_t q_rows = hp.n_head * hd * (hp.attn_output_gate ? 2 : 1);
+      const int64_t q_rows = hp.n_head * hd * (hp.hybrid().attn_output_gate ? 2 : 1);
       from = s.size();
-      s.push_back({a.q, {q_rows, d}, R::kSplitDim0, l, hp.attn_output_gate ? 2 * hd : hd});
+      s.push_back({a.q, {q_rows, d}, R::kSplitDim0, l, hp.hybrid().attn_output_gate ? 2 * hd : hd});
       s.push_back({a.k, {hp.n_head_kv * hd, d}, R::kSplitDim0, l, hd});
       s.push_back({a.v, {hp.n_head_kv * hd, d}, R::kSplitDim0, l, hd});
       s.push_back({a.o, {d, hp.n_head * hd}, R::kSplitDim1, l, hd});
@@ -177,9 +200,9 @@ std::vector<TensorSpec> Qwen3NextAdapter::tensor_specs(const HParams& hp) const 
       for (auto& t : blocks::moe_specs(hp, l, moe_names())) s.push_back(std::move(t));
       const blocks::MlpNames sh = mlp_names(l, "mlp.shared_expert");
       from = s.size();
-      s.push_back({sh.gate, {hp.n_ff_shared_gated, d}, R::kSplitDim0, l});
-      s.push_back({sh.up, {hp.n_ff_shared_gated, d}, R::kSplitDim0, l});
-      s.push_back({sh.down, {d, hp.n_ff_shared_gated}, R::kSplitDim1, l});
+      s.push_back({sh.gate, {hp.hybrid().n_ff_shared_gated, d}, R::kSplitDim0, l});
+      s.push_back({sh.up, {hp.hybrid().n_ff_shared_gated, d}, R::kSplitDim0, l});
+      s.push_back({sh.down, {d, hp.hybrid().n_ff_shared_gated}, R::kSplitDim1, l});
       s.push_back({layer_name(l, "mlp.shared_expert_gate.weight"), {1, d}, R::kReplicated, l});
       set_component(s, from, C::kSharedExpert);
     } else {
@@ -238,7 +261,7 @@ void Qwen3NextAdapter::forward_layer(LayerContext& ctx, int layer, Tensor& hidde
   Tensor x = be.empty(DType::kF32, hidden.shape());
   blocks::rms_norm(be, ctx.hp, hidden, ctx.w.get(layer_name(layer, "input_layernorm.weight")), x);
   emit(ctx.sink, prefix + "attn_norm", x);
-  Tensor mix = ctx.hp.is_linear_layer(layer) ? blocks::gated_deltanet(ctx, linear_names(layer), x)
+  Tensor mix = ctx.hp.hybrid().is_linear_layer(layer) ? blocks::gated_deltanet(ctx, linear_names(layer), x)
                                              : blocks::attention(ctx, attention_names(ctx.hp, layer), x);
   emit(ctx.sink, prefix + "attn_out", mix);
   be.add(mix, hidden);

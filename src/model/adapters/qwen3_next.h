@@ -19,6 +19,7 @@ class Qwen3NextAdapter : public Adapter {
   // The text fields of c (qwen3_next: the top level).
   Result<HParams> parse_hparams(const nlohmann::json& c) const override;
   std::vector<TensorSpec> tensor_specs(const HParams& hp) const override;
+  std::vector<LayerDesc> layer_kinds(const HParams& hp) const override;
   void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const override;
   void fill_tiny_defaults(ModelShape& s) const override;
   nlohmann::json make_config(const ModelShape& s) const override;

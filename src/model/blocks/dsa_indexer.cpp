@@ -37,12 +37,12 @@ IndexerNames indexer_names(int layer) {
 }
 
 std::vector<TensorSpec> indexer_specs(const HParams& hp, int layer) {
-  if (hp.dsa.reuses_topk(layer)) return {};
+  if (hp.deepseek().dsa.reuses_topk(layer)) return {};
   const IndexerNames n = indexer_names(layer);
-  const DsaParams& d = hp.dsa;
+  const DsaParams& d = hp.deepseek().dsa;
   using R = ShardRule;
   std::vector<TensorSpec> s;
-  s.push_back({n.wq_b, {d.index_n_heads * d.index_head_dim, hp.mla.q_lora_rank}, R::kReplicated, layer});
+  s.push_back({n.wq_b, {d.index_n_heads * d.index_head_dim, hp.deepseek().mla.q_lora_rank}, R::kReplicated, layer});
   s.push_back({n.wk, {d.index_head_dim, hp.n_embd}, R::kReplicated, layer});
   s.push_back({n.k_norm, {d.index_head_dim}, R::kReplicated, layer});
   s.push_back({n.k_norm_bias, {d.index_head_dim}, R::kReplicated, layer});
@@ -57,8 +57,8 @@ std::vector<std::vector<int32_t>> dsa_select_keys(LayerContext& ctx, const Index
                                                    const Tensor& q_resid) {
   auto& be = ctx.be;
   const HParams& hp = ctx.hp;
-  const int64_t n_tokens = x.dim(0), H = hp.dsa.index_n_heads, D = hp.dsa.index_head_dim;
-  const int64_t rope = hp.mla.qk_rope_head_dim, topk = hp.dsa.index_topk;
+  const int64_t n_tokens = x.dim(0), H = hp.deepseek().dsa.index_n_heads, D = hp.deepseek().dsa.index_head_dim;
+  const int64_t rope = hp.deepseek().mla.qk_rope_head_dim, topk = hp.deepseek().dsa.index_topk;
   Tensor q = linear_host(be, ctx.w.get(n.wq_b), q_resid);       // [n_tokens, H * D]
   Tensor k = linear_host(be, ctx.w.get(n.wk), x);               // [n_tokens, D]
   Tensor wts = linear_host(be, ctx.w.get(n.weights_proj), x);   // [n_tokens, H]
@@ -82,7 +82,7 @@ std::vector<std::vector<int32_t>> dsa_select_keys(LayerContext& ctx, const Index
   // The leading rope dims: half-split (rotate_half) in deepseek_v32, interleaved pairs in
   // glm_moe_dsa. An interleaved rotation writes its pairs back de-interleaved (rope_host), the
   // same permutation for q and k, so the scores are those of the rotation in place.
-  const bool interleave = hp.dsa.rope_interleave;
+  const bool interleave = hp.deepseek().dsa.rope_interleave;
   rope_host(q.f32(), n_tokens, H, D, 0, rope, pos, inv_host.f32(), factor, interleave);
   rope_host(k.f32(), n_tokens, 1, D, 0, rope, pos, inv_host.f32(), factor, interleave);
 
@@ -133,7 +133,7 @@ std::vector<std::vector<int32_t>> dsa_select_keys(LayerContext& ctx, const Index
 
 std::vector<std::vector<int32_t>> dsa_layer_keys(LayerContext& ctx, int layer, const Tensor& x,
                                                   const Tensor& q_resid) {
-  if (ctx.hp.dsa.reuses_topk(layer)) {
+  if (ctx.hp.deepseek().dsa.reuses_topk(layer)) {
     DZ_CHECK(ctx.dsa_keys != nullptr && static_cast<int64_t>(ctx.dsa_keys->size()) == x.dim(0),
              "layer " << layer << " reuses the previous layer's DSA selection, but no earlier layer of this stage "
                       "selected keys for these " << x.dim(0) << " rows");

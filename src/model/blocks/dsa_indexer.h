@@ -24,7 +24,7 @@ struct IndexerNames {
 
 IndexerNames indexer_names(int layer);
 // Every indexer tensor is replicated (each tp rank selects the same keys). None for a layer
-// that reuses the previous selection (hp.dsa.reuses_topk).
+// that reuses the previous selection (hp.deepseek().dsa.reuses_topk).
 std::vector<TensorSpec> indexer_specs(const HParams& hp, int layer);
 
 // The keys each row of the batch attends to: for row r of a segment at position p, the positions
@@ -38,7 +38,7 @@ std::vector<std::vector<int32_t>> dsa_select_keys(LayerContext& ctx, const Index
                                                    const Tensor& x, const Tensor& q_resid);
 
 // The keys of layer `layer`: its own indexer's (dsa_select_keys, then kept in ctx.dsa_keys), or,
-// where hp.dsa.reuses_topk(layer), the selection of the previous layer kept in ctx.dsa_keys (no
+// where hp.deepseek().dsa.reuses_topk(layer), the selection of the previous layer kept in ctx.dsa_keys (no
 // dump point, no cache). REQUIRES for a reusing layer: an earlier layer of this forward call on
 // this stage selected keys (the planner starts no stage at such a layer). No communication.
 std::vector<std::vector<int32_t>> dsa_layer_keys(LayerContext& ctx, int layer, const Tensor& x,

@@ -29,7 +29,7 @@ GatedDeltaNetNames gated_deltanet_names(int layer) {
 }
 
 std::vector<TensorSpec> gated_deltanet_specs(const HParams& hp, int layer, const GatedDeltaNetNames& n) {
-  const LinearAttnParams& la = hp.linear;
+  const LinearAttnParams& la = hp.hybrid().linear;
   const int64_t d = hp.n_embd, r = la.v_per_k(), dk = la.k_head_dim, dv = la.v_head_dim;
   const int64_t group = 2 * dk + 2 * r * dv;  // one key head's rows of in_proj_qkvz
   using R = ShardRule;
@@ -166,7 +166,7 @@ void delta_rule_chunked(int64_t n, int64_t h, int64_t dk, int64_t dv, const floa
 Tensor gated_deltanet(LayerContext& ctx, const GatedDeltaNetNames& nm, const Tensor& x) {
   backend::Backend& be = ctx.be;
   const HParams& hp = ctx.hp;
-  const LinearAttnParams& la = hp.linear;
+  const LinearAttnParams& la = hp.hybrid().linear;
   const int tp = ctx.tp_size;
   DZ_CHECK(la.n_k_heads % tp == 0, la.n_k_heads << " linear-attention key heads over tp=" << tp);
   const int64_t nk = la.n_k_heads / tp, r = la.v_per_k(), nv = nk * r, dk = la.k_head_dim, dv = la.v_head_dim;

@@ -65,7 +65,7 @@ void selected_attention(LayerContext& ctx, const Tensor& q, const Tensor& k, con
 
 MlaNames mla_names(const HParams& hp, int layer) {
   MlaNames n;
-  if (hp.mla.q_lora_rank > 0) {
+  if (hp.deepseek().mla.q_lora_rank > 0) {
     n.q_a = L("model.layers.{L}.self_attn.q_a_proj.weight", layer);
     n.q_a_norm = L("model.layers.{L}.self_attn.q_a_layernorm.weight", layer);
     n.q_b = L("model.layers.{L}.self_attn.q_b_proj.weight", layer);
@@ -80,7 +80,7 @@ MlaNames mla_names(const HParams& hp, int layer) {
 }
 
 std::vector<TensorSpec> mla_specs(const HParams& hp, int layer) {
-  const MlaParams& m = hp.mla;
+  const MlaParams& m = hp.deepseek().mla;
   const MlaNames n = mla_names(hp, layer);
   const int64_t d = hp.n_embd, qk = m.qk_head_dim(), kvb = m.qk_nope_head_dim + m.v_head_dim;
   using R = ShardRule;
@@ -130,7 +130,7 @@ void rope_host(float* x, int64_t n_tokens, int64_t n_head, int64_t stride, int64
 Tensor mla_attention(LayerContext& ctx, const MlaNames& n, const Tensor& x, const KeySelector* select) {
   auto& be = ctx.be;
   const HParams& hp = ctx.hp;
-  const MlaParams& m = hp.mla;
+  const MlaParams& m = hp.deepseek().mla;
   const int64_t n_tokens = x.dim(0), nope = m.qk_nope_head_dim, rope = m.qk_rope_head_dim, vd = m.v_head_dim;
   const int64_t qk = m.qk_head_dim(), hd = ctx.segments.front().k_cache->dim(2), lora = m.kv_lora_rank;
   // transformers builds q_a_layernorm / kv_a_layernorm as DeepseekV3RMSNorm(rank) with its

@@ -11,7 +11,7 @@ std::vector<TensorSpec> group_moe_specs(const HParams& hp, int layer, const Grou
   s.back().component = Component::kRouter;
   const size_t shared_from = s.size();
   if (!n.shared.gate.empty()) {
-    const int64_t ff = hp.group_routing.n_shared_experts * hp.n_ff_expert, d = hp.n_embd;
+    const int64_t ff = hp.deepseek().routing.n_shared_experts * hp.n_ff_expert, d = hp.n_embd;
     s.push_back({n.shared.gate, {ff, d}, ShardRule::kSplitDim0, layer});
     s.push_back({n.shared.up, {ff, d}, ShardRule::kSplitDim0, layer});
     s.push_back({n.shared.down, {d, ff}, ShardRule::kSplitDim1, layer});
@@ -32,10 +32,10 @@ Tensor group_moe_ffn(LayerContext& ctx, int layer, const GroupMoeNames& names, c
   backend::RouterOptions o;
   o.kind = backend::RouterOptions::Kind::kSigmoidGrouped;
   o.k = hp.n_expert_used;
-  o.n_group = hp.group_routing.n_group;
-  o.topk_group = hp.group_routing.topk_group;
+  o.n_group = hp.deepseek().routing.n_group;
+  o.topk_group = hp.deepseek().routing.topk_group;
   o.renormalize = hp.norm_topk_prob;
-  o.scaling = static_cast<float>(hp.group_routing.routed_scaling_factor);
+  o.scaling = static_cast<float>(hp.deepseek().routing.routed_scaling_factor);
   const Routing r = route_experts(be, logits, &ctx.w.get(layer_tensor_name(names.bias, layer)), o);
   Tensor out = moe_experts(ctx, layer, names.moe, x, r);
   if (!names.shared.gate.empty()) {

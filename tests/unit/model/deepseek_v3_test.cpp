@@ -41,17 +41,17 @@ TEST(DeepseekV3, KimiK2ConfigParses) {
   EXPECT_STREQ((*a)->family(), "deepseek_v3");
   auto hp = (*a)->parse_hparams(c);
   ASSERT_TRUE(hp.ok()) << hp.status().message();
-  EXPECT_EQ(hp->mla.q_lora_rank, 1536);
-  EXPECT_EQ(hp->mla.kv_lora_rank, 512);
-  EXPECT_EQ(hp->mla.qk_head_dim(), 192);
+  EXPECT_EQ(hp->deepseek().mla.q_lora_rank, 1536);
+  EXPECT_EQ(hp->deepseek().mla.kv_lora_rank, 512);
+  EXPECT_EQ(hp->deepseek().mla.qk_head_dim(), 192);
   EXPECT_EQ(hp->head_dim, 192);
   EXPECT_EQ(hp->n_expert, 384);
-  EXPECT_EQ(hp->group_routing.n_group, 1);
-  EXPECT_NEAR(hp->group_routing.routed_scaling_factor, 2.827, 1e-12);
+  EXPECT_EQ(hp->deepseek().routing.n_group, 1);
+  EXPECT_NEAR(hp->deepseek().routing.routed_scaling_factor, 2.827, 1e-12);
   EXPECT_EQ(hp->dense_layers, std::vector<int>{0});
   EXPECT_EQ(hp->quant_block_rows, 128);
   // transformers 5: yarn_apply_mscale(rope_parameters, 192 ** -0.5) and the yarn table.
-  EXPECT_NEAR(hp->mla.softmax_scale, 0.13086079996295005, 1e-12);
+  EXPECT_NEAR(hp->deepseek().mla.softmax_scale, 0.13086079996295005, 1e-12);
   const std::vector<float> inv = rope_inv_freq(*hp);
   ASSERT_EQ(inv.size(), 32u);
   const std::pair<int, double> want[] = {{0, 1.0}, {5, 0.184410617}, {10, 0.0340072773}, {20, 3.61404673e-05},
@@ -137,10 +137,10 @@ TEST(DeepseekV32, PublishedConfigParsesWithItsIndexer) {
   EXPECT_STREQ((*a)->family(), "deepseek_v32");
   auto hp = (*a)->parse_hparams(c);
   ASSERT_TRUE(hp.ok()) << hp.status().message();
-  EXPECT_EQ(hp->dsa.index_topk, 2048);
-  EXPECT_EQ(hp->dsa.index_n_heads, 64);
-  EXPECT_EQ(hp->dsa.index_head_dim, 128);
-  EXPECT_TRUE(hp->mla.rope_interleave);
+  EXPECT_EQ(hp->deepseek().dsa.index_topk, 2048);
+  EXPECT_EQ(hp->deepseek().dsa.index_n_heads, 64);
+  EXPECT_EQ(hp->deepseek().dsa.index_head_dim, 128);
+  EXPECT_TRUE(hp->deepseek().mla.rope_interleave);
   std::map<std::string, TensorSpec> by_name;
   for (const auto& s : (*a)->tensor_specs(*hp)) by_name[s.name] = s;
   const std::string p = "model.layers.5.self_attn.indexer.";

@@ -28,8 +28,9 @@ Layer make_layer() {
   Layer L;
   L.hp.n_embd = kD;
   L.hp.rms_eps = kEps;
-  L.hp.linear = {kNk, kNv, kDk, kDv, kK};
-  L.hp.linear_layers = {0};
+  L.hp.family_params = model::HybridLinearParams{};
+  L.hp.hybrid().linear = {kNk, kNv, kDk, kDv, kK};
+  L.hp.hybrid().linear_layers = {0};
   std::mt19937 rng(7);
   auto fill = [&](const std::string& name, int64_t n, double lo, double hi) {
     std::uniform_real_distribution<double> u(lo, hi);

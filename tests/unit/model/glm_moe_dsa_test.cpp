@@ -46,17 +46,17 @@ TEST(GlmMoeDsa, PublishedConfigParses) {
   EXPECT_STREQ((*a)->family(), "glm_moe_dsa");
   auto hp = parse(c);
   ASSERT_TRUE(hp.ok()) << hp.status().message();
-  EXPECT_EQ(hp->dsa.index_topk, 2048);
-  EXPECT_EQ(hp->dsa.index_n_heads, 32);
-  EXPECT_EQ(hp->dsa.index_head_dim, 128);
-  EXPECT_TRUE(hp->dsa.rope_interleave);
-  EXPECT_TRUE(hp->mla.rope_interleave);
-  for (int l = 0; l < 78; ++l) EXPECT_TRUE(hp->dsa.has_indexer(l)) << l;
+  EXPECT_EQ(hp->deepseek().dsa.index_topk, 2048);
+  EXPECT_EQ(hp->deepseek().dsa.index_n_heads, 32);
+  EXPECT_EQ(hp->deepseek().dsa.index_head_dim, 128);
+  EXPECT_TRUE(hp->deepseek().dsa.rope_interleave);
+  EXPECT_TRUE(hp->deepseek().mla.rope_interleave);
+  for (int l = 0; l < 78; ++l) EXPECT_TRUE(hp->deepseek().dsa.has_indexer(l)) << l;
   EXPECT_EQ(hp->dense_layers, (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(hp->n_nextn_layer, 1);
   EXPECT_EQ(hp->rope_theta, 1e6);
   EXPECT_EQ(hp->rope_scaling.type, "default");
-  EXPECT_NEAR(hp->mla.softmax_scale, 1.0 / 16.0, 1e-12);  // qk_head_dim 256, no YaRN
+  EXPECT_NEAR(hp->deepseek().mla.softmax_scale, 1.0 / 16.0, 1e-12);  // qk_head_dim 256, no YaRN
   auto by_name = specs_by_name(c, *hp);
   const std::string p = "model.layers.5.self_attn.indexer.";
   ASSERT_TRUE(by_name.count(p + "wq_b.weight"));
@@ -76,27 +76,31 @@ TEST(GlmMoeDsa, SharedLayersHaveNoIndexer) {
   auto hp = parse(c);
   ASSERT_TRUE(hp.ok()) << hp.status().message();
   const std::vector<bool> want_shared = {false, false, true, true, true, false, true, true, true, false};
-  for (int l = 0; l < 10; ++l) EXPECT_EQ(hp->dsa.reuses_topk(l), want_shared[l]) << l;
+  for (int l = 0; l < 10; ++l) EXPECT_EQ(hp->deepseek().dsa.reuses_topk(l), want_shared[l]) << l;
   auto by_name = specs_by_name(c, *hp);
   EXPECT_TRUE(by_name.count("model.layers.1.self_attn.indexer.wk.weight"));
   EXPECT_FALSE(by_name.count("model.layers.2.self_attn.indexer.wk.weight"));
   EXPECT_TRUE(by_name.count("model.layers.2.self_attn.q_a_proj.weight"));
-  EXPECT_EQ(plan::adapter_layer_cache(*hp, 1).kv_whole, 128);
-  EXPECT_EQ(plan::adapter_layer_cache(*hp, 2).kv_whole, 0);
+  const std::vector<LayerDesc> layers = (*find_adapter(c))->layer_kinds(*hp);
+  EXPECT_EQ(layers[1].cache.index_dim, 128);
+  EXPECT_EQ(layers[2].cache.index_dim, 0);
+  EXPECT_TRUE(layers[1].stage_start());
+  EXPECT_FALSE(layers[2].stage_start());
 
   c = glm5_config();
   c["index_topk_pattern"] = "F" + std::string(76, 'S') + "F";
   hp = parse(c);
   ASSERT_TRUE(hp.ok()) << hp.status().message();
-  EXPECT_TRUE(hp->dsa.has_indexer(0));
-  EXPECT_TRUE(hp->dsa.reuses_topk(1));
-  EXPECT_TRUE(hp->dsa.has_indexer(77));
+  EXPECT_TRUE(hp->deepseek().dsa.has_indexer(0));
+  EXPECT_TRUE(hp->deepseek().dsa.reuses_topk(1));
+  EXPECT_TRUE(hp->deepseek().dsa.has_indexer(77));
   // 2 of 78 layers hold an indexer key: the planner's cache per token is 76 x 128 elements smaller.
   plan::MemoryParams mp;
   mp.max_context_tokens = 1;
   mp.bytes_per_activation = 1;
+  mp.cache = plan::layer_caches((*find_adapter(c))->layer_kinds(*hp));
   const int64_t all_full = parse(glm5_config())->n_layer * (2 * 64 * 256 + 128);
-  EXPECT_EQ(plan::stage_cache(*hp, 0, 78, 1, mp).kv, all_full - 76 * 128);
+  EXPECT_EQ(plan::stage_cache(0, 78, 1, mp).kv, all_full - 76 * 128);
 
   c = glm5_config();
   nlohmann::json types = nlohmann::json::array();
@@ -106,8 +110,8 @@ TEST(GlmMoeDsa, SharedLayersHaveNoIndexer) {
   for (int l = 0; l < 78; ++l) c["mlp_layer_types"].push_back(l == 0 || l == 5 ? "dense" : "sparse");
   hp = parse(c);
   ASSERT_TRUE(hp.ok()) << hp.status().message();
-  EXPECT_TRUE(hp->dsa.reuses_topk(77));
-  EXPECT_FALSE(hp->dsa.reuses_topk(76));
+  EXPECT_TRUE(hp->deepseek().dsa.reuses_topk(77));
+  EXPECT_FALSE(hp->deepseek().dsa.reuses_topk(76));
   EXPECT_EQ(hp->dense_layers, (std::vector<int>{0, 5}));
 }
 
@@ -132,8 +136,9 @@ TEST(GlmMoeDsa, RuntimeCacheHoldsWhatThePlannerCounts) {
   plan::MemoryParams mp;
   mp.max_context_tokens = 16;
   mp.bytes_per_activation = 4;
-  EXPECT_EQ(cache.bytes(), plan::stage_cache(*hp, 0, 4, 1, mp).kv);
-  EXPECT_EQ(plan::stage_cache(*hp, 0, 4, 1, mp).kv, 4 * 16 * 4 * (2 * 4 * hp->head_dim) + 2 * 16 * 4 * 16);
+  mp.cache = plan::layer_caches(a.layer_kinds(*hp));
+  EXPECT_EQ(cache.bytes(), plan::stage_cache(0, 4, 1, mp).kv);
+  EXPECT_EQ(plan::stage_cache(0, 4, 1, mp).kv, 4 * 16 * 4 * (2 * 4 * hp->head_dim) + 2 * 16 * 4 * 16);
 }
 
 // A shared layer stays on the stage of the layer whose top-k it reuses: stages are cut only
@@ -148,6 +153,7 @@ TEST(GlmMoeDsa, StagesStartAtFullLayers) {
   plan::PlanRequest req;
   req.hp = *hp;
   req.specs = (*find_adapter(c))->tensor_specs(*hp);
+  req.layer_descs = describe_layers(**find_adapter(c), *hp);
   req.topo.nodes = 1;
   req.topo.gpus_per_node = 8;
   req.topo.device_memory_bytes = int64_t{1} << 50;

@@ -167,7 +167,7 @@ TEST(HParams, MistypedConfigValuesAreRefusedByEveryAdapter) {
   c["q_lora_rank"] = nullptr;
   auto hp = ds->parse_hparams(c);
   ASSERT_TRUE(hp.ok()) << hp.status().message();
-  EXPECT_EQ(hp->mla.q_lora_rank, 0);
+  EXPECT_EQ(hp->deepseek().mla.q_lora_rank, 0);
 }
 
 TEST(HParams, RejectsBadHeadCounts) {

@@ -29,12 +29,12 @@ TEST(Qwen35Moe, PublishedConfigParsesToTheHybridTextModel) {
   auto hp = (*a)->parse_hparams(c);
   ASSERT_TRUE(hp.ok()) << hp.status().message();
   EXPECT_EQ(hp->n_layer, 60);
-  EXPECT_EQ(hp->linear_layers.size(), 45u);
-  EXPECT_FALSE(hp->is_linear_layer(3));
-  EXPECT_TRUE(hp->is_linear_layer(4));
+  EXPECT_EQ(hp->hybrid().linear_layers.size(), 45u);
+  EXPECT_FALSE(hp->hybrid().is_linear_layer(3));
+  EXPECT_TRUE(hp->hybrid().is_linear_layer(4));
   EXPECT_EQ(hp->rope_dim, 64);  // 256 x 0.25; mrope_section 11 + 11 + 10 = 32 = 64 / 2
-  EXPECT_EQ(hp->linear.v_per_k(), 4);
-  EXPECT_TRUE(hp->attn_output_gate);
+  EXPECT_EQ(hp->hybrid().linear.v_per_k(), 4);
+  EXPECT_TRUE(hp->hybrid().attn_output_gate);
   EXPECT_TRUE(hp->norm_weight_offset);
   EXPECT_EQ(hp->n_nextn_layer, 1);
   const std::vector<TensorSpec> specs = (*a)->tensor_specs(*hp);

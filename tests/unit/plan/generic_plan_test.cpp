@@ -73,7 +73,7 @@ struct FixtureCase {
 };
 
 // Hand counts (bf16 KV 2 B; recurrent state f32 4 B); DeepSeek-V3.2, Kimi-K2.5 and GLM-5 have
-// adapters now (their caches are the adapters', memory.h adapter_layer_caches), so the first two
+// adapters now (their caches are the adapters' layer descriptors), so the first two
 // are not among these and GLM-5 comes renamed to a family without one (analysed_without_adapter):
 //   GLM-5: 78 MLA layers x (kv_lora 512 + rope 64 + DSA indexer key 128) x 2 B = 109,824.
 //   Qwen3.5-397B-A17B: 15 full-attention layers x 2 kv heads x (k 256 + v 256) x 2 = 30,720;
@@ -89,7 +89,7 @@ TEST(GenericPlan, PublishedConfigsPlanWithHandCountedCaches) {
     ASSERT_TRUE(a.adapter.empty() || a.adapter == "qwen3_5_moe") << a.adapter;
     auto req = make_generic_plan_request(a, inputs(16, 4096, 1));
     ASSERT_TRUE(req.ok()) << req.status().message();
-    const CacheSummary s = summarize_cache(req->cache, 2);
+    const CacheSummary s = summarize_cache(req->layer_descs, 2);
     EXPECT_EQ(s.kv_bytes_per_token, c.kv_bytes_per_token);
     EXPECT_EQ(s.state_bytes_per_sequence, c.state_bytes_per_sequence);
     std::vector<Candidate> cands;
@@ -100,7 +100,7 @@ TEST(GenericPlan, PublishedConfigsPlanWithHandCountedCaches) {
     // The KV term of every rank is its stage's layers at the rank's share (rank_memory recounts it).
     for (int r = 0; r < p->pp * p->tp; ++r) {
       const Stage& st = p->stage_of(r);
-      const StageCache sc = stage_cache(req->hp, st.layer_begin, st.layer_end, p->tp, req->memory_params());
+      const StageCache sc = stage_cache(st.layer_begin, st.layer_end, p->tp, req->memory_params());
       EXPECT_EQ(p->memory[r].kv_cache, sc.kv) << "rank " << r;
       EXPECT_EQ(p->memory[r].state, sc.state) << "rank " << r;
     }
@@ -128,13 +128,13 @@ TEST(GenericPlan, PublishedConfigsPlanWithHandCountedCaches) {
 TEST(GenericPlan, LongContextOfAHybridStack) {
   auto req = make_generic_plan_request(analysed("Qwen3.5-397B-A17B"), inputs(16, 262144, 1));
   ASSERT_TRUE(req.ok()) << req.status().message();
-  const StageCache all = stage_cache(req->hp, 0, 60, 1, req->memory_params());
+  const StageCache all = stage_cache(0, 60, 1, req->memory_params());
   EXPECT_EQ(all.kv, int64_t{30720} * 262144);   // 8,053,063,680 B
   EXPECT_EQ(all.state, 192061440);              // independent of the context
   // Were every layer a full-attention layer: 60 x 2048 B per token.
   EXPECT_EQ(int64_t{60} * 2048 * 262144, 32212254720);
   // tp = 8: the 2 kv heads are replicated (1 per rank); the 16 state blocks split 2 per rank.
-  const StageCache t8 = stage_cache(req->hp, 0, 60, 8, req->memory_params());
+  const StageCache t8 = stage_cache(0, 60, 8, req->memory_params());
   EXPECT_EQ(t8.kv, int64_t{15} * 1024 * 262144);
   EXPECT_EQ(t8.state, 45 * 2 * (2304 * 2 + 65536 * 4));
 }
@@ -288,17 +288,25 @@ TEST(GenericPlan, KnownFamiliesAgreeWithTheirAdapters) {
         for (size_t l = 0; l < ga.size(); ++l)
           ASSERT_EQ(gg[l], ga[l]) << "layer " << l << " (" << ga.size() - 1 << ": outside) tp=" << tp << " ep=" << ep;
       }
+      // The analysis describes each layer as the adapter does: mixer, FFN and weights by split.
+      for (size_t l = 0; l < ra->layer_descs.size(); ++l) {
+        ASSERT_EQ(rg->layer_descs[l].mixer, ra->layer_descs[l].mixer) << "layer " << l;
+        ASSERT_EQ(rg->layer_descs[l].ffn, ra->layer_descs[l].ffn) << "layer " << l;
+        if (w == WeightsOnDevice::kBF16) {
+          ASSERT_EQ(rg->layer_descs[l].weights, ra->layer_descs[l].weights) << "layer " << l;
+        }
+      }
     }
     auto rg = make_generic_plan_request(*a, inputs(16, 4096, 1));
-    const CacheSummary g = summarize_cache(rg->cache, 2);
+    const CacheSummary g = summarize_cache(rg->layer_descs, 2);
     const auto& hp = m->hp;
-    if (hp.mla.kv_lora_rank > 0) {
-      EXPECT_EQ(g.kv_bytes_per_token, hp.n_layer * (hp.mla.kv_lora_rank + hp.mla.qk_rope_head_dim) * 2);
-      EXPECT_EQ(summarize_cache(std::vector<LayerCache>(hp.n_layer, uniform_cache(hp)), 2).kv_bytes_per_token,
-                hp.n_layer * 2 * hp.n_head * 192 * 2);
+    const auto* ds = std::get_if<model::DeepSeekParams>(&hp.family_params);
+    if (ds && ds->mla.kv_lora_rank > 0) {
+      EXPECT_EQ(g.kv_bytes_per_token, hp.n_layer * (ds->mla.kv_lora_rank + ds->mla.qk_rope_head_dim) * 2);
+      EXPECT_EQ(summarize_cache(m->layers, 2).kv_bytes_per_token, hp.n_layer * 2 * hp.n_head * 192 * 2);
     } else {
       EXPECT_EQ(g.kv_bytes_per_token, hp.n_layer * 2 * hp.n_head_kv * hp.head_dim * 2);
-      for (int l = 0; l < hp.n_layer; ++l) ASSERT_EQ(rg->cache[l], uniform_cache(hp)) << "layer " << l;
+      for (int l = 0; l < hp.n_layer; ++l) ASSERT_EQ(rg->layer_descs[l].cache, m->layers[l].cache) << "layer " << l;
     }
   }
 }

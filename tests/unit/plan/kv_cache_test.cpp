@@ -21,8 +21,9 @@ model::ModelFolder open_fixture(const std::string& name) {
   return m.ok() ? std::move(m).value() : model::ModelFolder{};
 }
 
-MemoryParams params(int64_t context, int batch, int64_t bytes_per_activation) {
+MemoryParams params(const model::ModelFolder& m, int64_t context, int batch, int64_t bytes_per_activation) {
   MemoryParams p;
+  p.cache = layer_caches(m.layers);
   p.max_context_tokens = context;
   p.batch = batch;
   p.bytes_per_activation = bytes_per_activation;
@@ -36,33 +37,33 @@ TEST(KvCache, GqaHandCount) {
   EXPECT_FALSE(m.has_weights);
   // 63 layers of a stage, context 4096, 8 sequences resident, bf16.
   // tp=8: 1 kv head per rank: 2 (k, v) x 63 x 1 x 128 x 4096 x 8 x 2 B = 1,056,964,608 B.
-  EXPECT_EQ(kv_cache_bytes(m.hp, 63, 8, params(4096, 8, 2)), 1056964608);
+  EXPECT_EQ(stage_cache(0, 63, 8, params(m, 4096, 8, 2)).kv, 1056964608);
   // tp=4: 2 kv heads per rank, twice that.
-  EXPECT_EQ(kv_cache_bytes(m.hp, 63, 4, params(4096, 8, 2)), 2113929216);
+  EXPECT_EQ(stage_cache(0, 63, 4, params(m, 4096, 8, 2)).kv, 2113929216);
   // tp=16: the 8 kv heads are replicated on pairs of ranks, 1 head each, as with tp=8.
-  EXPECT_EQ(kv_cache_bytes(m.hp, 63, 16, params(4096, 8, 2)), 1056964608);
+  EXPECT_EQ(stage_cache(0, 63, 16, params(m, 4096, 8, 2)).kv, 1056964608);
   // One sequence holds an eighth of it.
-  EXPECT_EQ(kv_cache_bytes(m.hp, 63, 8, params(4096, 1, 2)), 1056964608 / 8);
+  EXPECT_EQ(stage_cache(0, 63, 8, params(m, 4096, 1, 2)).kv, 1056964608 / 8);
 }
 
 TEST(KvCache, MlaHandCount) {
   const model::ModelFolder m = open_fixture("DeepSeek-V3");
-  ASSERT_GT(m.hp.mla.kv_lora_rank, 0);
+  ASSERT_GT(m.hp.deepseek().mla.kv_lora_rank, 0);
   // The cache holds every head's expanded k (nope 128 + rope 64) and v (128), both padded to
   // max(192, 128) = 192 (model/blocks/mla.h), 128 heads split over tp.
   // tp=8, all 61 layers, context 4096, 8 sequences, bf16:
   // 2 x 61 x 16 x 192 x 4096 x 8 x 2 B = 24,561,844,224 B.
-  EXPECT_EQ(kv_cache_bytes(m.hp, 61, 8, params(4096, 8, 2)), 24561844224);
+  EXPECT_EQ(stage_cache(0, 61, 8, params(m, 4096, 8, 2)).kv, 24561844224);
   // f32 (the CPU backend), one sequence: 2 x 61 x 16 x 192 x 4096 x 1 x 4 B.
-  EXPECT_EQ(kv_cache_bytes(m.hp, 61, 8, params(4096, 1, 4)), 6140461056);
+  EXPECT_EQ(stage_cache(0, 61, 8, params(m, 4096, 1, 4)).kv, 6140461056);
 }
 
 TEST(KvCache, ActivationsOfABatch) {
   const model::ModelFolder m = open_fixture("Meta-Llama-3.1-405B");
   // T = context x batch rows of every buffer, so a batch of 3 is three times one sequence.
-  const int64_t one = activation_bytes(m.hp, 8, true, params(1000, 1, 2));
+  const int64_t one = activation_bytes(m.hp, 8, true, params(m, 1000, 1, 2));
   EXPECT_GT(one, 0);
-  EXPECT_EQ(activation_bytes(m.hp, 8, true, params(1000, 3, 2)), 3 * one);
+  EXPECT_EQ(activation_bytes(m.hp, 8, true, params(m, 1000, 3, 2)), 3 * one);
 }
 
 TEST(PlanRequestBuilder, WeightSizesFromConfigAlone) {

@@ -16,6 +16,7 @@ namespace {
 struct Model {
   model::HParams hp;
   std::vector<model::TensorSpec> specs;
+  std::vector<model::LayerDesc> layers;
   EdgeNames names;
   explicit Model(const nlohmann::json& cfg) {
     auto a = model::find_adapter(cfg);
@@ -24,6 +25,7 @@ struct Model {
     EXPECT_TRUE(h.ok()) << h.status().message();
     hp = *h;
     specs = (*a)->tensor_specs(hp);
+    layers = model::describe_layers(**a, hp);
     names = edge_names(**a, hp);
   }
   // Weights as stored per config.json (bf16, FP8 for the quantized Linears) on nodes x 8 x 80 GiB.
@@ -31,6 +33,7 @@ struct Model {
     PlanRequest r;
     r.hp = hp;
     r.specs = specs;
+    r.layer_descs = layers;
     r.names = names;
     r.topo.nodes = nodes;
     r.topo.gpus_per_node = 8;
@@ -191,6 +194,7 @@ int64_t tiny_total(int nextn, bool as_stored, int tp = 1, int ep = 1) {
   PlanRequest r;
   r.hp = m.hp;
   r.specs = m.specs;
+  r.layer_descs = m.layers;
   r.names = m.names;
   r.topo.nodes = 1;
   r.topo.gpus_per_node = tp;
@@ -239,6 +243,7 @@ TEST(TinyDeepseek, EpChosenForMoeAndReported) {
   PlanRequest r;
   r.hp = m.hp;
   r.specs = m.specs;
+  r.layer_descs = m.layers;
   r.names = m.names;
   r.topo.nodes = 1;
   r.topo.gpus_per_node = 2;
@@ -266,6 +271,7 @@ TEST(TinyDeepseek, EpChosenForMoeAndReported) {
   PlanRequest d;
   d.hp = testing::tiny_hp();
   d.specs = testing::specs_of(d.hp);
+  d.layer_descs = testing::layers_of(d.hp);
   d.topo = r.topo;
   d.tp = 2;
   d.max_context_tokens = 16;

@@ -32,6 +32,13 @@ inline std::vector<model::TensorSpec> specs_of(const model::HParams& hp) {
   return (*a)->tensor_specs(hp);
 }
 
+// The family's layer descriptors with their weights (model::describe_layers).
+inline std::vector<model::LayerDesc> layers_of(const model::HParams& hp) {
+  auto a = model::find_adapter_by_family(hp.family);
+  EXPECT_TRUE(a.ok());
+  return model::describe_layers(**a, hp);
+}
+
 inline const model::TensorSpec& spec_named(const std::vector<model::TensorSpec>& specs, const std::string& name) {
   for (const auto& s : specs)
     if (s.name == name) return s;

@@ -13,6 +13,7 @@ namespace dayzero::plan {
 namespace {
 
 using testing::hand_plan;
+using testing::layers_of;
 using testing::specs_of;
 using testing::tiny_hp;
 
@@ -20,6 +21,7 @@ PlanRequest tiny_request(int nodes, int gpus, int64_t device_memory) {
   PlanRequest r;
   r.hp = tiny_hp();
   r.specs = specs_of(r.hp);
+  r.layer_descs = layers_of(r.hp);
   r.topo.nodes = nodes;
   r.topo.gpus_per_node = gpus;
   r.topo.device_memory_bytes = device_memory;
@@ -127,6 +129,7 @@ TEST(Planner, ExplicitSizesHonouredOrRejected) {
   r = base;
   r.hp.n_ff = 100;
   r.specs = specs_of(r.hp);
+  r.layer_descs = layers_of(r.hp);
   r.tp = 8;
   expect_error(r, "parallel.tp=8: intermediate size 100 is not divisible by 8");
   r = base;
@@ -233,6 +236,7 @@ TEST(Planner, Deterministic) {
 struct Llama405B {
   model::HParams hp;
   std::vector<model::TensorSpec> specs;
+  std::vector<model::LayerDesc> layers;
   EdgeNames names;
   Llama405B() {
     const auto cfg = testing::read_fixture_config("Meta-Llama-3.1-405B");
@@ -242,12 +246,14 @@ struct Llama405B {
     EXPECT_TRUE(h.ok());
     hp = *h;
     specs = (*a)->tensor_specs(hp);
+    layers = model::describe_layers(**a, hp);
     names = edge_names(**a, hp);
   }
   PlanRequest request(int nodes) const {
     PlanRequest r;
     r.hp = hp;
     r.specs = specs;
+    r.layer_descs = layers;
     r.names = names;
     r.topo.nodes = nodes;
     r.topo.gpus_per_node = 8;

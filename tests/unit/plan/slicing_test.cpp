@@ -15,6 +15,7 @@ namespace {
 
 using testing::hand_plan;
 using testing::spec_named;
+using testing::layers_of;
 using testing::specs_of;
 using testing::tiny_hp;
 
@@ -55,7 +56,7 @@ TEST(Slicing, KvHeadsReplicatedWhenTpExceedsThem) {
   EXPECT_EQ(tp_slice(v, 4, 3), (Slice{true, 0, 8, 16}));
   // tp=8: rank r holds kv head r / 4.
   for (int r = 0; r < 8; ++r) EXPECT_EQ(tp_slice(k, 8, r), (Slice{true, 0, r / 4 * 8, r / 4 * 8 + 8})) << r;
-  EXPECT_TRUE(check_tp(specs, hp, 8).ok());
+  EXPECT_TRUE(check_tp(specs, hp, layers_of(hp), 8).ok());
 }
 
 TEST(Slicing, VocabularySplitLastRangeShorter) {
@@ -143,8 +144,9 @@ TEST(Slicing, NamesFromTheAdapter) {
 // conv1d rows [q 64 | k 64 | v 64], every other projection by heads.
 TEST(Slicing, GatedDeltaNetSectionsSplitByHeads) {
   model::HParams hp = tiny_hp();
-  hp.linear = {4, 8, 16, 8, 4};
-  hp.linear_layers = {0};
+  hp.family_params = model::HybridLinearParams{};
+  hp.hybrid().linear = {4, 8, 16, 8, 4};
+  hp.hybrid().linear_layers = {0};
   const model::blocks::GatedDeltaNetNames n = [] {
     model::blocks::GatedDeltaNetNames x = model::blocks::gated_deltanet_names(0);
     x.in_proj_qkv = "qkv";
@@ -198,7 +200,7 @@ TEST(Slicing, Qwen35LinearAttentionSplitsEightWays) {
   auto hp = (*a)->parse_hparams(c);
   ASSERT_TRUE(hp.ok()) << hp.status().message();
   const auto specs = (*a)->tensor_specs(*hp);
-  ASSERT_TRUE(check_tp(specs, *hp, 8).ok());
+  ASSERT_TRUE(check_tp(specs, *hp, (*a)->layer_kinds(*hp), 8).ok());
   int64_t whole = 0, tensors = 0;
   std::vector<int64_t> held(8, 0);
   for (const auto& s : specs) {
@@ -215,16 +217,25 @@ TEST(Slicing, Qwen35LinearAttentionSplitsEightWays) {
 TEST(Slicing, TpReasons) {
   auto hp = tiny_hp();
   auto specs = specs_of(hp);
-  Status s = check_tp(specs, hp, 3);
+  Status s = check_tp(specs, hp, layers_of(hp), 3);
   EXPECT_EQ(s.message(), "8 attention heads are not divisible by 3");
   hp.n_head = 12;
   hp.n_head_kv = 6;
-  s = check_tp(specs_of(hp), hp, 4);
+  s = check_tp(specs_of(hp), hp, layers_of(hp), 4);
   EXPECT_EQ(s.message(), "6 kv heads are not divisible by 4 and 4 is not a multiple of 6");
   hp = tiny_hp();
   hp.n_ff = 100;
-  s = check_tp(specs_of(hp), hp, 8);
+  s = check_tp(specs_of(hp), hp, layers_of(hp), 8);
   EXPECT_EQ(s.message(), "intermediate size 100 is not divisible by 8");
+  // A recurrent state splits by its head groups: the layer descriptor's, whatever the family.
+  hp = tiny_hp();
+  std::vector<model::LayerDesc> layers = layers_of(hp);
+  layers[1].mixer = model::MixerKind::kLinearAttention;
+  layers[1].cache = {};
+  layers[1].cache.state_heads = 4;
+  EXPECT_TRUE(check_tp(specs_of(hp), hp, layers, 4).ok());
+  s = check_tp(specs_of(hp), hp, layers, 8);
+  EXPECT_EQ(s.message(), "4 linear attention key heads are not divisible by 8");
   // A spec-level reason names the tensor.
   model::TensorSpec odd{"x.weight", {24, 4}, model::ShardRule::kSplitDim0, 0, 8};
   s = check_tp(odd, 2);

@@ -76,6 +76,7 @@ Plan small_plan() {
   PlanRequest r;
   r.hp = testing::tiny_hp();
   r.specs = testing::specs_of(r.hp);
+  r.layer_descs = testing::layers_of(r.hp);
   r.topo.nodes = 2;
   r.topo.gpus_per_node = 4;
   r.topo.device_memory_bytes = int64_t{1} << 30;

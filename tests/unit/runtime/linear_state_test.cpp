@@ -65,7 +65,7 @@ class LinearState : public ::testing::Test {
 
 TEST_F(LinearState, PrefillThenDecodeEqualsOnePrefill) {
   const model::HParams& hp = info_.hp;
-  ASSERT_EQ(hp.linear_layers, (std::vector<int>{0, 2}));
+  ASSERT_EQ(hp.hybrid().linear_layers, (std::vector<int>{0, 2}));
   const int64_t V = hp.n_vocab;
   runtime::Forward fwd(*be_, *info_.adapter, hp, w_);
   // 70 prompt tokens: the prefill crosses a 64-token chunk; then 5 decode steps.
@@ -128,15 +128,15 @@ TEST_F(LinearState, CacheHoldsKvForAttentionAndAFixedStateForLinearLayers) {
   EXPECT_EQ(small.state_bytes(), large.state_bytes()) << "the linear layers' state does not grow with the context";
   EXPECT_EQ(large.kv_bytes(), 64 * small.kv_bytes());
   for (int l = 0; l < hp.n_layer; ++l) {
-    EXPECT_EQ(small.conv_state(l) != nullptr, hp.is_linear_layer(l)) << "layer " << l;
-    EXPECT_EQ(small.k(l).defined(), !hp.is_linear_layer(l)) << "layer " << l;
+    EXPECT_EQ(small.conv_state(l) != nullptr, hp.hybrid().is_linear_layer(l)) << "layer " << l;
+    EXPECT_EQ(small.k(l).defined(), !hp.hybrid().is_linear_layer(l)) << "layer " << l;
   }
   // The planner's figures for one rank at f32: the same bytes.
   plan::MemoryParams p;
   p.bytes_per_activation = 4;
   p.max_context_tokens = 1024;
-  p.cache = plan::adapter_layer_caches(hp);
-  const plan::StageCache c = plan::stage_cache(hp, 0, static_cast<int>(hp.n_layer), 1, p);
+  p.cache = plan::layer_caches(info_.adapter->layer_kinds(hp));
+  const plan::StageCache c = plan::stage_cache(0, static_cast<int>(hp.n_layer), 1, p);
   EXPECT_EQ(c.kv, large.kv_bytes());
   EXPECT_EQ(c.state, large.state_bytes());
   // 2 linear layers x (3 x (2 x 32 + 64) conv + 4 x 16 x 16 recurrent) x 4 bytes.

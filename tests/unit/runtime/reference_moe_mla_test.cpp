@@ -473,15 +473,15 @@ const Variant kDeepseekVariants[] = {
     {"deepseek_v3", nlohmann::json::object(), kMlaTol,
      {"YaRN read as default RoPE", [](model::HParams& hp) { hp.rope_scaling = model::RopeScaling{}; }}},
     {"rope_not_interleaved", {{"rope_interleave", false}}, kMlaTol,
-     {"interleaved RoPE", [](model::HParams& hp) { hp.mla.rope_interleave = true; }}},
+     {"interleaved RoPE", [](model::HParams& hp) { hp.deepseek().mla.rope_interleave = true; }}},
     // q_proj instead of q_a_proj / q_a_layernorm / q_b_proj: no runtime switch to flip.
     {"no_q_lora", {{"q_lora_rank", nullptr}}, kMlaTol, {}},
     {"topk_not_normalised", {{"norm_topk_prob", false}}, kMlaTol,
      {"top-k renormalised", [](model::HParams& hp) { hp.norm_topk_prob = true; }}},
     {"one_group", {{"n_group", 1}, {"topk_group", 1}}, kMlaTol,
      {"4 groups, 2 kept", [](model::HParams& hp) {
-        hp.group_routing.n_group = 4;
-        hp.group_routing.topk_group = 2;
+        hp.deepseek().routing.n_group = 4;
+        hp.deepseek().routing.topk_group = 2;
       }}},
 };
 
@@ -495,7 +495,7 @@ TEST(ReferenceMoeMla, DeepseekV32SparseAttentionMatchesNaiveLoops) {
                 .n_expert = 8, .n_expert_used = 2, .n_ff_expert = 32},
                deepseek_forward,
                {"deepseek_v32", {{"index_topk", 4}}, kMlaTol,
-                {"dense attention (index_topk 64)", [](model::HParams& hp) { hp.dsa.index_topk = 64; }}});
+                {"dense attention (index_topk 64)", [](model::HParams& hp) { hp.deepseek().dsa.index_topk = 64; }}});
 }
 
 // glm_moe_dsa: 4 layers (indexer types full, shared, full, shared; layer 0 dense), default rope,
@@ -515,9 +515,9 @@ TEST_P(GlmMoeDsaReference, SparseAttentionMatchesNaiveLoops) {
 
 const Variant kGlmVariants[] = {
     {"glm_moe_dsa", {{"index_topk", 4}}, kMlaTol,
-     {"the indexer rope half-split", [](model::HParams& hp) { hp.dsa.rope_interleave = false; }}},
+     {"the indexer rope half-split", [](model::HParams& hp) { hp.deepseek().dsa.rope_interleave = false; }}},
     {"glm_moe_dsa_dense_control", {{"index_topk", 4}}, kMlaTol,
-     {"dense attention (index_topk 64)", [](model::HParams& hp) { hp.dsa.index_topk = 64; }}},
+     {"dense attention (index_topk 64)", [](model::HParams& hp) { hp.deepseek().dsa.index_topk = 64; }}},
 };
 INSTANTIATE_TEST_SUITE_P(Variants, GlmMoeDsaReference, ::testing::ValuesIn(kGlmVariants),
                          [](const ::testing::TestParamInfo<Variant>& i) { return std::string(i.param.name); });
