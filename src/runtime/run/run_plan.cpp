@@ -83,6 +83,16 @@ Status Run::plan_and_partition() {
     in.layers = replay_layers_;
   }
   in.context_tokens = longest;
+  // The attention blocks attend over the whole cache: a layer that keeps a window gives the
+  // model's answer only while the context fits in it, so a longer context is refused, not run.
+  for (size_t l = 0; l < model_.layers.size(); ++l) {
+    const int64_t window = model_.layers[l].cache.window;
+    if (window > 0 && longest > window)
+      return Status::Unsupported(cfg_.source_name + ": a context of " + std::to_string(longest) +
+                                 " tokens (longest prompt + reference + generate.max_new_tokens) exceeds layer " +
+                                 std::to_string(l) + "'s sliding window of " + std::to_string(window) +
+                                 " tokens, and attention beyond the window is not implemented");
+  }
   in.batch = plan::resident_batch(cfg_.generate.max_batch, static_cast<int64_t>(prompts_.size()));
   plan_tokens_ = in.context_tokens * in.batch;
   auto req = plan::make_plan_request(model_, in);
