@@ -21,6 +21,7 @@ const std::vector<const Adapter*>& table() {
       &qwen3_5_moe_adapter(),
       &llava_adapter(),
       &kimi_k25_adapter(),
+      &mistral_adapter(),
   };
   return kAdapters;
 }

@@ -418,6 +418,23 @@ TEST(BadInput, GlmIndexerTypesLength) {
   expect_bad_input(run_case(c), c, {"indexer_types", "3 entries", "num_hidden_layers 4"});
 }
 
+// A sliding window shorter than the run's context: the attention blocks attend over the whole
+// cache, so the run is refused naming the layer and its window (mistral: the tiny llama's
+// tensors under a mistral config.json with sliding_window 4 for a 5-token prompt + 2 new).
+TEST(BadInput, ContextBeyondTheSlidingWindow) {
+  const Case c = make_case("sliding-window");
+  auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
+  cfg["model_type"] = "mistral";
+  cfg["architectures"] = {"MistralForCausalLM"};
+  cfg["sliding_window"] = 4;
+  write_file(c.model() / "config.json", cfg.dump(2));
+  expect_bad_input(run_case(c), c, {"run.yaml", "layer 0's sliding window of 4 tokens", "not implemented"});
+  cfg["sliding_window"] = 4096;  // the same model with a window longer than the context runs
+  write_file(c.model() / "config.json", cfg.dump(2));
+  const Outcome ok = run_case(c);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+}
+
 // Hybrid linear attention (qwen3_next): a layer_types list of another length than
 // num_hidden_layers is refused with one sentence naming both keys.
 TEST(BadInput, LayerTypesLengthDisagreesWithLayerCount) {

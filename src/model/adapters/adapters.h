@@ -16,4 +16,5 @@ const Adapter& qwen3_next_adapter();
 const Adapter& qwen3_5_moe_adapter();
 const Adapter& llava_adapter();
 const Adapter& kimi_k25_adapter();
+const Adapter& mistral_adapter();
 }  // namespace dayzero::model
