@@ -57,21 +57,7 @@ class ClipProcessor final : public ImageProcessor {
 
   Result<ProcessedImage> process(const RgbImage& in, const std::string& source) const override {
     DZ_ASSIGN_OR_RETURN(const RgbImage img, geometry(in, source));
-    ProcessedImage p;
-    p.source = source;
-    p.height = img.height;
-    p.width = img.width;
-    p.patch_size = patch_size;
-    if (patch_size > 0) {
-      if (img.height % patch_size != 0 || img.width % patch_size != 0)
-        return Status::InvalidArgument(source + ": the processed " + std::to_string(img.width) + "x" +
-                                       std::to_string(img.height) + " image is not a whole number of " +
-                                       std::to_string(patch_size) + "-pixel patches");
-      p.grid_h = img.height / patch_size;
-      p.grid_w = img.width / patch_size;
-    }
-    rescale_normalize(img, pixel, &p.pixels);
-    return p;
+    return to_processed_image(img, source, patch_size, pixel);
   }
 
  private:

@@ -57,15 +57,7 @@ class KimiK25Processor final : public ImageProcessor {
 
   Result<ProcessedImage> process(const RgbImage& in, const std::string& source) const override {
     DZ_ASSIGN_OR_RETURN(const RgbImage img, geometry(in, source));
-    ProcessedImage p;
-    p.source = source;
-    p.height = img.height;
-    p.width = img.width;
-    p.patch_size = patch_size;
-    p.grid_h = img.height / patch_size;
-    p.grid_w = img.width / patch_size;
-    rescale_normalize(img, pixel, &p.pixels);
-    return p;
+    return to_processed_image(img, source, patch_size, pixel);
   }
 };
 

@@ -145,6 +145,25 @@ void rescale_normalize(const RgbImage& img, double rescale_factor, bool do_resca
   }
 }
 
+Result<ProcessedImage> to_processed_image(const RgbImage& img, const std::string& source, int64_t patch_size,
+                                          const PixelSteps& steps) {
+  ProcessedImage p;
+  p.source = source;
+  p.height = img.height;
+  p.width = img.width;
+  p.patch_size = patch_size;
+  if (patch_size > 0) {
+    if (img.height % patch_size != 0 || img.width % patch_size != 0)
+      return Status::InvalidArgument(source + ": the processed " + std::to_string(img.width) + "x" +
+                                     std::to_string(img.height) + " image is not a whole number of " +
+                                     std::to_string(patch_size) + "-pixel patches");
+    p.grid_h = img.height / patch_size;
+    p.grid_w = img.width / patch_size;
+  }
+  rescale_normalize(img, steps, &p.pixels);
+  return p;
+}
+
 Result<std::unique_ptr<ImageProcessor>> make_image_processor(const nlohmann::json& config,
                                                             const std::string& source_name,
                                                             const ProcessorContext& ctx) {

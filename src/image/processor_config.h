@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "image/processed_image.h"
 #include "image/resample.h"
 
 namespace dayzero::image {
@@ -67,5 +68,11 @@ void rescale_normalize(const RgbImage& img, double rescale_factor, bool do_resca
 inline void rescale_normalize(const RgbImage& img, const PixelSteps& s, std::vector<float>* out) {
   rescale_normalize(img, s.rescale_factor, s.do_rescale, s.do_normalize, s.mean, s.std, out);
 }
+
+// The last step every processor shares: img (already resized, cropped or padded) as a
+// ProcessedImage of its patch grid (patch_size 0: no grid) with rescale_normalize's pixels.
+// InvalidArgument naming source when the image is not a whole number of patches.
+Result<ProcessedImage> to_processed_image(const RgbImage& img, const std::string& source, int64_t patch_size,
+                                          const PixelSteps& steps);
 
 }  // namespace dayzero::image
