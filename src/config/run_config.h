@@ -152,6 +152,9 @@ inline constexpr int64_t kMaxRingEvents = 1 << 20;
 struct StallConfig {
   int rank = 0;
   std::string before;  // as written
+  // How long the rank pauses before entering the op; absent: for good. A pause lets a test
+  // break something (a node's link) while the job is in a known phase.
+  std::optional<double> seconds;
   std::string group, op;
   int64_t seq = 0;
 };

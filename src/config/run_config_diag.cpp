@@ -178,7 +178,7 @@ Status Parser::parse_debug(const YAML::Node& n) {
   }
   if (!given(n["stall"])) return Status::Ok();
   const YAML::Node st = n["stall"];
-  DZ_RETURN_IF_ERROR(check_map(st, "debug.stall", {"rank", "before"}));
+  DZ_RETURN_IF_ERROR(check_map(st, "debug.stall", {"rank", "before", "seconds"}));
   if (!given(st["rank"])) return error(st, "debug.stall.rank", "missing required key (the world rank that stalls)");
   if (!given(st["before"]))
     return error(st, "debug.stall.before", "missing required key (e.g. \"tp all_reduce #40\")");
@@ -186,6 +186,9 @@ Status Parser::parse_debug(const YAML::Node& n) {
   DZ_RETURN_IF_ERROR(get_int(st["rank"], "debug.stall.rank", &s.rank));
   DZ_RETURN_IF_ERROR(get_string(st["before"], "debug.stall.before", &s.before));
   if (s.rank < 0) return error(st["rank"], "debug.stall.rank", "must be >= 0, got " + std::to_string(s.rank));
+  DZ_RETURN_IF_ERROR(get_opt_double(st["seconds"], "debug.stall.seconds", &s.seconds));
+  if (s.seconds && !(*s.seconds > 0))
+    return error(st["seconds"], "debug.stall.seconds", "must be > 0 (leave it out to stall for good)");
   const Status parsed = parse_stall_target(s.before, &s);
   if (!parsed.ok()) return error(st["before"], "debug.stall.before", parsed.message());
   cfg_->debug.stall = s;

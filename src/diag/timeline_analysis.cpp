@@ -39,6 +39,87 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+namespace {
+
+// " The launcher did not exit ...; dayzero-launch ended it" when its supervisor did.
+std::string launcher_note(const RunTrails& t) {
+  if (!t.launcher.ended_by_supervisor) return "";
+  return " The launcher did not exit after the ranks gave up; dayzero-launch ended it (" + t.launcher.signal + ") " +
+         fmt(t.launcher.waited_s, "%.1f") + " s after " + t.launcher.first_report + ".";
+}
+
+// A network partition: every rank gave up waiting (inside a logged op, or by an abort record
+// that names the op it waited in, which the event log may not show: the agreement after a
+// phase),
+// none is missing without waiting itself, and every op left open waits across hosts (the ranks
+// inside it on one host; those it waits for, or whose side of a send completed, on another).
+// Which side is lost is a matter of viewpoint; the job's is the launcher's host (dayzero-launch's
+// record, else rank 0's host). The hosts cut off from it become lost nodes; returns the
+// verdict's opening sentence (empty: no partition).
+std::string cut_off_nodes(const RunTrails& t, Analysis& a) {
+  if (a.nodes < 2 || !a.culprits.empty()) return "";
+  std::set<std::string> waiting_anywhere;
+  for (const RankState& r : a.ranks) {
+    // Its watchdog gave up on an op, or the launcher ended it while it waited in one.
+    const bool gave_up = r.abort_reason.find("watchdog") != std::string::npos ||
+                         (r.abort_reason.find("SIGTERM during ") != std::string::npos &&
+                          r.abort_reason.find("during shutdown") == std::string::npos);
+    if (r.waiting_in.empty() && !gave_up) return "";
+    waiting_anywhere.insert(r.host);
+  }
+  if (waiting_anywhere.size() < 2) return "";
+  const auto host_of = [&](int rank) { return a.ranks[static_cast<size_t>(rank)].host; };
+  std::string home = t.launcher.host;
+  if (home.empty() && !a.ranks.empty()) home = a.ranks.front().host;
+  std::set<std::string> cut;
+  for (const RankState& r : a.ranks)
+    if (r.host != home) cut.insert(r.host);
+  const StuckOp* example = nullptr;
+  for (const StuckOp& st : a.stuck) {
+    std::set<int> inside(st.entered.begin(), st.entered.end());
+    for (int r : st.completed) inside.erase(r);
+    std::set<int> awaited(st.never.begin(), st.never.end());
+    awaited.insert(st.completed.begin(), st.completed.end());
+    if (awaited.empty())  // members unknown to the trail (the world): every rank that did not enter
+      for (const RankState& r : a.ranks)
+        if (!std::count(st.entered.begin(), st.entered.end(), r.rank)) awaited.insert(r.rank);
+    std::set<std::string> waiting_hosts, awaited_hosts;
+    for (int r : inside) waiting_hosts.insert(host_of(r));
+    for (int r : awaited) awaited_hosts.insert(host_of(r));
+    for (const std::string& h : waiting_hosts)
+      if (awaited_hosts.count(h)) return "";  // waits inside one host: not the network's doing
+    if (example == nullptr || (st.p2p && !st.completed.empty())) example = &st;
+  }
+  if (cut.empty()) return "";
+  std::string names, ranks_all;
+  for (const std::string& h : cut) {
+    LostNode n{h, {}};
+    for (const RankState& r : a.ranks)
+      if (r.host == h) n.ranks.push_back(r.rank);
+    names += (names.empty() ? "" : ", ") + h;
+    ranks_all += (ranks_all.empty() ? "" : ", ") + ranks_text(n.ranks);
+    a.lost_nodes.push_back(std::move(n));
+  }
+  std::string v = "node " + names + " was cut off from " + home +
+                  (t.launcher.host.empty() ? " (rank 0's node)" : " (where the launcher ran)") + " with its ranks (" +
+                  ranks_all + "): the ranks on both sides were alive and gave up waiting for each other";
+  if (example != nullptr) {
+    v += ", every op left open waiting for a message across nodes (" + example->op + " #" +
+         std::to_string(example->seq) + " of " + example->label;
+    if (example->p2p && !example->completed.empty()) {
+      std::set<int> inside(example->entered.begin(), example->entered.end());
+      for (int r : example->completed) inside.erase(r);
+      v += ": rank(s) " + ranks_text(example->completed) + " completed their side, rank(s) " +
+           ranks_text(std::vector<int>(inside.begin(), inside.end())) + " never got theirs";
+    }
+    v += ")";
+  }
+  v += ": the network between the nodes failed. ";
+  return v;
+}
+
+}  // namespace
+
 Analysis analyse(const RunTrails& t) {
   Analysis a;
   a.world = static_cast<int>(t.ranks.size());
@@ -46,6 +127,7 @@ Analysis analyse(const RunTrails& t) {
   for (const RankTrail& r : t.ranks)
     if (r.has_log) hosts.insert(r.host);
   a.nodes = static_cast<int>(hosts.size());
+  a.launcher_ended_by_supervisor = t.launcher.ended_by_supervisor;
 
   // Phases: completed non-communication slices, summed per rank and (kind, name).
   std::map<std::pair<std::string, std::string>, std::map<int, double>> phase_s;
@@ -200,10 +282,11 @@ Analysis analyse(const RunTrails& t) {
           a.ranks[static_cast<size_t>(r)].heartbeat != "exited")
         culprits.insert(r);
   a.culprits.assign(culprits.begin(), culprits.end());
+  if (a.lost_nodes.empty()) lost = cut_off_nodes(t, a);
 
   // The verdict.
   if (a.stuck.empty()) {
-    a.verdict = lost + "no hang: every op that a group's ranks entered completed on all of them.";
+    a.verdict = lost + "no hang: every op that a group's ranks entered completed on all of them." + launcher_note(t);
     return a;
   }
   std::string v;
@@ -248,10 +331,11 @@ Analysis analyse(const RunTrails& t) {
       v += ". Its heartbeat is " + rs.heartbeat;
     v += ". ";
   }
-  if (a.culprits.empty())
+  if (a.culprits.empty() && a.lost_nodes.empty())
     v = "every stuck op's missing ranks are themselves waiting in another op (a cycle, or ops issued in "
         "different orders): see the stuck ops above. ";
-  a.verdict = lost + v.substr(0, v.size() - 1);
+  a.verdict = lost + v;
+  a.verdict = a.verdict.substr(0, a.verdict.size() - 1) + launcher_note(t);
   return a;
 }
 
@@ -280,6 +364,7 @@ nlohmann::ordered_json to_json(const Analysis& a) {
   j["lost_nodes"] = nlohmann::ordered_json::array();
   for (const LostNode& n : a.lost_nodes) j["lost_nodes"].push_back({{"host", n.host}, {"ranks", n.ranks}});
   j["culprits"] = a.culprits;
+  j["launcher_ended_by_supervisor"] = a.launcher_ended_by_supervisor;
   j["verdict"] = a.verdict;
   return j;
 }

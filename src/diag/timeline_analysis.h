@@ -62,7 +62,9 @@ struct RankState {
   std::string abort_reason;
 };
 
-// A node whose ranks all died together while the launcher ended the others: when no watchdog
+// A node whose ranks all died together while the launcher ended the others, or that the network
+// cut off (every rank alive and waiting, every open op waiting across hosts: the hosts other
+// than the launcher's). The first: when no watchdog
 // expired, ranks on other hosts wrote "terminated by SIGTERM" abort records, and not one rank
 // of this host wrote any abort record nor exited, the launcher's SIGTERM found no process
 // there: the node (or every process on it) was gone. Its ranks are all "dead", those blocked
@@ -80,6 +82,7 @@ struct Analysis {
   std::vector<StuckOp> stuck;
   std::vector<RankState> ranks;
   std::vector<int> culprits;  // ranks the others wait for: never arrived, not waiting themselves
+  bool launcher_ended_by_supervisor = false;  // dayzero-launch ended the launcher (launch/supervisor.json)
   std::string verdict;        // one paragraph
 };
 

@@ -482,7 +482,24 @@ Result<RunTrails> load_run_trails(const std::string& run_dir, const TrailOptions
   // beating for the abort's grace period, which must not make the others look dead.
   if (t.end_ns <= 0)
     for (const RankTrail& r : t.ranks) t.end_ns = std::max(t.end_ns, r.heartbeat_ns);
+  t.launcher = read_launcher_record(run_dir);
   return t;
+}
+
+LauncherRecord read_launcher_record(const std::string& run_dir) {
+  LauncherRecord l;
+  const fs::path dir = fs::path(run_dir) / "launch";
+  auto launch = read_json_file((dir / "launch.json").string(), {.max_depth = 16});
+  if (launch.ok() && launch->is_object() && (*launch)["launcher_host"].is_string())
+    l.host = (*launch)["launcher_host"].get<std::string>();
+  auto sup = read_json_file((dir / "supervisor.json").string(), {.max_depth = 8});
+  if (sup.ok() && sup->is_object() && sup->value("ended_launcher", false) == true) {
+    l.ended_by_supervisor = true;
+    if ((*sup)["signal"].is_string()) l.signal = (*sup)["signal"].get<std::string>();
+    if ((*sup)["first_report"].is_string()) l.first_report = (*sup)["first_report"].get<std::string>();
+    if ((*sup)["waited_s"].is_number()) l.waited_s = (*sup)["waited_s"].get<double>();
+  }
+  return l;
 }
 
 nlohmann::ordered_json chrome_trace(const RunTrails& t) {

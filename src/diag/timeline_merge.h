@@ -89,14 +89,28 @@ struct GroupAggregate {
   std::map<int64_t, SeqAggregate> sparse;  // seqs that do not fit the dense run (negative, far ahead)
 };
 
+// What dayzero-launch recorded of the launcher (launch/launch.json, launch/supervisor.json);
+// empty when the run was started another way.
+struct LauncherRecord {
+  std::string host;            // where the launcher (mpirun, srun) ran
+  bool ended_by_supervisor = false;
+  std::string signal;          // SIGTERM or SIGKILL
+  std::string first_report;    // "hang/rank-00001.json"
+  double waited_s = 0;         // from that report to ending the launcher
+};
+
 struct RunTrails {
   std::string run_dir;
+  LauncherRecord launcher;
   std::vector<RankTrail> ranks;  // index = world rank
   int64_t t0_ns = 0;             // earliest time seen, rank 0's clock
   int64_t end_ns = 0;            // latest event or abort record seen (heartbeats: only if none)
   std::vector<GroupAggregate> groups;  // sorted by label
   std::vector<std::string> op_names;
 };
+
+// launch/launch.json and launch/supervisor.json of run_dir (absent or unreadable: empty fields).
+LauncherRecord read_launcher_record(const std::string& run_dir);
 
 struct TrailOptions {
   bool keep_slices = true;  // RankTrail::slices (O(events) memory): needed by chrome_trace only

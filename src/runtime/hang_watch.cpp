@@ -42,6 +42,7 @@ void HangWatch::set_placement(const nlohmann::ordered_json& placement) {
 void HangWatch::op_begin(const comm::OpInfo& info) {
   const std::string what = describe_op(info);
   bool stall = false;
+  std::optional<double> stall_seconds;
   double timeout = 0;
   dump::Heartbeat* hb = nullptr;
   {
@@ -50,7 +51,7 @@ void HangWatch::op_begin(const comm::OpInfo& info) {
             stall_->seq == info.seq;
     timeout = timeout_s_;
     hb = heartbeat_;
-    if (stall) stalled_before_ = what;
+    if (stall) stalled_before_ = what, stall_seconds = stall_->seconds;
     in_op_ = !stall;
     op_ = info.op;
     group_ = info.group;
@@ -62,11 +63,17 @@ void HangWatch::op_begin(const comm::OpInfo& info) {
     op_start_ = std::chrono::steady_clock::now();
   }
   if (stall) {
-    // The op is never entered and never armed: only the peers' watchdogs see this hang,
-    // as they would see a rank stuck in a kernel. The heartbeat thread keeps beating.
+    // The op is not entered (nor armed) while stalled: only the peers' watchdogs see this
+    // hang, as they would see a rank stuck in a kernel. The heartbeat thread keeps beating.
     DZ_LOG_WARN("debug.stall: rank {} stalls before {}", rank_, what);
     if (hb != nullptr) hb->set_current("debug.stall before " + what);
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (!stall_seconds) {
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(*stall_seconds));
+    std::lock_guard lock(mu_);
+    stalled_before_.clear();
+    in_op_ = true;
   }
   if (hb != nullptr) hb->set_current(what);
   watchdog_.arm_op(what, timeout);

@@ -72,21 +72,25 @@ void Watchdog::disarm_op() {
   op_.armed = false;
 }
 
+// Once the rank has decided to end, nothing may wait on the network for long: writing the hang
+// report (a shared filesystem) and MPI_Abort (a peer or daemon that no longer answers) both run
+// under this deadline, after which the process exits with 3 whatever they are doing.
+void Watchdog::bound_exit() const {
+  const double grace = grace_s_;
+  std::thread([grace] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(grace));
+    _exit(3);
+  }).detach();
+}
+
 void Watchdog::expire(const Slot& s) {
   const std::string msg = "rank " + std::to_string(rank_) + ": watchdog: " + s.what + " did not finish within " +
                           seconds_text(s.timeout_s) + " s";
   std::fprintf(stderr, "dayzero: error: %s; aborting the job\n", msg.c_str());
   std::fflush(stderr);
+  bound_exit();
   if (on_expire_) on_expire_(msg);
-  if (mpi_abort_) {
-    // MPI_Abort may itself wait on a peer that no longer answers: bound it.
-    const double grace = grace_s_;
-    std::thread([grace] {
-      std::this_thread::sleep_for(std::chrono::duration<double>(grace));
-      _exit(3);
-    }).detach();
-    MPI_Abort(MPI_COMM_WORLD, 3);
-  }
+  if (mpi_abort_) MPI_Abort(MPI_COMM_WORLD, 3);
   _exit(3);
 }
 
@@ -99,6 +103,7 @@ void Watchdog::run() {
                               (op_.armed ? op_.what : phase_.armed ? phase_.what : std::string("shutdown"));
       std::fprintf(stderr, "dayzero: error: %s\n", msg.c_str());
       std::fflush(stderr);
+      bound_exit();
       if (on_expire_) on_expire_(msg);
       std::_Exit(3);
     }

@@ -26,11 +26,13 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // How an expiry ends the job. With mpi_abort (only where MPI provides MPI_THREAD_MULTIPLE:
-  // this thread is not the main one), MPI_Abort(MPI_COMM_WORLD, 3) is called, and a second
-  // timer _exit(3)s this process grace_s later in case MPI_Abort blocks on an unreachable
-  // peer. Without it the process _exit(3)s at once and the launcher ends the others (Open
-  // MPI's mpirun does when a rank exits without MPI_Finalize). Default: no MPI_Abort, 5 s.
+  // How an expiry ends the job. A timer started first _exit(3)s this process grace_s later
+  // whatever the rest is doing (on_expire writing to a filesystem that went with the network,
+  // MPI_Abort waiting on an unreachable peer); the SIGTERM path runs under the same timer. With
+  // mpi_abort (only where MPI provides MPI_THREAD_MULTIPLE: this thread is not the main one),
+  // MPI_Abort(MPI_COMM_WORLD, 3) is called after on_expire; without it the process _exit(3)s
+  // and the launcher ends the others (Open MPI's mpirun does when a rank exits without
+  // MPI_Finalize). Default: no MPI_Abort, 5 s.
   void set_abort_mode(bool mpi_abort, double grace_s);
 
   // The phase deadline: watches `what` for timeout_s seconds (0 disables); replaces the
@@ -51,6 +53,7 @@ class Watchdog {
   static void set(Slot& s, const std::string& what, double timeout_s);
   void run();
   [[noreturn]] void expire(const Slot& s);  // holds mu_
+  void bound_exit() const;                   // holds mu_: the grace_s timer to _exit(3)
 
   int rank_;
   std::function<void(const std::string&)> on_expire_;

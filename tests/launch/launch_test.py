@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -42,7 +43,8 @@ class DryRun(unittest.TestCase):
             hosts = ",".join(f"gpu{i:03d}:8" for i in range(1, 17))
             root = " --allow-run-as-root" if os.geteuid() == 0 else ""
             expected = (f"mpirun -np 128{root} --host {hosts} --map-by ppr:8:node --bind-to numa --report-bindings "
-                        "--mca btl '^openib' -x DAYZERO_THREADS=12 -x NCCL_DEBUG=WARN "
+                        "--mca btl '^openib' --mca oob_tcp_keepalive_time 10 --mca oob_tcp_keepalive_intvl 2 "
+                        "--mca oob_tcp_keepalive_probes 5 -x DAYZERO_THREADS=12 -x NCCL_DEBUG=WARN "
                         "-x 'NCCL_SOCKET_IFNAME=^lo,docker' -x OMP_NUM_THREADS=12 -x OPENBLAS_NUM_THREADS=12 "
                         f"/opt/dayzero/bin/dayzero run configs/k2.yaml --dump-dir {d}/runs/k2-4242")
             # The job id names the folder; hosts given with --hosts go on the command line.
@@ -61,6 +63,7 @@ class DryRun(unittest.TestCase):
             r.stdout.strip(),
             f"mpirun -np 128{root} --host {hosts} --map-by ppr:8:node --bind-to numa --report-bindings "
             "--mca btl '^openib' --mca btl_tcp_if_include ib0 --mca oob_tcp_if_include ib0 "
+            "--mca oob_tcp_keepalive_time 10 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 5 "
             "-x DAYZERO_THREADS=12 -x NCCL_DEBUG=WARN -x NCCL_IB_HCA=mlx5_0 -x NCCL_SOCKET_IFNAME=ib0 "
             "-x OMP_NUM_THREADS=12 -x OPENBLAS_NUM_THREADS=12 "
             "dayzero run k2.yaml --dump-dir /shared/runs/k2-20261201-120000")
@@ -195,6 +198,70 @@ class StartupFailures(unittest.TestCase):
             self.assertIn("srun's --mpi plugin and the MPI library do not match", r.stderr)
             with open(d + "/run/launch/exit_code") as f:
                 self.assertEqual(f.read().strip(), "1")
+
+
+class Supervision(unittest.TestCase):
+    """A launcher that outlives its ranks' watchdog: once a hang report is in the run folder and
+    --abort-grace has passed, its process group is ended and the exit is 3 (docs/cluster.md)."""
+
+    def fake_mpirun(self, d, ignore_term):
+        # Writes rank 1's hang report into the run folder (the argument after --dump-dir), then
+        # waits like an mpirun whose lost daemon never answers, with a child in its group.
+        trap = "trap '' TERM; " if ignore_term else ""
+        p = os.path.join(d, "mpirun")
+        with open(p, "w") as f:
+            f.write("#!/bin/bash\n[[ $1 == --version ]] && { echo 'mpirun (fake)'; exit 0; }\n" + trap +
+                    'while [[ $# -gt 0 && $1 != --dump-dir ]]; do shift; done; run=$2\n'
+                    'sleep 1000 & echo $! > "$run/../child.pid"\n'
+                    'sleep 0.5; mkdir -p "$run/hang"; echo "{}" > "$run/hang/rank-00001.json"\n'
+                    'while :; do sleep 1; done\n')
+        os.chmod(p, 0o755)
+
+    def run_supervised(self, ignore_term):
+        with tempfile.TemporaryDirectory() as d:
+            self.fake_mpirun(d, ignore_term)
+            run = d + "/run"
+            t0 = time.monotonic()
+            r = launch(["--cpu", "--ranks-per-node", "2", "--run-dir", run, "--bin", "/bin/true",
+                        "--abort-grace", "1", "c.yaml"], env=clean_env(PATH=d + ":/usr/bin:/bin"))
+            took = time.monotonic() - t0
+            self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+            self.assertIn("has not exited", r.stderr)
+            with open(run + "/launch/supervisor.json") as f:
+                sup = json.load(f)
+            self.assertTrue(sup["ended_launcher"])
+            self.assertEqual(sup["first_report"], "hang/rank-00001.json")
+            self.assertEqual(sup["signal"], "SIGKILL" if ignore_term else "SIGTERM")
+            with open(run + "/launch/exit_code") as f:
+                self.assertEqual(f.read().strip(), "3")
+            with open(d + "/child.pid") as f:
+                child = int(f.read())
+            time.sleep(0.2)
+            try:
+                with open(f"/proc/{child}/stat") as f:
+                    state = f.read().split(")")[-1].split()[0]
+            except OSError:
+                state = "gone"
+            self.assertIn(state, ("gone", "Z"), "the launcher's child survived its process group's end")
+            return took
+
+    def test_launcher_that_outlives_a_hang_report_is_ended(self):
+        took = self.run_supervised(ignore_term=False)
+        self.assertLess(took, 10)
+
+    def test_launcher_that_ignores_sigterm_is_killed(self):
+        took = self.run_supervised(ignore_term=True)
+        self.assertLess(took, 15)
+
+    def test_no_hang_report_no_supervision(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(d + "/mpirun", "w") as f:
+                f.write("#!/bin/sh\nsleep 2; exit 7\n")
+            os.chmod(d + "/mpirun", 0o755)
+            r = launch(["--cpu", "--ranks-per-node", "2", "--run-dir", d + "/run", "--bin", "/bin/true",
+                        "--abort-grace", "1", "c.yaml"], env=clean_env(PATH=d + ":/usr/bin:/bin"))
+            self.assertEqual(r.returncode, 7, r.stderr)  # the launcher's own exit, passed through
+            self.assertFalse(os.path.exists(d + "/run/launch/supervisor.json"))
 
 
 class RealLaunch(unittest.TestCase):

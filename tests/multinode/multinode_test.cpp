@@ -5,6 +5,10 @@
 // puts the stages on different nodes, and the node split gives local ranks 0, 1 on each; a
 // job launched round-robin is refused; killing node1's ranks, or everything on node1, ends
 // the job within seconds and `dayzero timeline` names node1 lost with ranks 2 and 3.
+// A node whose network link goes down (testbed.sh cut) mid-load, mid-prefill or mid-decode:
+// through launch/dayzero-launch the job ends within collective_timeout_s + 30 s with node0's
+// hang reports on disk, and `dayzero timeline` names node1 cut off with ranks 2 and 3; with
+// Open MPI's keepalive switched off, dayzero-launch's supervisor ends mpirun itself (exit 3).
 // The bed adds nothing to the host's namespace and leaves no namespace behind. Skips with the
 // reason where namespaces cannot be made, except under CI=true (fails there).
 #include <nlohmann/json.hpp>
@@ -353,6 +357,157 @@ TEST_F(Multinode, LosingANodeEndsTheJobAndTheTimelineNamesTheNode) {
     EXPECT_EQ(k.job.outcome.exit_code, 205) << out;
   }
   expect_node1_named(k);
+}
+
+// ---- a lost link, through dayzero-launch ----------------------------------------------------
+
+// The watchdog's collective timeout of these jobs, and what the issue of a lost node allows
+// on top of it before the whole job must have ended.
+constexpr double kCutTimeoutS = 10;
+constexpr double kCutBoundS = kCutTimeoutS + 30;
+
+struct CutJob {
+  Job job;
+  double after_cut_s = -1;  // from the cut to the launcher's exit; -1: never cut
+  std::string phase_at_cut;  // rank 2's heartbeat phase when its link went down
+  json timeline;
+};
+
+// `dayzero-launch` on node0 (mpirun across the bed as testbed.sh's mpirun, 2 ranks a node),
+// the run folder under the build tree. `env` goes before it (e.g. an OMPI_MCA_ override).
+std::string launch_command(const fs::path& dir, const std::string& launch_args, const std::string& env = "") {
+  const std::string bed = bed_dir().string();
+  static const std::string subnet =
+      run_shell(". " + (bed_dir() / "bed.env").string() + " && printf %s \"$SUBNET\"").output;
+  const std::string mpi_args = "--mca plm_rsh_agent " + bed + "/rsh-agent --mca btl self,tcp --mca btl_tcp_if_include " +
+                               subnet + " --mca oob_tcp_if_include " + subnet + " --mca pml ob1";
+  return "timeout -k 5 120 bash " + kTestbed.string() + " exec " + bed + " node0 env " + env + " python3 " +
+         (fs::path(DAYZERO_SOURCE_DIR) / "launch" / "dayzero-launch").string() + " --hostfile " + bed +
+         "/hostfile --cpu --ranks-per-node 2 --oversubscribe --threads 1 --no-probe --assume-shared-fs --run-dir " +
+         (dir / "run").string() + " --bin " + dayzero_bin() + " --mpi-args '" + mpi_args + "' " + launch_args + " " +
+         (dir / "run.yaml").string();
+}
+
+// tp2 x pp2 through dayzero-launch with rank 2 pausing `pause_s` before `before`; during the
+// pause (seen in its heartbeat) node1's link is cut. The link is mended once the job has ended.
+CutJob cut_node1_link(const std::string& name, const std::string& before, double pause_s, int max_new_tokens,
+                      const std::string& launch_args = "", const std::string& env = "") {
+  CutJob c;
+  const fs::path dir = scratch_dir("multinode-" + name);
+  char timeout[32];
+  std::snprintf(timeout, sizeof timeout, "%g", kCutTimeoutS);
+  write_file(dir / "run.yaml",
+             config(std::string("parallel: {pp: 2, tp: 2}\nwatchdog: {collective_timeout_s: ") + timeout +
+                        "}\ndebug: {stall: {rank: 2, before: \"" + before + "\", seconds: " + std::to_string(pause_s) +
+                        "}}\n",
+                    max_new_tokens));
+  c.job.run_dir = dir / "run";
+  const fs::path live = c.job.run_dir / "live" / "rank-00002.json";
+  const auto t0 = std::chrono::steady_clock::now();
+  // Output to a file, not the pipe: node1's Open MPI daemon, cut off, outlives the launch (it
+  // is killed below) and would hold a pipe open.
+  const fs::path out = dir / "launch-output.txt";
+  auto job = std::async(std::launch::async, [&] {
+    Outcome o = run_shell(launch_command(dir, launch_args, env) + " > " + out.string() + " 2>&1");
+    o.output = read_file(out);
+    return o;
+  });
+  bool paused = false;
+  for (int i = 0; i < 600 && !paused; ++i) {
+    if (job.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready) break;
+    const json hb = json::parse(read_file(live), nullptr, false);
+    paused = hb.is_object() && hb.value("current", "").rfind("debug.stall", 0) == 0;
+    if (paused) c.phase_at_cut = hb.value("phase", "");
+  }
+  std::chrono::steady_clock::time_point cut_at{};
+  if (paused) {
+    const Outcome cut = run_shell("bash " + kTestbed.string() + " cut " + bed_dir().string() + " node1");
+    cut_at = std::chrono::steady_clock::now();
+    EXPECT_EQ(cut.exit_code, 0) << cut.output;
+  }
+  c.job.outcome = job.get();
+  const auto end = std::chrono::steady_clock::now();
+  c.job.seconds = std::chrono::duration<double>(end - t0).count();
+  // Whatever the launch left on the nodes goes before the link comes back.
+  for (const char* host : {"node0", "node1"})
+    (void)run_shell("bash " + kTestbed.string() + " kill " + bed_dir().string() + " " + host);
+  (void)run_shell("bash " + kTestbed.string() + " mend " + bed_dir().string() + " node1");
+  if (!paused) {
+    ADD_FAILURE() << "rank 2 never reported its pause in " << live << "\n" << c.job.outcome.output;
+    return c;
+  }
+  c.after_cut_s = std::chrono::duration<double>(end - cut_at).count();
+  std::printf("%s: cut in phase '%s'; the launch ended %.2f s after the cut, exit %d\n", name.c_str(),
+              c.phase_at_cut.c_str(), c.after_cut_s, c.job.outcome.exit_code);
+  const Outcome t = run_dayzero("timeline " + c.job.run_dir.string() + " --json 2>/dev/null");
+  EXPECT_EQ(t.exit_code, 0) << t.output;
+  c.timeline = json::parse(t.output, nullptr, false);
+  return c;
+}
+
+// Ended, not hung, within the bound; node0's ranks wrote hang reports; the timeline names node1
+// cut off with ranks 2 and 3, both alive until the end, and says why.
+void expect_cut_off_node1(const CutJob& c) {
+  const std::string& out = c.job.outcome.output;
+  EXPECT_NE(c.job.outcome.exit_code, 0) << out;
+  EXPECT_NE(c.job.outcome.exit_code, 124) << "the launch did not end by itself:\n" << out;
+  EXPECT_LT(c.after_cut_s, kCutBoundS) << out;
+  for (int r : {0, 1}) {
+    char name[32];
+    std::snprintf(name, sizeof name, "rank-%05d.json", r);
+    EXPECT_TRUE(fs::exists(c.job.run_dir / "hang" / name)) << "no hang report of rank " << r << "\n" << out;
+  }
+  ASSERT_TRUE(c.timeline.is_object()) << "timeline --json did not print JSON";
+  const json& t = c.timeline;
+  EXPECT_EQ(t["lost_nodes"], json::parse(R"([{"host": "node1", "ranks": [2, 3]}])")) << t.dump(2);
+  const std::string v = t["verdict"];
+  EXPECT_EQ(v.rfind("node node1 was cut off from node0 (where the launcher ran) with its ranks (2, 3)", 0), 0u) << v;
+  EXPECT_NE(v.find("the network between the nodes failed"), std::string::npos) << v;
+}
+
+TEST_F(Multinode, LinkCutMidDecodeEndsTheLaunchAndTheTimelineNamesTheNode) {
+  const CutJob c = cut_node1_link("cut-decode", "tp all_reduce #40", 3, 40);
+  EXPECT_EQ(c.phase_at_cut.rfind("decode", 0), 0u) << c.phase_at_cut;
+  expect_cut_off_node1(c);
+}
+
+TEST_F(Multinode, LinkCutDuringLoadingEndsTheLaunch) {
+  // env agree #14 is the agreement after phase 'load' (the heartbeat's phase says so).
+  const CutJob c = cut_node1_link("cut-load", "env agree #14", 3, 5);
+  EXPECT_EQ(c.phase_at_cut, "load");
+  expect_cut_off_node1(c);
+}
+
+TEST_F(Multinode, LinkCutDuringPrefillEndsTheLaunch) {
+  const CutJob c = cut_node1_link("cut-prefill", "pp recv #0", 3, 5);
+  EXPECT_EQ(c.phase_at_cut.rfind("prefill", 0), 0u) << c.phase_at_cut;
+  expect_cut_off_node1(c);
+}
+
+// Open MPI's keepalive off (as without dayzero-launch's settings): mpirun waits for node1's
+// daemon after the ranks' watchdogs gave up, so the supervisor ends it after --abort-grace.
+TEST_F(Multinode, SupervisorEndsAnMpirunThatWaitsForALostDaemon) {
+  const CutJob c = cut_node1_link("cut-supervised", "tp all_reduce #40", 3, 40, "--abort-grace 5",
+                                  "OMPI_MCA_oob_tcp_keepalive_time=0");
+  expect_cut_off_node1(c);
+  EXPECT_EQ(c.job.outcome.exit_code, 3) << c.job.outcome.output;
+  EXPECT_NE(c.job.outcome.output.find("ending its process group"), std::string::npos) << c.job.outcome.output;
+  const json sup = json::parse(read_file(c.job.run_dir / "launch" / "supervisor.json"), nullptr, false);
+  ASSERT_TRUE(sup.is_object());
+  EXPECT_TRUE(sup.value("ended_launcher", false));
+  EXPECT_EQ(c.timeline["launcher_ended_by_supervisor"], true);
+  EXPECT_NE(c.timeline["verdict"].get<std::string>().find("dayzero-launch ended it"), std::string::npos);
+}
+
+// The same launch with nothing cut: exit 0, nothing ended, no supervisor record.
+TEST_F(Multinode, CleanLaunchExitsZeroWithNothingKilled) {
+  const fs::path dir = scratch_dir("multinode-launch-clean");
+  write_file(dir / "run.yaml", config("parallel: {pp: 2, tp: 2}\n"));
+  const Outcome o = run_shell(launch_command(dir, ""));
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_FALSE(fs::exists(dir / "run" / "launch" / "supervisor.json"));
+  EXPECT_FALSE(fs::exists(dir / "run" / "hang"));
+  EXPECT_EQ(read_file(dir / "run" / "launch" / "exit_code"), "0\n");
 }
 
 }  // namespace

@@ -9,6 +9,9 @@
 #   testbed.sh pids DIR HOST            the pids of every process on HOST
 #   testbed.sh kill DIR HOST            SIGKILL every process on HOST (the node is lost)
 #   testbed.sh kill-ranks DIR HOST      SIGKILL what Open MPI started on HOST (its daemon lives)
+#   testbed.sh cut DIR HOST             take HOST's link to the bridge down: its processes live on,
+#                                       but no packet reaches or leaves it (a lost network)
+#   testbed.sh mend DIR HOST            bring that link back up
 #   testbed.sh down DIR                 kill every process on the nodes, remove the namespaces
 #   testbed.sh mpirun DIR ARGS...       mpirun on node0 across every node over TCP on the bridge
 #
@@ -166,6 +169,14 @@ cmd_kill_ranks() {
   kill -9 "${victims[@]}" 2>/dev/null || true
 }
 
+# HOST's end of its veth (fab0, inside the node) down or up: nothing is killed, no RST is sent;
+# peers see silence, as when a node's NIC, cable or switch port fails.
+cmd_link() {
+  local n
+  n=$(node_index "$1" "$2")
+  ip -n "$(node_ns "$1" "$n")" link set fab0 "$3"
+}
+
 cmd_mpirun() {
   local dir=$1
   shift
@@ -179,7 +190,7 @@ cmd_mpirun() {
     --mca pml ob1 "$@"
 }
 
-[[ $# -ge 2 ]] || die "usage: testbed.sh up|down|exec|pids|kill|kill-ranks|mpirun DIR ..."
+[[ $# -ge 2 ]] || die "usage: testbed.sh up|down|exec|pids|kill|kill-ranks|cut|mend|mpirun DIR ..."
 sub=$1
 shift
 case $sub in
@@ -189,6 +200,8 @@ case $sub in
   pids) [[ $# -eq 2 ]] || die "usage: testbed.sh pids DIR HOST"; cmd_pids "$@" ;;
   kill) [[ $# -eq 2 ]] || die "usage: testbed.sh kill DIR HOST"; cmd_kill "$@" ;;
   kill-ranks) [[ $# -eq 2 ]] || die "usage: testbed.sh kill-ranks DIR HOST"; cmd_kill_ranks "$@" ;;
+  cut) [[ $# -eq 2 ]] || die "usage: testbed.sh cut DIR HOST"; cmd_link "$@" down ;;
+  mend) [[ $# -eq 2 ]] || die "usage: testbed.sh mend DIR HOST"; cmd_link "$@" up ;;
   mpirun) cmd_mpirun "$@" ;;
-  *) die "unknown command $sub (up, down, exec, pids, kill, kill-ranks, mpirun)" ;;
+  *) die "unknown command $sub (up, down, exec, pids, kill, kill-ranks, cut, mend, mpirun)" ;;
 esac

@@ -556,6 +556,14 @@ TEST(DebugConfig, StallParses) {
   auto neg = parse("model: {path: m}\nprompts: [{id: a, text: hi}]\ndebug: {stall: {rank: -1, before: \"pp send #0\"}}\n");
   ASSERT_FALSE(neg.ok());
   EXPECT_NE(neg.status().message().find("debug.stall.rank"), std::string::npos) << neg.status().message();
+  // seconds: a pause instead of a stall for good; absent: for good; not positive: refused.
+  EXPECT_FALSE(r->debug.stall->seconds.has_value());
+  auto pause = parse("model: {path: m}\nprompts: [{id: a, text: hi}]\ndebug: {stall: {rank: 1, before: \"pp send #0\", seconds: 2.5}}\n");
+  ASSERT_TRUE(pause.ok()) << pause.status().message();
+  EXPECT_EQ(pause->debug.stall->seconds, 2.5);
+  auto zero = parse("model: {path: m}\nprompts: [{id: a, text: hi}]\ndebug: {stall: {rank: 1, before: \"pp send #0\", seconds: 0}}\n");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("debug.stall.seconds"), std::string::npos) << zero.status().message();
 }
 
 }  // namespace
