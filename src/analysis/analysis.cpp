@@ -231,9 +231,10 @@ const char* feature_status_name(FeatureStatus s) {
   return "?";
 }
 
-Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> tensors, Source source) {
+Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> tensors, Source source,
+                         const FolderCode* code) {
   Analysis a;
-  DZ_ASSIGN_OR_RETURN(a.dims, read_dims(config));
+  DZ_ASSIGN_OR_RETURN(a.dims, read_dims(config, code));
   if (auto ad = model::find_adapter(config); ad.ok()) a.adapter = (*ad)->family();
   a.source = source;
   if (source == Source::kConfig) tensors = synthesize_tensors(a.dims);
@@ -311,6 +312,7 @@ Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> t
     a.notes.push_back(std::to_string(a.unknown_tensors) + " tensor(s) no rule explains (" +
                       std::to_string(a.unknown_bytes) + " bytes), counted under other");
   add_features(a);
+  add_provenance(a, config, code);
   return a;
 }
 
@@ -319,10 +321,13 @@ Result<Analysis> analyze_path(const std::string& path, const checkpoint::Catalog
   const bool dir = fs::is_directory(path, ec);
   const std::string config_path = dir ? (fs::path(path) / "config.json").string() : path;
   DZ_ASSIGN_OR_RETURN(nlohmann::json config, read_json_file(config_path));
-  if (!dir) return analyze(config, {}, Source::kConfig);
+  // The folder's own configuration_*.py / modeling_*.py (beside a config.json given alone too).
+  const fs::path folder = dir ? fs::path(path) : fs::path(config_path).parent_path();
+  DZ_ASSIGN_OR_RETURN(const FolderCode code, read_folder_code(folder.empty() ? "." : folder.string()));
+  if (!dir) return analyze(config, {}, Source::kConfig, &code);
   const fs::path index = fs::path(path) / checkpoint::kIndexFileName;
   const bool has_index = fs::exists(index, ec), has_single = fs::exists(fs::path(path) / checkpoint::kSingleFileName, ec);
-  if (!has_index && !has_single) return analyze(config, {}, Source::kConfig);
+  if (!has_index && !has_single) return analyze(config, {}, Source::kConfig, &code);
   std::optional<Result<checkpoint::Catalog>> catalog;
   const checkpoint::Catalog* cat = opened;
   if (!cat) {
@@ -333,7 +338,7 @@ Result<Analysis> analyze_path(const std::string& path, const checkpoint::Catalog
     std::vector<TensorInfo> ts;
     ts.reserve(cat->tensors().size());
     for (const auto& x : cat->tensors()) ts.push_back({x.name, x.shape, dtype_name(x.dtype), x.nbytes});
-    DZ_ASSIGN_OR_RETURN(Analysis a, analyze(config, std::move(ts), Source::kHeaders));
+    DZ_ASSIGN_OR_RETURN(Analysis a, analyze(config, std::move(ts), Source::kHeaders, &code));
     a.index_total_size = cat->total_bytes();
     return a;
   }
@@ -342,10 +347,10 @@ Result<Analysis> analyze_path(const std::string& path, const checkpoint::Catalog
   DZ_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(index.string()));
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
     return Status::Corrupt(index.string() + ": key 'weight_map' must be an object");
-  DZ_ASSIGN_OR_RETURN(ModelDims dims, read_dims(config));
+  DZ_ASSIGN_OR_RETURN(ModelDims dims, read_dims(config, &code));
   std::vector<TensorInfo> ts;
   for (const auto& [name, file] : j["weight_map"].items()) ts.push_back({name, shape_from_name(name, dims).value_or(Shape{}), "", 0});
-  DZ_ASSIGN_OR_RETURN(Analysis a, analyze(config, std::move(ts), Source::kIndexNames));
+  DZ_ASSIGN_OR_RETURN(Analysis a, analyze(config, std::move(ts), Source::kIndexNames, &code));
   if (j.contains("metadata") && j["metadata"].is_object() && j["metadata"].contains("total_size") &&
       j["metadata"]["total_size"].is_number_unsigned())
     a.index_total_size = j["metadata"]["total_size"].get<uint64_t>();
@@ -354,6 +359,7 @@ Result<Analysis> analyze_path(const std::string& path, const checkpoint::Catalog
       a.notes.push_back("no shape rule for " + x.name + " (and others of its kind): counted as 0");
       break;
     }
+  cross_check_index(a, config, &code);
   return a;
 }
 
@@ -405,6 +411,21 @@ nlohmann::json to_json(const Analysis& a) {
   j["features"] = f;
   j["precision"] = a.precision;
   j["notes"] = a.notes;
+  // What each figure rests on (provenance.cpp) and the risk register.
+  nlohmann::json basis = nlohmann::json::object();
+  for (const auto& [part, b] : a.basis) basis[part] = {{"kind", b.kind}, {"detail", b.detail}};
+  j["basis"] = basis;
+  nlohmann::json keys = nlohmann::json::object();
+  for (const auto& [k, o] : a.dims.origins)
+    if (o.from != KeyFrom::kConfig) keys[k] = {{"from", key_from_name(o.from)}, {"detail", o.detail}, {"value", o.value}};
+  j["key_sources"] = keys;
+  j["defaults_table"] = {{"transformers_version", defaults_table_version()}, {"text_class", a.dims.text_class}};
+  j["risks"] = a.risks;
+  j["transformers_version"] = a.transformers_version;
+  j["auto_map"] = a.auto_map;
+  nlohmann::json code = nlohmann::json::array();
+  for (const auto& m : a.modeling) code.push_back({{"file", m.file}, {"imports", m.imports}, {"classes", m.classes}});
+  j["modeling"] = code;
   return j;
 }
 
@@ -462,6 +483,25 @@ void print_text(std::ostream& o, const Analysis& a) {
       << g.tensors << " " << std::setw(16) << model::grouped_count(g.params) << "\n";
   print_features(o, a);
   for (const auto& n : a.notes) o << "note        " << n << "\n";
+  print_provenance(o, a);
+}
+
+void print_provenance(std::ostream& o, const Analysis& a) {
+  if (!a.basis.empty()) o << "basis       what each part's count rests on\n";
+  for (const auto& [part, b] : a.basis)
+    o << "  " << std::left << std::setw(26) << part << std::setw(13) << b.kind << std::right << b.detail << "\n";
+  o << "defaults    transformers " << defaults_table_version() << " table"
+    << (a.dims.text_class.empty() ? ": no class for model_type " + a.dims.text.model_type : ", class " + a.dims.text_class);
+  if (!a.transformers_version.empty()) o << "; config written by transformers " << a.transformers_version;
+  o << "\n";
+  for (const auto& m : a.auto_map) o << "auto_map    " << m << "\n";
+  for (const auto& m : a.modeling) {
+    std::string imports;
+    for (const auto& i : m.imports) imports += (imports.empty() ? "" : ", ") + i;
+    o << "code        " << m.file << ": imports " << (imports.empty() ? "none" : imports) << "; " << m.classes.size()
+      << " classes\n";
+  }
+  for (const auto& r : a.risks) o << "risk        " << r << "\n";
 }
 
 }  // namespace dayzero::analysis

@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "analysis/defaults.h"
+#include "analysis/modeling_scan.h"
+#include "analysis/python_source.h"
 #include "checkpoint/catalog.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -89,11 +92,25 @@ struct ModelDims {
   // (out = 2 x moe_ff, gate and up rows interleaved) and down_proj (out = hidden).
   bool mxfp4 = false;
   bool nested_text = false;                // sizes came from text_config
+  // Where each key the analysis read came from (defaults.h): config.json, the folder's
+  // configuration_*.py, transformers' class defaults, a derived rule, or the analysis's guess.
+  KeyOrigins origins;
+  std::string text_class;                  // the transformers config class of the text model ("" unknown)
+  std::vector<std::string> risks;          // defaults the folder's code gives but could not be read
 };
+
+// A model folder's own Python (remote code): its configuration_*.py and modeling_*.py.
+struct FolderCode {
+  std::vector<PyConfigFile> configs;
+  std::vector<ModelingScan> modeling;
+};
+// Reads folder/configuration_*.py and folder/modeling_*.py (none: empty). Errors name the file.
+Result<FolderCode> read_folder_code(const std::string& folder);
 
 // Errors: InvalidArgument naming the key when a size has the wrong type or the text sizes are
 // missing (hidden_size, num_hidden_layers, num_attention_heads, vocab_size with no default).
-Result<ModelDims> read_dims(const nlohmann::json& config);
+// Keys config.json leaves out are taken from code's classes, then transformers' (defaults.h).
+Result<ModelDims> read_dims(const nlohmann::json& config, const FolderCode* code = nullptr);
 
 struct TensorInfo {
   std::string name;
@@ -149,6 +166,13 @@ struct Finding {
   std::string block;  // kBlock: the block; kAdapter: the family; kNewBlock: what is missing
 };
 
+// What a part's count rests on: "exact" (safetensors headers), "index" (index names, shapes
+// from the config), "config keys", "defaults" (folder or transformers), "derived" or "guessed"
+// (the weakest of its keys), with the keys that are not plain config keys named.
+struct Basis {
+  std::string kind, detail;
+};
+
 struct Analysis {
   ModelDims dims;
   Source source = Source::kConfig;
@@ -163,6 +187,13 @@ struct Analysis {
   std::vector<Finding> features;
   std::vector<std::string> precision;   // precision-sensitive points
   std::vector<std::string> notes;       // what rests on estimates
+  std::map<std::string, Basis> basis;   // part -> what its count rests on
+  // The risk register: figures that may be wrong and why (defaults not read, index and estimate
+  // disagreeing, code that needs a new op, a transformers_version newer than the defaults table).
+  std::vector<std::string> risks;
+  std::string transformers_version;     // config.json's
+  std::vector<std::string> auto_map;    // "AutoConfig -> configuration_x.XConfig", ...
+  std::vector<ModelingScan> modeling;   // the folder's modeling_*.py
 };
 
 // What each decoder layer is ([n_layer], model/layer_desc.h), from the dims alone (weights not
@@ -176,7 +207,17 @@ struct Analysis {
 std::vector<model::LayerDesc> describe_layers(const TextDims& t);
 
 // Analyses config (already parsed) with the given tensors (empty with kConfig: synthesized).
-Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> tensors, Source source);
+// code: the folder's own Python, when there is a folder.
+Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> tensors, Source source,
+                         const FolderCode* code = nullptr);
+
+// The basis of each part's count and the register lines of the folder's code, its
+// transformers_version and auto_map (provenance.cpp; called by analyze).
+void add_provenance(Analysis& a, const nlohmann::json& config, const FolderCode* code);
+// An analysis from model.safetensors.index.json's names: its metadata.total_size against the
+// analysis's bytes, and its tensor-name groups against the config estimate's. A difference over
+// 2 %, or groups one side has and the other lacks, is a register line with both figures.
+void cross_check_index(Analysis& a, const nlohmann::json& config, const FolderCode* code);
 
 // path: a model folder or a config.json. Reads config.json; takes the tensors from the
 // safetensors headers when the shards are there, else the index's names with shapes from the
@@ -187,5 +228,7 @@ Result<Analysis> analyze_path(const std::string& path, const checkpoint::Catalog
 nlohmann::json to_json(const Analysis& a);
 void print_text(std::ostream& o, const Analysis& a);
 void print_features(std::ostream& o, const Analysis& a);
+// Each part's basis, the defaults table used, auto_map, the folder's code and the risk register.
+void print_provenance(std::ostream& o, const Analysis& a);
 
 }  // namespace dayzero::analysis

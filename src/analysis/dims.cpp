@@ -1,7 +1,9 @@
 // config.json -> ModelDims (analysis.h): the text decoder's sizes under every spelling the
-// published families use, the nested vision config, quantization. Wrong types are refused by
+// published families use, the nested vision config, quantization; what the file leaves out comes
+// from the config classes' defaults (defaults.h), each key's origin recorded. Wrong types are refused by
 // the checked helpers of model/hparams.h, naming the key.
 #include <algorithm>
+#include <utility>
 
 #include "analysis/analysis.h"
 #include "model/layer_desc.h"
@@ -53,14 +55,13 @@ Status read_rope(const nlohmann::json& t, TextDims& x) {
 }
 
 Status read_text(const nlohmann::json& t, bool nested, TextDims& x) {
+  // t already holds the config class's defaults for what the file leaves out (defaults.h).
   DZ_ASSIGN_OR_RETURN(x.model_type, json_string_or(t, "model_type", ""));
-  // A nested llama text_config (llava) leaves LlamaConfig's defaults out of the file.
-  const bool llama_defaults = nested && x.model_type == "llama";
-  DZ_ASSIGN_OR_RETURN(x.vocab, json_int_or(t, "vocab_size", llama_defaults ? 32000 : 0));
-  DZ_ASSIGN_OR_RETURN(x.hidden, json_int_or(t, "hidden_size", llama_defaults ? 4096 : 0));
-  DZ_ASSIGN_OR_RETURN(x.n_layer, json_int_or(t, "num_hidden_layers", llama_defaults ? 32 : 0));
-  DZ_ASSIGN_OR_RETURN(x.n_head, json_int_or(t, "num_attention_heads", llama_defaults ? 32 : 0));
-  DZ_ASSIGN_OR_RETURN(x.ff, json_int_or(t, "intermediate_size", llama_defaults ? 11008 : 0));
+  DZ_ASSIGN_OR_RETURN(x.vocab, json_int_or(t, "vocab_size", 0));
+  DZ_ASSIGN_OR_RETURN(x.hidden, json_int_or(t, "hidden_size", 0));
+  DZ_ASSIGN_OR_RETURN(x.n_layer, json_int_or(t, "num_hidden_layers", 0));
+  DZ_ASSIGN_OR_RETURN(x.n_head, json_int_or(t, "num_attention_heads", 0));
+  DZ_ASSIGN_OR_RETURN(x.ff, json_int_or(t, "intermediate_size", 0));
   for (auto [key, v] : {std::pair{"vocab_size", x.vocab}, {"hidden_size", x.hidden}, {"num_hidden_layers", x.n_layer},
                         {"num_attention_heads", x.n_head}})
     if (v <= 0)
@@ -180,7 +181,7 @@ bool TextDims::has_indexer(int64_t l) const {
   return index_topk > 0 && !model::reuses_index_selection(index_topk, index_shared, l);
 }
 
-Result<ModelDims> read_dims(const nlohmann::json& config) {
+Result<ModelDims> read_dims(const nlohmann::json& config, const FolderCode* code) {
   if (!config.is_object()) return Status::InvalidArgument("config.json: top level is not an object");
   ModelDims d;
   DZ_ASSIGN_OR_RETURN(d.model_type, json_string_or(config, "model_type", ""));
@@ -188,23 +189,72 @@ Result<ModelDims> read_dims(const nlohmann::json& config) {
       config["architectures"][0].is_string())
     d.architecture = config["architectures"][0].get<std::string>();
   d.nested_text = config.contains("text_config") && config["text_config"].is_object();
-  const nlohmann::json& t = d.nested_text ? config["text_config"] : config;
+  static const std::vector<PyConfigFile> kNoCode;
+  const std::vector<PyConfigFile>& py = code ? code->configs : kNoCode;
+  const nlohmann::json* top = table_entry(d.model_type);
+  // A composite class names its text and vision classes (sub_configs) and may give them
+  // defaults of its own (llava's CLIP tower sizes).
+  const auto sub = [&](const char* section, const char* what) -> const nlohmann::json* {
+    if (!top || !top->contains(what) || !(*top)[what].is_object() || !(*top)[what].contains(section)) return nullptr;
+    return &(*top)[what][section];
+  };
+  nlohmann::json t_in = d.nested_text ? config["text_config"] : config;
+  std::string text_type = d.model_type;
+  if (d.nested_text) {
+    DZ_ASSIGN_OR_RETURN(text_type, json_string_or(t_in, "model_type", ""));
+    if (text_type.empty() && sub("text_config", "sub_configs") && sub("text_config", "sub_configs")->is_string())
+      text_type = sub("text_config", "sub_configs")->get<std::string>();
+  }
+  // tie_word_embeddings: text_config's, else the top level's, else the text class's default,
+  // else the composite class's.
+  const bool tie_at_top = d.nested_text && (!t_in.contains("tie_word_embeddings") || t_in["tie_word_embeddings"].is_null()) &&
+                          config.contains("tie_word_embeddings") && !config["tie_word_embeddings"].is_null();
+  if (tie_at_top) t_in["tie_word_embeddings"] = config["tie_word_embeddings"];
+  nlohmann::json t = fill_defaults(t_in, d.nested_text ? "config.json text_config" : "config.json", "", text_type, py,
+                                   sub("text_config", "sub_config_defaults"), d.origins, d.risks);
+  if (tie_at_top) d.origins["tie_word_embeddings"].detail = "config.json (top level)";
+  if (d.nested_text && !text_type.empty() && !t.contains("model_type")) t["model_type"] = text_type;
+  if (d.nested_text && (!t.contains("tie_word_embeddings") || t["tie_word_embeddings"].is_null()) && top &&
+      (*top)["defaults"].contains("tie_word_embeddings") && (*top)["defaults"]["tie_word_embeddings"].is_boolean()) {
+    t["tie_word_embeddings"] = (*top)["defaults"]["tie_word_embeddings"];
+    d.origins["tie_word_embeddings"] = {KeyFrom::kTable, "transformers " + defaults_table_version() + " " +
+                                        (*top)["class"].get<std::string>(), t["tie_word_embeddings"]};
+  }
+  if (const nlohmann::json* e = table_entry(text_type); e && e->contains("class")) d.text_class = (*e)["class"].get<std::string>();
   Status text = read_text(t, d.nested_text, d.text);
   if (!text.ok()) return d.nested_text ? text.with_context("text_config") : text;
-  if (d.nested_text && !t.contains("tie_word_embeddings")) {
-    DZ_ASSIGN_OR_RETURN(d.text.tie_embeddings, json_bool_or(config, "tie_word_embeddings", false));
+  // What neither the file nor a class gives is the analysis's own fallback; a class that has no
+  // such key at all (no head_dim, no KV-head count) computes it the one way there is.
+  const nlohmann::json* text_entry = table_entry(text_type);
+  for (auto [key, guess] : {std::pair{"num_key_value_heads", "num_attention_heads"},
+                            {"head_dim", "hidden_size / num_attention_heads"},
+                            {"tie_word_embeddings", "false (untied)"}, {"intermediate_size", "0 (no dense MLP)"}}) {
+    if (d.origins.count(key)) continue;
+    const bool structural = std::string(key) != "tie_word_embeddings" && std::string(key) != "intermediate_size";
+    if (structural && text_entry && !(*text_entry)["defaults"].contains(key) &&
+        !(text_entry->contains("derived") && (*text_entry)["derived"].contains(key)))
+      d.origins[key] = {KeyFrom::kDerived, std::string(key) + " = " + guess + " (" + d.text_class + " has no " + key + " key)", nullptr};
+    else
+      d.origins[key] = {KeyFrom::kGuessed, std::string("analysis fallback: ") + guess, nullptr};
   }
+  if (d.text.n_expert > 0 && !d.origins.count("moe_intermediate_size"))
+    d.origins["moe_intermediate_size"] = {KeyFrom::kGuessed, "analysis fallback: intermediate_size", nullptr};
   for (const char* key : {"torch_dtype", "dtype"}) {
-    for (const nlohmann::json* j : {&config, &t})
+    for (const nlohmann::json* j : {&config, &std::as_const(t)})
       if (d.torch_dtype.empty() && j->contains(key) && (*j)[key].is_string()) d.torch_dtype = (*j)[key].get<std::string>();
   }
   if (config.contains("vision_config") && config["vision_config"].is_object()) {
     VisionDims v;
-    DZ_RETURN_IF_ERROR(read_vision(config["vision_config"], d.text, v).with_context("vision_config"));
+    DZ_ASSIGN_OR_RETURN(std::string vision_type, json_string_or(config["vision_config"], "model_type", ""));
+    if (vision_type.empty() && sub("vision_config", "sub_configs") && sub("vision_config", "sub_configs")->is_string())
+      vision_type = sub("vision_config", "sub_configs")->get<std::string>();
+    const nlohmann::json vc = fill_defaults(config["vision_config"], "config.json vision_config", "vision_config.", vision_type,
+                                            py, sub("vision_config", "sub_config_defaults"), d.origins, d.risks);
+    DZ_RETURN_IF_ERROR(read_vision(vc, d.text, v).with_context("vision_config"));
     d.vision = v;
   }
   d.has_audio = config.contains("audio_config") && config["audio_config"].is_object();
-  for (const nlohmann::json* j : {&config, &t}) {
+  for (const nlohmann::json* j : {&config, &std::as_const(t)}) {
     if (!d.quant_method.empty() || !j->contains("quantization_config") || !(*j)["quantization_config"].is_object())
       continue;
     const auto& q = (*j)["quantization_config"];

@@ -188,6 +188,13 @@ YAML::Node register_entry(const Analysis& a, const ModelIdentity& id, const std:
   YAML::Node notes(YAML::NodeType::Sequence);
   for (const auto& n : a.notes) notes.push_back(n);
   e["notes"] = notes;
+  YAML::Node basis;
+  for (const auto& [part, b] : a.basis) basis[part] = b.detail == b.kind ? b.kind : b.kind + " (" + b.detail + ")";
+  if (!a.basis.empty()) e["basis"] = basis;
+  // Only when there are any: an empty sequence does not read back as the node it was written from.
+  YAML::Node risks(YAML::NodeType::Sequence);
+  for (const auto& r : a.risks) risks.push_back(r);
+  if (!a.risks.empty()) e["risks"] = risks;
   return e;
 }
 
