@@ -19,11 +19,12 @@ using simd::Vec;
 // (AVX2) or 32 (AVX-512) vector registers (m > kSmallMaxM). m = 1 has no x reuse and is bound
 // by reading w, so it takes a 1 x kNrGemv tile: few rows at once, so w is read nearly in one
 // sequential stream (with huge pages, 2 rows read 66.6 tok/s where 12 read 59.4 on the decode
-// bench, docs/performance.md; the AVX2 width is not measured).
+// bench on an AVX-512 Xeon; on an AVX2 EPYC 2 rows read w at 18.4 GB/s where 8 read 16.8:
+// docs/performance.md).
 #if defined(__AVX512F__)
 constexpr int kMr = 4, kNr = 6, kNrGemv = 2;
 #else
-constexpr int kMr = 3, kNr = 4, kNrGemv = 8;
+constexpr int kMr = 3, kNr = 4, kNrGemv = 2;
 #endif
 // A k block: kNr rows of w (kNr * kKc floats) stay in L1 while a column of x tiles passes.
 constexpr int64_t kKc = 512;
