@@ -1,6 +1,6 @@
 # cmake -DIN=file -DOUT=file.cpp -DNAMESPACE=ns -DFUNCTION=name -P EmbedText.cmake
 # Writes OUT defining `std::string_view NAMESPACE::FUNCTION()` that returns IN's bytes, so a
-# data file the program needs (src/analysis/data/config_defaults.json) is part of the binary
+# data file the program needs (data/config_defaults.json) is part of the binary
 # and nothing outside it is read at run time. IN must not contain the raw-string delimiter.
 file(READ "${IN}" content)
 string(FIND "${content}" ")dzembed\"" clash)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/analysis/data/config_defaults.json: the defaults of every transformers config class.
+"""Writes data/config_defaults.json: the defaults of every transformers config class.
 
 The static analysis (src/analysis/defaults.h) fills the keys a config.json leaves out from this
 table instead of guessing. It is read from transformers' *source* with `ast` (nothing is
@@ -188,7 +188,7 @@ def read_class(cls, names):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--transformers", help="transformers package folder (default: the installed one)")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "src", "analysis", "data",
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "data",
                                                   "config_defaults.json"))
     args = ap.parse_args()
     version = "unknown"
