@@ -15,9 +15,9 @@ std::vector<LayerDesc> Adapter::layer_kinds(const HParams& hp) const {
   return out;
 }
 
-std::vector<LayerDesc> describe_layers(const Adapter& adapter, const HParams& hp) {
+std::vector<LayerDesc> describe_layers(const Adapter& adapter, const HParams& hp, const std::vector<TensorSpec>& specs) {
   std::vector<LayerDesc> layers = adapter.layer_kinds(hp);
-  count_layer_weights(adapter.tensor_specs(hp), layers);
+  count_layer_weights(specs, layers);
   return layers;
 }
 

@@ -145,7 +145,7 @@ class Adapter {
   virtual void fill_tiny_defaults(ModelShape& shape) const {}
 };
 
-// The adapter's layer_kinds with each layer's weights counted from its tensor_specs.
-std::vector<LayerDesc> describe_layers(const Adapter& adapter, const HParams& hp);
+// The adapter's layer_kinds with each layer's weights counted from specs (its tensor_specs(hp)).
+std::vector<LayerDesc> describe_layers(const Adapter& adapter, const HParams& hp, const std::vector<TensorSpec>& specs);
 
 }  // namespace dayzero::model

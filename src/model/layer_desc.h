@@ -70,12 +70,6 @@ struct LayerWeights {
   int64_t split = 0;       // split over tp (column- and row-parallel projections)
   int64_t replicated = 0;  // held whole by every tp rank (norms, routers, indexers, replicated latents)
   int64_t experts = 0;     // routed experts, all of them: split over ep (and each expert over etp)
-  // Elements one rank holds when the tp-split weights go tp ways and the experts over
-  // expert_ranks ranks (ep x etp; today ep x etp = tp). Whole heads and experts make the exact
-  // slices differ from this by at most a block (plan/slicing.h has the exact ones).
-  int64_t elements_per_rank(int tp, int expert_ranks) const {
-    return split / tp + replicated + experts / expert_ranks;
-  }
   bool operator==(const LayerWeights&) const = default;
 };
 

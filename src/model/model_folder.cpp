@@ -44,8 +44,7 @@ Result<ModelFolder> open_model_folder(const std::string& path, WeightsNeeded wei
   if (Status s = check_tensor_count(*hp); !s.ok()) return in_context(s);
   m.hp = std::move(hp).value();
   m.specs = m.adapter->tensor_specs(m.hp);
-  m.layers = m.adapter->layer_kinds(m.hp);
-  count_layer_weights(m.specs, m.layers);
+  m.layers = describe_layers(*m.adapter, m.hp, m.specs);
   if (is_dir && (weights == WeightsNeeded::kRequired || has_safetensors(path))) {
     DZ_ASSIGN_OR_RETURN(m.catalog, checkpoint::Catalog::open(path));
     m.has_weights = true;

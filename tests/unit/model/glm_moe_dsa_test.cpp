@@ -153,7 +153,7 @@ TEST(GlmMoeDsa, StagesStartAtFullLayers) {
   plan::PlanRequest req;
   req.hp = *hp;
   req.specs = (*find_adapter(c))->tensor_specs(*hp);
-  req.layer_descs = describe_layers(**find_adapter(c), *hp);
+  req.layer_descs = describe_layers(**find_adapter(c), *hp, req.specs);
   req.topo.nodes = 1;
   req.topo.gpus_per_node = 8;
   req.topo.device_memory_bytes = int64_t{1} << 50;

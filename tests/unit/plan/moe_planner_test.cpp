@@ -25,7 +25,7 @@ struct Model {
     EXPECT_TRUE(h.ok()) << h.status().message();
     hp = *h;
     specs = (*a)->tensor_specs(hp);
-    layers = model::describe_layers(**a, hp);
+    layers = model::describe_layers(**a, hp, specs);
     names = edge_names(**a, hp);
   }
   // Weights as stored per config.json (bf16, FP8 for the quantized Linears) on nodes x 8 x 80 GiB.

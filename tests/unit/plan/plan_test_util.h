@@ -36,7 +36,7 @@ inline std::vector<model::TensorSpec> specs_of(const model::HParams& hp) {
 inline std::vector<model::LayerDesc> layers_of(const model::HParams& hp) {
   auto a = model::find_adapter_by_family(hp.family);
   EXPECT_TRUE(a.ok());
-  return model::describe_layers(**a, hp);
+  return model::describe_layers(**a, hp, (*a)->tensor_specs(hp));
 }
 
 inline const model::TensorSpec& spec_named(const std::vector<model::TensorSpec>& specs, const std::string& name) {

@@ -246,7 +246,7 @@ struct Llama405B {
     EXPECT_TRUE(h.ok());
     hp = *h;
     specs = (*a)->tensor_specs(hp);
-    layers = model::describe_layers(**a, hp);
+    layers = model::describe_layers(**a, hp, specs);
     names = edge_names(**a, hp);
   }
   PlanRequest request(int nodes) const {
