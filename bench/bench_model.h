@@ -21,10 +21,11 @@ struct BenchModel {
 };
 
 // Makes a llama of `shape` in `dtype` over `shards` files into dir unless dir already holds a
-// config.json, opens it and creates the backend. On failure prints the reason and returns
+// config.json, opens it and creates the backend (keep_stored: one that keeps bf16 weights). On failure prints the reason and returns
 // the exit code the bench should return (2 bad input, 3 otherwise) in *exit_code.
 inline std::optional<BenchModel> open_bench_model(const std::string& dir, const model::ModelShape& shape, DType dtype,
-                                                  int shards, int threads, int* exit_code) {
+                                                  int shards, int threads, int* exit_code,
+                                                  bool keep_stored = false) {
   if (!std::filesystem::exists(std::filesystem::path(dir) / "config.json")) {
     tools::MakeModelOptions o;
     o.family = "llama";
@@ -46,6 +47,7 @@ inline std::optional<BenchModel> open_bench_model(const std::string& dir, const 
   }
   backend::BackendOptions bo;
   bo.threads = threads;
+  bo.cpu_keeps_stored = keep_stored;  // 16-bit weights kept as stored (load with WeightsOnDevice::kAsStored)
   auto be = backend::make_backend(bo);
   if (!be.ok()) {
     std::fprintf(stderr, "%s\n", be.status().message().c_str());

@@ -1,14 +1,17 @@
 // Decode benchmark (not a test): greedy decode tokens/s of one model with 1 sequence and with
 // B sequences decoded together (one forward per step over the batch), measured in one run on
-// this machine, and their ratio. No MPI: one rank, the whole model.
+// this machine, and their ratio; for the weights widened to f32 and kept in bf16 as stored
+// (model.weights_on_device: float32 vs as_stored), each against a plain read of its own bytes.
+// No MPI: one rank, the whole model.
 // Usage: decode_bench [--dir DIR] [--batch B] [--steps N] [--prompt P] [--threads T] [--repeats R]
-//                     [--pool-spin-us US]  (how long idle pool workers spin before sleeping)
-// The model (a ~100M-parameter llama in f32) is generated once per folder.
+//                     [--weights f32|bf16|both] [--pool-spin-us US]  (how long idle pool workers spin)
+// The model (a ~100M-parameter llama stored in bf16) is generated once per folder.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +79,7 @@ double load_average() {
 
 // GB/s of a plain read of `spans` (eight sums at the vector width, on dayzero's pool), best of 6:
 // the bound a batch-1 decode that reads every weight once per token can approach.
+// spans: (pointer, floats): a bf16 tensor is read as half as many floats, its bytes all the same.
 double plain_read_gb_s(const std::vector<std::pair<const float*, int64_t>>& spans) {
   constexpr int64_t kChunk = 65536;  // floats (256 KiB)
   std::vector<std::pair<const float*, int64_t>> chunks;
@@ -128,10 +132,76 @@ Figure median(std::vector<Figure> v) {
   return v[v.size() / 2];
 }
 
+struct Measured {
+  Figure one, many;
+  double decode_gb_s = 0, read_gb_s = 0, mb_per_token = 0;
+};
+
+// Loads the model's weights in `kept` (F32: widened on load; BF16: as stored) and measures.
+std::optional<Measured> measure(const model::ModelFolder& info, DType kept, int threads, int batch, int prompt,
+                                int steps, int repeats) {
+  backend::BackendOptions bo;
+  bo.threads = threads;
+  bo.cpu_keeps_stored = kept == DType::kBF16;
+  auto made = backend::make_backend(bo);
+  if (!made.ok()) {
+    std::fprintf(stderr, "%s\n", made.status().message().c_str());
+    return std::nullopt;
+  }
+  backend::Backend& be = **made;
+  model::Weights w;
+  std::vector<checkpoint::WeightRecord> recs;
+  const auto policy = kept == DType::kBF16 ? plan::WeightsOnDevice::kAsStored : plan::WeightsOnDevice::kF32;
+  if (auto st = runtime::load_weights(info, be, w, recs, {}, {}, checkpoint::kDefaultStagingBytes, 0, policy); !st.ok()) {
+    std::fprintf(stderr, "%s\n", st.status().message().c_str());
+    return std::nullopt;
+  }
+  const auto& hp = info.hp;
+  // The decode GEMM's settings measured on these weights, as a run does after loading (no cache).
+  std::printf("%s: %s\n", kept == DType::kBF16 ? "bf16" : "f32", be.tune(w.tensors(), "").c_str());
+  runtime::Forward fwd(be, *info.adapter, hp, w);
+  (void)decode_once(fwd, hp, 1, prompt, 3);  // warm-up: first-touch of buffers and GEMM paths
+  std::vector<Figure> ones, batched;
+  for (int r = 0; r < repeats; ++r) {
+    ones.push_back(decode_once(fwd, hp, 1, prompt, steps));
+    batched.push_back(decode_once(fwd, hp, batch, prompt, steps));
+  }
+  Measured m{median(ones), median(batched)};
+  // Batch 1 reads every weight once per token but the embedding table (one row each; all of
+  // it when it is also the lm_head): its bytes per token against a plain read of them.
+  std::vector<std::pair<const float*, int64_t>> spans;
+  int64_t bytes = 0;
+  for (const auto& r : recs) {
+    if (r.name == "model.embed_tokens.weight" && !hp.tie_embeddings) continue;
+    const Tensor& t = w.get(r.name);
+    spans.push_back({static_cast<const float*>(t.data()), static_cast<int64_t>(t.bytes() / 4)});
+    bytes += static_cast<int64_t>(t.bytes());
+  }
+  m.mb_per_token = static_cast<double>(bytes) * 1e-6;
+  m.decode_gb_s = static_cast<double>(bytes) * m.one.tokens_per_s * 1e-9;
+  m.read_gb_s = plain_read_gb_s(spans);
+  return m;
+}
+
+void print(const char* what, const Measured& m, int batch) {
+  // Tokens per CPU-second ranks builds on a loaded machine, where wall time is the scheduler's.
+  std::printf("%s weights\n", what);
+  std::printf("  batch 1   %8.1f tok/s (%lld tokens in %.3f s; %.1f tok per CPU-second)\n", m.one.tokens_per_s,
+              static_cast<long long>(m.one.tokens), m.one.seconds,
+              static_cast<double>(m.one.tokens) / m.one.cpu_seconds);
+  std::printf("  batch %-3d %8.1f tok/s (%lld tokens in %.3f s; %.1f tok per CPU-second)\n", batch,
+              m.many.tokens_per_s, static_cast<long long>(m.many.tokens), m.many.seconds,
+              static_cast<double>(m.many.tokens) / m.many.cpu_seconds);
+  std::printf("  ratio     %.2f  (batch %d / batch 1)\n", m.many.tokens_per_s / m.one.tokens_per_s, batch);
+  std::printf("  weights   %.1f MB per token at batch 1: %.1f GB/s; a plain read of the same bytes %.1f GB/s "
+              "(ratio %.2f)\n",
+              m.mb_per_token, m.decode_gb_s, m.read_gb_s, m.decode_gb_s / m.read_gb_s);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir = "build/bench-decode";
+  std::string dir = "build/bench-decode-bf16", weights = "both";
   int batch = 8, steps = 33, prompt = 16, threads = 2, repeats = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
@@ -141,63 +211,51 @@ int main(int argc, char** argv) {
     else if (a == "--prompt") prompt = std::atoi(argv[i + 1]);
     else if (a == "--threads") threads = std::atoi(argv[i + 1]);
     else if (a == "--repeats") repeats = std::atoi(argv[i + 1]);
+    else if (a == "--weights") weights = argv[i + 1];
     else if (a == "--pool-spin-us") kernels::cpu::set_pool_spin_us(std::atoi(argv[i + 1]));
+  }
+  if (weights != "f32" && weights != "bf16" && weights != "both") {
+    std::fprintf(stderr, "decode_bench: --weights %s is not f32, bf16 or both\n", weights.c_str());
+    return 2;
   }
   int code = 0;
   const model::ModelShape shape{.n_vocab = 8192, .n_embd = 768, .n_layer = 12, .n_head = 12, .n_head_kv = 4,
                                     .head_dim = 0, .n_ff = 2560};
-  auto bm = bench::open_bench_model(dir, shape, DType::kF32, 1, threads, &code);
+  auto bm = bench::open_bench_model(dir, shape, DType::kBF16, 1, threads, &code);
   if (!bm) return code;
-  const model::ModelFolder* info = &bm->info;
-  backend::Backend& be = *bm->be;
-  model::Weights w;
-  std::vector<checkpoint::WeightRecord> recs;
-  if (auto st = runtime::load_weights(*info, be, w, recs); !st.ok()) {
-    std::fprintf(stderr, "%s\n", st.status().message().c_str());
-    return 3;
-  }
-  const auto& hp = info->hp;
+  const model::ModelFolder& info = bm->info;
+  const auto& hp = info.hp;
   int64_t params = 0;
-  for (const auto& s : info->specs) params += shape_numel(s.shape);
-  std::printf("model: %s, llama, %.1fM parameters (f32), n_embd %lld, %lld layers, n_ff %lld, n_vocab %lld\n",
+  for (const auto& s : info.specs) params += shape_numel(s.shape);
+  std::printf("model: %s, llama, %.1fM parameters (stored bf16), n_embd %lld, %lld layers, n_ff %lld, n_vocab %lld\n",
               dir.c_str(), static_cast<double>(params) * 1e-6, static_cast<long long>(hp.n_embd),
               static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_ff), static_cast<long long>(hp.n_vocab));
-  std::printf("backend: %s (%s)\n", be.describe().c_str(), kernels::cpu::gemm_info().path.c_str());
+  std::printf("backend: %s (%s)\n", bm->be->describe().c_str(), kernels::cpu::gemm_info().path.c_str());
   std::printf("decode: prompts of %d tokens, %d generated tokens each (%d forward steps), median of %d interleaved "
               "runs; load average %.2f at start\n\n",
               prompt, steps, steps - 1, repeats, load_average());
-
-  runtime::Forward fwd(be, *info->adapter, hp, w);
-  (void)decode_once(fwd, hp, 1, prompt, 3);  // warm-up: first-touch of buffers and GEMM paths
-  std::vector<Figure> ones, batched;
-  for (int r = 0; r < repeats; ++r) {
-    ones.push_back(decode_once(fwd, hp, 1, prompt, steps));
-    batched.push_back(decode_once(fwd, hp, batch, prompt, steps));
+  std::optional<Measured> f32, bf16;
+  if (weights != "bf16") {
+    f32 = measure(info, DType::kF32, threads, batch, prompt, steps, repeats);
+    if (!f32) return 3;
+    print("f32 (widened on load)", *f32, batch);
   }
-  const Figure one = median(ones), many = median(batched);
-  // Tokens per CPU-second ranks builds on a loaded machine, where wall time is the scheduler's.
-  std::printf("batch 1   %8.1f tok/s (%lld tokens in %.3f s; %.1f tok per CPU-second)\n", one.tokens_per_s,
-              static_cast<long long>(one.tokens), one.seconds, static_cast<double>(one.tokens) / one.cpu_seconds);
-  std::printf("batch %-3d %8.1f tok/s (%lld tokens in %.3f s; %.1f tok per CPU-second)\n", batch, many.tokens_per_s,
-              static_cast<long long>(many.tokens), many.seconds, static_cast<double>(many.tokens) / many.cpu_seconds);
-  std::printf("ratio     %.2f  (batch %d / batch 1); load average %.2f at end\n", many.tokens_per_s / one.tokens_per_s,
-              batch, load_average());
-  // Batch 1 reads every weight once per token but the embedding table (one row each; all of
-  // it when it is also the lm_head): its bytes per token against a plain read of them.
-  std::vector<std::pair<const float*, int64_t>> spans;
-  int64_t bytes = 0;
-  for (const auto& r : recs) {
-    if (r.name == "model.embed_tokens.weight" && !hp.tie_embeddings) continue;
-    const Tensor& t = w.get(r.name);
-    spans.push_back({t.f32(), t.numel()});
-    bytes += static_cast<int64_t>(t.bytes());
+  if (weights != "f32") {
+    bf16 = measure(info, DType::kBF16, threads, batch, prompt, steps, repeats);
+    if (!bf16) return 3;
+    print("bf16 (as stored, widened in the GEMM)", *bf16, batch);
   }
-  const double decode_gb_s = static_cast<double>(bytes) * one.tokens_per_s * 1e-9, read_gb_s = plain_read_gb_s(spans);
-  std::printf("weights   %.1f MB per token at batch 1: %.1f GB/s; a plain read of the same weights %.1f GB/s "
-              "(ratio %.2f)\n",
-              static_cast<double>(bytes) * 1e-6, decode_gb_s, read_gb_s, decode_gb_s / read_gb_s);
-  // Sequence 0 has the same prompt in both: its greedy ids must not depend on the batch.
-  const bool same = one.first_ids == many.first_ids;
+  bool same = true;
+  for (const auto* m : {&f32, &bf16})
+    if (*m) same &= (*m)->one.first_ids == (*m)->many.first_ids;
   std::printf("sequence 0 generated ids %s in batch 1 and batch %d\n", same ? "identical" : "DIFFER", batch);
+  if (f32 && bf16) {
+    const bool agree = f32->one.first_ids == bf16->one.first_ids;
+    std::printf("bf16 / f32 weights: batch 1 %.2fx, batch %d %.2fx tok/s; generated ids %s\n",
+                bf16->one.tokens_per_s / f32->one.tokens_per_s, batch, bf16->many.tokens_per_s / f32->many.tokens_per_s,
+                agree ? "identical" : "DIFFER");
+    same &= agree;
+  }
+  std::printf("load average %.2f at end\n", load_average());
   return same ? 0 : 1;
 }

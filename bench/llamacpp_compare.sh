@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Side-by-side CPU speed of dayzero and llama.cpp on identical weights: a script a person
 # runs (not a test). Builds llama.cpp's llama-bench once into a cache (from the llama.cpp
-# tree vendored in the llama-cpp-python sdist on PyPI), makes a 109 M-parameter f32 llama
-# checkpoint with `dayzero make-model`, converts it to an f32 GGUF with llama.cpp's own
-# converter, then interleaves llama-bench pp512/tg128 with dayzero's model_bench and
-# decode_bench over a few rounds and prints medians and the ratios against the targets.
+# tree vendored in the llama-cpp-python sdist on PyPI), makes a 109 M-parameter llama
+# checkpoint in f32 or bf16 with `dayzero make-model`, converts it to a GGUF of the same dtype
+# with llama.cpp's own converter, then interleaves llama-bench pp512/tg128 with dayzero's
+# model_bench and decode_bench (bf16: weights kept as stored) over a few rounds and prints
+# medians and the ratios against the targets.
 #
-# Usage: bench/llamacpp_compare.sh [--setup-only] [--rounds N] [--threads T]
+# Usage: bench/llamacpp_compare.sh [--setup-only] [--rounds N] [--threads T] [--dtype f32|bf16]
 #   env: DAYZERO_LLAMACPP_CACHE (default ~/.cache/dayzero/llama.cpp), BUILD (dayzero build
 #        folder, default ./build), LLAMA_CPP_PYTHON_VERSION (pinned sdist version)
 set -euo pipefail
@@ -17,6 +18,7 @@ BUILD="${BUILD:-$ROOT/build}"
 VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.16}"
 THREADS=2
 ROUNDS=3
+DTYPE=f32
 SETUP_ONLY=0
 # The checkpoint: 108.6 M parameters, SmolLM-135M's layers (30 layers, hidden 576, 9 heads /
 # 3 kv heads, ffn 1536, tied embeddings) with the 4096-token vocabulary of make-model's
@@ -34,6 +36,7 @@ while [[ $# -gt 0 ]]; do
     --setup-only) SETUP_ONLY=1 ;;
     --rounds) ROUNDS="${2:?--rounds needs a number}"; shift ;;
     --threads) THREADS="${2:?--threads needs a number}"; shift ;;
+    --dtype) DTYPE="${2:?--dtype needs f32 or bf16}"; shift ;;
     -h|--help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -41,6 +44,10 @@ while [[ $# -gt 0 ]]; do
 done
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer, got '$ROUNDS'"
 [[ "$THREADS" =~ ^[1-9][0-9]*$ ]] || die "--threads must be a positive integer, got '$THREADS'"
+[[ "$DTYPE" == f32 || "$DTYPE" == bf16 ]] || die "--dtype must be f32 or bf16, got '$DTYPE'"
+# make-model's dtype name, and dayzero's weights: bf16 kept as stored, f32 as they are.
+MAKE_DTYPE=float32; BENCH_WEIGHTS=f32
+[[ "$DTYPE" == bf16 ]] && MAKE_DTYPE=bfloat16 && BENCH_WEIGHTS=bf16
 
 SRC="$CACHE/llama_cpp_python-$VERSION/vendor/llama.cpp"
 LBUILD="$CACHE/build-$VERSION"
@@ -55,9 +62,22 @@ fetch_source() {
   local sdist="$CACHE/llama_cpp_python-$VERSION.tar.gz"
   if [[ ! -f "$sdist" ]]; then
     log "downloading the llama-cpp-python $VERSION sdist from PyPI into $CACHE"
-    python3 -m pip download --no-binary :all: --no-deps "llama-cpp-python==$VERSION" -d "$CACHE" \
-      >"$CACHE/pip-download.log" 2>&1 ||
-      die "pip download of llama-cpp-python==$VERSION failed (PyPI unreachable or version gone); see $CACHE/pip-download.log"
+    # The file itself from PyPI's simple index, its sha256 checked: `pip download --no-binary
+    # :all:` would first build the sdist's build dependencies (cmake, ninja) from source.
+    python3 - "$VERSION" "$sdist" >"$CACHE/pip-download.log" 2>&1 <<'PY' ||
+import hashlib, re, sys, urllib.request
+version, out = sys.argv[1:3]
+name = f"llama_cpp_python-{version}.tar.gz"
+html = urllib.request.urlopen("https://pypi.org/simple/llama-cpp-python/", timeout=60).read().decode()
+links = [u for u in re.findall(r'href="([^"]+)"', html) if f"/{name}#sha256=" in u]
+if not links: sys.exit(f"{name} is not in PyPI's simple index")
+url, sha = links[0].split("#sha256=")
+data = urllib.request.urlopen(url, timeout=300).read()
+if hashlib.sha256(data).hexdigest() != sha: sys.exit(f"{name}: sha256 differs from the index's {sha}")
+open(out, "wb").write(data)
+print(f"{name}: {len(data)} bytes, sha256 {sha}")
+PY
+      die "download of llama-cpp-python $VERSION failed (PyPI unreachable or version gone); see $CACHE/pip-download.log"
   fi
   log "unpacking $sdist"
   tar -xzf "$sdist" -C "$CACHE" || die "could not unpack $sdist"
@@ -102,33 +122,33 @@ build_llama_bench
 setup_venv
 if [[ "$SETUP_ONLY" == 1 ]]; then log "setup done: $LLAMA_BENCH"; exit 0; fi
 
-# --- 2. the checkpoint and its f32 GGUF (once) --------------------------------------------
+# --- 2. the checkpoint and its GGUF of the same dtype (once) -------------------------------
 DAYZERO="$BUILD/src/cli/dayzero"
 MODEL_BENCH="$BUILD/bench/model_bench"
 DECODE_BENCH="$BUILD/bench/decode_bench"
 for b in "$DAYZERO" "$MODEL_BENCH" "$DECODE_BENCH"; do
   [[ -x "$b" ]] || die "$b is missing: build it first (cmake --build $BUILD -j2 --target dayzero model_bench decode_bench) or set BUILD"
 done
-MODEL="$CACHE/model-llama-109m-f32"
-GGUF="$MODEL/model-f32.gguf"
+MODEL="$CACHE/model-llama-109m-$DTYPE"
+GGUF="$MODEL/model-$DTYPE.gguf"
 if [[ ! -f "$MODEL/config.json" ]]; then
   log "making the checkpoint in $MODEL"
-  "$DAYZERO" make-model --family llama --out "$MODEL" --dtype float32 "${MODEL_FLAGS[@]}" --tie-embeddings \
+  "$DAYZERO" make-model --family llama --out "$MODEL" --dtype "$MAKE_DTYPE" "${MODEL_FLAGS[@]}" --tie-embeddings \
     >"$CACHE/make-model.log" 2>&1 || die "dayzero make-model failed; see $CACHE/make-model.log"
 fi
 if [[ ! -f "$GGUF" ]]; then
-  log "converting $MODEL to an f32 GGUF with llama.cpp's convert_hf_to_gguf.py"
+  log "converting $MODEL to a $DTYPE GGUF with llama.cpp's convert_hf_to_gguf.py"
   # The converter names a BPE pre-tokenizer by hashing a test string's ids against a table of
   # known tokenizers; make-model's tokenizer is freshly trained (not in the table) but is
   # GPT-2's byte-level BPE (ByteLevel pre-tokenizer, GPT-2 split regex, no prefix space),
   # so the pre-tokenizer is named "gpt-2" and everything else is the converter's own code.
-  "$VENV/bin/python" - "$SRC" "$MODEL" "$GGUF" >"$CACHE/convert.log" 2>&1 <<'PY' ||
+  "$VENV/bin/python" - "$SRC" "$MODEL" "$GGUF" "$DTYPE" >"$CACHE/convert.log" 2>&1 <<'PY' ||
 import sys
-src, model, out = sys.argv[1:4]
+src, model, out, dtype = sys.argv[1:5]
 sys.path.insert(0, src)
 import convert_hf_to_gguf as conv
 conv.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
-sys.argv = ["convert_hf_to_gguf.py", model, "--outtype", "f32", "--outfile", out]
+sys.argv = ["convert_hf_to_gguf.py", model, "--outtype", dtype, "--outfile", out]
 conv.main()
 PY
     { rm -f "$GGUF"; die "convert_hf_to_gguf.py failed; see $CACHE/convert.log"; }
@@ -137,13 +157,15 @@ fi
 # Identity of the weights: every GGUF tensor against its safetensors twin, bit for bit (q/k
 # rows permuted as the converter does for llama.cpp's rope layout), and the hyperparameters.
 log "checking that $GGUF holds the same weights as $MODEL"
-WEIGHTS_CHECK="$("$VENV/bin/python" - "$MODEL" "$GGUF" <<'PY'
-import json, sys, numpy as np
+WEIGHTS_CHECK="$("$VENV/bin/python" - "$MODEL" "$GGUF" "$DTYPE" <<'PY'
+import json, sys, numpy as np, torch
 from gguf import GGUFReader
-from safetensors.numpy import load_file
-model, path = sys.argv[1:3]
+from safetensors.torch import load_file
+model, path, dtype = sys.argv[1:4]
 cfg = json.load(open(f"{model}/config.json"))
-hf = load_file(f"{model}/model.safetensors")
+# The stored bits: f32 as float32, bf16 as the int16 of its bits (numpy has no bfloat16).
+hf = {k: (v.view(torch.int16) if v.dtype == torch.bfloat16 else v).numpy() for k, v in load_file(f"{model}/model.safetensors").items()}
+gtype = dtype.upper()
 r = GGUFReader(path)
 gg = {t.name: t for t in r.tensors}
 nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
@@ -163,10 +185,14 @@ for k, w in hf.items():
         if parts[4] == "q_proj": w = permute(w, nh)
         if parts[4] == "k_proj": w = permute(w, nkv)
     t = gg.get(g)
-    if t is None or t.tensor_type.name != "F32":
-        bad.append(f"{g} missing or not F32"); continue
-    a = np.asarray(t.data).reshape(w.shape)
-    if a.dtype != w.dtype or not np.array_equal(a, w): bad.append(f"{g} differs from {k}")
+    # Norm vectors are written in f32 whatever --outtype says: compare their values.
+    want_type = "F32" if w.ndim == 1 else gtype
+    if t is None or t.tensor_type.name != want_type:
+        bad.append(f"{g} missing or not {want_type}"); continue
+    a = np.asarray(t.data)
+    if w.ndim == 1 and w.dtype == np.int16:
+        w = (w.astype(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    if a.tobytes() != np.ascontiguousarray(w).tobytes(): bad.append(f"{g} differs from {k}")
     n += 1
 extra = set(gg) - {"token_embd.weight", "output_norm.weight", "output.weight"} - {
     f"blk.{i}.{v}.weight" for i in range(cfg["num_hidden_layers"]) for v in names.values()}
@@ -182,7 +208,7 @@ for key, want in [("llama.rope.freq_base", cfg.get("rope_theta", 10000.0)),
                   ("llama.attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"])]:
     if abs(field(key) - want) > 1e-6 * abs(want): bad.append(f"{key} {field(key)} != {want}")
 params = sum(int(np.prod(w.shape)) for w in hf.values())
-print(f"{n} tensors ({params / 1e6:.1f} M parameters) bit-identical, hyperparameters equal" if not bad
+print(f"{n} {dtype} tensors ({params / 1e6:.1f} M parameters) bit-identical, hyperparameters equal" if not bad
       else "MISMATCH: " + "; ".join(bad[:5]))
 PY
 )" || die "the weights check failed to run"
@@ -232,7 +258,7 @@ PY
 log "greedy: $GREEDY"
 loadavg() { cut -d' ' -f1 /proc/loadavg; }
 # The first number after a label on a line of a bench's output.
-grab() { sed -n "s/^$2 *\([0-9.]*\).*/\1/p" "$1" | head -1; }
+grab() { sed -n "s/^ *$2 *\([0-9.]*\).*/\1/p" "$1" | head -1; }
 # One round's figures on one line: llama.cpp pp, tg (mean of its 3 repetitions); dayzero
 # prefill, batch-1 and batch-B decode tok/s; dayzero prefill and GEMM-only GFLOP/s.
 round_line() {
@@ -255,13 +281,14 @@ for ((r = 1; r <= ROUNDS; r++)); do
     2>"$RUN_DIR/llama-$r.err" || die "llama-bench failed: $(tail -3 "$RUN_DIR/llama-$r.err")"
   LOADS+=("$(loadavg)")
   log "round $r/$ROUNDS: model_bench (prefill of $PROMPT tokens, GEMM-only at the same shapes)"
-  DAYZERO_THREADS="$THREADS" "$MODEL_BENCH" --dir "$MODEL" --tokens "$PROMPT" --threads "$THREADS" \
+  MODEL_WEIGHTS=f32; [[ "$DTYPE" == bf16 ]] && MODEL_WEIGHTS=as_stored
+  DAYZERO_THREADS="$THREADS" "$MODEL_BENCH" --dir "$MODEL" --tokens "$PROMPT" --threads "$THREADS" --weights "$MODEL_WEIGHTS" \
     >"$RUN_DIR/model-$r.txt" 2>&1 || die "model_bench failed: $(tail -3 "$RUN_DIR/model-$r.txt")"
   LOADS+=("$(loadavg)")
   log "round $r/$ROUNDS: decode_bench (batch 1 and batch $BATCH, $GEN decode steps after a 1-token prompt)"
   # --steps counts the token the prefill yields: GEN + 1 generated tokens are GEN decode steps.
   DAYZERO_THREADS="$THREADS" "$DECODE_BENCH" --dir "$MODEL" --batch "$BATCH" --prompt 1 --steps $((GEN + 1)) \
-    --threads "$THREADS" --repeats 1 >"$RUN_DIR/decode-$r.txt" 2>&1 ||
+    --threads "$THREADS" --repeats 1 --weights "$BENCH_WEIGHTS" >"$RUN_DIR/decode-$r.txt" 2>&1 ||
     die "decode_bench failed (exit $?): $(tail -3 "$RUN_DIR/decode-$r.txt")"
   LOADS+=("$(loadavg)")
   round_line "$r" >>"$RUN_DIR/rounds.txt"
@@ -271,14 +298,14 @@ done
 BACKEND="$(sed -n 's/^backend: //p' "$RUN_DIR/decode-1.txt")"
 SAME_IDS="$(sed -n 's/^sequence 0 generated ids //p' "$RUN_DIR/decode-$ROUNDS.txt")"
 
-python3 - "$RUN_DIR/rounds.txt" "$PROMPT" "$GEN" "$BATCH" "$THREADS" "${LOADS[*]}" <<'PY'
+python3 - "$RUN_DIR/rounds.txt" "$PROMPT" "$GEN" "$BATCH" "$THREADS" "${LOADS[*]}" "$DTYPE" <<'PY'
 import statistics as st, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
 p, g, b, t = sys.argv[2:6]
 loads = list(map(float, sys.argv[6].split()))
 med = [st.median(c) for c in zip(*rows)]
 lpp, ltg, dpp, dtg, db, pgf, ggf = med
-print(f"\nmedians of {len(rows)} interleaved rounds, {t} threads; load average {min(loads):.2f}-{max(loads):.2f}"
+print(f"\n{sys.argv[7]} weights: medians of {len(rows)} interleaved rounds, {t} threads; load average {min(loads):.2f}-{max(loads):.2f}"
       f" (median {st.median(loads):.2f}) during the run\n")
 print(f"{'':24}{'llama.cpp':>12}{'dayzero':>12}{'ratio':>8}{'target':>9}  met")
 def row(name, a, d, target):

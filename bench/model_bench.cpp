@@ -2,7 +2,9 @@
 // the GEMM path alone at the same shapes, measured in one run on this machine (target ratio
 // >= 0.9; the prefill side counts the causal half of QK^T and PV too, the GEMM side does not). Checkpoint loading has its own benchmark, load_bench.
 // Usage: model_bench [--dir DIR] [--tokens N] [--threads T] [--dtype bfloat16|float32]
-//                    [--repeats R] [--only prefill|gemm] (one half alone, for a profiler).
+//                    [--repeats R] [--only prefill|gemm] (one half alone, for a profiler)
+//                    [--weights f32|as_stored] (the model's bf16 weights widened on load, or kept
+//                    as stored and widened inside the GEMM; the GEMM-only side is f32 either way).
 // The model is generated once per folder.
 #include <algorithm>
 #include <cstdio>
@@ -31,7 +33,7 @@ int main(int argc, char** argv) {
   std::string dir = "build/bench-model";
   int tokens = 256, threads = 2, repeats = 3;
   DType dtype = DType::kBF16;
-  std::string only;
+  std::string only, weights = "f32";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--dir") dir = argv[i + 1];
@@ -40,7 +42,13 @@ int main(int argc, char** argv) {
     else if (a == "--dtype") dtype = std::string(argv[i + 1]) == "float32" ? DType::kF32 : DType::kBF16;
     else if (a == "--repeats") repeats = std::max(1, std::atoi(argv[i + 1]));
     else if (a == "--only") only = argv[i + 1];
+    else if (a == "--weights") weights = argv[i + 1];
   }
+  if (weights != "f32" && weights != "as_stored") {
+    std::fprintf(stderr, "model_bench: --weights takes f32 or as_stored, not '%s'\n", weights.c_str());
+    return 2;
+  }
+  const bool stored = weights == "as_stored";
   if (!only.empty() && only != "prefill" && only != "gemm") {
     std::fprintf(stderr, "model_bench: --only takes prefill or gemm, not '%s'\n", only.c_str());
     return 2;
@@ -48,7 +56,7 @@ int main(int argc, char** argv) {
   int code = 0;
   const model::ModelShape shape{.n_vocab = 8192, .n_embd = 1024, .n_layer = 8, .n_head = 16,
                                 .n_head_kv = 8, .head_dim = 0, .n_ff = 2816};
-  auto bm = bench::open_bench_model(dir, shape, dtype, 2, threads, &code);
+  auto bm = bench::open_bench_model(dir, shape, dtype, 2, threads, &code, stored);
   if (!bm) return code;
   const model::ModelFolder* info = &bm->info;
   backend::Backend& be = *bm->be;
@@ -56,12 +64,14 @@ int main(int argc, char** argv) {
               static_cast<long long>(info->hp.n_embd), static_cast<long long>(info->hp.n_layer),
               static_cast<long long>(info->hp.n_ff), info->catalog.files().size(),
               static_cast<double>(info->catalog.total_bytes()) / (1 << 20));
-  std::printf("backend: %s\n\n", be.describe().c_str());
+  std::printf("backend: %s; weights %s\n\n", be.describe().c_str(), weights.c_str());
 
   // Prefill of `tokens` tokens vs the same GEMMs alone.
   model::Weights w;
   std::vector<checkpoint::WeightRecord> recs;
-  if (auto st = runtime::load_weights(*info, be, w, recs); !st.ok()) {
+  const auto policy = stored ? plan::WeightsOnDevice::kAsStored : plan::WeightsOnDevice::kF32;
+  if (auto st = runtime::load_weights(*info, be, w, recs, {}, {}, checkpoint::kDefaultStagingBytes, 0, policy);
+      !st.ok()) {
     std::fprintf(stderr, "%s\n", st.status().message().c_str());
     return 3;
   }

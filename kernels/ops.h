@@ -23,6 +23,13 @@ void gemm_set_threads(int n);
 void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
                bool accumulate = false);
 
+// The same with w a bf16 Linear weight as stored (a checkpoint's own bits): widened to f32 inside
+// the GEMM, summed in f32, so the weight is read at 2 bytes an element. Where matmul_nt takes the
+// built-in small-M kernel (decode, m <= 16) the result has its bits on w widened; above, panels of
+// w are widened into a buffer and take matmul_nt's large-M path.
+void matmul_nt_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y,
+                    bool accumulate = false);
+
 // y[rows, width] = x / sqrt(mean(x^2) + eps) * w   (w [width]; HF LlamaRMSNorm, f32 math)
 void rmsnorm(int64_t rows, int64_t width, const float* x, const float* w, float eps, float* y);
 // residual[rows, width] += delta, then y = rmsnorm(residual) * w: the bits of add_inplace then

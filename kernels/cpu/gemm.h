@@ -77,6 +77,20 @@ GemmPath* onednn(std::string* why);
 // kernel_threads()). Always available; each y element is summed in the same order whatever
 // the thread count.
 GemmPath* builtin();
+// The built-in small-M kernel's free parameters: the width of its m = 1 tiles (rows of w read
+// side by side, 1..4) and its software prefetch distance along w (bytes; 0: none). Neither
+// changes which products an output sums or in which order, so every setting gives the same
+// bits; the start-up tuning (tune_small_m) picks among them by time. Process-wide.
+struct SmallMSettings {
+  int m1_rows = 2;
+  int64_t prefetch_bytes = 8192;
+};
+SmallMSettings small_m_settings();
+void set_small_m_settings(const SmallMSettings& s);
+
+// The built-in small-M kernel (1 <= m <= 16) on a bf16 weight w[n, k] as stored: each element
+// widened on load, so y has the bits builtin()->matmul_nt gives on w widened to f32.
+void matmul_nt_small_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, float beta);
 
 // y[m, n] = x · w^T + beta * y with double accumulation: the twin every path is checked against.
 void matmul_nt_reference(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,

@@ -4,7 +4,11 @@
 // Above, it is blocked over k and rows of x and is the fallback when no BLAS library loads
 // and the second opinion in the tests; there it does not compete with packed BLAS kernels.
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <string>
+
+#include "core/check.h"
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
@@ -34,15 +38,27 @@ static_assert(kKc % simd::kLanes == 0, "only the last k block may have a scalar 
 // A row of y therefore sums in the same order at m <= kSmallMaxM and above only when k <= kKc;
 // like the BLAS libraries (sgemv vs sgemm), the two are not bit-identical in general.
 
+// A weight element as f32: w is f32, or bf16 widened (exactly) on load.
+inline float w_at(const float* w, int64_t i) { return w[i]; }
+inline float w_at(const uint16_t* w, int64_t i) {
+  const uint32_t bits = static_cast<uint32_t>(w[i]) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline Vec w_load(const float* w) { return simd::load(w); }
+inline Vec w_load(const uint16_t* w) { return simd::load_bf16(w); }
+
 // The end of every tile: each y element is its lanes summed by hsum, then the scalar tail
-// [p, kc) of its dot product, then stored or added to y. One order for every tile shape.
-template <int MR, int NR>
-inline void finish_tile(const Vec (&acc)[MR][NR], int64_t p, int64_t kc, const float* x, const float* w, int64_t ld,
+// [p, kc) of its dot product, then stored or added to y. One order for every tile shape and
+// both weight types, so a bf16 weight gives the bits of its f32 widening.
+template <int MR, int NR, typename W>
+inline void finish_tile(const Vec (&acc)[MR][NR], int64_t p, int64_t kc, const float* x, const W* w, int64_t ld,
                         float* y, int64_t ldy, bool add) {
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
       float s = simd::hsum(acc[i][j]);
-      for (int64_t q = p; q < kc; ++q) s += x[i * ld + q] * w[j * ld + q];
+      for (int64_t q = p; q < kc; ++q) s += x[i * ld + q] * w_at(w, j * ld + q);
       float& out = y[i * ldy + j];
       out = add ? out + s : s;
     }
@@ -73,7 +89,7 @@ void tile(const float* x, const float* w, int64_t ld, int64_t kc, float* y, int6
       for (int i = 0; i < MR; ++i) acc[i][j] = simd::fma(xv[i], wv, acc[i][j]);
     }
   }
-  finish_tile<MR, NR>(acc, p, kc, x, w, ld, y, ldy, add);
+  finish_tile<MR, NR, float>(acc, p, kc, x, w, ld, y, ldy, add);
 }
 
 // Runs the MR' x NR' tile for mr <= MR, nr <= NR (edges of the matrix).
@@ -104,10 +120,13 @@ constexpr int64_t kSmallMaxM = 16;
 // into the next tiles' rows. Measured at m = 8 on the decode shapes (docs/gemm.md, "Small M"):
 // 4-16 KiB ahead with prefetcht0 is 1.3-1.6x no prefetch; 2 KiB, or the non-temporal hint,
 // gains little. Prefetching past the end of w is harmless (a prefetch never faults).
-constexpr int64_t kPrefetchFloats = 2048;
+// A bf16 weight prefetches the same distance in bytes. The start-up tuning (gemm_tune.cpp) may
+// change the distance and the m = 1 tile width (SmallMSettings): neither changes the bits.
+std::atomic<int> g_m1_rows{kNrGemv};
+std::atomic<int64_t> g_prefetch_bytes{2048 * 4};
 
-template <int MR, int NR>
-void tile_small(const float* x, const float* w, int64_t k, float* y, int64_t ldy, bool add) {
+template <int MR, int NR, typename W>
+void tile_small(const float* x, const W* w, int64_t k, float* y, int64_t ldy, bool add, int64_t prefetch_bytes) {
   Vec acc[MR][NR];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -118,8 +137,8 @@ void tile_small(const float* x, const float* w, int64_t k, float* y, int64_t ldy
     Vec wv[NR];
 #pragma GCC unroll 16
     for (int j = 0; j < NR; ++j) {
-      __builtin_prefetch(w + j * k + p + kPrefetchFloats, 0, 3);
-      wv[j] = simd::load(w + j * k + p);
+      if (prefetch_bytes) __builtin_prefetch(reinterpret_cast<const char*>(w + j * k + p) + prefetch_bytes, 0, 3);
+      wv[j] = w_load(w + j * k + p);
     }
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
@@ -128,36 +147,51 @@ void tile_small(const float* x, const float* w, int64_t k, float* y, int64_t ldy
       for (int j = 0; j < NR; ++j) acc[i][j] = simd::fma(xv, wv[j], acc[i][j]);
     }
   }
-  finish_tile<MR, NR>(acc, p, k, x, w, k, y, ldy, add);
+  finish_tile<MR, NR, W>(acc, p, k, x, w, k, y, ldy, add);
 }
 
-template <int MR, int NR>
-void tile_small_edge(int mr, int nr, const float* x, const float* w, int64_t k, float* y, int64_t ldy, bool add) {
+template <int MR, int NR, typename W>
+void tile_small_edge(int mr, int nr, const float* x, const W* w, int64_t k, float* y, int64_t ldy, bool add,
+                     int64_t pf) {
   if constexpr (MR > 1) {
-    if (mr < MR) return tile_small_edge<MR - 1, NR>(mr, nr, x, w, k, y, ldy, add);
+    if (mr < MR) return tile_small_edge<MR - 1, NR, W>(mr, nr, x, w, k, y, ldy, add, pf);
   }
   if constexpr (NR > 1) {
-    if (nr < NR) return tile_small_edge<MR, NR - 1>(mr, nr, x, w, k, y, ldy, add);
+    if (nr < NR) return tile_small_edge<MR, NR - 1, W>(mr, nr, x, w, k, y, ldy, add, pf);
   }
-  tile_small<MR, NR>(x, w, k, y, ldy, add);
+  tile_small<MR, NR, W>(x, w, k, y, ldy, add, pf);
+}
+
+// m = 1 over columns [j0, j1) in 1 x NR tiles.
+template <int NR, typename W>
+void gemv_columns(int64_t n, int64_t k, const float* x, const W* w, float* y, bool add, int64_t j0, int64_t j1,
+                  int64_t pf) {
+  for (int64_t j = j0; j < j1; j += NR) {
+    const int jn = static_cast<int>(std::min<int64_t>(NR, j1 - j));
+    tile_small_edge<1, NR, W>(1, jn, x, w + j * k, k, y + j, n, add, pf);
+  }
+  (void)n;
 }
 
 // Columns [j0, j1) of y for 1 <= m <= kSmallMaxM.
-void gemm_columns_small(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, float beta,
+template <typename W>
+void gemm_columns_small(int64_t m, int64_t n, int64_t k, const float* x, const W* w, float* y, float beta,
                         int64_t j0, int64_t j1) {
   const bool add = beta != 0.0f;
+  const int64_t pf = g_prefetch_bytes.load(std::memory_order_relaxed);
   if (m == 1) {
-    for (int64_t j = j0; j < j1; j += kNrGemv) {
-      const int jn = static_cast<int>(std::min<int64_t>(kNrGemv, j1 - j));
-      tile_small_edge<1, kNrGemv>(1, jn, x, w + j * k, k, y + j, n, add);
+    switch (g_m1_rows.load(std::memory_order_relaxed)) {
+      case 1: return gemv_columns<1, W>(n, k, x, w, y, add, j0, j1, pf);
+      case 3: return gemv_columns<3, W>(n, k, x, w, y, add, j0, j1, pf);
+      case 4: return gemv_columns<4, W>(n, k, x, w, y, add, j0, j1, pf);
+      default: return gemv_columns<2, W>(n, k, x, w, y, add, j0, j1, pf);
     }
-    return;
   }
   for (int64_t j = j0; j < j1; j += kNrSmall) {
     const int jn = static_cast<int>(std::min<int64_t>(kNrSmall, j1 - j));
     for (int64_t i = 0; i < m; i += kMrSmall) {
       const int in = static_cast<int>(std::min<int64_t>(kMrSmall, m - i));
-      tile_small_edge<kMrSmall, kNrSmall>(in, jn, x + i * k, w + j * k, k, y + i * n + j, n, add);
+      tile_small_edge<kMrSmall, kNrSmall, W>(in, jn, x + i * k, w + j * k, k, y + i * n + j, n, add, pf);
     }
   }
 }
@@ -165,7 +199,7 @@ void gemm_columns_small(int64_t m, int64_t n, int64_t k, const float* x, const f
 // Columns [j0, j1) of y, all rows.
 void gemm_columns(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, float beta,
                   int64_t j0, int64_t j1) {
-  if (m <= kSmallMaxM) return gemm_columns_small(m, n, k, x, w, y, beta, j0, j1);
+  if (m <= kSmallMaxM) return gemm_columns_small<float>(m, n, k, x, w, y, beta, j0, j1);
   for (int64_t kb = 0; kb < k; kb += kKc) {
     const int64_t kc = std::min(kKc, k - kb);
     const bool add = kb > 0 || beta != 0.0f;
@@ -182,6 +216,22 @@ void gemm_columns(int64_t m, int64_t n, int64_t k, const float* x, const float* 
   }
 }
 
+// Runs columns(j0, j1) over [0, n) in chunks of whole nr-wide tiles across kernel_threads().
+template <typename Columns>
+void for_column_chunks(int64_t m, int64_t n, int64_t k, int64_t nr, const Columns& columns) {
+  const int64_t n_tiles = (n + nr - 1) / nr;
+  // Below ~64 K multiply-adds per thread (about 10 us), handing work to the pool costs more
+  // than it saves; at m = 1 that is 256 KiB of weights, whose reading two threads share.
+  const int64_t work = m * n * k;
+  const int64_t threads = std::clamp<int64_t>(work >> 16, 1, kernel_threads());
+  // Several chunks per thread, taken in turn: a thread the OS descheduled (other ranks or
+  // processes on the node) holds up one small chunk, not half of the product.
+  const int64_t chunks = threads == 1 ? 1 : threads * 4;
+  const int64_t tiles_per_chunk = (n_tiles + chunks - 1) / chunks;
+  parallel_for(n_tiles, tiles_per_chunk,
+               [&](int64_t t0, int64_t t1) { columns(t0 * nr, std::min(n, t1 * nr)); });
+}
+
 class Builtin final : public GemmPath {
  public:
   std::string name() const override {
@@ -192,18 +242,8 @@ class Builtin final : public GemmPath {
   void set_threads(int n) override { set_kernel_threads(n); }
   void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
                  float beta) override {
-    const int64_t nr = m == 1 ? kNrGemv : (m <= kSmallMaxM ? kNrSmall : kNr);
-    const int64_t n_tiles = (n + nr - 1) / nr;
-    // Below ~64 K multiply-adds per thread (about 10 us), handing work to the pool costs more
-    // than it saves; at m = 1 that is 256 KiB of weights, whose reading two threads share.
-    const int64_t work = m * n * k;
-    const int64_t threads = std::clamp<int64_t>(work >> 16, 1, kernel_threads());
-    // Several chunks per thread, taken in turn: a thread the OS descheduled (other ranks or
-    // processes on the node) holds up one small chunk, not half of the product.
-    const int64_t chunks = threads == 1 ? 1 : threads * 4;
-    const int64_t tiles_per_chunk = (n_tiles + chunks - 1) / chunks;
-    parallel_for(n_tiles, tiles_per_chunk, [&](int64_t t0, int64_t t1) {
-      gemm_columns(m, n, k, x, w, y, beta, t0 * nr, std::min(n, t1 * nr));
+    for_column_chunks(m, n, k, m == 1 ? g_m1_rows.load() : (m <= kSmallMaxM ? kNrSmall : kNr), [&](int64_t j0, int64_t j1) {
+      gemm_columns(m, n, k, x, w, y, beta, j0, j1);
     });
   }
 };
@@ -213,6 +253,22 @@ class Builtin final : public GemmPath {
 GemmPath* builtin() {
   static Builtin path;
   return &path;
+}
+
+SmallMSettings small_m_settings() { return {g_m1_rows.load(), g_prefetch_bytes.load()}; }
+
+void set_small_m_settings(const SmallMSettings& s) {
+  DZ_CHECK(s.m1_rows >= 1 && s.m1_rows <= 4 && s.prefetch_bytes >= 0,
+           "small-M settings: m = 1 rows " << s.m1_rows << ", prefetch " << s.prefetch_bytes);
+  g_m1_rows.store(s.m1_rows);
+  g_prefetch_bytes.store(s.prefetch_bytes);
+}
+
+void matmul_nt_small_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, float beta) {
+  DZ_CHECK(m >= 1 && m <= kSmallMaxM, "matmul_nt_small_bf16: m " << m << " outside 1.." << kSmallMaxM);
+  for_column_chunks(m, n, k, m == 1 ? g_m1_rows.load() : kNrSmall, [&](int64_t j0, int64_t j1) {
+    gemm_columns_small<uint16_t>(m, n, k, x, w, y, beta, j0, j1);
+  });
 }
 
 }  // namespace dayzero::kernels::cpu::gemm

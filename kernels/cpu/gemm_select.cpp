@@ -1,6 +1,8 @@
 // Picks the GEMM paths once per process and implements the ops.h GEMM entry points
-// (gemm_info, gemm_set_threads, matmul_nt). The rule is fixed, not timed at start-up, so
-// every rank and every run takes the same path for the same shape: the built-in kernel for
+// (gemm_info, gemm_set_threads, matmul_nt, matmul_nt_bf16). The rule is fixed, not timed at
+// start-up, so every rank and every run takes the same path (and bits) for the same shape (the
+// start-up tuning, gemm_tune.cpp, only picks how the small-M kernel streams w, never what it
+// sums): the built-in kernel for
 // small M (1 <= m <= kSmallM, decode batches), and for the rest OpenBLAS on the widest core this CPU
 // runs (forcing it when the library's own detection fell back), else BLIS, else the built-in
 // kernel; each only after it matches the double-precision reference on small shapes.
@@ -187,6 +189,7 @@ namespace {
 struct Selection {
   GemmPath* path = nullptr;
   GemmInfo info;
+  bool small_m_builtin = false;  // m <= kSmallM takes the built-in kernel (the ByRows rule)
 };
 
 // Rows up to which the built-in kernel's small-M tiles (every x row in cache, w streamed once
@@ -286,6 +289,7 @@ Selection choose_path() {
       continue;
     }
     s.path = path;
+    s.small_m_builtin = path == builtin();
     s.info.path = path->name() + " (" + reason + ")";
     break;
   }
@@ -297,6 +301,7 @@ Selection choose_path() {
     if (verify_path(*small, &detail)) {
       static ByRows rule(small, s.path);
       s.path = &rule;
+      s.small_m_builtin = true;
       s.info.path = small->name() + " at m <= " + std::to_string(kSmallM) + "; " + s.info.path;
     } else {
       notes.push_back("small-M path rejected, wrong results: " + detail);
@@ -336,6 +341,41 @@ void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, 
     return;
   }
   gemm::selected_path().matmul_nt(m, n, k, x, w, y, accumulate ? 1.0f : 0.0f);
+}
+
+void matmul_nt_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, bool accumulate) {
+  DZ_CHECK(m >= 0 && n >= 0 && k >= 0, "matmul_nt_bf16 " << m << "x" << n << "x" << k);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!accumulate) std::fill(y, y + m * n, 0.0f);
+    return;
+  }
+  const gemm::Selection& s = gemm::selection();
+  const float beta = accumulate ? 1.0f : 0.0f;
+  if (m <= gemm::kSmallM && s.small_m_builtin) return gemm::matmul_nt_small_bf16(m, n, k, x, w, y, beta);
+  // Panels of about 2 MiB of widened rows: the conversion (n * k once) is small beside the
+  // m * n * k multiply-adds of the GEMM it feeds, and the panel stays in L2/L3 for it.
+  const int64_t nb = std::clamp<int64_t>((int64_t{2} << 20) / (4 * k), 16, n);
+  thread_local std::vector<float> wf, yf;
+  wf.resize(static_cast<size_t>(nb * k));
+  yf.resize(static_cast<size_t>(m * nb));
+  for (int64_t j0 = 0; j0 < n; j0 += nb) {
+    const int64_t jn = std::min(nb, n - j0);
+    const uint16_t* src = w + j0 * k;
+    for (int64_t i = 0; i < jn * k; ++i) {  // bf16 -> f32: the bf16 bits are the upper half
+      const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+      std::memcpy(&wf[static_cast<size_t>(i)], &bits, 4);
+    }
+    s.path->matmul_nt(m, jn, k, x, wf.data(), yf.data(), 0.0f);
+    for (int64_t i = 0; i < m; ++i) {
+      float* yr = y + i * n + j0;
+      const float* pr = yf.data() + i * jn;
+      if (accumulate)
+        for (int64_t j = 0; j < jn; ++j) yr[j] += pr[j];
+      else
+        std::copy_n(pr, jn, yr);
+    }
+  }
 }
 
 }  // namespace dayzero::kernels::cpu

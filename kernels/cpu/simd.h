@@ -34,6 +34,10 @@ inline void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }  // a*b + c
 inline Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
 inline float hsum(Vec v) { return _mm512_reduce_add_ps(v); }
+// kLanes bf16 values widened to f32 (exact: the bf16 bits are the f32's upper half).
+inline Vec load_bf16(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 inline constexpr int kLanes = 8;
 inline constexpr const char* kIsaName = "avx2";
@@ -44,6 +48,9 @@ inline Vec load_scalar(float a) { return _mm256_set1_ps(a); }
 inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 inline Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+inline Vec load_bf16(const uint16_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+}
 inline float hsum(Vec v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -73,6 +80,14 @@ inline Vec add(Vec a, Vec b) {
   return a;
 }
 inline float hsum(Vec a) { return (a.v[0] + a.v[2]) + (a.v[1] + a.v[3]); }
+inline Vec load_bf16(const uint16_t* p) {
+  Vec r;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(p[i]) << 16;
+    std::memcpy(&r.v[i], &bits, 4);
+  }
+  return r;
+}
 #endif
 
 // sum_i a[i] * b[i] in f32: two vector accumulators, then the scalar tail.

@@ -121,6 +121,16 @@ class Backend {
   // that must order its collectives with them; nullptr for the CPU backend.
   virtual void* device_stream() const { return nullptr; }
 
+  // Tunes the kernels on the weights this backend holds, after loading (CPU: the small-M GEMM's
+  // tile width and prefetch distance, timed at m = 1 within about 0.2 s and cached under
+  // cache_dir when it is not empty; every candidate gives the same bits). Returns what was
+  // chosen and measured, for the log and describe(); "" when there is nothing to tune.
+  virtual std::string tune(const std::vector<const Tensor*>& weights, const std::string& cache_dir) {
+    (void)weights;
+    (void)cache_dir;
+    return "";
+  }
+
   // y[m, n] = x[m, k] · w[n, k]^T (+ y when accumulate)
   virtual void matmul(const Tensor& x, const Tensor& w, Tensor& y, bool accumulate = false) = 0;
   // y[rows, width] += b[width]
@@ -173,6 +183,8 @@ struct BackendOptions {
   DType compute_dtype = DType::kF32;  // CUDA: GEMM input dtype, kBF16 (f32 accumulation) or kF32
   int64_t required_bytes = 0;     // CUDA: the plan's bytes for this rank, checked against the
                                   // device's free memory before anything is allocated (0: no check)
+  bool cpu_keeps_stored = false;  // CPU: BF16/F16 weights handed over as stored (weights kept in
+                                  // bf16 where the plan counts bf16); otherwise every weight is f32
 };
 
 // CUDA devices visible to this process: 0 when none is (or when CUDA is not built in); an

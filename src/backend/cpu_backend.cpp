@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/dtype.h"
+#include "kernels/cpu/gemm_tune.h"
 #include "kernels/cpu/router.h"
 #include "kernels/ops.h"
 #include "backend/backend.h"
@@ -36,9 +38,36 @@ void keep_freed_tensor_memory() {
 float* f(Tensor& t) { return t.f32(); }
 const float* f(const Tensor& t) { return t.f32(); }
 
+const uint16_t* u16(const Tensor& t) { return static_cast<const uint16_t*>(t.data()); }
+
+// t's elements as f32 into dst (numel floats): exact for F32, BF16 and F16.
+void widen(const Tensor& t, float* dst) {
+  const int64_t n = t.numel();
+  switch (t.dtype()) {
+    case DType::kF32: std::memcpy(dst, t.data(), static_cast<size_t>(n) * 4); return;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(u16(t)[i]);
+      return;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(u16(t)[i]);
+      return;
+    default: DZ_CHECK(false, "cpu: cannot widen a " << dtype_name(t.dtype()) << " tensor to f32");
+  }
+}
+
+// A weight operand of an element-wise op as f32: its own storage when it is f32, else widened
+// into `scratch` (a weight kept in bf16: a norm's scale, a bias, a position table). Vectors and
+// small tables only, so the copy is small beside the op.
+const float* f32_operand(const Tensor& t, std::vector<float>& scratch) {
+  if (t.dtype() == DType::kF32) return f(t);
+  scratch.resize(static_cast<size_t>(t.numel()));
+  widen(t, scratch.data());
+  return scratch.data();
+}
+
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const BackendOptions& o) : budget_(o.memory_budget_bytes) {
+  explicit CpuBackend(const BackendOptions& o) : budget_(o.memory_budget_bytes), keeps_stored_(o.cpu_keeps_stored) {
     int threads = o.threads;
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     kc::gemm_set_threads(threads);
@@ -49,7 +78,16 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   std::string describe() const override {
     const auto& g = kc::gemm_info();
-    return "cpu: " + g.path + ", " + std::to_string(g.threads) + " GEMM thread(s)";
+    return "cpu: " + g.path + ", " + std::to_string(g.threads) + " GEMM thread(s)" +
+           (tuning_.empty() ? "" : "; " + tuning_);
+  }
+  std::string tune(const std::vector<const Tensor*>& weights, const std::string& cache_dir) override {
+    std::vector<kc::gemm::TuneWeight> tw;
+    for (const Tensor* t : weights)
+      if (t->rank() == 2 && (t->dtype() == DType::kF32 || t->dtype() == DType::kBF16))
+        tw.push_back({t->dim(0), t->dim(1), t->data(), t->dtype() == DType::kBF16});
+    tuning_ = kc::gemm::tune_small_m(tw, cache_dir).describe();
+    return tuning_;
   }
   Device device() const override { return {}; }
 
@@ -58,8 +96,26 @@ class CpuBackend final : public Backend {
     return Tensor::host_uninitialized(dtype, std::move(shape));
   }
   Tensor to_device(const Tensor& host) override { return host; }
+  // A weight in `kept` (F32 or BF16; plan::kept_dtype): the loader's tensor itself where it
+  // already is (no copy), else converted: widened exactly, or rounded once to bf16 (RNE).
+  Tensor to_device_weight(const Tensor& host, DType kept) override {
+    DZ_CHECK(kept == DType::kF32 || kept == DType::kBF16,
+             "cpu to_device_weight: keeps weights in float32 or bfloat16, not " << dtype_name(kept));
+    if (host.dtype() == kept || !dtype_is_float(host.dtype())) return host;
+    Tensor wide = Tensor::host_uninitialized(DType::kF32, host.shape());
+    widen(host, f(wide));
+    if (kept == DType::kF32) return wide;
+    Tensor t = Tensor::host_uninitialized(DType::kBF16, host.shape());
+    auto* dst = static_cast<uint16_t*>(t.data());
+    for (int64_t i = 0; i < t.numel(); ++i) dst[i] = f32_to_bf16(f(wide)[i]);
+    return t;
+  }
+  bool wants_stored_dtype() const override { return keeps_stored_; }
+  // A bf16 weight into an f32 host tensor is widened; otherwise the bytes are copied.
   void to_host(const Tensor& src, Tensor& dst) override { copy(src, dst); }
   void copy(const Tensor& src, Tensor& dst) override {
+    if (src.dtype() != dst.dtype() && dst.dtype() == DType::kF32 && src.numel() == dst.numel())
+      return widen(src, f(dst));
     DZ_CHECK(src.bytes() == dst.bytes(), "copy " << shape_str(src.shape()) << " -> " << shape_str(dst.shape()));
     if (src.data() != dst.data()) std::memcpy(dst.data(), src.data(), src.bytes());
   }
@@ -73,26 +129,27 @@ class CpuBackend final : public Backend {
     const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
     DZ_CHECK(x.numel() == m * k && y.numel() == m * n,
              "matmul x" << shape_str(x.shape()) << " w" << shape_str(w.shape()) << " y" << shape_str(y.shape()));
+    if (w.dtype() == DType::kBF16) return kc::matmul_nt_bf16(m, n, k, f(x), u16(w), f(y), accumulate);
     kc::matmul_nt(m, n, k, f(x), f(w), f(y), accumulate);
   }
   void add_bias(const Tensor& b, Tensor& y) override {
     const int64_t width = b.numel();
     DZ_CHECK(y.numel() % width == 0);
-    kc::add_bias(y.numel() / width, width, f(b), f(y));
+    kc::add_bias(y.numel() / width, width, f32_operand(b, scratch_), f(y));
   }
   void add(const Tensor& x, Tensor& y) override {
     DZ_CHECK(x.numel() == y.numel());
-    kc::add_inplace(x.numel(), f(x), f(y));
+    kc::add_inplace(x.numel(), f32_operand(x, scratch_), f(y));
   }
   void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
     const int64_t width = w.numel();
     DZ_CHECK(x.numel() % width == 0 && x.numel() == y.numel());
-    kc::rmsnorm(x.numel() / width, width, f(x), f(w), eps, f(y));
+    kc::rmsnorm(x.numel() / width, width, f(x), f32_operand(w, scratch_), eps, f(y));
   }
   void add_rmsnorm(const Tensor& delta, Tensor& residual, const Tensor& w, float eps, Tensor& y) override {
     const int64_t width = w.numel();
     DZ_CHECK(delta.numel() == residual.numel() && residual.numel() % width == 0 && residual.numel() == y.numel());
-    kc::add_rmsnorm(residual.numel() / width, width, f(delta), f(residual), f(w), eps, f(y));
+    kc::add_rmsnorm(residual.numel() / width, width, f(delta), f(residual), f32_operand(w, scratch_), eps, f(y));
   }
   void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq) override {
     DZ_CHECK(x.rank() == 3 && positions.dtype() == DType::kI32 && positions.numel() == x.dim(0));
@@ -129,20 +186,26 @@ class CpuBackend final : public Backend {
     if (row_offset == 0) {
       bool all_inside = true;
       for (int64_t t = 0; t < ids.numel(); ++t) all_inside &= id[t] >= 0 && id[t] < rows;
-      if (all_inside) return kc::embedding(ids.numel(), id, rows, width, f(table), f(out));
+      if (all_inside && table.dtype() == DType::kF32)
+        return kc::embedding(ids.numel(), id, rows, width, f(table), f(out));
     }
+    const bool bf16 = table.dtype() == DType::kBF16;  // a table kept as stored: rows widened
+    DZ_CHECK(bf16 || table.dtype() == DType::kF32, "cpu embedding: a " << dtype_name(table.dtype()) << " table");
     for (int64_t t = 0; t < ids.numel(); ++t) {
       const int64_t r = id[t] - row_offset;
       float* dst = f(out) + t * width;
-      if (r >= 0 && r < rows) std::memcpy(dst, f(table) + r * width, static_cast<size_t>(width) * 4);
-      else std::memset(dst, 0, static_cast<size_t>(width) * 4);
+      if (r < 0 || r >= rows) std::memset(dst, 0, static_cast<size_t>(width) * 4);
+      else if (!bf16) std::memcpy(dst, f(table) + r * width, static_cast<size_t>(width) * 4);
+      else
+        for (int64_t i = 0; i < width; ++i) dst[i] = bf16_to_f32(u16(table)[r * width + i]);
     }
   }
 
   void layernorm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& y) override {
     const int64_t width = w.numel();
     DZ_CHECK(x.numel() % width == 0 && x.numel() == y.numel() && (!b || b->numel() == width));
-    kc::layernorm(x.numel() / width, width, f(x), f(w), b ? f(*b) : nullptr, eps, f(y));
+    kc::layernorm(x.numel() / width, width, f(x), f32_operand(w, scratch_), b ? f32_operand(*b, scratch2_) : nullptr,
+                  eps, f(y));
   }
   void gelu(GeluKind kind, const Tensor& x, Tensor& y) override {
     DZ_CHECK(x.numel() == y.numel());
@@ -164,7 +227,8 @@ class CpuBackend final : public Backend {
     if (o.kind == RouterOptions::Kind::kSoftmax)
       return kc::route_softmax_topk(n, ne, o.k, o.renormalize, f(logits), id, f(weights));
     const kc::GroupRoute g{o.n_group, o.topk_group, o.renormalize, o.scaling};
-    kc::route_sigmoid_group_topk(n, ne, o.k, g, f(logits), bias ? f(*bias) : nullptr, id, f(weights));
+    kc::route_sigmoid_group_topk(n, ne, o.k, g, f(logits), bias ? f32_operand(*bias, scratch_) : nullptr, id,
+                                 f(weights));
   }
 
  private:
@@ -173,7 +237,10 @@ class CpuBackend final : public Backend {
     std::vector<float> inv_freq, cos, sin;  // cos, sin [positions, inv_freq]
   };
   int64_t budget_;
+  bool keeps_stored_;
+  std::string tuning_;  // tune()'s outcome, named by describe()
   RopeTable rope_table_;
+  std::vector<float> scratch_, scratch2_;  // bf16 weight operands widened (f32_operand)
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -31,6 +32,12 @@ class Weights {
     return it == by_name_.end() ? nullptr : &it->second;
   }
   size_t size() const { return by_name_.size(); }
+  // Every tensor held, in name order (not through a view).
+  std::vector<const Tensor*> tensors() const {
+    std::vector<const Tensor*> out;
+    for (const auto& [n, t] : by_name_) out.push_back(&t);
+    return out;
+  }
   int64_t bytes() const {
     int64_t b = 0;
     for (const auto& [n, t] : by_name_) b += static_cast<int64_t>(t.bytes());

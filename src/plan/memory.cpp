@@ -72,10 +72,12 @@ BlockScaledSlice block_scaled_slice(const model::TensorSpec& spec, const Slice& 
   return b;
 }
 
-DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights) {
+DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights, bool keeps_quantized) {
   if (weights == WeightsOnDevice::kBF16) return DType::kBF16;
   if (weights == WeightsOnDevice::kF32) return DType::kF32;
-  if ((stored == DType::kF8_E4M3 || stored == DType::kF8_E5M2) && !spec.scale_name.empty()) return stored;
+  const bool fp8 = stored == DType::kF8_E4M3 || stored == DType::kF8_E5M2;
+  if (!keeps_quantized && (spec.pack_group > 0 || fp8)) return DType::kF32;
+  if (fp8 && !spec.scale_name.empty()) return stored;
   if (stored == DType::kF32) return DType::kF32;
   return DType::kBF16;
 }
@@ -83,10 +85,11 @@ DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice we
 int64_t held_bytes(const model::TensorSpec& spec, size_t index, const Slice& slice, const MemoryParams& p) {
   if (spec.skip_load || !slice.held) return 0;
   if (p.stored_bytes.empty()) return slice_bytes(spec, slice, p.bytes_per_weight);
-  if (spec.pack_group > 0) return pack_quant_bytes(spec, slice, true);  // as stored: 0.5 B + group scales
   DZ_CHECK(index < p.stored_bytes.size(), spec.name << ": no stored element size (" << p.stored_bytes.size()
                                                     << " for spec " << index << ")");
   const int64_t elem = p.stored_bytes[index];
+  // As stored: 0.5 B + group scales, unless dequantised on load (weight_sizes: 4 B)
+  if (spec.pack_group > 0 && elem != 4) return pack_quant_bytes(spec, slice, true);
   if (elem == 1 && !spec.scale_name.empty() && spec.shape.size() == 2 && spec.quant_block_rows > 0 &&
       spec.quant_block_cols > 0)
     return block_scaled_slice(spec, slice).device_bytes();

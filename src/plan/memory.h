@@ -77,13 +77,15 @@ inline constexpr int64_t kScaleBytes = kBlockScaleBytes;
 // and columns, where it starts in the whole tensor, its block size. REQUIRES: slice.held.
 BlockScaledSlice block_scaled_slice(const model::TensorSpec& spec, const Slice& slice);
 
-// What a device keeps of a weight stored as `stored` under model.weights_on_device (the CUDA
-// backend's rule; the CPU backend keeps f32): as stored, a block-scaled FP8 weight (a spec with
-// a scale_name) stays FP8 with its scales (held_bytes: BlockScaledSlice::device_bytes), BF16
-// and F32 stay as they are, F16 becomes BF16 (the same two bytes; the device has no F16
-// kernels); bfloat16 / float32: every weight in that dtype. An FP8 tensor without block scales
-// and a pack-quantized weight have no device form as stored (the run refuses them on CUDA).
-DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights);
+// What a backend keeps of a weight stored as `stored` under model.weights_on_device: as stored,
+// a block-scaled FP8 weight (a spec with a scale_name) stays FP8 with its scales (held_bytes:
+// BlockScaledSlice::device_bytes) where the backend keeps quantized weights (CUDA), and is
+// dequantised to F32 where it does not (keeps_quantized false: the CPU, which dequantises FP8
+// and pack-quantized INT4 on load); BF16 and F32 stay as they are, F16 becomes BF16 (the same
+// two bytes; no backend has F16 kernels); bfloat16 / float32: every weight in that dtype. On
+// CUDA an FP8 tensor without block scales and a pack-quantized weight have no form as stored
+// (the run refuses them).
+DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights, bool keeps_quantized = true);
 
 // Bytes a device holds of spec `index`'s slice: 0 for skip_load specs (multi-token-prediction
 // layers; FP8 scale tensors, which are counted with their weight) and for a slice not held;

@@ -44,9 +44,9 @@ int64_t torch_dtype_size(std::string name) {
   return 0;
 }
 
-Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice weights) {
-  if (weights == WeightsOnDevice::kBF16) return WeightSizes{2, {}, "bfloat16"};
-  if (weights == WeightsOnDevice::kF32) return WeightSizes{4, {}, "float32"};
+namespace {
+
+Result<WeightSizes> stored_weight_sizes(const model::ModelFolder& m) {
   if (m.has_weights && !m.catalog.tensors().empty()) {
     std::map<DType, uint64_t> bytes;
     for (const auto& t : m.catalog.tensors()) bytes[t.dtype] += t.nbytes;
@@ -74,6 +74,27 @@ Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice we
   return w;
 }
 
+}  // namespace
+
+Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice weights, bool keeps_quantized) {
+  if (weights == WeightsOnDevice::kBF16) return WeightSizes{2, {}, "bfloat16"};
+  if (weights == WeightsOnDevice::kF32) return WeightSizes{4, {}, "float32"};
+  DZ_ASSIGN_OR_RETURN(WeightSizes w, stored_weight_sizes(m));
+  if (keeps_quantized) return w;
+  bool dequantised = false;
+  for (size_t i = 0; i < m.specs.size(); ++i) {
+    const model::TensorSpec& s = m.specs[i];
+    const checkpoint::TensorInfo* t = m.has_weights ? m.catalog.find(s.name) : nullptr;
+    const bool fp8 = t ? t->dtype == DType::kF8_E4M3 || t->dtype == DType::kF8_E5M2 : !s.scale_name.empty();
+    if (s.pack_group > 0 || (fp8 && s.component != model::Component::kQuantScale)) {
+      w.stored_bytes.at(i) = 4;
+      dequantised = true;
+    }
+  }
+  if (dequantised) w.label += "; fp8/int4 weights dequantised to float32 on load";
+  return w;
+}
+
 void fill_request_inputs(const RequestInputs& in, const WeightSizes& w, PlanRequest& req) {
   req.topo = in.topo;
   req.world_size = in.world_size;
@@ -92,7 +113,7 @@ void fill_request_inputs(const RequestInputs& in, const WeightSizes& w, PlanRequ
 }
 
 Result<PlanRequest> make_plan_request(const model::ModelFolder& m, const RequestInputs& in, WeightSizes* sizes) {
-  DZ_ASSIGN_OR_RETURN(WeightSizes w, weight_sizes(m, in.weights));
+  DZ_ASSIGN_OR_RETURN(WeightSizes w, weight_sizes(m, in.weights, in.keeps_quantized));
   PlanRequest req;
   req.hp = m.hp;
   req.specs = m.specs;

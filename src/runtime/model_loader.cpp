@@ -60,16 +60,19 @@ Status check_keepable_as_stored(const ModelInfo& m) {
 
 namespace {
 
-// Bytes of the f32 tensors the loader hands over for this rank's slices (the FP8 and INT4 paths
-// allocate their own), each padded as the arena places it.
-size_t loader_result_bytes(const ModelInfo& m, const SliceFn& slice_of) {
+// Bytes of the tensors the loader hands over for this rank's slices (the FP8 and INT4 paths
+// allocate their own): f32, or 16-bit floats as stored when `stored_float`; each padded as the
+// arena places it.
+size_t loader_result_bytes(const ModelInfo& m, const SliceFn& slice_of, bool stored_float) {
   size_t total = 0;
   for (const auto& spec : m.specs) {
     if (spec.skip_load || spec.pack_group > 0 || !spec.scale_name.empty()) continue;
     const TensorSlice s = slice_of ? slice_of(spec) : TensorSlice{};
     if (!s.held) continue;
     const plan::Slice ps{s.held, s.dim, s.begin, s.end, s.rows};
-    total += HostArena::padded(static_cast<size_t>(plan::slice_bytes(spec, ps, 4)));
+    const checkpoint::TensorInfo* t = m.catalog.find(spec.name);
+    const bool half = stored_float && t && (t->dtype == DType::kBF16 || t->dtype == DType::kF16);
+    total += HostArena::padded(static_cast<size_t>(plan::slice_bytes(spec, ps, half ? 2 : 4)));
   }
   return total;
 }
@@ -90,11 +93,11 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
   // BF16/F16 tensors as stored for a backend that converts them on its device (the FP8 and INT4
   // paths below keep their own forms).
   loader.set_keep_stored_float(be.wants_stored_dtype());
-  // The CPU backend keeps the loader's f32 tensors as its weights: one arena holds them all, on
+  // The CPU backend keeps the loader's tensors as its weights: one arena holds them all, on
   // huge pages (HostArena). A device backend copies each one away, so they stay separate.
   std::optional<HostArena> arena;
   if (be.device().kind == DeviceKind::kCpu) {
-    arena.emplace(loader_result_bytes(m, slice_of));
+    arena.emplace(loader_result_bytes(m, slice_of, be.wants_stored_dtype()));
     loader.place_results_in(&*arena);
   }
   const auto finite = [](const model::TensorSpec& spec, const checkpoint::WeightRecord& rec) -> Status {
@@ -116,7 +119,7 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
   const auto place = [&](const model::TensorSpec& spec, Tensor host, checkpoint::WeightRecord rec) -> Status {
     DZ_RETURN_IF_ERROR(finite(spec, rec));
     if (weights_on_device) {
-      const DType kept = plan::kept_dtype(spec, stored(spec), *weights_on_device);
+      const DType kept = plan::kept_dtype(spec, stored(spec), *weights_on_device, be.keeps_fp8_weights());
       // An FP8 weight dequantised on the host (a backend that keeps no FP8) takes the compute dtype's place.
       weights.put(spec.name, be.to_device_weight(host, kept == DType::kF32 ? DType::kF32 : DType::kBF16));
     } else {

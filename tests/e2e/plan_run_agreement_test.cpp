@@ -31,7 +31,7 @@ int64_t max_total(const json& plan) {
 
 json plan_json(const fs::path& model, const fs::path& out, const std::string& gpu_mem, const std::string& extra) {
   const Outcome o = run_dayzero("plan --model " + model.string() + " --nodes 1 --gpus-per-node 2 --gpu-mem " + gpu_mem +
-                                " --memory-fraction 1 --compute-dtype float32 --context " + std::to_string(kContext) +
+                                " --memory-fraction 1 --compute-dtype float32 --backend cpu --context " + std::to_string(kContext) +
                                 " --out " + out.string() + " " + extra);
   EXPECT_EQ(o.exit_code, 0) << o.output;
   return o.exit_code == 0 ? json::parse(read_file(out)) : json();

@@ -24,8 +24,9 @@ const char* const kPromptIds[] = {"capital", "greeting", "code", "raw"};
 
 // Three text prompts and one token-id prompt; EOS does not stop generation so every prompt
 // takes all kMaxNewTokens steps. max_batch 0 leaves generate.max_batch at its default.
-std::string run_config(const fs::path& model_dir, int max_batch = 0) {
-  return "model: {path: " + model_dir.string() + ", dtype: float32}\n"
+std::string run_config(const fs::path& model_dir, int max_batch = 0, const std::string& weights = "") {
+  return "model: {path: " + model_dir.string() + ", dtype: float32" +
+         (weights.empty() ? std::string() : ", weights_on_device: " + weights) + "}\n"
          "prompts:\n"
          "  - {id: capital, text: \"The capital of France is\"}\n"
          "  - {id: greeting, text: \"Hello, world! How are you today?\"}\n"
@@ -149,10 +150,11 @@ void expect_full_dump(const RunDump& run, const std::string& family) {
   EXPECT_EQ(run.at("raw").out.prompt_ids, raw_ids) << family << ": token ids are used as given";
 }
 
-RunDump run_once(const fs::path& config, const fs::path& dump_dir) {
+RunDump run_once(const fs::path& config, const fs::path& dump_dir, std::string* output = nullptr) {
   RunDump d;
   const Outcome o = run_dayzero("run " + config.string() + " --dump-dir " + dump_dir.string());
   EXPECT_EQ(o.exit_code, 0) << o.output;
+  if (output) *output = o.output;
   if (o.exit_code != 0) return d;
   read_rank(rank0_dump(dump_dir), 0, d);
   return d;
@@ -181,6 +183,33 @@ TEST_P(RunDeterminism, ThreeRunsAndShardedCheckpointAreBitIdentical) {
   const RunDump sharded = run_once(dir / "sharded.yaml", dir / "run-sharded");
   ASSERT_FALSE(HasFailure());
   expect_same_run(first, sharded, family + " 3-shard checkpoint vs single file");
+}
+
+// The checkpoint is bf16 (qwen3's golden sizes say f32: overridden). Kept as stored (the default) the CPU reads each weight at two bytes and
+// widens it inside the GEMM; float32 widens it on load. The widening is exact and the small-M
+// kernel sums in one order for both, so every record must have the same bits. The CPU's held
+// bytes are checked against the plan in both runs; the log names them, so a CPU that ignored
+// the key (and held f32 twice) fails the byte check, not just the comparison.
+TEST_P(RunDeterminism, Bf16KeptAsStoredHasTheBitsOfF32Weights) {
+  const std::string family = GetParam();
+  const fs::path dir = scratch_dir("run-determinism-stored-" + family);
+  ASSERT_NO_FATAL_FAILURE(make_model_from_yaml(golden_sizes(family), dir / "model", "--dtype bfloat16"));
+  write_file(dir / "f32.yaml", run_config(dir / "model", 0, "float32"));
+  write_file(dir / "stored.yaml", run_config(dir / "model", 0, "as_stored"));
+  std::string f32_log, stored_log;
+  const RunDump f32 = run_once(dir / "f32.yaml", dir / "run-f32", &f32_log);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_NO_FATAL_FAILURE(expect_full_dump(f32, family));
+  const RunDump stored = run_once(dir / "stored.yaml", dir / "run-stored", &stored_log);
+  ASSERT_FALSE(HasFailure());
+  expect_same_run(f32, stored, family + " bf16 as stored vs float32");
+  const auto held = [](const std::string& log) -> long long {
+    const std::string key = "cpu: weights ";
+    const size_t at = log.find(key);
+    return at == std::string::npos ? -1 : std::atoll(log.c_str() + at + key.size());
+  };
+  ASSERT_GT(held(f32_log), 0) << f32_log;
+  EXPECT_EQ(held(stored_log) * 2, held(f32_log)) << "bf16 as stored holds half the bytes of float32\n" << stored_log;
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, RunDeterminism, ::testing::Values("llama", "qwen2", "qwen3"));

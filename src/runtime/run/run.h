@@ -78,6 +78,7 @@ class Run {
   Status check_coverage();          // run_load.cpp: every tensor held by some rank; job-wide load figures
   // run_load.cpp: what a device keeps each weight as (absent on the CPU, which keeps f32).
   std::optional<plan::WeightsOnDevice> weights_on_device() const;
+  Result<bool> uses_cuda() const;  // run_backend.cpp: backend auto/cuda against the visible GPUs
   // run_load.cpp, device backends: the weight bytes allocated against the plan's (equal, else
   // Internal), then the caches and workspaces pre-sized from the plan (Backend::reserve).
   Status check_device_weights_and_reserve();

@@ -26,13 +26,20 @@ int default_threads(const comm::MpiEnv& env) {
 
 }  // namespace
 
+Result<bool> Run::uses_cuda() const {
+  DZ_ASSIGN_OR_RETURN(const int n_gpu, backend::cuda_device_count());
+  return cfg_.backend == config::Backend::kCuda || (cfg_.backend == config::Backend::kAuto && n_gpu > 0);
+}
+
 Status Run::create_backend() {
   backend::BackendOptions bo;
   bo.threads = args_.threads > 0 ? args_.threads : cfg_.runtime.threads.value_or(default_threads(env_));
   DZ_ASSIGN_OR_RETURN(const int n_gpu, backend::cuda_device_count());
-  const bool cuda = cfg_.backend == config::Backend::kCuda || (cfg_.backend == config::Backend::kAuto && n_gpu > 0);
+  DZ_ASSIGN_OR_RETURN(const bool cuda, uses_cuda());
   if (!cuda) {
     bo.kind = "cpu";
+    // The CPU keeps 16-bit weights as stored (converting inside its GEMM) unless float32 is asked for.
+    bo.cpu_keeps_stored = cfg_.model.weights_on_device != config::WeightsOnDevice::kF32;
     if (cfg_.topology.keys.device_memory_bytes) bo.memory_budget_bytes = *cfg_.topology.keys.device_memory_bytes;
     DZ_ASSIGN_OR_RETURN(be_, backend::make_backend(bo));
     comm_choice_ = "mpi";

@@ -4,6 +4,7 @@
 // itself (runtime/model_loader.h, checkpoint/).
 #include <mpi.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -17,6 +18,17 @@
 
 namespace dayzero::runtime {
 namespace fs = std::filesystem;
+namespace {
+
+// Where kernel tuning results are kept between runs: DAYZERO_CACHE_DIR, else the XDG cache.
+std::string kernel_cache_dir() {
+  if (const char* d = std::getenv("DAYZERO_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/dayzero";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/dayzero";
+  return "";
+}
+
+}  // namespace
 
 Status Run::load_checkpoint() {
   heartbeat_->set_phase("load");
@@ -56,6 +68,13 @@ Status Run::load_checkpoint() {
     return Status::Internal("loaded " + std::to_string(load_stats_.bytes_read) + " bytes, the plan's slices hold " +
                             std::to_string(expected));
   DZ_RETURN_IF_ERROR(check_device_weights_and_reserve());
+  // The kernels tuned on the weights just placed (the CPU's decode GEMM: same bits, chosen by
+  // time, cached per CPU model and shapes); DAYZERO_GEMM_TUNE=off keeps the defaults.
+  const char* tune = std::getenv("DAYZERO_GEMM_TUNE");
+  if (!tune || std::string(tune) != "off") {
+    const std::string tuned = be_->tune(weights_.tensors(), kernel_cache_dir());
+    if (!tuned.empty() && env_.rank() == 0) DZ_LOG_INFO("{}", tuned);
+  }
   if (!writer_) return Status::Ok();
   std::vector<dump::WeightRow> rows;
   for (const auto& r : records_) {
@@ -78,8 +97,7 @@ Status Run::load_checkpoint() {
 }
 
 std::optional<plan::WeightsOnDevice> Run::weights_on_device() const {
-  // The CPU keeps f32 whatever the plan counted; a device keeps what the plan counted.
-  if (be_->name() == "cpu") return std::nullopt;
+  // Every backend keeps what the plan counted (plan::kept_dtype).
   switch (cfg_.model.weights_on_device) {
     case config::WeightsOnDevice::kAsStored: return plan::WeightsOnDevice::kAsStored;
     case config::WeightsOnDevice::kBF16: return plan::WeightsOnDevice::kBF16;
@@ -89,16 +107,23 @@ std::optional<plan::WeightsOnDevice> Run::weights_on_device() const {
 }
 
 Status Run::check_device_weights_and_reserve() {
-  if (be_->name() == "cpu" || plan_.memory.empty()) return Status::Ok();
+  if (plan_.memory.empty()) return Status::Ok();
   const plan::RankMemory& planned = plan_.memory.at(static_cast<size_t>(env_.rank()));
   if (planned.total() == 0) return Status::Ok();  // a plan without an estimate
-  device_weight_bytes_ = be_->memory_info().weight_bytes;
+  const bool cpu = be_->name() == "cpu";
+  device_weight_bytes_ = cpu ? weights_.bytes() : be_->memory_info().weight_bytes;
   // The allocation and the plan count the same slices by the same rule (plan::kept_dtype,
   // BlockScaledSlice::device_bytes): a difference is a defect, not an estimate's slack.
   if (device_weight_bytes_ != planned.weights)
-    return Status::Internal("rank " + std::to_string(env_.rank()) + ": the device holds " +
+    return Status::Internal("rank " + std::to_string(env_.rank()) + ": the " + (cpu ? "CPU" : "device") + " holds " +
                             std::to_string(device_weight_bytes_) + " bytes of weights, the plan counted " +
                             std::to_string(planned.weights));
+  if (cpu) {  // host memory: nothing to pre-size
+    if (env_.rank() == 0)
+      DZ_LOG_INFO("cpu: weights {} bytes as the plan counted (model.weights_on_device: {})", device_weight_bytes_,
+                  config::weights_on_device_name(cfg_.model.weights_on_device));
+    return Status::Ok();
+  }
   // The KV cache (and linear-attention state), the activations and the GEMM workspaces at the
   // plan's sizes, before the first prompt.
   backend::Reservation r;

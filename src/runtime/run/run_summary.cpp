@@ -25,7 +25,7 @@ Status Run::finish() {
                             {"load_bytes", load_stats_.bytes_read},
                             {"peak_memory_bytes", mem.peak_bytes},
                             {"peak_kv_cache_bytes", peak_kv_cache_bytes_},
-                            {"weight_bytes", mem.weight_bytes},
+                            {"weight_bytes", be_->name() == "cpu" ? device_weight_bytes_ : mem.weight_bytes},
                             {"max_batch", cfg_.generate.max_batch},
                             {"gemm", be_->describe()},
                             {"backend", be_->name()},

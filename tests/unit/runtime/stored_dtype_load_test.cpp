@@ -2,8 +2,9 @@
 // that takes BF16/F16 host tensors as stored and widens them itself (as the CUDA backend does on
 // its device) ends up with the same weights, bit for bit, and the same records as the CPU
 // backend's f32 hand-over, for tiny BF16 and F16 llamas, whole and split over tp 2; every 2-byte
-// tensor reaches it as stored, so half the f32 bytes cross (backend::WeightStaging). The CPU
-// backend itself still gets f32 (wants_stored_dtype false).
+// tensor reaches it as stored, so half the f32 bytes cross (backend::WeightStaging). The
+// reference is the CPU backend made without cpu_keeps_stored (wants_stored_dtype false) loading
+// under float32: f32 handed over and kept.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -67,7 +68,9 @@ TEST_F(StoredDtypeLoadCpu, SameWeightsAndRecordsAsTheF32HandOver) {
         StoredDevice dev;
         model::Weights a, b;
         std::vector<checkpoint::WeightRecord> ra, rb;
-        ASSERT_TRUE(runtime::load_weights(m, **cpu, a, ra, {}, slice_of, checkpoint::kDefaultStagingBytes, 2, w).ok());
+        ASSERT_TRUE(runtime::load_weights(m, **cpu, a, ra, {}, slice_of, checkpoint::kDefaultStagingBytes, 2,
+                                          plan::WeightsOnDevice::kF32)
+                        .ok());
         ASSERT_TRUE(runtime::load_weights(m, dev, b, rb, {}, slice_of, checkpoint::kDefaultStagingBytes, 2, w).ok());
         test_util::expect_same_records(ra, rb, what);
         const int compared = test_util::each_weight_pair(

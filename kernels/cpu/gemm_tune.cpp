@@ -1,0 +1,227 @@
+// Start-up tuning of the small-M kernel on the weights this process holds: every candidate
+// setting (m = 1 tile width x prefetch distance) is first checked against the double-precision
+// reference and against the default setting bit for bit, then timed at m = 1 (batch-1 decode)
+// over the weights, interleaved round after round within a time budget; the fastest is kept.
+// The candidates only differ in how w is streamed, never in what an output sums, so the choice
+// changes speed and not bits. A result is cached per CPU, thread count and weight shapes.
+#include "kernels/cpu/gemm_tune.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
+
+namespace dayzero::kernels::cpu::gemm {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Timing reads at least this much of the weights per candidate, so the rows stream from memory
+// as in decode rather than from a last-level cache (32 MiB on the EPYCs measured).
+constexpr int64_t kSweepBytes = int64_t{64} << 20;
+
+std::vector<SmallMSettings> candidate_settings() {
+  std::vector<SmallMSettings> out;
+  for (int rows : {1, 2, 3, 4})
+    for (int64_t pf : {int64_t{0}, int64_t{4096}, int64_t{8192}, int64_t{16384}}) out.push_back({rows, pf});
+  return out;
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(colon + 2);
+    }
+  return "unknown cpu";
+}
+
+// y[1, n] = x · w^T for one weight, through the built-in small-M kernel.
+void gemv(const TuneWeight& t, const float* x, float* y) {
+  if (t.bf16) matmul_nt_small_bf16(1, t.n, t.k, x, static_cast<const uint16_t*>(t.w), y, 0.0f);
+  else builtin()->matmul_nt(1, t.n, t.k, x, static_cast<const float*>(t.w), y, 0.0f);
+}
+
+// The reference twin for a few rows of one weight.
+double reference_row(const TuneWeight& t, const float* x, int64_t row) {
+  double s = 0;
+  for (int64_t p = 0; p < t.k; ++p) {
+    float w;
+    if (t.bf16) {
+      const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(t.w)[row * t.k + p]) << 16;
+      std::memcpy(&w, &bits, 4);
+    } else {
+      w = static_cast<const float*>(t.w)[row * t.k + p];
+    }
+    s += double(x[p]) * w;
+  }
+  return s;
+}
+
+std::string settings_name(const SmallMSettings& s) {
+  return "1x" + std::to_string(s.m1_rows) + " tiles, prefetch " +
+         (s.prefetch_bytes ? std::to_string(s.prefetch_bytes / 1024) + " KiB" : std::string("off"));
+}
+
+bool read_cache(const fs::path& file, SmallMTuning* out) {
+  std::ifstream in(file);
+  if (!in) return false;
+  SmallMTuning t;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string tag;
+    ls >> tag;
+    SmallMCandidate c;
+    if (tag == "chosen") {
+      if (!(ls >> t.chosen.m1_rows >> t.chosen.prefetch_bytes)) return false;
+    } else if (tag == "candidate") {
+      if (!(ls >> c.settings.m1_rows >> c.settings.prefetch_bytes >> c.gb_s)) return false;
+      t.candidates.push_back(c);
+    }
+  }
+  if (t.candidates.empty() || t.chosen.m1_rows < 1 || t.chosen.m1_rows > 4 || t.chosen.prefetch_bytes < 0)
+    return false;
+  t.source = "cached in " + file.string();
+  *out = std::move(t);
+  return true;
+}
+
+void write_cache(const fs::path& file, const SmallMTuning& t) {
+  std::error_code ec;
+  fs::create_directories(file.parent_path(), ec);
+  if (ec) return;  // a cache that cannot be written costs the next start 0.2 s, nothing else
+  const fs::path tmp = file.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    out << "chosen " << t.chosen.m1_rows << " " << t.chosen.prefetch_bytes << "\n";
+    for (const auto& c : t.candidates)
+      if (c.rejected.empty())
+        out << "candidate " << c.settings.m1_rows << " " << c.settings.prefetch_bytes << " " << c.gb_s << "\n";
+    if (!out) return;
+  }
+  fs::rename(tmp, file, ec);  // atomic: ranks starting together read a whole file or none
+  if (ec) fs::remove(tmp, ec);
+}
+
+}  // namespace
+
+std::string SmallMTuning::describe() const {
+  std::ostringstream os;
+  os << "small-M kernel " << settings_name(chosen) << " (" << source;
+  if (seconds > 0) os << " in " << static_cast<int>(seconds * 1000 + 0.5) << " ms";
+  os << "); m = 1 GB/s:";
+  for (const auto& c : candidates) {
+    os << " " << c.settings.m1_rows << "/" << c.settings.prefetch_bytes / 1024 << "K ";
+    if (!c.rejected.empty()) os << "rejected (" << c.rejected << ")";
+    else {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f", c.gb_s);
+      os << buf;
+    }
+  }
+  return os.str();
+}
+
+std::string small_m_cache_key(const std::vector<TuneWeight>& weights) {
+  std::ostringstream key;
+  key << cpu_model_name() << "|" << detect_isa().describe() << "|threads " << kernel_threads();
+  std::vector<std::string> shapes;
+  for (const auto& w : weights) shapes.push_back(std::to_string(w.n) + "x" + std::to_string(w.k) + (w.bf16 ? "b" : "f"));
+  std::sort(shapes.begin(), shapes.end());
+  shapes.erase(std::unique(shapes.begin(), shapes.end()), shapes.end());
+  for (const auto& s : shapes) key << "|" << s;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>{}(key.str()));
+  return hex;
+}
+
+SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::string& cache_dir, double budget_s) {
+  SmallMTuning t;
+  if (weights.empty()) {
+    t.chosen = small_m_settings();
+    t.source = "no weights to measure; default";
+    return t;
+  }
+  const fs::path cache =
+      cache_dir.empty() ? fs::path() : fs::path(cache_dir) / ("gemm-small-m-" + small_m_cache_key(weights) + ".txt");
+  if (!cache.empty() && read_cache(cache, &t)) {
+    set_small_m_settings(t.chosen);
+    return t;
+  }
+  const int64_t t0 = monotonic_ns();
+  const SmallMSettings before = small_m_settings();
+  int64_t k_max = 0, n_max = 0;
+  for (const auto& w : weights) k_max = std::max(k_max, w.k), n_max = std::max(n_max, w.n);
+  std::vector<float> x(static_cast<size_t>(k_max)), y(static_cast<size_t>(n_max)), y0(static_cast<size_t>(n_max));
+  uint32_t s = 12345;
+  for (float& v : x) {
+    s = s * 1664525u + 1013904223u;
+    v = static_cast<float>(s >> 8) / 16777216.0f - 0.5f;
+  }
+  // Correctness first, on the first weight: the default setting against the reference twin on
+  // its first rows, and every candidate against the default bit for bit.
+  const TuneWeight& first = weights.front();
+  set_small_m_settings(SmallMSettings{});
+  gemv(first, x.data(), y0.data());
+  std::string default_wrong;
+  for (int64_t r = 0; r < std::min<int64_t>(first.n, 8); ++r) {
+    const double want = reference_row(first, x.data(), r);
+    if (std::fabs(y0[r] - want) > 1e-4 * (1 + std::fabs(want))) default_wrong = "row " + std::to_string(r);
+  }
+  for (const SmallMSettings& c : candidate_settings()) {
+    SmallMCandidate cand{c, 0, ""};
+    set_small_m_settings(c);
+    gemv(first, x.data(), y.data());
+    if (!default_wrong.empty()) cand.rejected = "default setting wrong at " + default_wrong;
+    else if (std::memcmp(y.data(), y0.data(), static_cast<size_t>(first.n) * 4) != 0) cand.rejected = "bits differ";
+    t.candidates.push_back(cand);
+  }
+  // The weights to sweep: from the first, until kSweepBytes are covered (all of them when fewer).
+  std::vector<const TuneWeight*> sweep;
+  int64_t bytes = 0;
+  for (const auto& w : weights) {
+    if (bytes >= kSweepBytes) break;
+    sweep.push_back(&w);
+    bytes += w.n * w.k * (w.bf16 ? 2 : 4);
+  }
+  // Rounds over the candidates in turn until the budget is spent (at least two): each
+  // candidate's best sweep time.
+  std::vector<double> best(t.candidates.size(), 1e30);
+  for (int round = 0;; ++round) {
+    for (size_t i = 0; i < t.candidates.size(); ++i) {
+      if (!t.candidates[i].rejected.empty()) continue;
+      set_small_m_settings(t.candidates[i].settings);
+      const int64_t s0 = monotonic_ns();
+      for (const TuneWeight* w : sweep) gemv(*w, x.data(), y.data());
+      best[i] = std::min(best[i], static_cast<double>(monotonic_ns() - s0) * 1e-9);
+    }
+    if (round >= 1 && static_cast<double>(monotonic_ns() - t0) * 1e-9 >= budget_s) break;
+  }
+  int chosen = -1;
+  for (size_t i = 0; i < t.candidates.size(); ++i) {
+    if (!t.candidates[i].rejected.empty()) continue;
+    t.candidates[i].gb_s = static_cast<double>(bytes) / best[i] * 1e-9;
+    if (chosen < 0 || t.candidates[i].gb_s > t.candidates[static_cast<size_t>(chosen)].gb_s) chosen = static_cast<int>(i);
+  }
+  t.chosen = chosen < 0 ? before : t.candidates[static_cast<size_t>(chosen)].settings;
+  set_small_m_settings(t.chosen);
+  t.seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
+  t.source = chosen < 0 ? "every candidate rejected; default kept" : "measured";
+  if (chosen >= 0 && !cache.empty()) write_cache(cache, t);
+  return t;
+}
+
+}  // namespace dayzero::kernels::cpu::gemm

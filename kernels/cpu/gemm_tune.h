@@ -1,0 +1,45 @@
+// Internal to kernels/cpu and the CPU backend: start-up tuning of the built-in small-M kernel
+// (the decode GEMM) on the weights a process holds (docs/gemm.md, "Chosen by measuring").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm.h"
+
+namespace dayzero::kernels::cpu::gemm {
+
+// One weight to time at m = 1: w[n, k], f32 or bf16 as stored.
+struct TuneWeight {
+  int64_t n = 0, k = 0;
+  const void* w = nullptr;
+  bool bf16 = false;
+};
+
+struct SmallMCandidate {
+  SmallMSettings settings;
+  double gb_s = 0;       // weight bytes read per second at m = 1, best sweep
+  std::string rejected;  // why it could not be chosen ("bits differ"), empty when it could
+};
+
+struct SmallMTuning {
+  SmallMSettings chosen;
+  std::vector<SmallMCandidate> candidates;
+  double seconds = 0;  // the measurement's wall time (0 when read from the cache)
+  std::string source;  // "measured", "cached in PATH", ...
+  // "small-M kernel 1x2 tiles, prefetch 8 KiB (measured in 150 ms); m = 1 GB/s: 1/0K 18.2 ..."
+  std::string describe() const;
+};
+
+// Checks every candidate (the default against the reference twin, every other against the
+// default bit for bit), times the correct ones at m = 1 over the weights (at least 64 MiB of
+// them when held, so they stream from memory), rounds interleaved until budget_s is spent, and
+// sets the fastest (set_small_m_settings). With a cache_dir, a result for the same CPU model,
+// ISA, thread count and weight shapes is read from there instead, and a new one written there.
+SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::string& cache_dir, double budget_s = 0.2);
+
+// The cache file's key: a hash of the CPU model name, ISA, thread count and weight shapes.
+std::string small_m_cache_key(const std::vector<TuneWeight>& weights);
+
+}  // namespace dayzero::kernels::cpu::gemm

@@ -1,0 +1,93 @@
+// The start-up tuning of the small-M kernel: every setting it may choose gives the bits of the
+// default one (m = 1 and small batches, f32 and bf16 weights, shapes with edges and scalar
+// tails), so choosing by time cannot change a result; a tuning lists every candidate with its
+// GB/s, sets the one it chose, and a second tuning of the same shapes reads the cache (a
+// corrupt cache file is measured again). Speed itself is not asserted: decode_bench shows it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_tune.h"
+#include "kernels/ops.h"
+#include "tests/unit/kernels/kernel_test_util.h"
+
+namespace dayzero::kernels {
+namespace {
+
+namespace fs = std::filesystem;
+using cpu::gemm::SmallMSettings;
+using test::identical;
+using test::random_vector;
+
+// Restores the process-wide settings when a test ends.
+struct SettingsGuard {
+  SmallMSettings saved = cpu::gemm::small_m_settings();
+  ~SettingsGuard() { cpu::gemm::set_small_m_settings(saved); }
+};
+
+TEST(GemmTune, EverySettingGivesTheDefaultBits) {
+  SettingsGuard guard;
+  const int64_t n = 67, k = 1029;  // odd columns for every tile width, a scalar tail
+  const auto w = random_vector(n * k, 21);
+  std::vector<uint16_t> wb(w.size());
+  for (size_t i = 0; i < w.size(); ++i) wb[i] = f32_to_bf16(w[i]);
+  for (int64_t m : {1, 3, 16}) {
+    const auto x = random_vector(m * k, 22 + m);
+    std::vector<float> want(m * n), want_b(m * n);
+    cpu::gemm::set_small_m_settings(SmallMSettings{});
+    cpu::matmul_nt(m, n, k, x.data(), w.data(), want.data());
+    cpu::matmul_nt_bf16(m, n, k, x.data(), wb.data(), want_b.data());
+    for (int rows = 1; rows <= 4; ++rows)
+      for (int64_t pf : {0, 4096, 8192, 16384}) {
+        cpu::gemm::set_small_m_settings({rows, pf});
+        std::vector<float> got(m * n), got_b(m * n);
+        cpu::matmul_nt(m, n, k, x.data(), w.data(), got.data());
+        cpu::matmul_nt_bf16(m, n, k, x.data(), wb.data(), got_b.data());
+        const std::string what = "m=" + std::to_string(m) + " 1x" + std::to_string(rows) + " prefetch " + std::to_string(pf);
+        ASSERT_TRUE(identical(what + " f32", got, want, {m, n}));
+        ASSERT_TRUE(identical(what + " bf16", got_b, want_b, {m, n}));
+      }
+  }
+}
+
+TEST(GemmTune, ChoosesAMeasuredCandidateAndCachesIt) {
+  SettingsGuard guard;
+  const fs::path dir = fs::temp_directory_path() / ("dayzero-gemm-tune-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const auto w1 = random_vector(512 * 768, 31), w2 = random_vector(256 * 2048, 32);
+  const std::vector<cpu::gemm::TuneWeight> weights = {{512, 768, w1.data(), false}, {256, 2048, w2.data(), false}};
+  const auto first = cpu::gemm::tune_small_m(weights, dir.string(), 0.05);
+  EXPECT_EQ(first.source, "measured");
+  ASSERT_EQ(first.candidates.size(), 16u);
+  for (const auto& c : first.candidates) {
+    EXPECT_TRUE(c.rejected.empty()) << c.settings.m1_rows << "/" << c.settings.prefetch_bytes << ": " << c.rejected;
+    EXPECT_GT(c.gb_s, 0);
+  }
+  EXPECT_EQ(cpu::gemm::small_m_settings().m1_rows, first.chosen.m1_rows);
+  EXPECT_EQ(cpu::gemm::small_m_settings().prefetch_bytes, first.chosen.prefetch_bytes);
+  std::printf("%s\n", first.describe().c_str());
+
+  cpu::gemm::set_small_m_settings(SmallMSettings{});
+  const auto again = cpu::gemm::tune_small_m(weights, dir.string(), 0.05);
+  EXPECT_EQ(again.source.rfind("cached in ", 0), 0u) << again.source;
+  EXPECT_EQ(again.chosen.m1_rows, first.chosen.m1_rows);
+  EXPECT_EQ(again.chosen.prefetch_bytes, first.chosen.prefetch_bytes);
+  EXPECT_EQ(cpu::gemm::small_m_settings().m1_rows, first.chosen.m1_rows);
+
+  // Other shapes: another key. A corrupt file for these shapes is measured again.
+  const std::vector<cpu::gemm::TuneWeight> other = {{512, 768, w1.data(), false}};
+  const fs::path file = dir / ("gemm-small-m-" + cpu::gemm::small_m_cache_key(other) + ".txt");
+  EXPECT_NE(cpu::gemm::small_m_cache_key(other), cpu::gemm::small_m_cache_key(weights));
+  std::ofstream(file) << "chosen 9 -1\n";
+  EXPECT_EQ(cpu::gemm::tune_small_m(other, dir.string(), 0.02).source, "measured");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace dayzero::kernels
