@@ -137,6 +137,9 @@ void add_provenance(Analysis& a, const nlohmann::json& config, const FolderCode*
   if (generic && d.text_class.empty()) {
     bool folder_class = false;
     for (const auto& [k, o] : d.origins) folder_class = folder_class || o.from == KeyFrom::kFolderCode;
+    if (code)  // the folder defines the class even when config.json writes out all it defaults
+      for (const PyConfigFile& f : code->configs)
+        for (const PyConfigClass& c : f.classes) folder_class = folder_class || c.model_type == d.text.model_type;
     if (!folder_class)
       a.risks.push_back("model_type '" + d.text.model_type + "' is in neither transformers " + defaults_table_version() +
                         " nor a configuration_*.py of the folder: keys config.json leaves out are the analysis's fallbacks");
