@@ -38,6 +38,7 @@ struct TextDims {
   // norm; a norm on the word embeddings (bloom); norms before and after the feed-forward as well
   // (gemma2/3); q/k norms without weights (llama4's L2 norm).
   bool gated_mlp = true, norm_bias = false, embed_norm = false, sandwich_norms = false;
+  bool single_norm = false;       // one norm before the parallel attention and MLP (falcon-7b)
   bool lm_head_bias = false;      // lm_head_bias (phimoe)
   bool mtp_own_embedding = true;  // a DeepSeek-style MTP layer keeps its own embedding and head
                                   // (MiMo's shares the model's: input_proj and three norms only)

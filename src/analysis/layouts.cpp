@@ -23,6 +23,31 @@ Status apply_layout(const nlohmann::json& t, TextDims& x, KeyOrigins& origins) {
       x.ff = 4 * x.hidden;
       derived("intermediate_size", x.ff, "intermediate_size = 4 * hidden_size (BloomMLP has no key)");
     }
+  } else if (m == "falcon" || m == "RefinedWebModel" || m == "RefinedWeb") {  // the last two: Falcon's remote code
+    // FalconAttention: query_key_value [(heads + 2 x kv) x head_dim, hidden] and dense, biases
+    // as `bias` says; kv = num_kv_heads with new_decoder_architecture or without multi_query,
+    // else 1. FalconMLP: dense_h_to_4h / dense_4h_to_h of ffn_hidden_size (4 x hidden when
+    // absent), GELU, biases as `bias`. FalconDecoderLayer: LayerNorm; with parallel_attn one
+    // norm before both branches unless num_ln_in_parallel_attn is 2 (new_decoder_architecture's
+    // default: ln_attn and ln_mlp), without it llama's two.
+    DZ_ASSIGN_OR_RETURN(bool new_arch, model::json_bool_or(t, "new_decoder_architecture", false));
+    DZ_ASSIGN_OR_RETURN(bool multi_query, model::json_bool_or(t, "multi_query", true));
+    DZ_ASSIGN_OR_RETURN(bool parallel, model::json_bool_or(t, "parallel_attn", true));
+    DZ_ASSIGN_OR_RETURN(bool bias, model::json_bool_or(t, "bias", false));
+    DZ_ASSIGN_OR_RETURN(int64_t kv_rw, model::json_int_or(t, "n_head_kv", x.n_head));  // remote code's name
+    DZ_ASSIGN_OR_RETURN(int64_t kv, model::json_int_or(t, "num_kv_heads", kv_rw));
+    DZ_ASSIGN_OR_RETURN(int64_t ln, model::json_int_or(t, "num_ln_in_parallel_attn", new_arch ? 2 : 1));
+    DZ_ASSIGN_OR_RETURN(int64_t ffn, model::json_int_or(t, "ffn_hidden_size", 4 * x.hidden));
+    x.n_head_kv = new_arch || !multi_query ? kv : 1;
+    derived("num_key_value_heads", x.n_head_kv,
+            new_arch || !multi_query ? "num_key_value_heads = num_kv_heads (FalconAttention)"
+                                     : "num_key_value_heads = 1 (multi_query, FalconAttention)");
+    x.ff = ffn;
+    derived("intermediate_size", x.ff, "intermediate_size = ffn_hidden_size (FalconMLP; 4 x hidden_size when absent)");
+    x.gated_mlp = false;
+    x.norm_bias = true;
+    x.attn_qkv_bias = x.attn_o_bias = x.mlp_bias = bias;
+    x.single_norm = parallel && ln != 2;
   } else if (m == "gemma2" || m == "gemma3_text") {
     // Gemma2/3DecoderLayer: pre_feedforward_layernorm and post_feedforward_layernorm beside the
     // two of llama; Gemma3Attention always has q_norm and k_norm.

@@ -348,7 +348,7 @@ std::vector<TensorInfo> synthesize_tensors(const ModelDims& d) {
   };
   auto layer = [&](const std::string& base, int64_t l, bool mtp_layer) {
     norm(base + "input_layernorm");
-    norm(base + "post_attention_layernorm");
+    if (!t.single_norm) norm(base + "post_attention_layernorm");
     if (t.sandwich_norms) {
       norm(base + "pre_feedforward_layernorm");
       norm(base + "post_feedforward_layernorm");

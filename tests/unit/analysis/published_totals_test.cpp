@@ -102,6 +102,38 @@ TEST(PublishedTotals, LegacySpellingsAndATwoMatrixMlp) {
   EXPECT_EQ(count(b, "input_layernorm.bias"), 0);
 }
 
+// falcon (no published config among the fixtures: small ones, each count transformers' own on
+// the meta device): multi-query attention and one norm before the parallel branches (falcon-7b's
+// defaults), new_decoder_architecture with num_kv_heads and two norms, and the sequential layout
+// with biases and an ffn_hidden_size.
+TEST(PublishedTotals, FalconKeysAndParallelAttention) {
+  const nlohmann::json base = {{"model_type", "falcon"}, {"hidden_size", 256}, {"num_attention_heads", 8},
+                               {"num_hidden_layers", 2}, {"vocab_size", 1000}};
+  const Analysis a = estimate(base);
+  EXPECT_EQ(a.dims.text.n_head_kv, 1);
+  EXPECT_TRUE(a.dims.text.single_norm);
+  EXPECT_EQ(count(a, "post_attention_layernorm.weight"), 0);
+  EXPECT_EQ(a.total, 1601024);
+  // Falcon's remote code spells it RefinedWebModel with n_head and n_layer: the same model.
+  const nlohmann::json rw = {{"model_type", "RefinedWebModel"}, {"hidden_size", 256}, {"n_head", 8},
+                             {"n_layer", 2}, {"vocab_size", 1000}, {"tie_word_embeddings", true}};
+  EXPECT_EQ(estimate(rw).total, 1601024);
+  nlohmann::json b = base;
+  b["new_decoder_architecture"] = true;
+  b["num_kv_heads"] = 2;
+  EXPECT_EQ(estimate(b).dims.text.n_head_kv, 2);
+  EXPECT_EQ(estimate(b).total, 1634816);
+  nlohmann::json c = base;
+  c["parallel_attn"] = false;
+  c["multi_query"] = false;
+  c["bias"] = true;
+  c["ffn_hidden_size"] = 512;
+  const Analysis sc = estimate(c);
+  EXPECT_EQ(count(sc, "post_attention_layernorm.weight"), 2);
+  EXPECT_EQ(count(sc, "mlp.down_proj.bias"), 2);
+  EXPECT_EQ(sc.total, 1310720);
+}
+
 // Llama 4: MoE on layers with (l + 1) % interleave_moe_layer_step == 0, routed experts and one
 // shared expert of intermediate_size there, a dense MLP of intermediate_size_mlp elsewhere.
 TEST(PublishedTotals, InterleavedMoeWithASharedExpertAndADenseSizeOfItsOwn) {
