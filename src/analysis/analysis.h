@@ -33,12 +33,22 @@ struct TextDims {
   int64_t vocab = 0, hidden = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, ff = 0;
   bool tie_embeddings = false, attn_qkv_bias = false, attn_o_bias = false, attn_output_gate = false, qk_norm = false;
   bool mlp_bias = false;
+  // Layout traits the config keys do not state (layouts.cpp, from each family's modeling code):
+  // a two-matrix MLP (up, act, down) instead of the gated three; LayerNorm with a bias for every
+  // norm; a norm on the word embeddings (bloom); norms before and after the feed-forward as well
+  // (gemma2/3); q/k norms without weights (llama4's L2 norm).
+  bool gated_mlp = true, norm_bias = false, embed_norm = false, sandwich_norms = false;
+  bool single_norm = false;       // one norm before the parallel attention and MLP (falcon-7b)
+  bool lm_head_bias = false;      // lm_head_bias (phimoe)
+  bool mtp_own_embedding = true;  // a DeepSeek-style MTP layer keeps its own embedding and head
+                                  // (MiMo's shares the model's: input_proj and three norms only)
   // gpt-oss: attention sinks, a router with a bias (mlp.router.*), fused experts with biases
   // (mlp.experts.gate_up_proj / down_proj and their _bias).
   bool attn_sinks = false, router_bias = false, fused_expert_bias = false;
   // MoE (n_expert 0: dense)
   int64_t n_expert = 0, top_k = 0, moe_ff = 0, n_shared = 0, shared_ff = 0;
-  int64_t first_dense = 0, moe_freq = 1;  // first_k_dense_replace, moe_layer_freq / decoder_sparse_step
+  int64_t first_dense = 0, moe_freq = 1;  // first_k_dense_replace, moe_layer_freq / decoder_sparse_step /
+                                          // interleave_moe_layer_step (MoE on layers l with (l + 1) % freq == 0)
   std::vector<int64_t> dense_layers;      // mlp_only_layers
   std::string scoring = "softmax";        // scoring_func
   std::string topk_method;
@@ -70,6 +80,15 @@ struct VisionDims {
   std::string model_type, style;  // style: "clip" (vision_tower.vision_model.*) or "vit" (model.visual.*)
   int64_t hidden = 0, ff = 0, n_layer = 0, n_head = 0, patch = 0, channels = 3, image = 0, temporal = 1,
           merge = 1, out_hidden = 0, n_pos = 0;
+  // CLIP has a class token and a norm before the encoder, a patch convolution without bias;
+  // SigLIP has neither, and a bias on the patch convolution; Qwen2-VL's ViT has no bias there.
+  bool class_token = true, pre_norm = true, patch_bias = false;
+  // The projector to the text model: "llava" (linear_1, GELU, linear_2, with biases), "gemma3"
+  // (an RMSNorm of the tower's width and one matrix [tower, text]), "llama4" (one matrix
+  // [text, vision_output_dim] without bias, after the tower's pixel-shuffle adapter: fc1
+  // [adapter_in, ff], fc2 [adapter_out, adapter_out], no biases), "merger" (the ViT's own).
+  std::string projector = "llava";
+  int64_t proj_in = 0, adapter_in = 0, adapter_out = 0;
 };
 
 struct ModelDims {
@@ -106,6 +125,10 @@ struct FolderCode {
 };
 // Reads folder/configuration_*.py and folder/modeling_*.py (none: empty). Errors name the file.
 Result<FolderCode> read_folder_code(const std::string& folder);
+
+// The layout traits of the text model_type that its config keys do not state (layouts.cpp):
+// sets them in x and records the sizes it derives in origins. Errors name a mistyped key.
+Status apply_layout(const nlohmann::json& t, TextDims& x, KeyOrigins& origins);
 
 // Errors: InvalidArgument naming the key when a size has the wrong type or the text sizes are
 // missing (hidden_size, num_hidden_layers, num_attention_heads, vocab_size with no default).

@@ -75,12 +75,20 @@ nlohmann::json fill_defaults(const nlohmann::json& section, const std::string& w
     if (!v.is_null()) origins[prefix + k] = {KeyFrom::kConfig, where, v};
   const nlohmann::json* t = model_type.empty() ? nullptr : table_entry(model_type);
   // Aliases of the class (attribute_map: num_experts -> num_local_experts) count as given.
+  const auto alias_to = [&](const std::string& from, const std::string& to) {
+    if (absent(out, from) || !absent(out, to)) return;
+    out[to] = out[from];
+    origins[prefix + to] = {KeyFrom::kConfig, where + " (as " + from + ")", out[from]};
+  };
   if (t && t->contains("attribute_map") && (*t)["attribute_map"].is_object())
     for (const auto& [alias, key] : (*t)["attribute_map"].items())
-      if (key.is_string() && !absent(out, alias) && absent(out, key.get<std::string>())) {
-        out[key.get<std::string>()] = out[alias];
-        origins[prefix + key.get<std::string>()] = {KeyFrom::kConfig, where + " (as " + alias + ")", out[alias]};
-      }
+      if (key.is_string()) alias_to(alias, key.get<std::string>());
+  // The older spellings some classes map or pop from their keyword arguments (BloomConfig and
+  // FalconConfig read n_embed as hidden_size; bloom and GPT-2 map n_layer and n_head) stand for
+  // the names the analysis reads.
+  for (auto [legacy, key] : {std::pair{"n_embed", "hidden_size"}, {"n_embd", "hidden_size"}, {"n_layer", "num_hidden_layers"},
+                             {"n_head", "num_attention_heads"}})
+    alias_to(legacy, key);
   const auto take = [&](const nlohmann::json& defaults, KeyFrom from, const std::string& detail) {
     if (!defaults.is_object()) return;
     for (const auto& [k, v] : defaults.items())

@@ -72,9 +72,13 @@ Status read_text(const nlohmann::json& t, bool nested, TextDims& x) {
   DZ_ASSIGN_OR_RETURN(x.max_position, json_int_or(t, "max_position_embeddings", 0));
   DZ_ASSIGN_OR_RETURN(x.tie_embeddings, json_bool_or(t, "tie_word_embeddings", false));
   DZ_ASSIGN_OR_RETURN(bool bias, json_bool_or(t, "attention_bias", false));
-  x.attn_qkv_bias = bias || x.model_type == "qwen2";  // Qwen2 carries q/k/v biases without a key
+  DZ_ASSIGN_OR_RETURN(bool qkv_bias, json_bool_or(t, "qkv_bias", false));  // Qwen2MoeConfig's key
+  // Qwen2 and Qwen2-VL carry q/k/v biases without a key
+  x.attn_qkv_bias = bias || qkv_bias || x.model_type == "qwen2" || x.model_type.rfind("qwen2_vl", 0) == 0 ||
+                    x.model_type.rfind("qwen2_5_vl", 0) == 0;
   x.attn_o_bias = bias;
   DZ_ASSIGN_OR_RETURN(x.mlp_bias, json_bool_or(t, "mlp_bias", false));
+  DZ_ASSIGN_OR_RETURN(x.lm_head_bias, json_bool_or(t, "lm_head_bias", false));
   DZ_ASSIGN_OR_RETURN(x.attn_output_gate, json_bool_or(t, "attn_output_gate", false));
   DZ_ASSIGN_OR_RETURN(bool use_qk_norm, json_bool_or(t, "use_qk_norm", false));
   x.attn_sinks = x.router_bias = x.fused_expert_bias = x.model_type == "gpt_oss";
@@ -86,7 +90,7 @@ Status read_text(const nlohmann::json& t, bool nested, TextDims& x) {
   DZ_ASSIGN_OR_RETURN(x.n_shared, first_int(t, {"n_shared_experts"}, 0));
   DZ_ASSIGN_OR_RETURN(x.shared_ff, first_int(t, {"shared_expert_intermediate_size"}, 0));
   DZ_ASSIGN_OR_RETURN(x.first_dense, first_int(t, {"first_k_dense_replace"}, 0));
-  DZ_ASSIGN_OR_RETURN(x.moe_freq, first_int(t, {"moe_layer_freq", "decoder_sparse_step"}, 1));
+  DZ_ASSIGN_OR_RETURN(x.moe_freq, first_int(t, {"moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step"}, 1));
   DZ_ASSIGN_OR_RETURN(x.dense_layers, model::json_int_list_or_empty(t, "mlp_only_layers"));
   DZ_ASSIGN_OR_RETURN(x.scoring, json_string_or(t, "scoring_func", "softmax"));
   DZ_ASSIGN_OR_RETURN(x.topk_method, json_string_or(t, "topk_method", ""));
@@ -127,10 +131,30 @@ Status read_text(const nlohmann::json& t, bool nested, TextDims& x) {
   return Status::Ok();
 }
 
-Status read_vision(const nlohmann::json& v, const TextDims& text, VisionDims& x) {
+Status read_vision(const nlohmann::json& v, const std::string& parent_type, const TextDims& text, VisionDims& x) {
   DZ_ASSIGN_OR_RETURN(x.model_type, json_string_or(v, "model_type", ""));
   if (v.contains("depth") || v.contains("vt_hidden_size")) {  // Qwen-VL ViT, Kimi MoonViT (vt_*)
     x.style = "vit";
+    x.projector = "merger";
+    x.patch_bias = true;
+    if (v.contains("embed_dim") && !v["embed_dim"].is_null()) {
+      // Qwen2-VL: the tower is embed_dim wide with an MLP of mlp_ratio x embed_dim; hidden_size
+      // is the text width the merger projects to; no bias on the patch convolution, no
+      // learned position table (rotary).
+      DZ_ASSIGN_OR_RETURN(x.hidden, first_int(v, {"embed_dim"}, 0));
+      DZ_ASSIGN_OR_RETURN(int64_t ratio, first_int(v, {"mlp_ratio"}, 4));
+      x.ff = ratio * x.hidden;
+      x.patch_bias = false;
+      DZ_ASSIGN_OR_RETURN(x.n_layer, first_int(v, {"depth"}, 0));
+      DZ_ASSIGN_OR_RETURN(x.n_head, first_int(v, {"num_heads"}, 0));
+      DZ_ASSIGN_OR_RETURN(x.patch, first_int(v, {"patch_size", "spatial_patch_size"}, 14));
+      DZ_ASSIGN_OR_RETURN(x.channels, first_int(v, {"in_channels", "in_chans"}, 3));
+      DZ_ASSIGN_OR_RETURN(x.temporal, first_int(v, {"temporal_patch_size"}, 1));
+      DZ_ASSIGN_OR_RETURN(x.merge, first_int(v, {"spatial_merge_size"}, 1));
+      DZ_ASSIGN_OR_RETURN(x.out_hidden, first_int(v, {"hidden_size"}, text.hidden));
+      x.n_pos = 0;
+      return Status::Ok();
+    }
     DZ_ASSIGN_OR_RETURN(x.hidden, first_int(v, {"hidden_size", "vt_hidden_size"}, 0));
     DZ_ASSIGN_OR_RETURN(x.ff, first_int(v, {"intermediate_size", "vt_intermediate_size"}, 4 * x.hidden));
     DZ_ASSIGN_OR_RETURN(x.n_layer, first_int(v, {"depth", "vt_num_hidden_layers"}, 0));
@@ -158,6 +182,24 @@ Status read_vision(const nlohmann::json& v, const TextDims& text, VisionDims& x)
     DZ_ASSIGN_OR_RETURN(x.channels, first_int(v, {"num_channels"}, 3));
     x.n_pos = (x.image / x.patch) * (x.image / x.patch) + 1;
     x.out_hidden = text.hidden;
+    if (x.model_type == "siglip_vision_model" || parent_type == "gemma3") {
+      // SiglipVisionEmbeddings: a patch convolution with bias, one position per patch, no class
+      // token; no norm before the encoder. Gemma3MultiModalProjector: mm_soft_emb_norm [tower]
+      // and mm_input_projection_weight [tower, text].
+      x.class_token = x.pre_norm = false;
+      x.patch_bias = true;
+      x.n_pos -= 1;
+      if (parent_type == "gemma3") x.projector = "gemma3";
+    }
+    if (x.model_type == "llama4_vision_model" || parent_type == "llama4") {
+      // Llama4VisionModel: CLIP's layout (class token, layernorm_pre / _post) and a pixel-shuffle
+      // adapter (fc1 [projector_input_dim, intermediate_size], fc2 [projector_output_dim]^2);
+      // Llama4MultiModalProjector: linear_1 [text hidden, vision_output_dim], no bias.
+      x.projector = "llama4";
+      DZ_ASSIGN_OR_RETURN(x.adapter_in, first_int(v, {"projector_input_dim"}, 0));
+      DZ_ASSIGN_OR_RETURN(x.adapter_out, first_int(v, {"projector_output_dim"}, 0));
+      DZ_ASSIGN_OR_RETURN(x.proj_in, first_int(v, {"vision_output_dim"}, x.adapter_out));
+    }
   }
   return Status::Ok();
 }
@@ -222,6 +264,7 @@ Result<ModelDims> read_dims(const nlohmann::json& config, const FolderCode* code
   }
   if (const nlohmann::json* e = table_entry(text_type); e && e->contains("class")) d.text_class = (*e)["class"].get<std::string>();
   Status text = read_text(t, d.nested_text, d.text);
+  if (text.ok()) text = apply_layout(t, d.text, d.origins);
   if (!text.ok()) return d.nested_text ? text.with_context("text_config") : text;
   // What neither the file nor a class gives is the analysis's own fallback; a class that has no
   // such key at all (no head_dim, no KV-head count) computes it the one way there is.
@@ -246,11 +289,14 @@ Result<ModelDims> read_dims(const nlohmann::json& config, const FolderCode* code
   if (config.contains("vision_config") && config["vision_config"].is_object()) {
     VisionDims v;
     DZ_ASSIGN_OR_RETURN(std::string vision_type, json_string_or(config["vision_config"], "model_type", ""));
-    if (vision_type.empty() && sub("vision_config", "sub_configs") && sub("vision_config", "sub_configs")->is_string())
+    // A vision_config that names the composite class itself (Qwen2-VL's says "qwen2_vl") means
+    // the composite's vision class.
+    const bool names_parent = !vision_type.empty() && vision_type == d.model_type;
+    if ((vision_type.empty() || names_parent) && sub("vision_config", "sub_configs") && sub("vision_config", "sub_configs")->is_string())
       vision_type = sub("vision_config", "sub_configs")->get<std::string>();
     const nlohmann::json vc = fill_defaults(config["vision_config"], "config.json vision_config", "vision_config.", vision_type,
                                             py, sub("vision_config", "sub_config_defaults"), d.origins, d.risks);
-    DZ_RETURN_IF_ERROR(read_vision(vc, d.text, v).with_context("vision_config"));
+    DZ_RETURN_IF_ERROR(read_vision(vc, d.model_type, d.text, v).with_context("vision_config"));
     d.vision = v;
   }
   d.has_audio = config.contains("audio_config") && config["audio_config"].is_object();

@@ -125,9 +125,21 @@ void add_provenance(Analysis& a, const nlohmann::json& config, const FolderCode*
     if (generic && worst == 3) a.risks.push_back(part + " rests on a guess: " + named);
     a.basis[part] = b;
   }
+  // A part the guess makes empty has no count to mark: a dense layer without an FFN width.
+  if (const auto mlp = a.parts.find("dense MLP"); generic && (mlp == a.parts.end() || mlp->second <= 0)) {
+    auto it = d.origins.find("intermediate_size");
+    int64_t dense_layers = 0;
+    for (int64_t l = 0; l < d.text.n_layer; ++l) dense_layers += d.text.is_moe_layer(l) ? 0 : 1;
+    if (dense_layers > 0 && it != d.origins.end() && it->second.from == KeyFrom::kGuessed)
+      a.risks.push_back("dense MLP rests on a guess: intermediate_size is in neither config.json nor a class default; " +
+                        std::to_string(dense_layers) + " dense layer(s) counted without an FFN");
+  }
   if (generic && d.text_class.empty()) {
     bool folder_class = false;
     for (const auto& [k, o] : d.origins) folder_class = folder_class || o.from == KeyFrom::kFolderCode;
+    if (code)  // the folder defines the class even when config.json writes out all it defaults
+      for (const PyConfigFile& f : code->configs)
+        for (const PyConfigClass& c : f.classes) folder_class = folder_class || c.model_type == d.text.model_type;
     if (!folder_class)
       a.risks.push_back("model_type '" + d.text.model_type + "' is in neither transformers " + defaults_table_version() +
                         " nor a configuration_*.py of the folder: keys config.json leaves out are the analysis's fallbacks");

@@ -69,8 +69,9 @@ std::optional<Shape> text_shape(const std::string& r, const TextDims& t, bool in
   const int64_t qk = mla ? t.qk_nope + t.qk_rope : hd;
   if (!in_layer) {
     if (ends(r, "embed_tokens.weight") || r == "lm_head.weight" || ends(r, "lm_head.weight")) return Shape{t.vocab, d};
+    if (ends(r, "lm_head.bias")) return Shape{t.vocab};
     if (ends(r, "fc.weight")) return Shape{d, 2 * d};  // mtp.fc
-    if (ends(r, "norm.weight")) return Shape{d};
+    if (ends(r, "norm.weight") || ends(r, "norm.bias")) return Shape{d};
     return std::nullopt;
   }
   // Sparse-attention indexer (DSA)
@@ -140,7 +141,8 @@ std::optional<Shape> text_shape(const std::string& r, const TextDims& t, bool in
   }
   if (ends(r, "eh_proj.weight")) return Shape{d, 2 * d};
   if (ends(r, "embed_tokens.weight") || ends(r, "shared_head.head.weight")) return Shape{t.vocab, d};
-  if (ends(r, "norm.weight")) return Shape{d};  // input/post-attention layernorm, enorm, hnorm, shared_head.norm
+  // input/post-attention (and pre/post-feedforward) layernorm, enorm, hnorm, shared_head.norm
+  if (ends(r, "norm.weight") || ends(r, "norm.bias")) return Shape{d};
   return std::nullopt;
 }
 
@@ -150,6 +152,9 @@ std::optional<Shape> vision_shape(const Split& s, const std::string& n, const Vi
   const std::string& x = s.layer >= 0 ? s.rest : n;
   const bool bias = ends(x, ".bias");
   if (s.scope == "projector") {
+    if (has(n, "mm_input_projection_weight")) return Shape{d, text_hidden};
+    if (has(n, "mm_soft_emb_norm")) return Shape{d};
+    if (has(n, "linear_1") && v.projector == "llama4") return Shape{text_hidden, v.proj_in};
     if (has(n, "linear_1")) return bias ? Shape{text_hidden} : Shape{text_hidden, d};
     if (has(n, "linear_2")) return bias ? Shape{text_hidden} : Shape{text_hidden, text_hidden};
     const int64_t m = d * v.merge * v.merge;
@@ -167,6 +172,8 @@ std::optional<Shape> vision_shape(const Split& s, const std::string& n, const Vi
     if (has(x, "norm")) return Shape{d};
     return std::nullopt;
   }
+  if (has(n, "vision_adapter.mlp.fc1")) return Shape{v.adapter_in, f};
+  if (has(n, "vision_adapter.mlp.fc2")) return Shape{v.adapter_out, v.adapter_out};
   if (ends(n, "class_embedding")) return Shape{d};
   if (has(n, "patch_embed")) {
     if (bias) return Shape{d};
@@ -285,8 +292,8 @@ Classified classify(const std::string& name, const ModelDims& d) {
     return set(Component::kMtpHead, "MTP head");
   if (s.layer < 0) {
     if (ends(r, "embed_tokens.weight")) return set(Component::kEmbedding, "embedding");
-    if (ends(r, "lm_head.weight")) return set(Component::kLmHead, "lm_head");
-    if (ends(r, "norm.weight")) return set(Component::kNorm, "norms");
+    if (ends(r, "lm_head.weight") || ends(r, "lm_head.bias")) return set(Component::kLmHead, "lm_head");
+    if (ends(r, "norm.weight") || ends(r, "norm.bias")) return set(Component::kNorm, "norms");
     return set(Component::kUnknown, "unknown");
   }
   if (has(r, "indexer.")) return set(Component::kAttention, "sparse-attention indexer");
@@ -306,7 +313,7 @@ Classified classify(const std::string& name, const ModelDims& d) {
       ends(r, "router.weight"))
     return set(Component::kRouter, "router");
   if (has(r, "mlp.") && has(r, "_proj")) return set(Component::kMlp, "dense MLP");
-  if (ends(r, "norm.weight")) return set(Component::kNorm, "norms");
+  if (ends(r, "norm.weight") || ends(r, "norm.bias")) return set(Component::kNorm, "norms");
   return set(Component::kUnknown, "unknown");
 }
 
@@ -335,9 +342,17 @@ std::vector<TensorInfo> synthesize_tensors(const ModelDims& d) {
   const TextDims& t = d.text;
   std::vector<std::string> names;
   const std::string p = "model.";
+  auto norm = [&](const std::string& name) {
+    names.push_back(name + ".weight");
+    if (t.norm_bias) names.push_back(name + ".bias");
+  };
   auto layer = [&](const std::string& base, int64_t l, bool mtp_layer) {
-    names.push_back(base + "input_layernorm.weight");
-    names.push_back(base + "post_attention_layernorm.weight");
+    norm(base + "input_layernorm");
+    if (!t.single_norm) norm(base + "post_attention_layernorm");
+    if (t.sandwich_norms) {
+      norm(base + "pre_feedforward_layernorm");
+      norm(base + "post_feedforward_layernorm");
+    }
     if (t.is_linear_layer(l) && !mtp_layer) {
       for (const char* n : {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"})
         names.push_back(base + "linear_attn." + n + ".weight");
@@ -393,24 +408,28 @@ std::vector<TensorInfo> synthesize_tensors(const ModelDims& d) {
       }
     } else {
       for (const char* n : {"gate_proj", "up_proj", "down_proj"}) {
+        if (!t.gated_mlp && std::string(n) == "gate_proj") continue;
         names.push_back(base + "mlp." + n + ".weight");
         if (t.mlp_bias) names.push_back(base + "mlp." + n + ".bias");
       }
     }
   };
   names.push_back(p + "embed_tokens.weight");
+  if (t.embed_norm) norm(p + "embed_layernorm");
   for (int64_t l = 0; l < t.n_layer; ++l) layer(p + "layers." + std::to_string(l) + ".", l, false);
-  names.push_back(p + "norm.weight");
+  norm(p + "norm");
   if (!t.tie_embeddings) names.push_back("lm_head.weight");
+  if (t.lm_head_bias) names.push_back("lm_head.bias");
   for (int64_t i = 0; i < t.n_mtp; ++i) {
     if (t.mtp_qwen_style) {
       layer("mtp.layers." + std::to_string(i) + ".", t.n_layer + i, true);
     } else {
       const std::string base = p + "layers." + std::to_string(t.n_layer + i) + ".";
       layer(base, t.n_layer + i, true);
-      for (const char* n : {"enorm.weight", "hnorm.weight", "eh_proj.weight", "embed_tokens.weight",
-                            "shared_head.norm.weight", "shared_head.head.weight"})
+      for (const char* n : {"enorm.weight", "hnorm.weight", "eh_proj.weight", "shared_head.norm.weight"})
         names.push_back(base + n);
+      if (t.mtp_own_embedding)
+        for (const char* n : {"embed_tokens.weight", "shared_head.head.weight"}) names.push_back(base + n);
     }
   }
   if (t.n_mtp > 0 && t.mtp_qwen_style)
@@ -421,20 +440,33 @@ std::vector<TensorInfo> synthesize_tensors(const ModelDims& d) {
     const VisionDims& v = *d.vision;
     if (v.style == "clip") {
       const std::string b = "vision_tower.vision_model.";
-      for (const char* n : {"embeddings.class_embedding", "embeddings.patch_embedding.weight",
-                            "embeddings.position_embedding.weight", "pre_layrnorm.weight", "pre_layrnorm.bias",
+      for (const char* n : {"embeddings.patch_embedding.weight", "embeddings.position_embedding.weight",
                             "post_layernorm.weight", "post_layernorm.bias"})
         names.push_back(b + n);
+      if (v.class_token) names.push_back(b + "embeddings.class_embedding");
+      if (v.patch_bias) names.push_back(b + "embeddings.patch_embedding.bias");
+      if (v.pre_norm) names.push_back(b + "pre_layrnorm.weight"), names.push_back(b + "pre_layrnorm.bias");
       for (int64_t l = 0; l < v.n_layer; ++l)
         for (const char* n : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj",
                               "layer_norm1", "layer_norm2", "mlp.fc1", "mlp.fc2"})
           for (const char* wb : {".weight", ".bias"})
             names.push_back(b + "encoder.layers." + std::to_string(l) + "." + n + wb);
-      for (const char* n : {"linear_1", "linear_2"})
-        for (const char* wb : {".weight", ".bias"}) names.push_back(std::string("multi_modal_projector.") + n + wb);
+      if (v.projector == "gemma3") {
+        names.push_back("multi_modal_projector.mm_input_projection_weight");
+        names.push_back("multi_modal_projector.mm_soft_emb_norm.weight");
+      } else if (v.projector == "llama4") {
+        names.push_back(b + "vision_adapter.mlp.fc1.weight");
+        names.push_back(b + "vision_adapter.mlp.fc2.weight");
+        names.push_back("multi_modal_projector.linear_1.weight");
+      } else {
+        for (const char* n : {"linear_1", "linear_2"})
+          for (const char* wb : {".weight", ".bias"}) names.push_back(std::string("multi_modal_projector.") + n + wb);
+      }
     } else {
       const std::string b = "model.visual.";
-      for (const char* n : {"patch_embed.proj.weight", "patch_embed.proj.bias", "pos_embed.weight"}) names.push_back(b + n);
+      names.push_back(b + "patch_embed.proj.weight");
+      if (v.patch_bias) names.push_back(b + "patch_embed.proj.bias");
+      if (v.n_pos > 0) names.push_back(b + "pos_embed.weight");
       for (int64_t l = 0; l < v.n_layer; ++l)
         for (const char* n : {"attn.qkv", "attn.proj", "norm1", "norm2", "mlp.linear_fc1", "mlp.linear_fc2"})
           for (const char* wb : {".weight", ".bias"}) names.push_back(b + "blocks." + std::to_string(l) + "." + n + wb);
