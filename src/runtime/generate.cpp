@@ -66,6 +66,8 @@ std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std
       }
     }
     fwd.share_from_last_stage(tokens);  // one broadcast for the whole batch
+    const std::vector<char> ended = opts.step_end ? opts.step_end(live, tokens) : std::vector<char>{};
+    DZ_CHECK(ended.empty() || ended.size() == live.size(), "step_end answered for " << ended.size() << " of " << live.size() << " sequences");
     // Who stays: not stopped at EOS and not at its last token (which needs no forward pass).
     std::vector<size_t> next_live;
     std::vector<int32_t> next_tokens;
@@ -74,7 +76,7 @@ std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std
       g.generated_ids.push_back(tokens[j]);
       const bool eos = std::find(opts.eos_ids.begin(), opts.eos_ids.end(), tokens[j]) != opts.eos_ids.end();
       if (eos && opts.stop_at_eos) g.stopped_at_eos = true;
-      if ((eos && opts.stop_at_eos) || step + 1 == opts.max_new_tokens) {
+      if ((eos && opts.stop_at_eos) || step + 1 == opts.max_new_tokens || (!ended.empty() && ended[j])) {
         seqs[live[j]].cache.release();
         if (on_leave) on_leave(live[j]);
         continue;

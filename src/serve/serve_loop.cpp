@@ -1,0 +1,235 @@
+// The serve phase on every rank: rank 0 takes up to generate.max_batch waiting requests, every
+// rank learns the batch (a polled, unwatched wake-up while idle, so waiting for work neither
+// spins nor looks like a hung collective; then a watched broadcast), prefills and decodes it
+// together; rank 0 hands each step's tokens to the requests and decides which leave, which every
+// rank learns in one broadcast per step. New requests join at the next batch. SIGTERM drains.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "comm/mpi_env.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "serve/service.h"
+
+namespace dayzero::serve {
+namespace {
+
+// Rank 0's value of *v on every rank, completed by polling: a rank waiting here for the next
+// batch sleeps between polls and is inside no watched op.
+void idle_broadcast(int64_t* v) {
+  MPI_Request req;
+  MPI_Ibcast(v, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &req);
+  int done = 0;
+  for (;;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// How many bytes at the end of s are an incomplete UTF-8 sequence (a token may end mid-character).
+size_t incomplete_utf8_tail(const std::string& s) {
+  for (size_t back = 1; back <= std::min<size_t>(3, s.size()); ++back) {
+    const auto c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return need > back ? back : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int serve(const comm::MpiEnv& env, const ServeArgs& args) {
+  Service service(args.port);
+  runtime::RunArgs run_args = args.run;
+  run_args.serve = &service;
+  return runtime::run(env, run_args);
+}
+
+void Service::drain_on_sigterm() {
+  if (!runtime::Watchdog::sigterm_received() || state_ != State::kReady) return;
+  state_ = State::kDraining;
+  queue_.start_drain();
+  drain_deadline_ns_ = monotonic_ns() + static_cast<int64_t>(drain_s_ * 1e9);
+  std::cout << "serve: SIGTERM: draining (" << queue_.depth() << " queued; in-flight requests may finish for "
+            << drain_s_ << " s)" << std::endl;
+}
+
+bool Service::take_token(Request& r, int32_t token, bool eos, int64_t now) {
+  {
+    std::lock_guard lock(r.mu);
+    if (r.done) return true;
+    r.generated.push_back(token);
+    if (r.first_token_ns == 0) {
+      r.first_token_ns = now;
+      metrics_.time_to_first_token(static_cast<double>(now - r.arrived_ns) * 1e-9);
+    } else {
+      metrics_.inter_token_latency(static_cast<double>(now - r.last_token_ns) * 1e-9);
+    }
+    r.last_token_ns = now;
+    metrics_.generated_tokens(1);
+    std::string full;
+    {
+      std::lock_guard tl(tok_mu_);
+      full = tok_->decode(r.generated, true);
+    }
+    size_t cut = std::string::npos, longest_stop = 0;
+    for (const std::string& s : r.stop) {
+      cut = std::min(cut, full.find(s));
+      longest_stop = std::max(longest_stop, s.size());
+    }
+    bool end = true;
+    if (cut != std::string::npos) {
+      full.resize(cut);
+      r.finish_reason = "stop";
+    } else if (eos && stop_at_eos_) {
+      r.finish_reason = "stop";
+    } else if (static_cast<int>(r.generated.size()) >= r.max_tokens) {
+      r.finish_reason = "length";
+    } else {
+      end = false;
+      // Held back: a character still incomplete, and what could be the start of a stop string.
+      full.resize(full.size() - incomplete_utf8_tail(full));
+      if (longest_stop > 1) full.resize(full.size() - std::min(full.size(), longest_stop - 1));
+    }
+    if (full.size() >= r.text.size() && full.compare(0, r.text.size(), r.text) == 0) r.text = std::move(full);
+    if (!end) {
+      if (now >= r.deadline_ns) r.fault = Fault::kTimeout;
+      else if (r.client_gone) r.fault = Fault::kClientGone;
+      else if (state_ == State::kDraining && now >= drain_deadline_ns_) r.fault = Fault::kShutdown;
+    }
+    r.done = end || r.fault != Fault::kNone;
+  }
+  r.cv.notify_all();
+  return r.done;
+}
+
+void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::shared_ptr<Request>>& batch,
+                        const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& max_tokens) {
+  const bool root = ctx.world_rank == 0;
+  std::vector<runtime::Sequence> seqs;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    runtime::GenerateOptions go = ctx.go;
+    go.max_new_tokens = max_tokens[i];
+    seqs.push_back(runtime::prefill(ctx.fwd, ctx.hp, prompts[i], go, nullptr));
+  }
+  runtime::GenerateOptions go = ctx.go;
+  go.max_new_tokens = *std::max_element(max_tokens.begin(), max_tokens.end());
+  go.step_end = [&](std::span<const size_t> live, std::span<const int32_t> tokens) {
+    std::string flags(live.size(), '0');
+    if (root) {
+      drain_on_sigterm();
+      const int64_t now = monotonic_ns();
+      for (size_t j = 0; j < live.size(); ++j) {
+        const bool eos = std::find(eos_ids_.begin(), eos_ids_.end(), tokens[j]) != eos_ids_.end();
+        if (take_token(*batch[live[j]], tokens[j], eos, now)) flags[j] = '1';
+      }
+    }
+    flags = comm::broadcast_string(flags);
+    std::vector<char> ended(live.size());
+    for (size_t j = 0; j < live.size(); ++j) ended[j] = flags[j] == '1';
+    return ended;
+  };
+  std::vector<model::ActivationSink*> no_sinks(prompts.size(), nullptr);
+  (void)runtime::decode_batch(ctx.fwd, ctx.hp, std::move(seqs), go, no_sinks);
+  if (root)
+    for (const auto& r : batch) end_request(*r, Fault::kNone);  // every one has left the batch
+}
+
+Status Service::serve(runtime::ServeContext& ctx) {
+  const bool root = ctx.world_rank == 0;
+  Status setup;
+  if (root) {
+    tok_ = &ctx.tok;
+    context_ = ctx.hp.max_position;
+    default_max_tokens_ = std::max(1, ctx.cfg.generate.max_new_tokens);
+    eos_ids_ = ctx.go.eos_ids;
+    stop_at_eos_ = ctx.go.stop_at_eos;
+    drain_s_ = serve_cfg_.drain_s;
+    if (const auto bos = ctx.tok.bos_id()) bos_token_ = ctx.tok.id_to_token(*bos);
+    if (!eos_ids_.empty()) eos_token_ = ctx.tok.id_to_token(eos_ids_[0]);
+    std::string source = serve_cfg_.chat_template ? *serve_cfg_.chat_template : ctx.model_dir;
+    Result<std::string> text = Status::NotFound("");
+    if (serve_cfg_.chat_template) {
+      std::ifstream in(*serve_cfg_.chat_template);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      text = in ? Result<std::string>(ss.str())
+                : Result<std::string>(Status::InvalidArgument(source_name_ + ": serve.chat_template: cannot read " +
+                                                              *serve_cfg_.chat_template));
+    } else {
+      text = find_model_chat_template(ctx.model_dir);
+    }
+    if (text.ok()) {
+      auto t = ChatTemplate::compile(*text, source);
+      if (t.ok()) chat_template_ = std::move(*t);
+      else setup = t.status();
+    } else if (text.status().code() == StatusCode::kNotFound) {
+      chat_template_error_ = text.status().message() + "; give one with serve.chat_template";
+      std::cout << "serve: chat completions refused: " << chat_template_error_ << std::endl;
+    } else {
+      setup = text.status();
+    }
+    metrics_.set_startup(ctx.phase_seconds, ctx.load_seconds);
+  }
+  DZ_RETURN_IF_ERROR(comm::agree(setup));
+  if (root) {
+    state_ = State::kReady;
+    double startup = 0;
+    for (const auto& [_, s] : ctx.phase_seconds) startup += s;
+    std::cout << "serve: ready after " << startup << " s (warm-up included); serving model '" << model_id_ << "'"
+              << std::endl;
+  }
+  const size_t max_batch = static_cast<size_t>(std::max(1, ctx.cfg.generate.max_batch));
+  for (int64_t n_batch = 1;; ++n_batch) {
+    std::vector<std::shared_ptr<Request>> batch;
+    int64_t signal = 0;  // > 0: a batch of that many; -1: stop
+    ctx.watchdog.arm("serve: waiting for requests", 0);  // no deadline: waiting for work is not a hang
+    if (root) {
+      while (batch.empty()) {
+        drain_on_sigterm();
+        const int64_t now = monotonic_ns();
+        for (auto& r : queue_.take(max_batch, 50)) {
+          if (now >= r->deadline_ns) end_request(*r, Fault::kTimeout);
+          else if (r->client_gone) end_request(*r, Fault::kClientGone);
+          else if (state_ == State::kDraining && now >= drain_deadline_ns_) end_request(*r, Fault::kShutdown);
+          else batch.push_back(r);
+        }
+        if (batch.empty() && state_ != State::kReady && queue_.depth() == 0) break;
+      }
+      metrics_.set_queue_depth(static_cast<int64_t>(queue_.depth()));
+      signal = batch.empty() ? -1 : static_cast<int64_t>(batch.size());
+    }
+    idle_broadcast(&signal);
+    if (signal < 0) break;
+    ctx.watchdog.arm("serve: batch #" + std::to_string(n_batch), ctx.cfg.watchdog.phase_timeout_s);
+    nlohmann::json msg = nlohmann::json::array();
+    for (const auto& r : batch) msg.push_back({r->prompt_ids, r->max_tokens});
+    msg = nlohmann::json::parse(comm::broadcast_string(root ? msg.dump() : std::string()));
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<int> max_tokens;
+    for (const auto& e : msg) {
+      prompts.push_back(e[0].get<std::vector<int32_t>>());
+      max_tokens.push_back(e[1].get<int>());
+    }
+    if (ctx.heartbeat) ctx.heartbeat->set_phase("serve batch #" + std::to_string(n_batch));
+    metrics_.set_running(static_cast<int64_t>(prompts.size()));
+    run_batch(ctx, batch, prompts, max_tokens);
+    metrics_.set_running(0);
+  }
+  if (root) {
+    for (auto& r : queue_.take_all()) end_request(*r, Fault::kShutdown);
+    stop_http();
+    std::cout << "serve: drained; closing the dump" << std::endl;
+  }
+  return Status::Ok();
+}
+
+}  // namespace dayzero::serve
