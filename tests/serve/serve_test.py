@@ -326,6 +326,46 @@ class Shutdown(unittest.TestCase):
                 server.kill()
 
 
+class StalledRank(unittest.TestCase):
+    """Rank 1 stops for good inside a served request (debug.stall): the watchdog ends the job within
+    collective_timeout_s + 15 s with the hang report naming rank 1; the client's connection is
+    closed, not left hanging. Negative control: the same server's perturbed tokens differ from
+    `dayzero run`'s, so the bitwise comparison of the Serve tests can see a difference."""
+
+    def test_stall_ends_the_job_with_a_hang_report(self):
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run([DAYZERO, "make-model", "--family", "llama", "--out", d + "/model", "--dtype", "float32"],
+                           check=True, capture_output=True, timeout=120)
+            reference = run_reference(d, write_config(d, "reference", free_port(), generate=", stop_at_eos: false"))
+            port = free_port()
+            # The warm-up and the first request take about 90 tp all_reduces (4 per forward); the second one's
+            # 180 tokens reach #300.
+            config = write_config(d, "stall", port, generate=", stop_at_eos: false", extra=(
+                "debug: {stall: {rank: 1, before: 'tp all_reduce #300'}, perturb: {point: layers.0.ffn_out, scale: 1.5}}\n"))
+            with open(config) as f:  # a short collective timeout for this job
+                text = f.read().replace("collective_timeout_s: 20", "collective_timeout_s: 3")
+            with open(config, "w") as f:
+                f.write(text)
+            server = Server(config, port, d + "/serve.log")
+            try:
+                client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=60, max_retries=0)
+                r = client.completions.create(model="model", prompt=PROMPTS[0], max_tokens=MAX_TOKENS)
+                self.assertNotEqual(r.choices[0].model_extra["token_ids"], reference[PROMPTS[0]])
+                t0 = time.time()
+                with self.assertRaises(openai.APIConnectionError):  # the connection closes with the job
+                    client.completions.create(model="model", prompt=list(range(1, 20)), max_tokens=180)
+                rc = server.proc.wait(timeout=3 + 15 + 30)
+                elapsed = time.time() - t0
+                self.assertNotEqual(rc, 0)
+                self.assertLess(elapsed, 3 + 15)
+                with open(d + "/runs/stall/hang/rank-00000.json") as f:
+                    report = json.load(f)
+                self.assertIn(1, report["suspects"], report)
+                self.assertIn("watchdog", server.output())
+            finally:
+                server.kill()
+
+
 if __name__ == "__main__":
     DAYZERO = os.path.abspath(sys.argv.pop(1))
     unittest.main(verbosity=2)

@@ -13,6 +13,7 @@ Status Run::serve_requests() {
   Watchdog::defer_sigterm();
   const std::vector<std::string> loads = comm::all_gather_strings(std::to_string(load_stats_.seconds));
   Forward fwd(*be_, *model_.adapter, model_.hp, weights_, part_);
+  DZ_RETURN_IF_ERROR(apply_perturbation(fwd));  // debug.perturb holds for served requests too
   GenerateOptions go;
   go.max_new_tokens = cfg_.generate.max_new_tokens;
   go.stop_at_eos = cfg_.generate.stop_at_eos;
