@@ -56,7 +56,7 @@ std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std
       for (size_t j = 0; j < live.size(); ++j) {
         Generation& g = gens[live[j]];
         const float* row = logits[live[j]].f32();
-        tokens[j] = static_cast<int32_t>(kernels::cpu::argmax(hp.n_vocab, row));
+        tokens[j] = opts.pick ? opts.pick(live[j], row) : static_cast<int32_t>(kernels::cpu::argmax(hp.n_vocab, row));
         if (k > 0) {
           const size_t at = g.step_topk_ids.size();
           g.step_topk_ids.resize(at + k);

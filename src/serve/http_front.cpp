@@ -225,6 +225,9 @@ void Service::handle_generate(Endpoint endpoint, const httplib::Request& req, ht
   r->endpoint = endpoint;
   r->stream = api.stream;
   r->stop = api.stop;
+  r->temperature = api.temperature;
+  r->top_p = api.top_p;
+  r->seed = api.seed.value_or(static_cast<uint64_t>(r->id));
   if (!tokenize(api, *r, &err)) return answer_error(res, ep, err);
   r->arrived_ns = monotonic_ns();
   r->deadline_ns = r->arrived_ns + static_cast<int64_t>(serve_cfg_.request_timeout_s * 1e9);

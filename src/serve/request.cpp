@@ -66,9 +66,9 @@ bool parse_request(Endpoint endpoint, std::string_view body, const std::string& 
   const bool chat = endpoint == Endpoint::kChat;
   const std::set<std::string> known =
       chat ? std::set<std::string>{"model", "messages", "max_tokens", "max_completion_tokens", "stop", "stream",
-                                   "temperature", "top_p", "n", "user"}
-           : std::set<std::string>{"model", "prompt", "max_tokens", "stop", "stream", "temperature", "top_p", "n",
-                                   "user"};
+                                   "temperature", "top_p", "seed", "n", "user"}
+           : std::set<std::string>{"model", "prompt", "max_tokens", "stop", "stream", "temperature", "top_p", "seed",
+                                   "n", "user"};
   for (const auto& [k, _] : j.items())
     if (!known.count(k)) return fail(err, k, "unknown field");
   out->endpoint = endpoint;
@@ -142,13 +142,21 @@ bool parse_request(Endpoint endpoint, std::string_view body, const std::string& 
     out->stream = j["stream"].get<bool>();
   }
   if (j.contains("temperature") && !j["temperature"].is_null()) {
-    if (!j["temperature"].is_number()) return fail(err, "temperature", "expected a number");
-    if (j["temperature"].get<double>() != 0)
-      return fail(err, "temperature", "only 0 (greedy decoding) is served by this build, got " + j["temperature"].dump());
+    const json& t = j["temperature"];
+    if (!t.is_number() || t.get<double>() < 0 || t.get<double>() > 2)
+      return fail(err, "temperature", "expected a number from 0 (greedy) to 2, got " + t.dump());
+    out->temperature = t.get<double>();
   }
   if (j.contains("top_p") && !j["top_p"].is_null()) {
-    if (!j["top_p"].is_number() || j["top_p"].get<double>() != 1)
-      return fail(err, "top_p", "only 1 is served (decoding is greedy), got " + j["top_p"].dump());
+    const json& t = j["top_p"];
+    if (!t.is_number() || !(t.get<double>() > 0) || t.get<double>() > 1)
+      return fail(err, "top_p", "expected a number in (0, 1], got " + t.dump());
+    out->top_p = t.get<double>();
+  }
+  if (j.contains("seed") && !j["seed"].is_null()) {
+    if (!j["seed"].is_number_integer() || j["seed"].get<int64_t>() < 0)
+      return fail(err, "seed", "expected an integer >= 0, got " + j["seed"].dump());
+    out->seed = j["seed"].get<uint64_t>();
   }
   if (j.contains("n") && !j["n"].is_null()) {
     if (!j["n"].is_number_integer() || j["n"].get<int64_t>() != 1)

@@ -37,6 +37,9 @@ struct ApiRequest {
   std::optional<int> max_tokens;                      // >= 1; absent: generate.max_new_tokens
   std::vector<std::string> stop;                      // at most 4, non-empty
   bool stream = false;
+  double temperature = 0;            // 0: greedy (the default); up to 2
+  double top_p = 1;                  // (0, 1]
+  std::optional<uint64_t> seed;      // sampling seed; absent: the request's id
 };
 
 // Parses body for endpoint. model_id: the one model served (`model` must name it when given).

@@ -15,6 +15,7 @@
 #include "comm/mpi_env.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "serve/sampler.h"
 #include "serve/service.h"
 
 namespace dayzero::serve {
@@ -112,16 +113,23 @@ bool Service::take_token(Request& r, int32_t token, bool eos, int64_t now) {
 }
 
 void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::shared_ptr<Request>>& batch,
-                        const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& max_tokens) {
+                        const nlohmann::json& msg) {
   const bool root = ctx.world_rank == 0;
   std::vector<runtime::Sequence> seqs;
-  for (size_t i = 0; i < prompts.size(); ++i) {
+  std::vector<Sampler> samplers;
+  int max_new = 1;
+  for (const auto& e : msg) {
+    const std::vector<int32_t> prompt = e[0].get<std::vector<int32_t>>();
     runtime::GenerateOptions go = ctx.go;
-    go.max_new_tokens = max_tokens[i];
-    seqs.push_back(runtime::prefill(ctx.fwd, ctx.hp, prompts[i], go, nullptr));
+    go.max_new_tokens = e[1].get<int>();
+    max_new = std::max(max_new, go.max_new_tokens);
+    samplers.emplace_back(e[2].get<double>(), e[3].get<double>(), e[4].get<uint64_t>());
+    seqs.push_back(runtime::prefill(ctx.fwd, ctx.hp, prompt, go, nullptr));
   }
   runtime::GenerateOptions go = ctx.go;
-  go.max_new_tokens = *std::max_element(max_tokens.begin(), max_tokens.end());
+  go.max_new_tokens = max_new;
+  const int64_t n_vocab = ctx.hp.n_vocab;
+  go.pick = [&](size_t i, const float* logits) { return samplers[i].pick(logits, n_vocab); };
   go.step_end = [&](std::span<const size_t> live, std::span<const int32_t> tokens) {
     std::string flags(live.size(), '0');
     if (root) {
@@ -137,7 +145,7 @@ void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::share
     for (size_t j = 0; j < live.size(); ++j) ended[j] = flags[j] == '1';
     return ended;
   };
-  std::vector<model::ActivationSink*> no_sinks(prompts.size(), nullptr);
+  std::vector<model::ActivationSink*> no_sinks(msg.size(), nullptr);
   (void)runtime::decode_batch(ctx.fwd, ctx.hp, std::move(seqs), go, no_sinks);
   if (root)
     for (const auto& r : batch) end_request(*r, Fault::kNone);  // every one has left the batch
@@ -211,17 +219,11 @@ Status Service::serve(runtime::ServeContext& ctx) {
     if (signal < 0) break;
     ctx.watchdog.arm("serve: batch #" + std::to_string(n_batch), ctx.cfg.watchdog.phase_timeout_s);
     nlohmann::json msg = nlohmann::json::array();
-    for (const auto& r : batch) msg.push_back({r->prompt_ids, r->max_tokens});
+    for (const auto& r : batch) msg.push_back({r->prompt_ids, r->max_tokens, r->temperature, r->top_p, r->seed});
     msg = nlohmann::json::parse(comm::broadcast_string(root ? msg.dump() : std::string()));
-    std::vector<std::vector<int32_t>> prompts;
-    std::vector<int> max_tokens;
-    for (const auto& e : msg) {
-      prompts.push_back(e[0].get<std::vector<int32_t>>());
-      max_tokens.push_back(e[1].get<int>());
-    }
     if (ctx.heartbeat) ctx.heartbeat->set_phase("serve batch #" + std::to_string(n_batch));
-    metrics_.set_running(static_cast<int64_t>(prompts.size()));
-    run_batch(ctx, batch, prompts, max_tokens);
+    metrics_.set_running(static_cast<int64_t>(msg.size()));
+    run_batch(ctx, batch, msg);
     metrics_.set_running(0);
   }
   if (root) {

@@ -53,9 +53,10 @@ class Service final : public runtime::ServeHooks {
   void answer_error(httplib::Response& res, const std::string& endpoint, const ApiError& e);
   void stop_http();
   // serve_loop.cpp (every rank): one batch prefilled and decoded together, tokens handed to the
-  // requests on rank 0 as each step produces them.
+  // requests on rank 0 as each step produces them. msg: per request [prompt ids, max_tokens,
+  // temperature, top_p, seed], as rank 0 broadcast it.
   void run_batch(runtime::ServeContext& ctx, const std::vector<std::shared_ptr<Request>>& batch,
-                 const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& max_tokens);
+                 const nlohmann::json& msg);
   // Rank 0, main thread: after SIGTERM, refuse new requests (503) and start the drain clock.
   void drain_on_sigterm();
   // Rank 0: what one step's token means for request r; true when r ends now.

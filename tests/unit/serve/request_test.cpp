@@ -18,13 +18,16 @@ TEST(Request, CompletionsFields) {
   ApiError err;
   ASSERT_TRUE(parse_request(Endpoint::kCompletions,
                             R"({"model": "tiny", "prompt": "Hi", "max_tokens": 5, "stop": ["\n"], "stream": true,
-                                "temperature": 0, "top_p": 1, "n": 1, "user": "u"})",
+                                "temperature": 0.5, "top_p": 0.9, "seed": 7, "n": 1, "user": "u"})",
                             "tiny", &r, &err))
       << err.message;
   EXPECT_EQ(*r.prompt_text, "Hi");
   EXPECT_EQ(*r.max_tokens, 5);
   EXPECT_EQ(r.stop, std::vector<std::string>{"\n"});
   EXPECT_TRUE(r.stream);
+  EXPECT_EQ(r.temperature, 0.5);
+  EXPECT_EQ(r.top_p, 0.9);
+  EXPECT_EQ(*r.seed, 7u);
   ASSERT_TRUE(parse_request(Endpoint::kCompletions, R"({"prompt": [1, 2, 3]})", "tiny", &r, &err));
   EXPECT_EQ(*r.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
 }
@@ -61,7 +64,9 @@ TEST(Request, RefusalsNameTheField) {
       {Endpoint::kCompletions, R"({"prompt": "a", "stop": ["a", "b", "c", "d", "e"]})", 400, "stop"},
       {Endpoint::kCompletions, R"({"prompt": "a", "stop": [""]})", 400, "stop"},
       {Endpoint::kCompletions, R"({"prompt": "a", "stream": "yes"})", 400, "stream"},
-      {Endpoint::kCompletions, R"({"prompt": "a", "temperature": 0.8})", 400, "temperature"},
+      {Endpoint::kCompletions, R"({"prompt": "a", "temperature": 2.5})", 400, "temperature"},
+      {Endpoint::kCompletions, R"({"prompt": "a", "top_p": 0})", 400, "top_p"},
+      {Endpoint::kCompletions, R"({"prompt": "a", "seed": -1})", 400, "seed"},
       {Endpoint::kCompletions, R"({"prompt": "a", "n": 2})", 400, "n"},
       {Endpoint::kCompletions, R"({"prompt": "a", "model": "big"})", 404, "model"},
       {Endpoint::kChat, R"({"prompt": "a"})", 400, "prompt"},
