@@ -210,6 +210,8 @@ struct ServeConfig {
   int http_threads = 128;          // HTTP worker threads: connections served at once (>= 1)
   // A chat template file (Jinja subset) used instead of the model's own; resolved like model.path.
   std::optional<std::string> chat_template;
+  // The folder local image_url paths must lie under (resolved like model.path); absent: only data: URIs.
+  std::optional<std::string> image_dir;
 };
 
 struct RunConfig {

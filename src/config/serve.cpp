@@ -7,7 +7,7 @@ namespace dayzero::config::parse_internal {
 
 Status Parser::parse_serve(const YAML::Node& n) {
   DZ_RETURN_IF_ERROR(check_map(n, "serve", {"host", "port", "max_body_bytes", "max_request_tokens", "request_timeout_s",
-                                            "drain_s", "http_threads", "chat_template", "dump_requests"}));
+                                            "drain_s", "http_threads", "chat_template", "image_dir", "dump_requests"}));
   ServeConfig& s = cfg_->serve;
   if (given(n["host"])) DZ_RETURN_IF_ERROR(get_string(n["host"], "serve.host", &s.host));
   if (given(n["port"])) {
@@ -35,14 +35,17 @@ Status Parser::parse_serve(const YAML::Node& n) {
     if (s.http_threads < 1 || s.http_threads > 4096)
       return error(n["http_threads"], "serve.http_threads", "must be 1..4096");
   }
-  if (given(n["chat_template"])) {
+  for (const auto& [key, value] : {std::pair<const char*, std::optional<std::string>*>{"chat_template", &s.chat_template},
+                                   {"image_dir", &s.image_dir}}) {
+    if (!given(n[key])) continue;
+    const std::string path = std::string("serve.") + key;
     std::string p;
-    DZ_RETURN_IF_ERROR(get_string(n["chat_template"], "serve.chat_template", &p));
-    if (p.empty()) return error(n["chat_template"], "serve.chat_template", "must not be empty");
+    DZ_RETURN_IF_ERROR(get_string(n[key], path, &p));
+    if (p.empty()) return error(n[key], path, "must not be empty");
     const std::filesystem::path fp(p);
-    s.chat_template = fp.is_absolute() || cfg_->base_dir.empty()
-                          ? p
-                          : (std::filesystem::path(cfg_->base_dir) / fp).lexically_normal().string();
+    *value = fp.is_absolute() || cfg_->base_dir.empty()
+                 ? p
+                 : (std::filesystem::path(cfg_->base_dir) / fp).lexically_normal().string();
   }
   return Status::Ok();
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "serve/image_input.h"
 #include "serve/service.h"
 
 namespace dayzero::serve {
@@ -175,6 +176,24 @@ bool Service::tokenize(const ApiRequest& api, Request& r, ApiError* err) {
         return false;
       }
       r.prompt_ids = tok_->encode(*text, false);  // the template writes the special tokens itself
+      std::vector<image::ProcessedImage> images;
+      for (const auto& [param, url] : api.images) {
+        Result<std::string> bytes = image_url_bytes(url, serve_cfg_.image_dir.value_or(""));
+        Result<image::ProcessedImage> img =
+            bytes.ok() ? process_image_bytes(*processor_, vision_, *bytes, param, max_image_pixels_) : bytes.status();
+        if (!img.ok()) {
+          *err = {400, param, param + ": " + img.status().message()};
+          return false;
+        }
+        r.image_bytes.push_back(std::move(*bytes));
+        images.push_back(std::move(*img));
+      }
+      Result<std::vector<int32_t>> expanded = expand_images(r.prompt_ids, vision_, images);
+      if (!expanded.ok()) {
+        *err = {400, "messages", "messages: the rendered chat does not place the images: " + expanded.status().message()};
+        return false;
+      }
+      r.prompt_ids = std::move(*expanded);
     } else if (api.prompt_ids) {
       r.prompt_ids = *api.prompt_ids;
       for (size_t i = 0; i < r.prompt_ids.size(); ++i)
@@ -219,7 +238,7 @@ void Service::handle_generate(Endpoint endpoint, const httplib::Request& req, ht
   }
   ApiRequest api;
   ApiError err;
-  if (!parse_request(endpoint, req.body, model_id_, &api, &err)) return answer_error(res, ep, err);
+  if (!parse_request(endpoint, req.body, model_id_, image_placeholder_, &api, &err)) return answer_error(res, ep, err);
   auto r = std::make_shared<Request>();
   r->id = next_id_++;
   r->endpoint = endpoint;

@@ -24,7 +24,8 @@ bool parse_int(const json& v, const std::string& param, int min, int* out, ApiEr
   return true;
 }
 
-bool parse_content(const json& v, const std::string& param, std::string* out, ApiError* err) {
+bool parse_content(const json& v, const std::string& param, const std::string& image_placeholder, std::string* out,
+                   std::vector<std::pair<std::string, std::string>>* images, ApiError* err) {
   if (v.is_string()) {
     *out = v.get<std::string>();
     return true;
@@ -36,8 +37,20 @@ bool parse_content(const json& v, const std::string& param, std::string* out, Ap
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
       return fail(err, p, "expected a content part {\"type\": \"text\", \"text\": ...}");
     const std::string type = part["type"].get<std::string>();
-    if (type == "image_url")
-      return fail(err, p, "image inputs are not served by this build; send text parts only");
+    if (type == "image_url") {
+      if (image_placeholder.empty()) return fail(err, p, "the model has no vision tower: send text parts only");
+      for (const auto& [k, _] : part.items())
+        if (k != "type" && k != "image_url") return fail(err, p + "." + k, "unknown field");
+      const json& u = part.contains("image_url") ? part["image_url"] : json();
+      const json url = u.is_string() ? u : u.is_object() && u.contains("url") ? u["url"] : json();
+      if (!url.is_string()) return fail(err, p + ".image_url", "expected {\"url\": \"data:image/png;base64,...\"}");
+      if (u.is_object())
+        for (const auto& [k, _] : u.items())
+          if (k != "url") return fail(err, p + ".image_url." + k, "unknown field");
+      images->emplace_back(p + ".image_url", url.get<std::string>());
+      *out += image_placeholder;
+      continue;
+    }
     if (type != "text") return fail(err, p + ".type", "unknown content part type '" + type + "'");
     for (const auto& [k, _] : part.items())
       if (k != "type" && k != "text") return fail(err, p + "." + k, "unknown field");
@@ -58,8 +71,9 @@ nlohmann::json ApiError::to_json() const {
                      {"code", nullptr}}}};
 }
 
-bool parse_request(Endpoint endpoint, std::string_view body, const std::string& model_id, ApiRequest* out,
-                   ApiError* err) {
+bool parse_request(Endpoint endpoint, std::string_view body, const std::string& model_id,
+                   const std::string& image_placeholder, ApiRequest* out, ApiError* err) {
+  *out = ApiRequest{};
   json j = json::parse(body, nullptr, false);
   if (j.is_discarded()) return fail(err, "", "the body is not valid JSON");
   if (!j.is_object()) return fail(err, "", "the body must be a JSON object, got " + kind_of(j));
@@ -93,7 +107,7 @@ bool parse_request(Endpoint endpoint, std::string_view body, const std::string& 
       if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
         return fail(err, p + ".role", "expected system, user or assistant, got '" + msg.role + "'");
       if (!m[i].contains("content")) return fail(err, p + ".content", "required");
-      if (!parse_content(m[i]["content"], p + ".content", &msg.content, err)) return false;
+      if (!parse_content(m[i]["content"], p + ".content", image_placeholder, &msg.content, &out->images, err)) return false;
       out->messages.push_back(std::move(msg));
     }
   } else {

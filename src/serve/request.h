@@ -26,7 +26,7 @@ struct ApiError {
 
 struct ChatMessage {
   std::string role;     // system | user | assistant
-  std::string content;  // text parts joined
+  std::string content;  // text parts joined, each image part as the model's image placeholder
 };
 
 struct ApiRequest {
@@ -34,6 +34,8 @@ struct ApiRequest {
   std::optional<std::string> prompt_text;             // completions: a string prompt
   std::optional<std::vector<int32_t>> prompt_ids;     // completions: token ids, used as given
   std::vector<ChatMessage> messages;                  // chat
+  // chat: each image_url part in order: its field ("messages[0].content[1].image_url") and URL.
+  std::vector<std::pair<std::string, std::string>> images;
   std::optional<int> max_tokens;                      // >= 1; absent: generate.max_new_tokens
   std::vector<std::string> stop;                      // at most 4, non-empty
   bool stream = false;
@@ -43,8 +45,9 @@ struct ApiRequest {
 };
 
 // Parses body for endpoint. model_id: the one model served (`model` must name it when given).
-// Returns false with *err filled on any refusal.
-bool parse_request(Endpoint endpoint, std::string_view body, const std::string& model_id, ApiRequest* out,
-                   ApiError* err);
+// image_placeholder: the model's image token text (e.g. "<image>"); empty for a text-only model,
+// whose image parts are refused. Returns false with *err filled on any refusal.
+bool parse_request(Endpoint endpoint, std::string_view body, const std::string& model_id,
+                   const std::string& image_placeholder, ApiRequest* out, ApiError* err);
 
 }  // namespace dayzero::serve

@@ -29,6 +29,7 @@ struct Request {
   std::vector<std::string> stop;
   double temperature = 0, top_p = 1;  // sampling (temperature 0: greedy)
   uint64_t seed = 0;
+  std::vector<std::string> image_bytes;  // the images' file bytes, in placeholder order
   int64_t arrived_ns = 0;   // monotonic
   int64_t deadline_ns = 0;  // monotonic; arrived + serve.request_timeout_s
   std::atomic<bool> client_gone{false};

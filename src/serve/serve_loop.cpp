@@ -14,7 +14,9 @@
 
 #include "comm/mpi_env.h"
 #include "core/clock.h"
+#include "core/check.h"
 #include "core/log.h"
+#include "serve/image_input.h"
 #include "serve/sampler.h"
 #include "serve/service.h"
 
@@ -124,7 +126,16 @@ void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::share
     go.max_new_tokens = e[1].get<int>();
     max_new = std::max(max_new, go.max_new_tokens);
     samplers.emplace_back(e[2].get<double>(), e[3].get<double>(), e[4].get<uint64_t>());
-    seqs.push_back(runtime::prefill(ctx.fwd, ctx.hp, prompt, go, nullptr));
+    // Every rank makes the pixels from the same bytes; rank 0 already did once, so this succeeds.
+    std::vector<image::ProcessedImage> images;
+    for (const auto& b64 : e[5]) {
+      Result<std::string> bytes = base64_decode(b64.get<std::string>());
+      DZ_CHECK(bytes.ok() && processor_, "a served image did not arrive intact");
+      Result<image::ProcessedImage> img = process_image_bytes(*processor_, vision_, *bytes, "served image", max_image_pixels_);
+      DZ_CHECK(img.ok(), img.status().message());
+      images.push_back(std::move(*img));
+    }
+    seqs.push_back(runtime::prefill(ctx.fwd, ctx.hp, prompt, go, nullptr, images));
   }
   runtime::GenerateOptions go = ctx.go;
   go.max_new_tokens = max_new;
@@ -154,7 +165,18 @@ void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::share
 Status Service::serve(runtime::ServeContext& ctx) {
   const bool root = ctx.world_rank == 0;
   Status setup;
+  // Multimodal models: the processor on every rank (each makes the pixels of a served image).
+  vision_ = ctx.hp.vision;
+  max_image_pixels_ = ctx.cfg.limits.max_image_pixels;
+  std::string no_images;
+  if (vision_.enabled) {
+    auto made = image::load_image_processor(ctx.model_dir);
+    if (made.ok()) processor_ = std::move(*made);
+    else no_images = made.status().message();
+  }
   if (root) {
+    if (processor_) image_placeholder_ = ctx.tok.id_to_token(vision_.image_token_id);
+    else if (vision_.enabled) std::cout << "serve: image inputs refused: " << no_images << std::endl;
     tok_ = &ctx.tok;
     context_ = ctx.hp.max_position;
     default_max_tokens_ = std::max(1, ctx.cfg.generate.max_new_tokens);
@@ -219,7 +241,11 @@ Status Service::serve(runtime::ServeContext& ctx) {
     if (signal < 0) break;
     ctx.watchdog.arm("serve: batch #" + std::to_string(n_batch), ctx.cfg.watchdog.phase_timeout_s);
     nlohmann::json msg = nlohmann::json::array();
-    for (const auto& r : batch) msg.push_back({r->prompt_ids, r->max_tokens, r->temperature, r->top_p, r->seed});
+    for (const auto& r : batch) {
+      nlohmann::json images = nlohmann::json::array();
+      for (const std::string& b : r->image_bytes) images.push_back(base64_encode(b));
+      msg.push_back({r->prompt_ids, r->max_tokens, r->temperature, r->top_p, r->seed, images});
+    }
     msg = nlohmann::json::parse(comm::broadcast_string(root ? msg.dump() : std::string()));
     if (ctx.heartbeat) ctx.heartbeat->set_phase("serve batch #" + std::to_string(n_batch));
     metrics_.set_running(static_cast<int64_t>(msg.size()));

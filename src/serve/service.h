@@ -13,6 +13,8 @@
 #include "comm/mpi_env.h"
 #include "runtime/runner.h"
 #include "runtime/serve_hooks.h"
+#include "image/processor.h"
+#include "model/hparams.h"
 #include "serve/chat_template.h"
 #include "serve/metrics.h"
 #include "serve/request_queue.h"
@@ -73,6 +75,11 @@ class Service final : public runtime::ServeHooks {
   const tokenizer::Tokenizer* tok_ = nullptr;
   std::mutex tok_mu_;  // the tokenizer is used by the HTTP threads and the loop
   std::unique_ptr<ChatTemplate> chat_template_;
+  // Multimodal models, every rank (set when the serve phase begins): the model's processor.
+  std::unique_ptr<image::ImageProcessor> processor_;
+  model::VisionParams vision_;
+  std::string image_placeholder_;  // rank 0: the image token's text; empty when images are refused
+  int64_t max_image_pixels_ = 0;
   std::string chat_template_error_;  // why chat completions are refused, when they are
   std::string bos_token_, eos_token_;
   int64_t context_ = 0;             // the model's context (0: unbounded)

@@ -6,6 +6,7 @@ through the openai package and curl (plain and streamed), the served greedy toke
 a client gone mid-stream, a request past serve.request_timeout_s (504), and SIGTERM during a
 stream (the stream ends, the job exits 0 with its dump complete). Every wait is bounded.
 Usage: serve_test.py DAYZERO"""
+import base64
 import json
 import os
 import signal
@@ -375,6 +376,61 @@ class StalledRank(unittest.TestCase):
                     report = json.load(f)
                 self.assertIn(1, report["suspects"], report)
                 self.assertIn("watchdog", server.output())
+            finally:
+                server.kill()
+
+
+class Images(unittest.TestCase):
+    """A tp2 llava server: an image_url data URI and a local file under serve.image_dir give the
+    tokens `dayzero run` gives for the same image and text, bitwise; a file outside image_dir, bytes
+    that are not an image and an image over limits.max_image_pixels are 400s naming the part, each followed by a good one."""
+
+    def test_image_prompts(self):
+        images = os.path.join(HERE, "..", "..", "configs", "images")
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run([DAYZERO, "make-model", "--family", "llava", "--out", d + "/model", "--dtype", "float32"],
+                           check=True, capture_output=True, timeout=120)
+            with open(d + "/plain.jinja", "w") as f:  # the content as it is, after the BOS
+                f.write("{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}")
+            port = free_port()
+            config = d + "/llava.yaml"
+            with open(config, "w") as f:
+                f.write(f"model: {{path: {d}/model}}\nbackend: cpu\nparallel: {{tp: 2}}\n"
+                        "limits: {max_image_pixels: 12000}\nprompts:\n"
+                        f"  - {{id: picture, text: \"<image>\\nWhat is in this picture?\", images: [{images}/shapes.jpg]}}\n"
+                        f"generate: {{max_new_tokens: {MAX_TOKENS}, top_k_record: 0}}\ndump: {{dir: {d}/runs/llava}}\n"
+                        "watchdog: {collective_timeout_s: 20, phase_timeout_s: 120}\n"
+                        f"serve: {{port: {port}, chat_template: {d}/plain.jinja, image_dir: {images}}}\n")
+            r = subprocess.run(["mpiexec", "-np", "2", "--oversubscribe", DAYZERO, "run", config, "--threads", "1",
+                                "--dump-dir", d + "/runs/reference"], env=mpi_env(), capture_output=True, text=True,
+                               timeout=180)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with h5py.File(d + "/runs/reference/rank-00000.h5", "r") as f:
+                reference = [int(x) for x in f["outputs/picture/generated_ids"][()]]
+            server = Server(config, port, d + "/serve.log")
+            try:
+                def chat(url):
+                    return http(port, "POST", "/v1/chat/completions", {"max_tokens": MAX_TOKENS, "messages": [
+                        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                                     {"type": "text", "text": "\nWhat is in this picture?"}]}]})
+                with open(images + "/shapes.jpg", "rb") as f:  # 96 x 120 = 11520 pixels, under the limit
+                    uri = "data:image/jpeg;base64," + base64.b64encode(f.read()).decode()
+                status, body = chat(uri)
+                self.assertEqual(status, 200, body)
+                self.assertEqual(body["choices"][0]["token_ids"], reference)
+                status, body = chat("shapes.jpg")
+                self.assertEqual(status, 200, body)
+                self.assertEqual(body["choices"][0]["token_ids"], reference)
+                for url, what in [("../../README.md", "not under serve.image_dir"),
+                                  ("data:image/png;base64," + base64.b64encode(b"hello").decode(), "PNG"),
+                                  ("pattern.png", "max_image_pixels")]:  # 128 x 96 = 12288 pixels
+                    with self.subTest(url=url[:40]):
+                        status, body = chat(url)
+                        self.assertEqual(status, 400, body)
+                        self.assertEqual(body["error"]["param"], "messages[0].content[0].image_url")
+                        self.assertIn(what, body["error"]["message"])
+                        status, body = chat(uri)
+                        self.assertEqual(body["choices"][0]["token_ids"], reference)
             finally:
                 server.kill()
 

@@ -9,7 +9,7 @@ namespace {
 ApiError refuse(Endpoint e, const std::string& body) {
   ApiRequest r;
   ApiError err;
-  EXPECT_FALSE(parse_request(e, body, "tiny", &r, &err)) << body;
+  EXPECT_FALSE(parse_request(e, body, "tiny", "", &r, &err)) << body;
   return err;
 }
 
@@ -19,7 +19,7 @@ TEST(Request, CompletionsFields) {
   ASSERT_TRUE(parse_request(Endpoint::kCompletions,
                             R"({"model": "tiny", "prompt": "Hi", "max_tokens": 5, "stop": ["\n"], "stream": true,
                                 "temperature": 0.5, "top_p": 0.9, "seed": 7, "n": 1, "user": "u"})",
-                            "tiny", &r, &err))
+                            "tiny", "", &r, &err))
       << err.message;
   EXPECT_EQ(*r.prompt_text, "Hi");
   EXPECT_EQ(*r.max_tokens, 5);
@@ -28,7 +28,7 @@ TEST(Request, CompletionsFields) {
   EXPECT_EQ(r.temperature, 0.5);
   EXPECT_EQ(r.top_p, 0.9);
   EXPECT_EQ(*r.seed, 7u);
-  ASSERT_TRUE(parse_request(Endpoint::kCompletions, R"({"prompt": [1, 2, 3]})", "tiny", &r, &err));
+  ASSERT_TRUE(parse_request(Endpoint::kCompletions, R"({"prompt": [1, 2, 3]})", "tiny", "", &r, &err));
   EXPECT_EQ(*r.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
 }
 
@@ -39,11 +39,27 @@ TEST(Request, ChatFields) {
                             R"({"messages": [{"role": "system", "content": "S"},
                                 {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
                                 "max_completion_tokens": 3})",
-                            "tiny", &r, &err))
+                            "tiny", "", &r, &err))
       << err.message;
   ASSERT_EQ(r.messages.size(), 2u);
   EXPECT_EQ(r.messages[1].content, "ab");
   EXPECT_EQ(*r.max_tokens, 3);
+  ASSERT_TRUE(parse_request(Endpoint::kChat,
+                            R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a "},
+                                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}]})",
+                            "tiny", "<image>", &r, &err))
+      << err.message;
+  EXPECT_EQ(r.messages[0].content, "a <image>");
+  ASSERT_EQ(r.images.size(), 1u);
+  EXPECT_EQ(r.images[0].first, "messages[0].content[1].image_url");
+  EXPECT_EQ(r.images[0].second, "data:image/png;base64,AA==");
+  ASSERT_TRUE(parse_request(Endpoint::kChat,
+                            R"({"messages": [{"role": "system", "content": "S"},
+                                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+                                "max_completion_tokens": 3})",
+                            "tiny", "", &r, &err));
+  EXPECT_EQ(r.messages.size(), 2u);  // each parse starts from an empty request
+  EXPECT_TRUE(r.images.empty());
 }
 
 TEST(Request, RefusalsNameTheField) {
