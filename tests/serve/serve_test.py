@@ -277,6 +277,15 @@ class Serve(unittest.TestCase):
             self.assertIn(b"200", s.recv(64))
         self.good_request()
 
+    def test_load_64_clients_x_4_requests(self):
+        # The bench in bench/: 256 requests from 64 concurrent clients, none failed or incomplete.
+        r = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "bench", "serve_bench.py"), "--port",
+                            str(self.port), "--clients", "64", "--requests", "4", "--max-tokens", str(MAX_TOKENS)],
+                           capture_output=True, text=True, timeout=240)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("256 requests, 0 errors, 0 incomplete", r.stdout)
+        print("\n" + r.stdout.strip(), file=sys.stderr)
+
     def test_metrics(self):
         self.good_request()
         status, text = http(self.port, "GET", "/metrics")
