@@ -212,6 +212,9 @@ struct ServeConfig {
   std::optional<std::string> chat_template;
   // The folder local image_url paths must lie under (resolved like model.path); absent: only data: URIs.
   std::optional<std::string> image_dir;
+  // Each served request's outputs (and activations per dump.activations) written into the rank
+  // files as a prompt's, under the prompt id "req-N" (N as in its response id).
+  bool dump_requests = false;
 };
 
 struct RunConfig {

@@ -9,6 +9,8 @@ Status Parser::parse_serve(const YAML::Node& n) {
   DZ_RETURN_IF_ERROR(check_map(n, "serve", {"host", "port", "max_body_bytes", "max_request_tokens", "request_timeout_s",
                                             "drain_s", "http_threads", "chat_template", "image_dir", "dump_requests"}));
   ServeConfig& s = cfg_->serve;
+  if (given(n["dump_requests"]))
+    DZ_RETURN_IF_ERROR(get_bool(n["dump_requests"], "serve.dump_requests", &s.dump_requests));
   if (given(n["host"])) DZ_RETURN_IF_ERROR(get_string(n["host"], "serve.host", &s.host));
   if (given(n["port"])) {
     DZ_RETURN_IF_ERROR(get_int(n["port"], "serve.port", &s.port));

@@ -10,6 +10,8 @@
 
 #include "config/run_config.h"
 #include "core/status.h"
+#include "backend/backend.h"
+#include "dump/dump_writer.h"
 #include "dump/heartbeat.h"
 #include "model/hparams.h"
 #include "runtime/forward.h"
@@ -33,6 +35,11 @@ struct ServeContext {
   int world_rank = 0;
   std::vector<double> load_seconds;  // rank 0: every rank's checkpoint load time, by world rank
   std::vector<std::pair<std::string, double>> phase_seconds;  // the start-up phases done so far, in order
+  // serve.dump_requests: where a request's outputs and activations go, as a prompt's do.
+  dump::DumpWriter* writer = nullptr;  // null when dump.enabled is false
+  backend::Backend* be = nullptr;
+  bool writes_outputs = false;      // last stage, tp rank 0
+  bool writes_activations = false;  // tp rank 0 of its stage
 };
 
 class ServeHooks {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -98,8 +99,15 @@ Status Service::listen(const config::RunConfig& cfg) {
   http_->set_payload_max_length(static_cast<size_t>(serve_cfg_.max_body_bytes));
   http_->set_keep_alive_timeout(2);
   add_routes();
+  // The library listens with a backlog of 5: a burst of clients (the bench's 64) overflows it and
+  // connections are reset. Listening again on the same socket raises it to the system's maximum.
+  auto listen_fd = std::make_shared<int>(-1);
+  http_->set_socket_options([listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    *listen_fd = sock;
+  });
   const int port = port_override_.value_or(serve_cfg_.port);
-  if (!http_->bind_to_port(serve_cfg_.host, port))
+  if (!http_->bind_to_port(serve_cfg_.host, port) || *listen_fd < 0 || ::listen(*listen_fd, SOMAXCONN) != 0)
     return Status::InvalidArgument(source_name_ + ": serve.port: cannot listen on " + serve_cfg_.host + ":" +
                                    std::to_string(port) + " (the port is in use or the address is not this machine's)");
   http_thread_ = std::thread([this] { http_->listen_after_bind(); });

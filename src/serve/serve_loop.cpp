@@ -16,6 +16,8 @@
 #include "core/clock.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "dump/schema.h"
+#include "runtime/dump_sink.h"
 #include "serve/image_input.h"
 #include "serve/sampler.h"
 #include "serve/service.h"
@@ -117,11 +119,25 @@ bool Service::take_token(Request& r, int32_t token, bool eos, int64_t now) {
 void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::shared_ptr<Request>>& batch,
                         const nlohmann::json& msg) {
   const bool root = ctx.world_rank == 0;
+  // serve.dump_requests: the request's activations and outputs as a prompt's, under "req-N".
+  const bool dumping = ctx.cfg.serve.dump_requests && ctx.writer != nullptr;
+  const config::DumpSelection& sel = ctx.cfg.dump.activations;
+  const auto make_sink = [&](const std::string& id, const char* phase, bool wanted) -> std::unique_ptr<runtime::DumpSink> {
+    if (!dumping || !ctx.writes_activations || !wanted) return nullptr;
+    return std::make_unique<runtime::DumpSink>(*ctx.writer, *ctx.be, sel, id, phase);
+  };
+  const auto keep = [&](const Status& s) {
+    if (dump_status_.ok() && !s.ok()) dump_status_ = s;
+  };
   std::vector<runtime::Sequence> seqs;
   std::vector<Sampler> samplers;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::unique_ptr<runtime::DumpSink>> decode_sinks;
+  std::vector<model::ActivationSink*> sink_ptrs;
   int max_new = 1;
   for (const auto& e : msg) {
-    const std::vector<int32_t> prompt = e[0].get<std::vector<int32_t>>();
+    const std::vector<int32_t>& prompt = prompts.emplace_back(e[0].get<std::vector<int32_t>>());
+    const std::string id = e[6].get<std::string>();
     runtime::GenerateOptions go = ctx.go;
     go.max_new_tokens = e[1].get<int>();
     max_new = std::max(max_new, go.max_new_tokens);
@@ -135,7 +151,11 @@ void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::share
       DZ_CHECK(img.ok(), img.status().message());
       images.push_back(std::move(*img));
     }
-    seqs.push_back(runtime::prefill(ctx.fwd, ctx.hp, prompt, go, nullptr, images));
+    auto sink = make_sink(id, dump::kPhasePrefill, sel.wants_prefill());
+    seqs.push_back(runtime::prefill(ctx.fwd, ctx.hp, prompt, go, sink.get(), images));
+    if (sink) keep(sink->status());
+    decode_sinks.push_back(make_sink(id, dump::kPhaseDecode, sel.wants_decode()));
+    sink_ptrs.push_back(decode_sinks.back().get());
   }
   runtime::GenerateOptions go = ctx.go;
   go.max_new_tokens = max_new;
@@ -156,8 +176,23 @@ void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::share
     for (size_t j = 0; j < live.size(); ++j) ended[j] = flags[j] == '1';
     return ended;
   };
-  std::vector<model::ActivationSink*> no_sinks(msg.size(), nullptr);
-  (void)runtime::decode_batch(ctx.fwd, ctx.hp, std::move(seqs), go, no_sinks);
+  if (dumping) go.top_k = ctx.cfg.generate.top_k_record;
+  std::vector<runtime::Generation> gens = runtime::decode_batch(ctx.fwd, ctx.hp, std::move(seqs), go, sink_ptrs);
+  for (const auto& sink : decode_sinks)
+    if (sink) keep(sink->status());
+  for (size_t i = 0; dumping && ctx.writes_outputs && i < gens.size(); ++i) {
+    dump::OutputRecord out;
+    out.prompt_id = msg[i][6].get<std::string>();
+    out.prompt_ids = prompts[i];
+    out.generated_ids = gens[i].generated_ids;
+    out.text = ctx.tok.decode(gens[i].generated_ids, true);
+    out.logits_last = gens[i].logits_last;
+    out.topk = std::min<int64_t>(go.top_k, ctx.hp.n_vocab);
+    out.step_topk_ids = gens[i].step_topk_ids;
+    out.step_topk_logits = gens[i].step_topk_logits;
+    keep(ctx.writer->write_output(out));
+    keep(ctx.writer->flush());
+  }
   if (root)
     for (const auto& r : batch) end_request(*r, Fault::kNone);  // every one has left the batch
 }
@@ -244,7 +279,7 @@ Status Service::serve(runtime::ServeContext& ctx) {
     for (const auto& r : batch) {
       nlohmann::json images = nlohmann::json::array();
       for (const std::string& b : r->image_bytes) images.push_back(base64_encode(b));
-      msg.push_back({r->prompt_ids, r->max_tokens, r->temperature, r->top_p, r->seed, images});
+      msg.push_back({r->prompt_ids, r->max_tokens, r->temperature, r->top_p, r->seed, images, "req-" + std::to_string(r->id)});
     }
     msg = nlohmann::json::parse(comm::broadcast_string(root ? msg.dump() : std::string()));
     if (ctx.heartbeat) ctx.heartbeat->set_phase("serve batch #" + std::to_string(n_batch));
@@ -257,7 +292,7 @@ Status Service::serve(runtime::ServeContext& ctx) {
     stop_http();
     std::cout << "serve: drained; closing the dump" << std::endl;
   }
-  return Status::Ok();
+  return dump_status_;
 }
 
 }  // namespace dayzero::serve

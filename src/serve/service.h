@@ -56,7 +56,7 @@ class Service final : public runtime::ServeHooks {
   void stop_http();
   // serve_loop.cpp (every rank): one batch prefilled and decoded together, tokens handed to the
   // requests on rank 0 as each step produces them. msg: per request [prompt ids, max_tokens,
-  // temperature, top_p, seed], as rank 0 broadcast it.
+  // temperature, top_p, seed, images (base64), dump id], as rank 0 broadcast it.
   void run_batch(runtime::ServeContext& ctx, const std::vector<std::shared_ptr<Request>>& batch,
                  const nlohmann::json& msg);
   // Rank 0, main thread: after SIGTERM, refuse new requests (503) and start the drain clock.
@@ -89,6 +89,7 @@ class Service final : public runtime::ServeHooks {
   double drain_s_ = 30;
   int64_t drain_deadline_ns_ = 0;    // set when the drain begins
   std::atomic<int64_t> next_id_{1};
+  Status dump_status_;  // the first failed write of a request's dump, returned by serve()
   RequestQueue queue_;
   Metrics metrics_;
   std::unique_ptr<httplib::Server> http_;

@@ -40,7 +40,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def write_config(d, name, port, serve=None, generate="", extra=""):
+def write_config(d, name, port, serve=None, generate="", extra="", dump=""):
     path = os.path.join(d, name + ".yaml")
     prompts = "".join(f"  - {{id: p{i}, text: {json.dumps(t)}}}\n" for i, t in enumerate(PROMPTS))
     keys = {"port": port, "chat_template": HERE + "/chat_template.jinja", "max_body_bytes": 4096,
@@ -49,7 +49,7 @@ def write_config(d, name, port, serve=None, generate="", extra=""):
     with open(path, "w") as f:
         f.write(f"model: {{path: {d}/model}}\nbackend: cpu\nparallel: {{tp: 2}}\nprompts:\n{prompts}"
                 f"generate: {{max_new_tokens: {MAX_TOKENS}, top_k_record: 0{generate}}}\n"
-                f"dump: {{dir: {d}/runs/{name}}}\n"
+                f"dump: {{dir: {d}/runs/{name}{dump}}}\n"
                 "watchdog: {collective_timeout_s: 20, phase_timeout_s: 120}\n"
                 "serve: {" + ", ".join(f"{k}: {v}" for k, v in keys.items()) + "}\n" + extra)
     return path
@@ -300,9 +300,9 @@ class Serve(unittest.TestCase):
 
 
 class Shutdown(unittest.TestCase):
-    """A server whose requests time out after 1 s, where rank 1 pauses 3 s inside a long request
-    (debug.stall with seconds, at a tp all_reduce far past the warm-up's), then SIGTERM to rank 0
-    during a stream."""
+    """A server that dumps its requests and whose requests time out after 1 s, where rank 1 pauses 3 s
+    inside the first request (debug.stall with seconds at tp all_reduce #80: the warm-up takes 59, the
+    request 4 per token), then SIGTERM to rank 0 during a stream."""
 
     def test_timeout_then_sigterm_during_stream(self):
         with tempfile.TemporaryDirectory() as d:
@@ -310,9 +310,10 @@ class Shutdown(unittest.TestCase):
                            check=True, capture_output=True, timeout=120)
             port = free_port()
             config = write_config(d, "short", port, serve={"request_timeout_s": 1, "drain_s": 0,
-                                                            "max_request_tokens": 100000},
+                                                            "max_request_tokens": 100000, "dump_requests": "true"},
+                                  dump=", activations: {layers: [0], points: [layer_out], phase: prefill}",
                                   generate=", max_batch: 1, stop_at_eos: false",
-                                  extra="debug: {stall: {rank: 1, before: 'tp all_reduce #2000', seconds: 3}}\n")
+                                  extra="debug: {stall: {rank: 1, before: 'tp all_reduce #80', seconds: 3}}\n")
             server = Server(config, port, d + "/serve.log")
             try:
                 client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=60, max_retries=0)
@@ -325,7 +326,8 @@ class Shutdown(unittest.TestCase):
                 self.assertEqual(status, 504, body)
                 self.assertIn("request_timeout_s", body["error"]["message"])
                 r = client.completions.create(model="model", prompt=PROMPTS[0], max_tokens=2)
-                self.assertEqual(len(r.choices[0].model_extra["token_ids"]), 2)
+                served = r.choices[0].model_extra["token_ids"]
+                self.assertEqual(len(served), 2)
                 # SIGTERM to rank 0 while a stream runs: with drain_s 0 the stream is ended at once with an
                 # error event, the job closes its dump and exits 0.
                 stream = client.completions.create(model="model", prompt=PROMPTS[0], max_tokens=ctx_tokens, stream=True)
@@ -342,6 +344,15 @@ class Shutdown(unittest.TestCase):
                 self.assertIn("serve: SIGTERM: draining", server.output())
                 with h5py.File(d + "/runs/short/rank-00000.h5", "r") as f:
                     self.assertEqual(int(f.attrs["complete"]), 1)
+                    # serve.dump_requests: the request's outputs under its response id, and its prefill
+                    # activations bitwise those of the warm-up prompt with the same text.
+                    key = "req-" + r.id.split("-")[1]
+                    self.assertEqual([int(x) for x in f[f"outputs/{key}/generated_ids"][()]], served)
+                    self.assertEqual(list(f[f"outputs/{key}/prompt_ids"][()]), list(f["outputs/p0/prompt_ids"][()]))
+                    a = f[f"activations/{key}/prefill/layers.0.layer_out"][()]
+                    b = f["activations/p0/prefill/layers.0.layer_out"][()]
+                    self.assertEqual(a.shape, b.shape)
+                    self.assertTrue((a == b).all())
                 # Gone: nothing listens on the port any more.
                 with self.assertRaises((urllib.error.URLError, ConnectionError)):
                     http(port, "GET", "/health", timeout=5)

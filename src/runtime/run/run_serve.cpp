@@ -22,6 +22,10 @@ Status Run::serve_requests() {
   ServeContext ctx{cfg_, fwd, *tok_, model_.hp, go, watchdog_, heartbeat_.get(), cfg_.model.path, run_dir_,
                    env_.rank(), {}, phase_seconds_};
   for (const std::string& l : loads) ctx.load_seconds.push_back(std::stod(l));
+  ctx.writer = writer_.get();
+  ctx.be = be_.get();
+  ctx.writes_outputs = writes_outputs_;
+  ctx.writes_activations = writes_activations_;
   return args_.serve->serve(ctx);
 }
 

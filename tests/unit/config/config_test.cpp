@@ -191,7 +191,7 @@ TEST(RunConfig, KeysThatCannotTakeEffectAreRefused) {
 TEST(RunConfig, ServeSectionParsesAndIsChecked) {
   auto r = parse(std::string(kMinimal) +
                  "serve: {host: 0.0.0.0, port: 9001, max_body_bytes: 4096, max_request_tokens: 200, "
-                 "request_timeout_s: 2.5, drain_s: 0, http_threads: 8, chat_template: t/chat.jinja}\n");
+                 "request_timeout_s: 2.5, drain_s: 0, http_threads: 8, chat_template: t/chat.jinja, dump_requests: true}\n");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->serve.host, "0.0.0.0");
   EXPECT_EQ(r->serve.port, 9001);
@@ -201,6 +201,7 @@ TEST(RunConfig, ServeSectionParsesAndIsChecked) {
   EXPECT_EQ(r->serve.drain_s, 0);
   EXPECT_EQ(r->serve.http_threads, 8);
   EXPECT_EQ(r->serve.chat_template, "/cfg/t/chat.jinja");
+  EXPECT_TRUE(r->serve.dump_requests);
   const auto defaults = parse(kMinimal);
   EXPECT_EQ(defaults->serve.port, 8000);
   EXPECT_EQ(defaults->serve.host, "127.0.0.1");
@@ -213,7 +214,7 @@ TEST(RunConfig, ServeSectionParsesAndIsChecked) {
            {"serve: {drain_s: -1}", "serve.drain_s"},
            {"serve: {http_threads: 0}", "serve.http_threads"},
            {"serve: {prot: 1}", "serve.prot"},
-           {"serve: {dump_requests: true}", "serve.dump_requests"}}) {
+           {"serve: {dump_requests: 3}", "serve.dump_requests"}}) {
     auto bad = parse(std::string(kMinimal) + yaml + "\n");
     ASSERT_FALSE(bad.ok()) << yaml;
     EXPECT_NE(bad.status().message().find(key), std::string::npos) << bad.status().message();
