@@ -97,7 +97,8 @@ class Server:
         raise AssertionError("/health never answered 200:\n" + self.output())
 
     def output(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path) as f:
             return f.read()
 
@@ -111,6 +112,7 @@ class Server:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
+        self.log.close()
 
 
 def run_reference(d, config):
@@ -398,6 +400,41 @@ class StalledRank(unittest.TestCase):
                 self.assertIn("watchdog", server.output())
             finally:
                 server.kill()
+
+
+class DumpCompare(unittest.TestCase):
+    """serve.dump_requests: a job that served one request, ended by SIGTERM to rank 0 (exit 0), and a
+    batch run whose prompts are the warm-up's plus that request as req-N pass `dayzero compare`
+    (prefill and decode activations, outputs)."""
+
+    def test_served_request_compares_with_a_batch_run(self):
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run([DAYZERO, "make-model", "--family", "llama", "--out", d + "/model", "--dtype", "float32"],
+                           check=True, capture_output=True, timeout=120)
+            port = free_port()
+            dump = ", activations: {points: [layer_out, logits], phase: both}"
+            config = write_config(d, "served", port, serve={"dump_requests": "true"}, dump=dump)
+            server = Server(config, port, d + "/serve.log")
+            try:
+                status, body = http(port, "POST", "/v1/completions", {"prompt": PROMPTS[2], "max_tokens": MAX_TOKENS})
+                self.assertEqual(status, 200, body)
+                key = "req-" + body["id"].split("-")[1]
+                os.kill(server.rank0_pid(), signal.SIGTERM)
+                self.assertEqual(server.proc.wait(timeout=60), 0, server.output())
+            finally:
+                server.kill()
+            batch = write_config(d, "batch", free_port(), dump=dump)
+            with open(batch) as f:
+                text = f.read().replace("prompts:\n", f"prompts:\n  - {{id: {key}, text: {json.dumps(PROMPTS[2])}}}\n")
+            with open(batch, "w") as f:
+                f.write(text)
+            r = subprocess.run(["mpiexec", "-np", "2", "--oversubscribe", DAYZERO, "run", batch, "--threads", "1"],
+                               env=mpi_env(), capture_output=True, text=True, timeout=180)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            r = subprocess.run([DAYZERO, "compare", d + "/runs/served", d + "/runs/batch"], capture_output=True,
+                               text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn(f"{key} / decode: agree", r.stdout)
 
 
 class Images(unittest.TestCase):
