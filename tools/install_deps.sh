@@ -16,6 +16,7 @@ PKGS=(
   libopenblas-dev libblis-dev libdnnl-dev
   libpcre2-dev libutf8proc-dev
   libstb-dev
+  libcpp-httplib-dev   # dayzero serve's HTTP front end (header-only use)
 )
 # The test suite: goldens and dump readers, the multi-node bed, the report renderer, fuzzing.
 TEST_PKGS=(
@@ -24,6 +25,7 @@ TEST_PKGS=(
   iproute2 util-linux # the multi-node test bed's namespaces (tests/multinode/testbed.sh)
   chromium            # renders the compare report headless in its test
   clang-14 libclang-rt-14-dev   # the libFuzzer targets of fuzz/ (tools/test.sh builds them in build-fuzz/)
+  python3-pip curl    # the serve test's clients: the openai package (PyPI, below) and curl
 )
 case "${1:-}" in
   --tests) PKGS+=("${TEST_PKGS[@]}") ;;
@@ -41,4 +43,10 @@ if ((${#missing[@]})); then
   [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# PyPI, for the test suite only: the openai client the serve test drives the server with, in the
+# Debian python3 that has h5py (tests/serve/serve_test.py runs under /usr/bin/python3).
+if [[ "${1:-}" == --tests ]] && ! /usr/bin/python3 -c "import openai" 2>/dev/null; then
+  echo "install_deps: installing the openai Python package (PyPI) for the serve test"
+  /usr/bin/python3 -m pip install -q --break-system-packages openai
 fi

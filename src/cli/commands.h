@@ -24,6 +24,7 @@ inline int report_failure(const char* command, const Status& s) {
 }
 
 void add_run_command(CLI::App& app, Commands& commands);
+void add_serve_command(CLI::App& app, Commands& commands);
 void add_make_model_command(CLI::App& app, Commands& commands);
 void add_inspect_command(CLI::App& app, Commands& commands);
 void add_plan_command(CLI::App& app, Commands& commands);

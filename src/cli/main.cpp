@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("dayzero ") + DAYZERO_VERSION);
   dayzero::cli::Commands commands;
   dayzero::cli::add_run_command(app, commands);
+  dayzero::cli::add_serve_command(app, commands);
   dayzero::cli::add_make_model_command(app, commands);
   dayzero::cli::add_inspect_command(app, commands);
   dayzero::cli::add_plan_command(app, commands);

@@ -198,6 +198,25 @@ struct ChecklistConfig {
   double first_token_image_s = 60;  // nor that of a prompt with images (> 0)
 };
 
+// serve: `dayzero serve` only (docs/serve.md "Config keys"); `dayzero run` reads none of it.
+struct ServeConfig {
+  std::string host = "127.0.0.1";  // the address rank 0 listens on
+  int port = 8000;                 // 1..65535
+  int64_t max_body_bytes = 1 << 20;  // a larger request body is refused (413)
+  // Prompt tokens + max_tokens of one request, at most (400 above; the model's context also bounds it).
+  int64_t max_request_tokens = 4096;
+  double request_timeout_s = 60;   // a request not done by then ends with 504 and frees its batch slot (> 0)
+  double drain_s = 30;             // after SIGTERM, in-flight requests may finish for this long (>= 0)
+  int http_threads = 128;          // HTTP worker threads: connections served at once (>= 1)
+  // A chat template file (Jinja subset) used instead of the model's own; resolved like model.path.
+  std::optional<std::string> chat_template;
+  // The folder local image_url paths must lie under (resolved like model.path); absent: only data: URIs.
+  std::optional<std::string> image_dir;
+  // Each served request's outputs (and activations per dump.activations) written into the rank
+  // files as a prompt's, under the prompt id "req-N" (N as in its response id).
+  bool dump_requests = false;
+};
+
 struct RunConfig {
   ModelConfig model;
   Backend backend = Backend::kAuto;
@@ -211,6 +230,7 @@ struct RunConfig {
   WatchdogConfig watchdog;
   RuntimeConfig runtime;
   ChecklistConfig checklist;
+  ServeConfig serve;
   DebugConfig debug;
 
   std::string source_text;  // the YAML exactly as read: echoed into the run folder and dumps

@@ -196,6 +196,7 @@ class Parser {
   Status parse_watchdog(const YAML::Node& n);
   Status parse_runtime(const YAML::Node& n);
   Status parse_checklist(const YAML::Node& n);
+  Status parse_serve(const YAML::Node& n);  // serve.cpp
   Status parse_debug(const YAML::Node& n);
 
   RunConfig* cfg_;

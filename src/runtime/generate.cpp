@@ -56,7 +56,7 @@ std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std
       for (size_t j = 0; j < live.size(); ++j) {
         Generation& g = gens[live[j]];
         const float* row = logits[live[j]].f32();
-        tokens[j] = static_cast<int32_t>(kernels::cpu::argmax(hp.n_vocab, row));
+        tokens[j] = opts.pick ? opts.pick(live[j], row) : static_cast<int32_t>(kernels::cpu::argmax(hp.n_vocab, row));
         if (k > 0) {
           const size_t at = g.step_topk_ids.size();
           g.step_topk_ids.resize(at + k);
@@ -66,6 +66,8 @@ std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std
       }
     }
     fwd.share_from_last_stage(tokens);  // one broadcast for the whole batch
+    const std::vector<char> ended = opts.step_end ? opts.step_end(live, tokens) : std::vector<char>{};
+    DZ_CHECK(ended.empty() || ended.size() == live.size(), "step_end answered for " << ended.size() << " of " << live.size() << " sequences");
     // Who stays: not stopped at EOS and not at its last token (which needs no forward pass).
     std::vector<size_t> next_live;
     std::vector<int32_t> next_tokens;
@@ -74,7 +76,7 @@ std::vector<Generation> decode_batch(Forward& fwd, const model::HParams& hp, std
       g.generated_ids.push_back(tokens[j]);
       const bool eos = std::find(opts.eos_ids.begin(), opts.eos_ids.end(), tokens[j]) != opts.eos_ids.end();
       if (eos && opts.stop_at_eos) g.stopped_at_eos = true;
-      if ((eos && opts.stop_at_eos) || step + 1 == opts.max_new_tokens) {
+      if ((eos && opts.stop_at_eos) || step + 1 == opts.max_new_tokens || (!ended.empty() && ended[j])) {
         seqs[live[j]].cache.release();
         if (on_leave) on_leave(live[j]);
         continue;

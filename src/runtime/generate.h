@@ -18,6 +18,15 @@ struct GenerateOptions {
   bool stop_at_eos = true;
   std::vector<int32_t> eos_ids;
   int top_k = 5;
+  // decode_batch only, may be empty: called at every step once the step's tokens are known on
+  // every rank, with the live sequences' indices and their new tokens (same order); returns, for
+  // each, whether it leaves the batch now besides EOS and max_new_tokens (a stop string, a client
+  // gone, a deadline). It must return the same on every rank of the replica: the caller agrees it.
+  std::function<std::vector<char>(std::span<const size_t> live, std::span<const int32_t> tokens)> step_end;
+  // decode_batch only, may be empty (greedy: the argmax): the token of sequence `seq` from its
+  // logits [n_vocab], on every rank of the last stage. It must pick the same token on each of
+  // them (a sampler seeded alike on every rank).
+  std::function<int32_t(size_t seq, const float* logits)> pick;
 };
 
 

@@ -13,6 +13,8 @@
 
 namespace dayzero::runtime {
 
+class ServeHooks;  // runtime/serve_hooks.h
+
 struct RunArgs {
   std::string config_path;
   std::string dump_dir_override;  // --dump-dir: replaces dump.dir
@@ -20,6 +22,9 @@ struct RunArgs {
   std::string replay_from;        // --replay-from: a run folder whose recorded layer inputs are replayed
   std::string replay_layers;      // --replay-layers A:B: the layers A..B-1 to replay (with replay_from)
   int repeat = 1;                 // --repeat N: the prompts run N times, outputs checked identical
+  // `dayzero serve`: not owned; when set the run keeps one replica (dp = 1), its prompts are the
+  // warm-up, and a "serve" phase runs between "prompts" and "dump" (runtime/serve_hooks.h).
+  ServeHooks* serve = nullptr;
 };
 
 // Collective over MPI_COMM_WORLD. Returns the process exit code (docs/design.md "Errors").

@@ -4,6 +4,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 namespace dayzero::runtime {
 namespace {
 volatile std::sig_atomic_t g_sigterm = 0;
+std::atomic<bool> g_sigterm_deferred{false};
 void on_sigterm(int) { g_sigterm = 1; }
 std::string seconds_text(double s) {
   char buf[32];
@@ -20,6 +22,8 @@ std::string seconds_text(double s) {
 }  // namespace
 
 void Watchdog::install_sigterm_handler() { std::signal(SIGTERM, on_sigterm); }
+void Watchdog::defer_sigterm() { g_sigterm_deferred = true; }
+bool Watchdog::sigterm_received() { return g_sigterm != 0; }
 
 Watchdog::Watchdog(int rank, std::function<void(const std::string&)> on_expire)
     : rank_(rank), on_expire_(std::move(on_expire)), thread_([this] { run(); }) {}
@@ -98,7 +102,7 @@ void Watchdog::run() {
   std::unique_lock lock(mu_);
   constexpr auto kPoll = std::chrono::milliseconds(100);  // how soon SIGTERM is acted on
   while (!stop_) {
-    if (g_sigterm) {
+    if (g_sigterm && !g_sigterm_deferred) {
       const std::string msg = "rank " + std::to_string(rank_) + ": terminated by SIGTERM during " +
                               (op_.armed ? op_.what : phase_.armed ? phase_.what : std::string("shutdown"));
       std::fprintf(stderr, "dayzero: error: %s\n", msg.c_str());

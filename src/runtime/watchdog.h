@@ -18,6 +18,10 @@ class Watchdog {
  public:
   // Installs the SIGTERM handler whose flag every Watchdog polls.
   static void install_sigterm_handler();
+  // From now on SIGTERM no longer ends the job here: the caller polls sigterm_received() and
+  // ends in order itself (`dayzero serve` drains). Process-wide, never undone.
+  static void defer_sigterm();
+  static bool sigterm_received();
 
   // on_expire runs on the watchdog thread before the job ends (flush logs, write the hang
   // report); it gets the one-line reason.

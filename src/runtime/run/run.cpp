@@ -28,11 +28,13 @@ constexpr double kAbortGraceS = 5;
 int Run::fail(const Status& s, const std::string& phase) {
   if (env_.rank() == 0) std::cerr << "dayzero: error: " << s.message() << std::endl;
   if (env_.rank() == 0 && !run_dir_.empty() && !phase.empty()) record_failed_run(s, phase);
+  if (args_.serve) args_.serve->on_abort();
   if (heartbeat_) heartbeat_->stop();
   return s.exit_code();
 }
 
 void Run::on_abort(const std::string& why) {
+  if (args_.serve) args_.serve->on_abort();
   if (events_) (void)events_->append(realtime_ns(), "begin", "abort", why, "", -1, 0);
   // run_dir_ is written once by the main thread, before the heartbeat (and so any report) exists.
   if (run_dir_.empty() || !heartbeat_) return;
@@ -65,7 +67,7 @@ int Run::execute() {
     ~Uninstall() { comm::set_op_observer(nullptr); }
   } uninstall;
   using Phase = Status (Run::*)();
-  const std::pair<const char*, Phase> phases[] = {
+  std::vector<std::pair<const char*, Phase>> phases = {
       {"config", &Run::read_config},          {"model check", &Run::open_model_and_prompts},
       {"replay source", &Run::open_replay_source},
       {"plan", &Run::plan_and_partition},     {"run folder", &Run::make_run_folder},
@@ -73,8 +75,11 @@ int Run::execute() {
       {"load", &Run::load_checkpoint},        {"coverage", &Run::check_coverage},
       {"prompts", &Run::run_prompts},         {"dump", &Run::finish},
   };
+  if (args_.serve) phases.insert(phases.end() - 1, {"serve", &Run::serve_requests});
   for (const auto& [name, phase] : phases) {
     hang_watch_.set_phase(name);
+    if (args_.serve) args_.serve->on_phase(name);
+    const int64_t phase_start = monotonic_ns();
     Status local;
     {
       WatchdogScope w(watchdog_, std::string("phase '") + name + "'", phase_timeout());
@@ -82,6 +87,8 @@ int Run::execute() {
       std::optional<dump::ScopedEvent> ev;
       if (std::string_view(name) != "dump") ev.emplace(timeline_, "phase", name);
       local = (this->*phase)();
+      if (args_.serve && local.ok() && env_.rank() == 0 && std::string_view(name) == "config")
+        local = args_.serve->listen(cfg_);
     }
     Status agreed;
     {
@@ -89,6 +96,7 @@ int Run::execute() {
       agreed = comm::agree(local);
     }
     if (!agreed.ok()) return fail(agreed, name);
+    phase_seconds_.emplace_back(name, static_cast<double>(monotonic_ns() - phase_start) * 1e-9);
     if (heartbeat_) hang_watch_.set_heartbeat(heartbeat_.get());
   }
   hang_watch_.set_heartbeat(nullptr);

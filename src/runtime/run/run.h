@@ -31,6 +31,7 @@
 #include "runtime/hang_watch.h"
 #include "runtime/model_loader.h"
 #include "runtime/runner.h"
+#include "runtime/serve_hooks.h"
 #include "runtime/watchdog.h"
 #include "tokenizer/tokenizer.h"
 
@@ -92,6 +93,7 @@ class Run {
   // its outputs differ from the first's. Collective over the replica, as run_prompts.
   void run_prompt_pass(Forward& fwd, const GenerateOptions& go, Status& dump_status);
   void repeat_prompt_pass(Forward& fwd, const GenerateOptions& go, int repetition);
+  Status serve_requests();          // run_serve.cpp: `dayzero serve`'s phase (args_.serve)
   Status run_replay_prompts();      // run_replay.cpp: run_prompts of a replay (recorded inputs, its layers only)
   Status apply_perturbation(Forward& fwd) const;  // run_prompts.cpp: debug.perturb, checked against the model
   std::string replay_input_name() const;          // run_replay.cpp: "embed" or "layers.{A-1}.layer_out"
@@ -147,6 +149,7 @@ class Run {
   std::unique_ptr<dump::Heartbeat> heartbeat_;
   std::unique_ptr<dump::DumpWriter> writer_;
   int64_t started_ns_ = realtime_ns();
+  std::vector<std::pair<std::string, double>> phase_seconds_;  // the phases done, with their wall time
   bool config_loaded_ = false;
   Watchdog watchdog_;
   HangWatch hang_watch_;  // the op observer while execute() runs

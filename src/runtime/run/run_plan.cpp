@@ -59,6 +59,13 @@ Status Run::plan_and_partition() {
   memory_fraction_ = in.topo.memory_fraction;
   in.world_size = env_.world_size();
   in.dp = cfg_.parallel.dp;
+  // `dayzero serve`: rank 0 serves one replica; more replicas would need requests routed to them.
+  if (args_.serve) {
+    if (in.dp && *in.dp != 1)
+      return Status::InvalidArgument(cfg_.source_name + ": parallel.dp: dayzero serve runs one replica (dp = 1), got " +
+                                     std::to_string(*in.dp));
+    in.dp = 1;
+  }
   in.pp = cfg_.parallel.pp;
   in.tp = cfg_.parallel.tp;
   in.ep = cfg_.parallel.ep;

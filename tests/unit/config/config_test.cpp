@@ -188,6 +188,39 @@ TEST(RunConfig, KeysThatCannotTakeEffectAreRefused) {
 }
 
 // debug.perturb parses (runtime/perturb_sink.h); its bad forms are refused by key.
+TEST(RunConfig, ServeSectionParsesAndIsChecked) {
+  auto r = parse(std::string(kMinimal) +
+                 "serve: {host: 0.0.0.0, port: 9001, max_body_bytes: 4096, max_request_tokens: 200, "
+                 "request_timeout_s: 2.5, drain_s: 0, http_threads: 8, chat_template: t/chat.jinja, dump_requests: true}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->serve.host, "0.0.0.0");
+  EXPECT_EQ(r->serve.port, 9001);
+  EXPECT_EQ(r->serve.max_body_bytes, 4096);
+  EXPECT_EQ(r->serve.max_request_tokens, 200);
+  EXPECT_EQ(r->serve.request_timeout_s, 2.5);
+  EXPECT_EQ(r->serve.drain_s, 0);
+  EXPECT_EQ(r->serve.http_threads, 8);
+  EXPECT_EQ(r->serve.chat_template, "/cfg/t/chat.jinja");
+  EXPECT_TRUE(r->serve.dump_requests);
+  const auto defaults = parse(kMinimal);
+  EXPECT_EQ(defaults->serve.port, 8000);
+  EXPECT_EQ(defaults->serve.host, "127.0.0.1");
+  EXPECT_FALSE(defaults->serve.chat_template.has_value());
+  for (const auto& [yaml, key] : std::vector<std::pair<std::string, std::string>>{
+           {"serve: {port: 0}", "serve.port"},
+           {"serve: {port: 70000}", "serve.port"},
+           {"serve: {max_body_bytes: 0}", "serve.max_body_bytes"},
+           {"serve: {request_timeout_s: 0}", "serve.request_timeout_s"},
+           {"serve: {drain_s: -1}", "serve.drain_s"},
+           {"serve: {http_threads: 0}", "serve.http_threads"},
+           {"serve: {prot: 1}", "serve.prot"},
+           {"serve: {dump_requests: 3}", "serve.dump_requests"}}) {
+    auto bad = parse(std::string(kMinimal) + yaml + "\n");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_NE(bad.status().message().find(key), std::string::npos) << bad.status().message();
+  }
+}
+
 TEST(RunConfig, DebugPerturbParses) {
   auto ok = parse(std::string(kMinimal) + "debug: {perturb: {point: layers.3.ffn_out, scale: 1.001}}\n");
   ASSERT_TRUE(ok.ok()) << ok.status().message();

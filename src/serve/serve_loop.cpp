@@ -1,0 +1,298 @@
+// The serve phase on every rank: rank 0 takes up to generate.max_batch waiting requests, every
+// rank learns the batch (a polled, unwatched wake-up while idle, so waiting for work neither
+// spins nor looks like a hung collective; then a watched broadcast), prefills and decodes it
+// together; rank 0 hands each step's tokens to the requests and decides which leave, which every
+// rank learns in one broadcast per step. New requests join at the next batch. SIGTERM drains.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "comm/mpi_env.h"
+#include "core/clock.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "dump/schema.h"
+#include "runtime/dump_sink.h"
+#include "serve/image_input.h"
+#include "serve/sampler.h"
+#include "serve/service.h"
+
+namespace dayzero::serve {
+namespace {
+
+// Rank 0's value of *v on every rank, completed by polling: a rank waiting here for the next
+// batch sleeps between polls and is inside no watched op.
+void idle_broadcast(int64_t* v) {
+  MPI_Request req;
+  MPI_Ibcast(v, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &req);
+  int done = 0;
+  for (;;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// How many bytes at the end of s are an incomplete UTF-8 sequence (a token may end mid-character).
+size_t incomplete_utf8_tail(const std::string& s) {
+  for (size_t back = 1; back <= std::min<size_t>(3, s.size()); ++back) {
+    const auto c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return need > back ? back : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int serve(const comm::MpiEnv& env, const ServeArgs& args) {
+  Service service(args.port);
+  runtime::RunArgs run_args = args.run;
+  run_args.serve = &service;
+  return runtime::run(env, run_args);
+}
+
+void Service::drain_on_sigterm() {
+  if (!runtime::Watchdog::sigterm_received() || state_ != State::kReady) return;
+  state_ = State::kDraining;
+  queue_.start_drain();
+  drain_deadline_ns_ = monotonic_ns() + static_cast<int64_t>(drain_s_ * 1e9);
+  std::cout << "serve: SIGTERM: draining (" << queue_.depth() << " queued; in-flight requests may finish for "
+            << drain_s_ << " s)" << std::endl;
+}
+
+bool Service::take_token(Request& r, int32_t token, bool eos, int64_t now) {
+  {
+    std::lock_guard lock(r.mu);
+    if (r.done) return true;
+    r.generated.push_back(token);
+    if (r.first_token_ns == 0) {
+      r.first_token_ns = now;
+      metrics_.time_to_first_token(static_cast<double>(now - r.arrived_ns) * 1e-9);
+    } else {
+      metrics_.inter_token_latency(static_cast<double>(now - r.last_token_ns) * 1e-9);
+    }
+    r.last_token_ns = now;
+    metrics_.generated_tokens(1);
+    std::string full;
+    {
+      std::lock_guard tl(tok_mu_);
+      full = tok_->decode(r.generated, true);
+    }
+    size_t cut = std::string::npos, longest_stop = 0;
+    for (const std::string& s : r.stop) {
+      cut = std::min(cut, full.find(s));
+      longest_stop = std::max(longest_stop, s.size());
+    }
+    bool end = true;
+    if (cut != std::string::npos) {
+      full.resize(cut);
+      r.finish_reason = "stop";
+    } else if (eos && stop_at_eos_) {
+      r.finish_reason = "stop";
+    } else if (static_cast<int>(r.generated.size()) >= r.max_tokens) {
+      r.finish_reason = "length";
+    } else {
+      end = false;
+      // Held back: a character still incomplete, and what could be the start of a stop string.
+      full.resize(full.size() - incomplete_utf8_tail(full));
+      if (longest_stop > 1) full.resize(full.size() - std::min(full.size(), longest_stop - 1));
+    }
+    if (full.size() >= r.text.size() && full.compare(0, r.text.size(), r.text) == 0) r.text = std::move(full);
+    if (!end) {
+      if (now >= r.deadline_ns) r.fault = Fault::kTimeout;
+      else if (r.client_gone) r.fault = Fault::kClientGone;
+      else if (state_ == State::kDraining && now >= drain_deadline_ns_) r.fault = Fault::kShutdown;
+    }
+    r.done = end || r.fault != Fault::kNone;
+  }
+  r.cv.notify_all();
+  return r.done;
+}
+
+void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::shared_ptr<Request>>& batch,
+                        const nlohmann::json& msg) {
+  const bool root = ctx.world_rank == 0;
+  // serve.dump_requests: the request's activations and outputs as a prompt's, under "req-N".
+  const bool dumping = ctx.cfg.serve.dump_requests && ctx.writer != nullptr;
+  const config::DumpSelection& sel = ctx.cfg.dump.activations;
+  const auto make_sink = [&](const std::string& id, const char* phase, bool wanted) -> std::unique_ptr<runtime::DumpSink> {
+    if (!dumping || !ctx.writes_activations || !wanted) return nullptr;
+    return std::make_unique<runtime::DumpSink>(*ctx.writer, *ctx.be, sel, id, phase);
+  };
+  const auto keep = [&](const Status& s) {
+    if (dump_status_.ok() && !s.ok()) dump_status_ = s;
+  };
+  std::vector<runtime::Sequence> seqs;
+  std::vector<Sampler> samplers;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::unique_ptr<runtime::DumpSink>> decode_sinks;
+  std::vector<model::ActivationSink*> sink_ptrs;
+  int max_new = 1;
+  for (const auto& e : msg) {
+    const std::vector<int32_t>& prompt = prompts.emplace_back(e[0].get<std::vector<int32_t>>());
+    const std::string id = e[6].get<std::string>();
+    runtime::GenerateOptions go = ctx.go;
+    go.max_new_tokens = e[1].get<int>();
+    max_new = std::max(max_new, go.max_new_tokens);
+    samplers.emplace_back(e[2].get<double>(), e[3].get<double>(), e[4].get<uint64_t>());
+    // Every rank makes the pixels from the same bytes; rank 0 already did once, so this succeeds.
+    std::vector<image::ProcessedImage> images;
+    for (const auto& b64 : e[5]) {
+      Result<std::string> bytes = base64_decode(b64.get<std::string>());
+      DZ_CHECK(bytes.ok() && processor_, "a served image did not arrive intact");
+      Result<image::ProcessedImage> img = process_image_bytes(*processor_, vision_, *bytes, "served image", max_image_pixels_);
+      DZ_CHECK(img.ok(), img.status().message());
+      images.push_back(std::move(*img));
+    }
+    auto sink = make_sink(id, dump::kPhasePrefill, sel.wants_prefill());
+    seqs.push_back(runtime::prefill(ctx.fwd, ctx.hp, prompt, go, sink.get(), images));
+    if (sink) keep(sink->status());
+    decode_sinks.push_back(make_sink(id, dump::kPhaseDecode, sel.wants_decode()));
+    sink_ptrs.push_back(decode_sinks.back().get());
+  }
+  runtime::GenerateOptions go = ctx.go;
+  go.max_new_tokens = max_new;
+  const int64_t n_vocab = ctx.hp.n_vocab;
+  go.pick = [&](size_t i, const float* logits) { return samplers[i].pick(logits, n_vocab); };
+  go.step_end = [&](std::span<const size_t> live, std::span<const int32_t> tokens) {
+    std::string flags(live.size(), '0');
+    if (root) {
+      drain_on_sigterm();
+      const int64_t now = monotonic_ns();
+      for (size_t j = 0; j < live.size(); ++j) {
+        const bool eos = std::find(eos_ids_.begin(), eos_ids_.end(), tokens[j]) != eos_ids_.end();
+        if (take_token(*batch[live[j]], tokens[j], eos, now)) flags[j] = '1';
+      }
+    }
+    flags = comm::broadcast_string(flags);
+    std::vector<char> ended(live.size());
+    for (size_t j = 0; j < live.size(); ++j) ended[j] = flags[j] == '1';
+    return ended;
+  };
+  if (dumping) go.top_k = ctx.cfg.generate.top_k_record;
+  std::vector<runtime::Generation> gens = runtime::decode_batch(ctx.fwd, ctx.hp, std::move(seqs), go, sink_ptrs);
+  for (const auto& sink : decode_sinks)
+    if (sink) keep(sink->status());
+  for (size_t i = 0; dumping && ctx.writes_outputs && i < gens.size(); ++i) {
+    dump::OutputRecord out;
+    out.prompt_id = msg[i][6].get<std::string>();
+    out.prompt_ids = prompts[i];
+    out.generated_ids = gens[i].generated_ids;
+    out.text = ctx.tok.decode(gens[i].generated_ids, true);
+    out.logits_last = gens[i].logits_last;
+    out.topk = std::min<int64_t>(go.top_k, ctx.hp.n_vocab);
+    out.step_topk_ids = gens[i].step_topk_ids;
+    out.step_topk_logits = gens[i].step_topk_logits;
+    keep(ctx.writer->write_output(out));
+    keep(ctx.writer->flush());
+  }
+  if (root)
+    for (const auto& r : batch) end_request(*r, Fault::kNone);  // every one has left the batch
+}
+
+Status Service::serve(runtime::ServeContext& ctx) {
+  const bool root = ctx.world_rank == 0;
+  Status setup;
+  // Multimodal models: the processor on every rank (each makes the pixels of a served image).
+  vision_ = ctx.hp.vision;
+  max_image_pixels_ = ctx.cfg.limits.max_image_pixels;
+  std::string no_images;
+  if (vision_.enabled) {
+    auto made = image::load_image_processor(ctx.model_dir);
+    if (made.ok()) processor_ = std::move(*made);
+    else no_images = made.status().message();
+  }
+  if (root) {
+    if (processor_) image_placeholder_ = ctx.tok.id_to_token(vision_.image_token_id);
+    else if (vision_.enabled) std::cout << "serve: image inputs refused: " << no_images << std::endl;
+    tok_ = &ctx.tok;
+    context_ = ctx.hp.max_position;
+    default_max_tokens_ = std::max(1, ctx.cfg.generate.max_new_tokens);
+    eos_ids_ = ctx.go.eos_ids;
+    stop_at_eos_ = ctx.go.stop_at_eos;
+    drain_s_ = serve_cfg_.drain_s;
+    if (const auto bos = ctx.tok.bos_id()) bos_token_ = ctx.tok.id_to_token(*bos);
+    if (!eos_ids_.empty()) eos_token_ = ctx.tok.id_to_token(eos_ids_[0]);
+    std::string source = serve_cfg_.chat_template ? *serve_cfg_.chat_template : ctx.model_dir;
+    Result<std::string> text = Status::NotFound("");
+    if (serve_cfg_.chat_template) {
+      std::ifstream in(*serve_cfg_.chat_template);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      text = in ? Result<std::string>(ss.str())
+                : Result<std::string>(Status::InvalidArgument(source_name_ + ": serve.chat_template: cannot read " +
+                                                              *serve_cfg_.chat_template));
+    } else {
+      text = find_model_chat_template(ctx.model_dir);
+    }
+    if (text.ok()) {
+      auto t = ChatTemplate::compile(*text, source);
+      if (t.ok()) chat_template_ = std::move(*t);
+      else setup = t.status();
+    } else if (text.status().code() == StatusCode::kNotFound) {
+      chat_template_error_ = text.status().message() + "; give one with serve.chat_template";
+      std::cout << "serve: chat completions refused: " << chat_template_error_ << std::endl;
+    } else {
+      setup = text.status();
+    }
+    metrics_.set_startup(ctx.phase_seconds, ctx.load_seconds);
+  }
+  DZ_RETURN_IF_ERROR(comm::agree(setup));
+  if (root) {
+    state_ = State::kReady;
+    double startup = 0;
+    for (const auto& [_, s] : ctx.phase_seconds) startup += s;
+    std::cout << "serve: ready after " << startup << " s (warm-up included); serving model '" << model_id_ << "'"
+              << std::endl;
+  }
+  const size_t max_batch = static_cast<size_t>(std::max(1, ctx.cfg.generate.max_batch));
+  for (int64_t n_batch = 1;; ++n_batch) {
+    std::vector<std::shared_ptr<Request>> batch;
+    int64_t signal = 0;  // > 0: a batch of that many; -1: stop
+    ctx.watchdog.arm("serve: waiting for requests", 0);  // no deadline: waiting for work is not a hang
+    if (root) {
+      while (batch.empty()) {
+        drain_on_sigterm();
+        const int64_t now = monotonic_ns();
+        for (auto& r : queue_.take(max_batch, 50)) {
+          if (now >= r->deadline_ns) end_request(*r, Fault::kTimeout);
+          else if (r->client_gone) end_request(*r, Fault::kClientGone);
+          else if (state_ == State::kDraining && now >= drain_deadline_ns_) end_request(*r, Fault::kShutdown);
+          else batch.push_back(r);
+        }
+        if (batch.empty() && state_ != State::kReady && queue_.depth() == 0) break;
+      }
+      metrics_.set_queue_depth(static_cast<int64_t>(queue_.depth()));
+      signal = batch.empty() ? -1 : static_cast<int64_t>(batch.size());
+    }
+    idle_broadcast(&signal);
+    if (signal < 0) break;
+    ctx.watchdog.arm("serve: batch #" + std::to_string(n_batch), ctx.cfg.watchdog.phase_timeout_s);
+    nlohmann::json msg = nlohmann::json::array();
+    for (const auto& r : batch) {
+      nlohmann::json images = nlohmann::json::array();
+      for (const std::string& b : r->image_bytes) images.push_back(base64_encode(b));
+      msg.push_back({r->prompt_ids, r->max_tokens, r->temperature, r->top_p, r->seed, images, "req-" + std::to_string(r->id)});
+    }
+    msg = nlohmann::json::parse(comm::broadcast_string(root ? msg.dump() : std::string()));
+    if (ctx.heartbeat) ctx.heartbeat->set_phase("serve batch #" + std::to_string(n_batch));
+    metrics_.set_running(static_cast<int64_t>(msg.size()));
+    run_batch(ctx, batch, msg);
+    metrics_.set_running(0);
+  }
+  if (root) {
+    for (auto& r : queue_.take_all()) end_request(*r, Fault::kShutdown);
+    stop_http();
+    std::cout << "serve: drained; closing the dump" << std::endl;
+  }
+  return dump_status_;
+}
+
+}  // namespace dayzero::serve
