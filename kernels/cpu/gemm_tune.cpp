@@ -197,18 +197,22 @@ SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::str
     sweep.push_back(&w);
     bytes += w.n * w.k * (w.bf16 ? 2 : 4);
   }
-  // Rounds over the candidates in turn until the budget is spent (at least two): each
-  // candidate's best sweep time.
+  // Rounds over the candidates in turn, each candidate's best sweep time, until the budget is
+  // spent: after the first round the measurement stops at the first candidate that would start
+  // past it (a later round only refines the best times).
   std::vector<double> best(t.candidates.size(), 1e30);
-  for (int round = 0;; ++round) {
-    for (size_t i = 0; i < t.candidates.size(); ++i) {
+  bool spent = false;
+  for (int round = 0; !spent; ++round) {
+    for (size_t i = 0; i < t.candidates.size() && !spent; ++i) {
       if (!t.candidates[i].rejected.empty()) continue;
       set_small_m_settings(t.candidates[i].settings);
       const int64_t s0 = monotonic_ns();
       for (const TuneWeight* w : sweep) gemv(*w, x.data(), y.data());
-      best[i] = std::min(best[i], static_cast<double>(monotonic_ns() - s0) * 1e-9);
+      const int64_t s1 = monotonic_ns();
+      best[i] = std::min(best[i], static_cast<double>(s1 - s0) * 1e-9);
+      spent = round >= 1 && static_cast<double>(s1 - t0) * 1e-9 >= budget_s;
     }
-    if (round >= 1 && static_cast<double>(monotonic_ns() - t0) * 1e-9 >= budget_s) break;
+    if (static_cast<double>(monotonic_ns() - t0) * 1e-9 >= budget_s) spent = true;
   }
   int chosen = -1;
   for (size_t i = 0; i < t.candidates.size(); ++i) {
