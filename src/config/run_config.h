@@ -190,6 +190,9 @@ struct DebugConfig {
   std::optional<PerturbConfig> perturb;
   std::optional<StallConfig> stall;
   std::vector<ImagePatternConfig> image_patterns;
+  // debug.reverse_combine (tests only): under wide expert parallelism each expert rank's
+  // combined results are applied to the wrong tokens (model::ExpertGroup): a negative control.
+  bool reverse_combine = false;
 };
 
 // checklist: the limits of the Day-0 checklist every run ends with (diag/checklist.h).
