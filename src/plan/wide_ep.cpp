@@ -309,6 +309,26 @@ double average_bytes_per_param(const PlanRequest& req, const MemoryParams& mp) {
   return elems > 0 && bytes > 0 ? bytes / elems : bytes_per_param;
 }
 
+// The layout checks of planner.h check_layout that do not depend on ep: the model splits over
+// tp and a tp group stays on one node; pp stages each start at a layer that may start one.
+Status check_tp_layout(const PlanRequest& req, int tp) {
+  DZ_RETURN_IF_ERROR(check_tp(req.specs, req.hp, req.layer_descs, tp));
+  const int g = req.topo.gpus_per_node;
+  if (tp > g || g % tp != 0)
+    return Status::InvalidArgument(std::to_string(tp) + " does not divide the " + std::to_string(g) +
+                                   " GPUs of a node (a tp group would span nodes)");
+  return Status::Ok();
+}
+
+Status check_pp(const PlanRequest& req, int pp) {
+  int starts = 0;
+  for (size_t l = 0; l < req.layer_descs.size(); ++l) starts += l == 0 || req.layer_descs[l].stage_start();
+  if (pp > starts)
+    return Status::InvalidArgument(std::to_string(pp) + " stages, but only " + std::to_string(starts) + " of the " +
+                                   std::to_string(req.hp.n_layer) + " layers can start one");
+  return Status::Ok();
+}
+
 std::vector<int> divisors(int n) {
   std::vector<int> d;
   for (int i = 1; i <= n; ++i)
@@ -320,24 +340,23 @@ std::vector<int> divisors(int n) {
 std::vector<Built> enumerate(const PlanRequest& req, int world, bool keep_plans) {
   const MemoryParams mp = req.memory_params();
   const double bpp = average_bytes_per_param(req, mp);
-  PlanRequest plain = req;  // the layout checks of a plain (ep x etp = tp) request
-  plain.ep.reset();
-  plain.etp.reset();
-  plain.dp.reset();
   std::vector<Built> out;
   std::map<std::pair<int, int>, Status> layout;  // check_layout of each (tp, pp), once
   const int n_expert = static_cast<int>(req.hp.n_expert);
   for (int tp : divisors(req.topo.gpus_per_node)) {
     if (req.tp && *req.tp != tp) continue;
     if (!req.tp && req.ep && tp != 1) continue;  // a fixed ep without tp: attention whole on every rank
+    const Status tp_ok = check_tp_layout(req, tp);
     const Tables t = build(req, mp, tp);
     for (int ep : req.ep ? std::vector<int>{*req.ep} : divisors(n_expert)) {
       if (ep <= tp || ep > world) continue;
+      // Unasked, only expert groups wider than a node are listed: narrower ones fit inside tp.
+      if (!req.ep && ep <= req.topo.gpus_per_node) continue;
       for (int pp : divisors(world)) {
         if (req.pp && *req.pp != pp) continue;
         if (!req.pp && world % (ep * pp) != 0 && pp != 1) continue;  // list the untileable ep once, at pp 1
         auto [it, added] = layout.try_emplace({tp, pp});
-        if (added) it->second = check_layout(plain, pp, tp);
+        if (added) it->second = tp_ok.ok() ? check_pp(req, pp) : tp_ok;
         Built b = evaluate(req, it->second, t, mp, bpp, world, tp, ep, pp);
         if (!keep_plans) b.plan = Plan{};
         out.push_back(std::move(b));

@@ -22,8 +22,8 @@ bool wide_ep_requested(const PlanRequest& req);
 Result<Plan> choose_wide_ep_plan(const PlanRequest& req, int world, std::vector<Candidate>* considered);
 
 // Every wide candidate of an unfixed MoE request: tp dividing a node, ep a divisor of
-// n_expert above tp (each expert group of ep ranks), pp a divisor of the world; the ones whose
-// expert group does not tile the world are listed with the reason.
+// n_expert wider than a node (each expert group of ep ranks spanning nodes), pp a divisor of
+// the world; the ones whose expert group does not tile the world are listed with the reason.
 std::vector<Candidate> wide_ep_candidates(const PlanRequest& req, int world);
 
 // Every rank's estimate of a wide plan (ep_dp > 1) from per-layer tables instead of one
