@@ -18,10 +18,15 @@ namespace wide_internal {
 
 bool routed(const model::TensorSpec& s) { return s.rule == model::ShardRule::kExpertOwned && s.expert >= 0; }
 
+// Routed expert specs, each one expert of hp.n_expert (the tables index them by expert).
 bool has_routed(const PlanRequest& req) {
+  bool any = false;
   for (const auto& s : req.specs)
-    if (routed(s)) return true;
-  return false;
+    if (routed(s)) {
+      if (s.n_expert != req.hp.n_expert || s.expert >= s.n_expert) return false;
+      any = true;
+    }
+  return any;
 }
 
 // Stage kinds of the tensors outside the decoder layers, as the planner probes them.
@@ -378,7 +383,7 @@ bool wide_ep_requested(const PlanRequest& req) { return req.ep && !req.etp && (!
 
 std::vector<Candidate> wide_ep_candidates(const PlanRequest& req, int world) {
   std::vector<Candidate> out;
-  if (!validate(req.topo).ok() || req.hp.n_expert <= 0) return out;
+  if (!validate(req.topo).ok() || req.hp.n_expert <= 0 || !has_routed(req)) return out;
   for (Built& b : enumerate(req, world, false)) out.push_back(b.c);
   return out;
 }
