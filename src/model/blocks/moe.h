@@ -3,7 +3,9 @@
 // chose, weighted and summed. Expert parallel: each rank holds the experts of its ep range
 // (split etp ways) and adds only their contributions; one all-reduce over the tp group (= ep x
 // etp ranks) sums the partial outputs, the simple first form of dispatch/combine (every
-// rank routes all tokens; no all-to-all). Dump points: router_logits, topk_ids.
+// rank routes all tokens; no all-to-all). Under wide expert parallelism (ctx.expert_group)
+// the tokens travel to their experts' owners and back with all-to-alls instead
+// (moe_dispatched, moe_dispatch.cpp). Dump points: router_logits, topk_ids.
 // The selection is a Backend op (route_topk: on the device with CUDA); the per-expert token
 // lists and the weighted sum of the experts' outputs are built on the host.
 #pragma once
