@@ -87,7 +87,17 @@ std::string rank_ranges(const std::vector<int>& ranks) {
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
 
 std::string sizes(const plan::Candidate& c) {
-  return "dp=" + std::to_string(c.dp) + " pp=" + std::to_string(c.pp) + " tp=" + std::to_string(c.tp);
+  return "dp=" + std::to_string(c.dp) + " pp=" + std::to_string(c.pp) + " tp=" + std::to_string(c.tp) +
+         (c.ep_dp > 1 ? " ep=" + std::to_string(c.ep) : "");
+}
+
+// A wide expert-parallel candidate's all-to-all figures: "a2a 7.9 KiB/token/layer, 88% inter".
+std::string a2a(const plan::Candidate& c) {
+  if (c.ep_dp <= 1) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "  a2a %s/token/MoE layer, %.0f%% inter-node",
+                format_bytes(c.all_to_all_bytes_per_token).c_str(), 100 * c.inter_node_share);
+  return buf;
 }
 
 void print_candidates(const std::vector<plan::Candidate>& cands, const plan::Plan* chosen) {
@@ -96,17 +106,19 @@ void print_candidates(const std::vector<plan::Candidate>& cands, const plan::Pla
   std::cout << "candidates  " << cands.size() << " considered, " << fit << " fit\n";
   for (const auto& c : cands) {
     if (!c.feasible) continue;
-    const bool is = chosen && c.dp == chosen->dp && c.pp == chosen->pp && c.tp == chosen->tp;
-    std::cout << "  " << pad(sizes(c), 22) << pad(ms(c.cost), 20) << "max " << pad(format_bytes(c.max_rank_bytes), 12)
-              << (is ? "chosen" : "fits") << "\n";
+    const bool is = chosen && c.dp == chosen->dp && c.pp == chosen->pp && c.tp == chosen->tp &&
+                    c.ep_dp == chosen->ep_dp && (c.ep_dp == 1 || c.ep == chosen->ep);
+    std::cout << "  " << pad(sizes(c), 30) << pad(ms(c.cost), 20) << "max " << pad(format_bytes(c.max_rank_bytes), 12)
+              << (is ? "chosen" : c.ep_dp > 1 && !(chosen && chosen->wide_ep()) ? "fits (wide: --ep chooses it)" : "fits")
+              << a2a(c) << "\n";
   }
   // Rejections with the same reason for one tp (a layout constraint) are listed once.
   std::map<std::pair<int, std::string>, std::vector<int>> grouped;
   std::vector<std::pair<int, std::string>> order;
   for (const auto& c : cands) {
     if (c.feasible) continue;
-    if (c.worst_rank >= 0) {
-      std::cout << "  " << pad(sizes(c), 22) << "rejected: " << c.reason << "\n";
+    if (c.worst_rank >= 0 || c.ep_dp > 1) {
+      std::cout << "  " << pad(sizes(c), 30) << "rejected: " << c.reason << "\n";
       continue;
     }
     const auto key = std::make_pair(c.tp, c.reason);
@@ -130,6 +142,7 @@ std::string marked(const plan::Plan& p, const std::string& figure, const std::st
 
 void print_plan(const plan::Plan& p) {
   std::cout << "plan        dp=" << p.dp << " pp=" << p.pp << " tp=" << p.tp << " (ep=" << p.ep << " etp=" << p.etp
+            << (p.wide_ep() ? ", wide: each expert group spans " + std::to_string(p.ep_dp) + " attention replicas" : "")
             << "), estimated " << ms(p.cost_per_token_s) << "\n";
   for (const auto& s : p.stages) {
     std::string also = s.has_embedding ? "embedding" : "";
@@ -168,6 +181,22 @@ void print_plan(const plan::Plan& p) {
               << frac << "\n";
   }
   for (const auto& c : p.caveats) std::cout << "  * " << pad(c.figure, 12) << c.text << "\n";
+  if (p.experts.present) {
+    const plan::ExpertPlacement& e = p.experts;
+    std::cout << "experts     " << e.reason << "\n";
+    // Every block is listed up to 8; beyond, the first 4 and the last 2.
+    const size_t n = e.blocks.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (n > 8 && i == 4) std::cout << "            ... " << n - 6 << " more blocks alike\n";
+      if (n > 8 && i >= 4 && i < n - 2) continue;
+      const plan::ExpertBlock& b = e.blocks[i];
+      std::string ranks;
+      for (int r : b.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+      std::cout << "            " << pad("ep" + std::to_string(b.ep_rank), 8)
+                << pad("experts [" + std::to_string(b.expert_begin) + ", " + std::to_string(b.expert_end) + ")", 20)
+                << pad(format_bytes(b.bytes), 12) << "rank(s) " << ranks << " of each expert group\n";
+    }
+  }
   if (p.vision.present)
     std::cout << "vision      tower " << format_bytes(p.vision.tower_bytes) << " + projector "
               << format_bytes(p.vision.projector_bytes) << " per rank of pp" << p.vision.stage
@@ -339,7 +368,7 @@ void add_plan_command(CLI::App& app, Commands& commands) {
   cmd->add_option("--dp", a->dp, "Fix the data-parallel size");
   cmd->add_option("--pp", a->pp, "Fix the number of pipeline stages");
   cmd->add_option("--tp", a->tp, "Fix the tensor-parallel size");
-  cmd->add_option("--ep", a->ep, "Fix the expert-parallel size (ep x etp = tp)");
+  cmd->add_option("--ep", a->ep, "Fix the expert-parallel size: ep x etp = tp, or, above tp (or without --tp), wide expert parallelism over ep / tp attention replicas");
   cmd->add_option("--etp", a->etp, "Fix the expert tensor-parallel size");
   cmd->add_option("--context", a->context, "Longest context in tokens (KV cache, prefill)")->capture_default_str();
   cmd->add_option("--batch", a->batch, "Sequences resident at once")->capture_default_str();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "core/status.h"
@@ -56,6 +57,16 @@ class Comm {
   // all_gather equals all_reduce_sum bit for bit).
   // in: [size() * m, ...] f32 or i32; out: [m, ...] of the same dtype.
   virtual Status reduce_scatter_sum(const Tensor& in, Tensor& out) = 0;
+
+  // Collective over the group: an all-to-all of rows (expert-parallel dispatch and combine).
+  // in: [sum(send_rows), ...]; its first send_rows[0] rows go to group rank 0, the next
+  // send_rows[1] to rank 1, and so on. out: [sum(recv_rows), ...] of in's dtype and row shape,
+  // filled with recv_rows[0] rows from rank 0, then recv_rows[1] from rank 1, ... . send_rows and
+  // recv_rows have size() entries; rank s's send_rows[r] must equal rank r's recv_rows[s] (the
+  // caller exchanges the counts first, e.g. with all_gather). Either tensor may have 0 rows.
+  // op: the name the timeline and the watchdog record ("dispatch", "combine").
+  virtual Status all_to_allv(const Tensor& in, std::span<const int64_t> send_rows, Tensor& out,
+                             std::span<const int64_t> recv_rows, const char* op) = 0;
 
   // Collective over the group: t on every rank becomes root's t. 0 <= root < size().
   virtual Status broadcast(Tensor& t, int root) = 0;

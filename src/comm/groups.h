@@ -28,13 +28,15 @@ namespace dayzero::comm {
 //   pp:  the stages of one replica, same tp_rank (same dp, tp)       label "pp@dp0.tp1"
 //   dp:  the replicas, same stage and tp_rank (same pp, tp)          label "dp@pp0.tp1"
 //   ep:  the ranks of a tp group with the same etp_rank              label "ep@pp1.dp0.etp0"
+//        (wide expert parallelism, plan.ep_dp > 1: the ranks of ep_dp consecutive replicas of
+//        one stage, ep_rank = (dp_rank % ep_dp) * tp + tp_rank;       label "ep@pp0.dp0-3.etp0")
 //   etp: the ranks of a tp group with the same ep_rank               label "etp@pp1.dp0.ep1"
 //   world: every rank                                                label "world"
 class ProcessGroups {
  public:
   // Collective over MPI_COMM_WORLD: every rank calls with the same plan and its own world
   // rank. Checks the plan's sizes (dp * pp * tp == world size == MPI's, ep * etp == tp, one
-  // RankCoord per rank), builds the Cartesian communicator with dims {dp, pp, ep, etp}
+  // RankCoord per rank), builds the Cartesian communicator with dims {dp / ep_dp, ep_dp, pp, tp / etp, etp}
   // (no reordering, no periodicity) and its sub-communicators, then checks on every rank that
   // the Cartesian coordinates and group ranks equal the plan's RankCoord, and agrees (all
   // ranks return the same verdict). InvalidArgument names the first failing rank and the

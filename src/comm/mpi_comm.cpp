@@ -230,6 +230,63 @@ Status MpiComm::reduce_scatter_sum(const Tensor& in, Tensor& out) {
   return Status::Ok();
 }
 
+// Bytes of one dim-0 row of t (the product of the other dims times the element size).
+static int64_t row_bytes(const Tensor& t) {
+  int64_t n = static_cast<int64_t>(dtype_size(t.dtype()));
+  for (int i = 1; i < t.rank(); ++i) n *= t.dim(i);
+  return n;
+}
+
+static Status check_all_to_allv(const Tensor& in, std::span<const int64_t> send_rows, const Tensor& out,
+                         std::span<const int64_t> recv_rows, int size) {
+  DZ_RETURN_IF_ERROR(check_host(in, "in"));
+  DZ_RETURN_IF_ERROR(check_host(out, "out"));
+  if (in.dtype() != out.dtype() || !same_row_shape(in.shape(), out.shape()))
+    return Status::InvalidArgument("in " + dtype_shape_str(in) + " and out " + dtype_shape_str(out) +
+                                   " differ in dtype or row shape");
+  if (static_cast<int>(send_rows.size()) != size || static_cast<int>(recv_rows.size()) != size)
+    return Status::InvalidArgument(std::to_string(send_rows.size()) + " send and " + std::to_string(recv_rows.size()) +
+                                   " receive counts for a group of " + std::to_string(size));
+  int64_t sent = 0, received = 0;
+  for (int r = 0; r < size; ++r) {
+    if (send_rows[r] < 0 || recv_rows[r] < 0) return Status::InvalidArgument("a negative row count");
+    sent += send_rows[r];
+    received += recv_rows[r];
+  }
+  if (sent != in.dim(0) || received != out.dim(0))
+    return Status::InvalidArgument("counts send " + std::to_string(sent) + " and receive " + std::to_string(received) +
+                                   " rows, but in has " + std::to_string(in.dim(0)) + " and out " +
+                                   std::to_string(out.dim(0)));
+  const int64_t rb = row_bytes(in);
+  DZ_RETURN_IF_ERROR(check_count(sent * rb, "in (bytes)"));
+  return check_count(received * rb, "out (bytes)");
+}
+
+Status MpiComm::all_to_allv(const Tensor& in, std::span<const int64_t> send_rows, Tensor& out,
+                            std::span<const int64_t> recv_rows, const char* op_name) {
+  const std::string ctx = std::string(op_name) + " (all_to_allv) over " + label_;
+  DZ_RETURN_IF_ERROR_CTX(check_all_to_allv(in, send_rows, out, recv_rows, size_), ctx);
+  const int64_t rb = row_bytes(in);
+  std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+  int64_t s_at = 0, r_at = 0;
+  for (int r = 0; r < size_; ++r) {
+    sc[r] = static_cast<int>(send_rows[r] * rb);
+    sd[r] = static_cast<int>(s_at);
+    s_at += sc[r];
+    rc[r] = static_cast<int>(recv_rows[r] * rb);
+    rd[r] = static_cast<int>(r_at);
+    r_at += rc[r];
+  }
+  Op op(*this, "collective", op_name, s_at + r_at);
+  // A 0-row tensor may have no storage; MPI still needs a valid pointer.
+  char dummy = 0;
+  void* send = in.dim(0) > 0 ? const_cast<void*>(in.data()) : &dummy;
+  void* recv = out.dim(0) > 0 ? out.data() : &dummy;
+  return mpi_ok(MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(), rd.data(), MPI_BYTE, comm_),
+                "MPI_Alltoallv")
+      .with_context(ctx);
+}
+
 Status MpiComm::broadcast(Tensor& t, int root) {
   const std::string ctx = "broadcast over " + label_;
   DZ_RETURN_IF_ERROR_CTX(check_host(t, "t"), ctx);

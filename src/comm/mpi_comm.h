@@ -46,6 +46,9 @@ class MpiComm final : public Comm {
   Status all_gather(const Tensor& in, Tensor& out) override;
   // An all-to-all of the dim-0 blocks, then the rank-order sum of this rank's block.
   Status reduce_scatter_sum(const Tensor& in, Tensor& out) override;
+  // One MPI_Alltoallv of bytes.
+  Status all_to_allv(const Tensor& in, std::span<const int64_t> send_rows, Tensor& out,
+                     std::span<const int64_t> recv_rows, const char* op) override;
   Status broadcast(Tensor& t, int root) override;
   Status send(const Tensor& t, int peer, int tag) override;
   Status recv(Tensor& t, int peer, int tag) override;

@@ -240,6 +240,41 @@ Status NcclComm::reduce_scatter_sum(const Tensor& in, Tensor& out) {
   return wait("reduce_scatter");
 }
 
+Status NcclComm::all_to_allv(const Tensor& in, std::span<const int64_t> send_rows, Tensor& out,
+                             std::span<const int64_t> recv_rows, const char* op_name) {
+  const Where w = where({&in, &out});
+  if (w == Where::kHost || w == Where::kUndefined) return mpi_.all_to_allv(in, send_rows, out, recv_rows, op_name);
+  if (w == Where::kMixed) return Status::InvalidArgument("all_to_allv: one tensor on the host, one on the device");
+  DZ_NCCL_USABLE();
+  const int n = size();
+  if (in.rank() < 1 || out.dtype() != in.dtype() || out.rank() != in.rank() ||
+      static_cast<int>(send_rows.size()) != n || static_cast<int>(recv_rows.size()) != n)
+    return Status::InvalidArgument("all_to_allv on " + label() + ": in " + dtype_shape_str(in) + ", out " +
+                                   dtype_shape_str(out) + ", " + std::to_string(send_rows.size()) + " counts");
+  size_t row = dtype_size(in.dtype());
+  for (int i = 1; i < in.rank(); ++i) row *= static_cast<size_t>(in.dim(i));
+  int64_t sent = 0, received = 0;
+  for (int r = 0; r < n; ++r) sent += send_rows[r], received += recv_rows[r];
+  if (sent != in.dim(0) || received != out.dim(0))
+    return Status::InvalidArgument("all_to_allv on " + label() + ": counts do not add up to the tensors' rows");
+  Op op(*this, "collective", op_name, static_cast<int64_t>(row) * (sent + received));
+  op.enqueue_begin();
+  DZ_RETURN_IF_ERROR(nccl_status(ncclGroupStart(), "ncclGroupStart"));
+  const char* src = static_cast<const char*>(in.data());
+  char* dst = static_cast<char*>(out.data());
+  size_t s_at = 0, r_at = 0;
+  for (int r = 0; r < n; ++r) {
+    const size_t sb = static_cast<size_t>(send_rows[r]) * row, rb = static_cast<size_t>(recv_rows[r]) * row;
+    if (sb > 0) DZ_RETURN_IF_ERROR(nccl_status(ncclSend(src + s_at, sb, ncclUint8, r, impl_->comm, impl_->stream), "ncclSend"));
+    if (rb > 0) DZ_RETURN_IF_ERROR(nccl_status(ncclRecv(dst + r_at, rb, ncclUint8, r, impl_->comm, impl_->stream), "ncclRecv"));
+    s_at += sb;
+    r_at += rb;
+  }
+  DZ_RETURN_IF_ERROR(nccl_status(ncclGroupEnd(), "ncclGroupEnd (" + std::string(op_name) + " on " + label() + ")"));
+  op.enqueue_end();
+  return wait(op_name);
+}
+
 Status NcclComm::broadcast(Tensor& t, int root) {
   const Where w = where({&t});
   if (w != Where::kDevice) return mpi_.broadcast(t, root);

@@ -27,6 +27,15 @@ Status StagedComm::reduce_scatter_sum(const Tensor& in, Tensor& out) {
   return s;
 }
 
+Status StagedComm::all_to_allv(const Tensor& in, std::span<const int64_t> send_rows, Tensor& out,
+                               std::span<const int64_t> recv_rows, const char* op) {
+  const Tensor hin = host_of(in);
+  Tensor hout = host_out(out);
+  Status s = inner_.all_to_allv(hin, send_rows, hout, recv_rows, op);
+  if (s.ok()) back(hout, out);
+  return s;
+}
+
 Status StagedComm::broadcast(Tensor& t, int root) {
   // Every rank stages its tensor: the root's values are needed, the others' are overwritten.
   Tensor h = host_of(t);

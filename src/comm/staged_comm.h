@@ -33,6 +33,8 @@ class StagedComm final : public ForwardingComm {
   Status all_reduce_sum(Tensor& t) override;
   Status all_gather(const Tensor& in, Tensor& out) override;
   Status reduce_scatter_sum(const Tensor& in, Tensor& out) override;
+  Status all_to_allv(const Tensor& in, std::span<const int64_t> send_rows, Tensor& out,
+                     std::span<const int64_t> recv_rows, const char* op) override;
   Status broadcast(Tensor& t, int root) override;
   Status send(const Tensor& t, int peer, int tag) override;
   Status recv(Tensor& t, int peer, int tag) override;

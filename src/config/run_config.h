@@ -145,7 +145,8 @@ inline constexpr int64_t kMaxRingEvents = 1 << 20;
 // "pp send #3", "env agree #12", "setup cart_sub #1". group kind: world, tp, pp, dp, ep, etp,
 // env (the world helpers of comm/mpi_env.h) or setup (the communicator set-up of
 // comm/groups.cpp); op: the op as the timeline names it (all_reduce, all_gather,
-// reduce_scatter, broadcast, send, recv, barrier, all_reduce_max, argmax; env: agree,
+// reduce_scatter, broadcast, send, recv, barrier, all_reduce_max, argmax, dispatch, combine
+// (wide expert parallelism, group ep); env: agree,
 // clock_offset, broadcast_string, all_gather_strings, all_reduce_min; setup: cart_create #0,
 // cart_sub #1..#5 for tp, pp, dp, ep, etp); seq: the per-group
 // sequence number the timeline records for it. If that seq is another op, nothing stalls.
@@ -190,6 +191,9 @@ struct DebugConfig {
   std::optional<PerturbConfig> perturb;
   std::optional<StallConfig> stall;
   std::vector<ImagePatternConfig> image_patterns;
+  // debug.reverse_combine (tests only): under wide expert parallelism each expert rank's
+  // combined results are applied to the wrong tokens (model::ExpertGroup): a negative control.
+  bool reverse_combine = false;
 };
 
 // checklist: the limits of the Day-0 checklist every run ends with (diag/checklist.h).

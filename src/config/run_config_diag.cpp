@@ -147,7 +147,9 @@ Status Parser::parse_checklist(const YAML::Node& n) {
 }
 
 Status Parser::parse_debug(const YAML::Node& n) {
-  DZ_RETURN_IF_ERROR(check_map(n, "debug", {"perturb", "stall", "image_patterns"}));
+  DZ_RETURN_IF_ERROR(check_map(n, "debug", {"perturb", "stall", "image_patterns", "reverse_combine"}));
+  if (given(n["reverse_combine"]))
+    DZ_RETURN_IF_ERROR(get_bool(n["reverse_combine"], "debug.reverse_combine", &cfg_->debug.reverse_combine));
   if (given(n["image_patterns"])) {
     const YAML::Node l = n["image_patterns"];
     if (!l.IsSequence()) return error(l, "debug.image_patterns", "must be a list of {prompt, seed}");

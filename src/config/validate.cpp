@@ -64,7 +64,13 @@ Status validate(const RunConfig& cfg) {
   DZ_RETURN_IF_ERROR(c.at_least("parallel.tp", p.tp, 1));
   DZ_RETURN_IF_ERROR(c.at_least("parallel.ep", p.ep, 1));
   DZ_RETURN_IF_ERROR(c.at_least("parallel.etp", p.etp, 1));
-  if (p.tp && p.ep && *p.tp % *p.ep != 0)
+  // ep beyond tp (or without tp): wide expert parallelism, the expert group spanning ep / tp
+  // data-parallel attention replicas (docs/planner.md "Wide expert parallelism").
+  const bool wide = p.ep && !p.etp && (!p.tp || *p.ep > *p.tp);
+  if (wide && p.tp && *p.ep % *p.tp != 0)
+    return c.error("parallel.ep", "ep " + std::to_string(*p.ep) + " is not a multiple of tp " + std::to_string(*p.tp) +
+                                      " (wide expert parallelism spans ep / tp attention replicas)");
+  if (!wide && p.tp && p.ep && *p.tp % *p.ep != 0)
     return c.error("parallel.ep", "ep " + std::to_string(*p.ep) + " does not divide tp " + std::to_string(*p.tp) +
                                       " (MoE layers split the tp ranks as ep x etp)");
   if (p.tp && p.etp && *p.tp % *p.etp != 0)

@@ -139,6 +139,7 @@ const char* check_status_name(CheckStatus s) {
     case CheckStatus::kPass: return "pass";
     case CheckStatus::kFail: return "fail";
     case CheckStatus::kNotRun: return "not run";
+    case CheckStatus::kInfo: return "info";
   }
   return "?";
 }
@@ -151,6 +152,21 @@ Checklist evaluate_checklist(const ChecklistInputs& in) {
   Checklist c;
   c.lines = {weights_line(in),       memory_line(in),    latency_line(in, false), latency_line(in, true),
              image_line(in),         repeat_line(in),    expect_line(in)};
+  if (!in.expert_load.empty()) {
+    const ExpertLoad* worst = &in.expert_load.front();
+    double ranks = 0;
+    for (const ExpertLoad& e : in.expert_load) {
+      if (e.expert_max_over_mean > worst->expert_max_over_mean) worst = &e;
+      ranks = std::max(ranks, e.ep_rank_max_over_mean);
+    }
+    char detail[256];
+    std::snprintf(detail, sizeof detail,
+                  "tokens per expert max/mean <= %.2f, per ep rank <= %.2f; hottest: layer %d expert %d, %lld tokens, "
+                  "on rank %d",
+                  worst->expert_max_over_mean, ranks, worst->hot_layer, worst->hot_expert,
+                  static_cast<long long>(worst->hot_tokens), worst->hot_rank);
+    c.lines.push_back({"expert_load", "expert load (information)", CheckStatus::kInfo, detail});
+  }
   return c;
 }
 
@@ -160,6 +176,7 @@ std::string format_checklist(const Checklist& c) {
     char tag[16];
     std::snprintf(tag, sizeof tag, "  %-9s", l.status == CheckStatus::kPass   ? "PASS"
                                               : l.status == CheckStatus::kFail ? "FAIL"
+                                              : l.status == CheckStatus::kInfo ? "info"
                                                                                : "not run");
     s += tag + l.title + ": " + l.detail + "\n";
   }

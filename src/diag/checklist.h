@@ -41,6 +41,14 @@ struct ChecklistPrompt {
   std::string repeat_diff;     // empty when every repetition gave identical outputs
 };
 
+// One stage's expert load, from the rank that writes its activations (a MoE model only).
+struct ExpertLoad {
+  int rank = 0;
+  double expert_max_over_mean = 0, ep_rank_max_over_mean = 0;  // worst over the stage's MoE layers
+  int hot_layer = -1, hot_expert = -1, hot_rank = -1;          // its hottest expert and the rank holding it
+  int64_t hot_tokens = 0;
+};
+
 struct ChecklistInputs {
   int64_t tensors_total = 0;    // tensors of the checkpoint the run had to hold
   int64_t tensors_claimed = 0;  // of those, held by some rank (the coverage check)
@@ -50,10 +58,12 @@ struct ChecklistInputs {
   int repeat = 1;               // --repeat N; 1: the reproducibility check is not run
   double first_token_text_s = 30, first_token_image_s = 60;
   double memory_fraction = 0.9;
+  std::vector<ExpertLoad> expert_load;  // empty for a dense model
 };
 
-enum class CheckStatus { kPass, kFail, kNotRun };
-const char* check_status_name(CheckStatus s);  // "pass", "fail", "not run"
+// kInfo: a figure shown for its own sake, never a failure (the expert load).
+enum class CheckStatus { kPass, kFail, kNotRun, kInfo };
+const char* check_status_name(CheckStatus s);  // "pass", "fail", "not run", "info"
 
 struct ChecklistLine {
   std::string key;     // weights, peak_memory, first_token_text, first_token_image, image_prompts, repeat, expect
@@ -63,7 +73,9 @@ struct ChecklistLine {
 };
 
 struct Checklist {
-  std::vector<ChecklistLine> lines;  // always all seven, in the order of the keys above
+  // Always the seven above, in that order; an eighth, expert_load (kInfo), when the inputs carry
+  // an expert load: "expert load max/mean <= 2.57 (ep ranks <= 2.00); hottest ..."
+  std::vector<ChecklistLine> lines;
   bool pass() const;                 // no line failed
 };
 

@@ -46,6 +46,23 @@ struct SeqSegment {
   int64_t n_rows = 0;         // rows (tokens) of the segment
 };
 
+// Wide expert parallelism (plan ep_dp > 1): the expert group a MoE layer dispatches its tokens
+// over. Every rank of the group holds the same rows; rank `rank` sends rows [rank * n / size,
+// (rank + 1) * n / size) to their experts' owners (block e of n_expert / size experts on group
+// rank e) and gathers the combined rows of all. Collective over the group.
+struct ExpertGroup {
+  int rank = 0, size = 1;
+  // Comm::all_to_allv over the group (comm/comm.h); op "dispatch" or "combine".
+  std::function<void(const Tensor& in, std::span<const int64_t> send_rows, Tensor& out,
+                     std::span<const int64_t> recv_rows, const char* op)>
+      all_to_all;
+  // Comm::all_gather over the group: [m, ...] -> [size * m, ...].
+  std::function<void(const Tensor& in, Tensor& out)> all_gather;
+  // debug.reverse_combine (tests only): each expert rank's results are applied in reverse
+  // order, to the wrong tokens; the negative control of the partition tests.
+  bool reverse_combine = false;
+};
+
 // What one decoder layer needs from the forward pass.
 struct LayerContext {
   backend::Backend& be;
@@ -67,6 +84,9 @@ struct LayerContext {
   // This rank's index in the tp group and its size (a block that splits heads checks its share
   // of them, as Gated DeltaNet does).
   int tp_rank = 0, tp_size = 1;
+  // Wide expert parallelism: the expert group (null: every rank routes all tokens and the
+  // experts' partial outputs are summed over the tp group).
+  const ExpertGroup* expert_group = nullptr;
 
   void reduce_tp(Tensor& t) const {
     if (tp_all_reduce) (*tp_all_reduce)(t);
@@ -74,7 +94,8 @@ struct LayerContext {
   // The same context reading its weights through other (a multimodal adapter's text model under
   // its prefix view); every other field carries over.
   LayerContext with_weights(const Weights& other) const {
-    return {be, hp, other, segments, positions, inv_freq, sink, tp_all_reduce, expert_tokens, dsa_keys, tp_rank, tp_size};
+    return {be,      hp,      other,   segments, positions, inv_freq, sink, tp_all_reduce, expert_tokens,
+            dsa_keys, tp_rank, tp_size, expert_group};
   }
 };
 

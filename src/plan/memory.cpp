@@ -125,7 +125,9 @@ RankMemory rank_memory(const std::vector<model::TensorSpec>& specs, const model:
 std::vector<RankMemory> estimate_memory(const std::vector<model::TensorSpec>& specs, const model::HParams& hp,
                                         const Plan& plan, const MemoryParams& p, const EdgeNames& names) {
   std::vector<RankMemory> out(plan.world_size);
-  const int replica = plan.pp * plan.tp;
+  // A wide expert group spans ep_dp replicas that hold different experts: the first ep_dp
+  // replicas are computed.
+  const int replica = plan.pp * plan.tp * plan.ep_dp;
   for (int r = 0; r < replica; ++r) out[r] = rank_memory(specs, hp, plan, r, p, names);
   for (int r = replica; r < plan.world_size; ++r) out[r] = out[r % replica];
   return out;

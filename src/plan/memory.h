@@ -103,7 +103,8 @@ std::vector<int64_t> stored_bytes_from_config(const std::vector<model::TensorSpe
 // its stage's layers (stage_cache), activations, headroom. REQUIRES: as slice_for.
 RankMemory rank_memory(const std::vector<model::TensorSpec>& specs, const model::HParams& hp, const Plan& plan,
                        int rank, const MemoryParams& p, const EdgeNames& names = {});
-// Every rank's estimate, [world_size]; dp replicas are identical, so replica 0 is computed and copied.
+// Every rank's estimate, [world_size]; dp replicas are identical (but for the experts of the ep_dp
+// replicas of a wide expert group), so the first ep_dp replicas are computed and copied.
 std::vector<RankMemory> estimate_memory(const std::vector<model::TensorSpec>& specs, const model::HParams& hp,
                                         const Plan& plan, const MemoryParams& p, const EdgeNames& names = {});
 

@@ -69,6 +69,7 @@ nlohmann::json array_of(const std::vector<T>& items, V visit) {
 nlohmann::json to_json(const Plan& p) {
   nlohmann::json j;
   visit_sizes(p, writer(j));
+  if (p.ep_dp > 1) j["ep_dp"] = p.ep_dp;
   j["stages"] = array_of(p.stages, [](const Stage& s, auto w) { visit_stage(s, w); });
   j["nodes"] = p.nodes;
   j["ranks"] = array_of(p.ranks, [](const RankCoord& r, auto w) { visit_rank(r, w); });
@@ -81,6 +82,16 @@ nlohmann::json to_json(const Plan& p) {
   j["memory_cap_bytes"] = p.memory_cap_bytes;
   j["cost_per_token_s"] = p.cost_per_token_s;
   if (!p.caveats.empty()) j["caveats"] = array_of(p.caveats, [](const Caveat& c, auto w) { visit_caveat(c, w); });
+  if (p.experts.present) {
+    const ExpertPlacement& e = p.experts;
+    nlohmann::json blocks = nlohmann::json::array();
+    for (const ExpertBlock& b : e.blocks)
+      blocks.push_back({{"ep_rank", b.ep_rank}, {"expert_begin", b.expert_begin}, {"expert_end", b.expert_end},
+                        {"bytes", b.bytes}, {"ranks", b.ranks}});
+    j["expert_placement"] = {{"n_expert", e.n_expert}, {"top_k", e.top_k},
+                             {"all_to_all_bytes_per_token", e.all_to_all_bytes_per_token},
+                             {"inter_node_share", e.inter_node_share}, {"blocks", blocks}, {"reason", e.reason}};
+  }
   if (p.vision.present) {
     j["vision"] = {{"bytes_per_rank", p.vision.tower_bytes + p.vision.projector_bytes}};
     visit_vision(p.vision, writer(j["vision"]));
@@ -94,7 +105,9 @@ Status consistent(const Plan& p) {
   auto bad = [](const std::string& m) { return Status::InvalidArgument("plan: " + m); };
   if (p.dp < 1 || p.pp < 1 || p.tp < 1 || p.ep < 1 || p.etp < 1) return bad("every size must be >= 1");
   if (p.dp * p.pp * p.tp != p.world_size) return bad("dp x pp x tp is not world_size");
-  if (p.ep * p.etp != p.tp) return bad("ep x etp is not tp");
+  if (p.ep_dp < 1) return bad("ep_dp must be >= 1");
+  if (p.ep * p.etp != p.ep_dp * p.tp) return bad("ep x etp is not ep_dp x tp");
+  if (p.ep_dp > 1 && (p.etp != 1 || p.dp % p.ep_dp != 0)) return bad("ep_dp > 1 needs etp 1 and dp a multiple of ep_dp");
   if (static_cast<int>(p.stages.size()) != p.pp) return bad("stages has not pp entries");
   if (static_cast<int>(p.ranks.size()) != p.world_size) return bad("ranks has not world_size entries");
   if (!p.memory.empty() && static_cast<int>(p.memory.size()) != p.world_size)
@@ -109,7 +122,7 @@ Status consistent(const Plan& p) {
     return bad("vision.stage " + std::to_string(p.vision.stage) + " is not a stage");
   for (int r = 0; r < p.world_size; ++r) {
     const RankCoord& c = p.ranks[r];
-    if (c.rank != r || rank_of(p, c.dp_rank, c.pp_rank, c.tp_rank) != r || c.ep_rank * p.etp + c.etp_rank != c.tp_rank || c.node < 0 ||
+    if (c.rank != r || rank_of(p, c.dp_rank, c.pp_rank, c.tp_rank) != r || c.ep_rank * p.etp + c.etp_rank != (c.dp_rank % p.ep_dp) * p.tp + c.tp_rank || c.node < 0 ||
         c.node >= static_cast<int>(p.nodes.size()))
       return bad("ranks[" + std::to_string(r) + "]: coordinates do not match the rank order");
   }
@@ -141,6 +154,7 @@ Result<Plan> plan_from_json(const nlohmann::json& j) {
       }
     };
     visit_sizes(p, reader(j));
+    if (j.contains("ep_dp")) j.at("ep_dp").get_to(p.ep_dp);  // absent in plans without wide EP
     read_array("stages", p.stages, [](Stage& s, auto r) { visit_stage(s, r); });
     reader(j)("nodes", p.nodes);
     read_array("ranks", p.ranks, [](RankCoord& c, auto r) { visit_rank(c, r); });
@@ -148,6 +162,25 @@ Result<Plan> plan_from_json(const nlohmann::json& j) {
     reader(j)("memory_cap_bytes", p.memory_cap_bytes);
     reader(j)("cost_per_token_s", p.cost_per_token_s);
     if (j.contains("caveats")) read_array("caveats", p.caveats, [](Caveat& c, auto r) { visit_caveat(c, r); });
+    if (j.contains("expert_placement")) {  // wide expert parallelism only
+      key = "expert_placement";
+      const auto& e = j.at("expert_placement");
+      p.experts.present = true;
+      e.at("n_expert").get_to(p.experts.n_expert);
+      e.at("top_k").get_to(p.experts.top_k);
+      e.at("all_to_all_bytes_per_token").get_to(p.experts.all_to_all_bytes_per_token);
+      e.at("inter_node_share").get_to(p.experts.inter_node_share);
+      e.at("reason").get_to(p.experts.reason);
+      for (const auto& b : e.at("blocks")) {
+        ExpertBlock x;
+        b.at("ep_rank").get_to(x.ep_rank);
+        b.at("expert_begin").get_to(x.expert_begin);
+        b.at("expert_end").get_to(x.expert_end);
+        b.at("bytes").get_to(x.bytes);
+        b.at("ranks").get_to(x.ranks);
+        p.experts.blocks.push_back(std::move(x));
+      }
+    }
     if (j.contains("vision")) {  // multimodal models only (and absent in plans written before it existed)
       p.vision.present = true;
       visit_vision(p.vision, reader(j.at("vision")));
@@ -168,6 +201,7 @@ std::string to_yaml(const Plan& p) {
   out << YAML::Key << "tp" << YAML::Value << p.tp;
   out << YAML::Key << "ep" << YAML::Value << p.ep;
   out << YAML::Key << "etp" << YAML::Value << p.etp;
+  if (p.ep_dp > 1) out << YAML::Key << "ep_dp" << YAML::Value << p.ep_dp;
   out << YAML::Key << "memory_cap_bytes" << YAML::Value << p.memory_cap_bytes;
   out << YAML::Key << "cost_per_token_s" << YAML::Value << p.cost_per_token_s;
   out << YAML::Key << "nodes" << YAML::Value << YAML::Flow << p.nodes;
@@ -200,6 +234,19 @@ std::string to_yaml(const Plan& p) {
       out << YAML::BeginMap << YAML::Key << "figure" << YAML::Value << c.figure << YAML::Key << "text" << YAML::Value
           << c.text << YAML::EndMap;
     out << YAML::EndSeq;
+  }
+  if (p.experts.present) {
+    const ExpertPlacement& e = p.experts;
+    out << YAML::Key << "expert_placement" << YAML::Value << YAML::BeginMap << YAML::Key << "n_expert" << YAML::Value
+        << e.n_expert << YAML::Key << "top_k" << YAML::Value << e.top_k << YAML::Key << "all_to_all_bytes_per_token"
+        << YAML::Value << e.all_to_all_bytes_per_token << YAML::Key << "inter_node_share" << YAML::Value
+        << e.inter_node_share << YAML::Key << "blocks" << YAML::Value << YAML::BeginSeq;
+    for (const ExpertBlock& b : e.blocks)
+      out << YAML::Flow << YAML::BeginMap << YAML::Key << "ep_rank" << YAML::Value << b.ep_rank << YAML::Key
+          << "expert_begin" << YAML::Value << b.expert_begin << YAML::Key << "expert_end" << YAML::Value
+          << b.expert_end << YAML::Key << "bytes" << YAML::Value << b.bytes << YAML::Key << "ranks" << YAML::Value
+          << YAML::Flow << b.ranks << YAML::EndMap;
+    out << YAML::EndSeq << YAML::Key << "reason" << YAML::Value << e.reason << YAML::EndMap;
   }
   if (p.vision.present) {
     const VisionPlacement& v = p.vision;

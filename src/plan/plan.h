@@ -1,6 +1,10 @@
 // The parallel plan: a value every rank computes identically from the model, the topology and
 // the run config. world = dp x pp x tp; inside a stage the tp ranks also split as ep x etp
-// (ep * etp = tp) for MoE layers. Rank order (the Cartesian decomposition of the world, tp
+// (ep * etp = tp) for MoE layers. Wide expert parallelism (ep_dp > 1): an expert group spans
+// ep_dp consecutive dp replicas of the same stage (ep = ep_dp x tp, etp = 1); those replicas run
+// the same prompts (data-parallel attention, each computing attention and dense layers for the
+// whole batch), and each holds n_expert / ep routed experts (docs/planner.md "Wide expert
+// parallelism"). Rank order (the Cartesian decomposition of the world, tp
 // fastest): rank = ((dp_rank * pp) + pp_rank) * tp + tp_rank, so a tp group is consecutive
 // ranks (one node) and consecutive stages are neighbouring ranks/nodes.
 // Serialisable to JSON (plan.json in the run folder, the `plan` root attribute of dumps).
@@ -74,9 +78,36 @@ struct VisionPlacement {
   bool operator==(const VisionPlacement&) const = default;
 };
 
+// Where a wide expert-parallel plan (ep_dp > 1) puts the routed experts: ep blocks of
+// n_expert / ep consecutive experts of every MoE layer, block e on the ranks whose ep_rank is e
+// (one per stage in each group of ep_dp replicas). present false for other plans.
+struct ExpertBlock {
+  int ep_rank = 0;
+  int expert_begin = 0, expert_end = 0;  // [begin, end) in every MoE layer
+  int64_t bytes = 0;                      // the block's routed-expert bytes, all layers (all stages)
+  std::vector<int> ranks;                 // world ranks of the first expert group holding it
+  bool operator==(const ExpertBlock&) const = default;
+};
+struct ExpertPlacement {
+  bool present = false;
+  int n_expert = 0, top_k = 0;
+  // Bytes one token sends and receives over the expert group per MoE layer (dispatch to its
+  // top_k experts and combine back; the share that stays on the rank not counted), and the
+  // share of them that crosses nodes.
+  int64_t all_to_all_bytes_per_token = 0;
+  double inter_node_share = 0;
+  std::vector<ExpertBlock> blocks;  // [ep]
+  std::string reason;               // one sentence: why this ep, with its figures
+  bool operator==(const ExpertPlacement&) const = default;
+};
+
 struct Plan {
   int world_size = 1;
   int dp = 1, pp = 1, tp = 1, ep = 1, etp = 1;
+  // The dp replicas one expert group spans (1: experts inside the tp group). ep * etp ==
+  // ep_dp * tp; ep_dp > 1 needs etp == 1 and dp % ep_dp == 0. A rank's ep_rank is then
+  // (dp_rank % ep_dp) * tp + tp_rank; replicas dp_rank / ep_dp share their prompts.
+  int ep_dp = 1;
   std::vector<Stage> stages;              // [pp]
   std::vector<RankCoord> ranks;           // [world_size]
   std::vector<std::string> nodes;         // node names, [n_nodes]
@@ -85,8 +116,12 @@ struct Plan {
   double cost_per_token_s = 0;            // the cost model's estimate
   std::vector<Caveat> caveats;            // empty for a family with an adapter
   VisionPlacement vision;                 // multimodal models only (present)
+  ExpertPlacement experts;                // wide expert parallelism only (present)
 
   const RankCoord& coord(int rank) const { return ranks.at(rank); }
+  bool wide_ep() const { return ep_dp > 1; }
+  // The groups of replicas that run distinct prompts (dp / ep_dp) and this rank's one.
+  int prompt_groups() const { return dp / ep_dp; }
   const Stage& stage_of(int rank) const { return stages.at(ranks.at(rank).pp_rank); }
 };
 

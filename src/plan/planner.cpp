@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "plan/wide_ep.h"
 
 namespace dayzero::plan {
 
@@ -194,6 +195,8 @@ std::vector<int> stage_starts(const std::vector<model::LayerDesc>& layers) {
   return out;
 }
 
+}  // namespace
+
 // balance over runs of layers that stay together (each starts at a stage_starts layer).
 std::vector<int> balance_layers(const std::vector<model::LayerDesc>& layers, const std::vector<int64_t>& w, int pp,
                                 int64_t fixed_first, int64_t fixed_last) {
@@ -211,6 +214,8 @@ std::vector<int> balance_layers(const std::vector<model::LayerDesc>& layers, con
   for (int& b : bounds) b = b < static_cast<int>(starts.size()) ? starts[b] : n;
   return bounds;
 }
+
+namespace {
 
 struct Evaluation {
   std::vector<int> bounds;  // [pp + 1]
@@ -430,6 +435,7 @@ Status check_layout(const PlanRequest& req, int pp, int tp) {
 
 Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* considered) {
   const int world = req.world_size > 0 ? req.world_size : req.topo.world_size();
+  if (wide_ep_requested(req)) return choose_wide_ep_plan(req, world, considered);
   DZ_RETURN_IF_ERROR(check_request(req, world));
   if (req.ep && req.etp && !req.tp) {
     PlanRequest fixed = req;
@@ -518,7 +524,15 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
       evals.push_back(std::move(best_ev));
     }
   }
-  if (considered) *considered = all;
+  if (considered) {
+    *considered = all;
+    // Wide expert parallelism is shown beside them for a MoE model, chosen only when asked for
+    // (parallel.ep beyond tp): its runs replicate attention over the expert group.
+    if (moe && !req.ep && !req.etp && !req.layers) {
+      std::vector<Candidate> wide = wide_ep_candidates(req, world);
+      considered->insert(considered->end(), wide.begin(), wide.end());
+    }
+  }
 
   int best = -1, least_short = -1;
   for (int i = 0; i < static_cast<int>(all.size()); ++i) {

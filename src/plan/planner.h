@@ -64,6 +64,14 @@ struct Candidate {
   int64_t max_rank_bytes = 0;
   int worst_rank = -1;
   int ep = 1, etp = 1;
+  // Wide expert parallelism (plan.h ep_dp > 1): the replicas an expert group spans, and the
+  // all-to-all traffic one token causes per MoE layer on its way to its experts and back
+  // (2 x top_k x n_embd x bytes_per_activation x (ep - 1) / ep) with the share of it that
+  // crosses nodes; the routed-expert bytes each rank holds (n_expert / ep experts a layer).
+  int ep_dp = 1;
+  int64_t all_to_all_bytes_per_token = 0;
+  double inter_node_share = 0;
+  int64_t expert_bytes_per_rank = 0;
 };
 
 // The plan of the lowest cost; ties go to fewer stages, then smaller tp. ep x etp: the fixed
@@ -83,5 +91,11 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
 // (none fixed: some ep x etp split fits the experts), pp <= n_layer. Ok, or InvalidArgument
 // with a reason sentence that has no "parallel." prefix.
 Status check_layout(const PlanRequest& req, int pp, int tp);
+
+// Contiguous layer ranges for pp stages from per-layer loads w (fixed costs of the first and
+// last stage added), keeping runs of layers that stay together; [pp + 1] bounds. The planner's
+// balancing, shared with the wide expert-parallel candidates (wide_ep.h).
+std::vector<int> balance_layers(const std::vector<model::LayerDesc>& layers, const std::vector<int64_t>& w, int pp,
+                                int64_t fixed_first, int64_t fixed_last);
 
 }  // namespace dayzero::plan

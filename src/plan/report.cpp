@@ -178,14 +178,32 @@ std::string render_html_report(const Plan& p, const topology::Topology& topo, co
     o << "</table>\n";
   }
 
+  if (p.experts.present) {
+    const ExpertPlacement& e = p.experts;
+    o << "<h2>Expert placement</h2>\n<p>" << esc(e.reason) << ".</p>\n"
+      << "<table><tr><th>ep rank</th><th>experts (every MoE layer)</th><th>bytes</th><th>ranks of the first expert group</th></tr>\n";
+    for (const ExpertBlock& b : e.blocks) {
+      std::string ranks;
+      for (int r : b.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      o << "<tr><td>ep" << b.ep_rank << "</td><td>[" << b.expert_begin << ", " << b.expert_end << ")</td><td>"
+        << esc(topology::format_bytes(b.bytes)) << "</td><td>" << ranks << "</td></tr>\n";
+    }
+    o << "</table>\n";
+  }
+
   if (!opt.candidates.empty()) {
-    o << "<h2>Candidates</h2>\n<table><tr><th>dp</th><th>pp</th><th>tp</th><th>max per rank</th>"
-         "<th>ms/token</th><th>verdict</th></tr>\n";
+    o << "<h2>Candidates</h2>\n<table><tr><th>dp</th><th>pp</th><th>tp</th><th>ep (wide)</th><th>max per rank</th>"
+         "<th>ms/token</th><th>all-to-all per token and MoE layer</th><th>verdict</th></tr>\n";
     for (const auto& c : opt.candidates) {
-      const bool chosen = c.dp == p.dp && c.pp == p.pp && c.tp == p.tp;
+      const bool chosen = c.dp == p.dp && c.pp == p.pp && c.tp == p.tp && c.ep_dp == p.ep_dp &&
+                          (c.ep_dp == 1 || c.ep == p.ep);
       o << "<tr" << (chosen ? " style=\"font-weight:bold\"" : "") << "><td>" << c.dp << "</td><td>" << c.pp
-        << "</td><td>" << c.tp << "</td><td>" << (c.worst_rank >= 0 ? esc(topology::format_bytes(c.max_rank_bytes)) : "")
-        << "</td><td>" << (std::isfinite(c.cost) ? fmt(c.cost * 1e3, "%.3f") : "") << "</td><td class=\""
+        << "</td><td>" << c.tp << "</td><td>" << (c.ep_dp > 1 ? std::to_string(c.ep) : "") << "</td><td>" << (c.worst_rank >= 0 ? esc(topology::format_bytes(c.max_rank_bytes)) : "")
+        << "</td><td>" << (std::isfinite(c.cost) ? fmt(c.cost * 1e3, "%.3f") : "") << "</td><td>"
+        << (c.ep_dp > 1 ? esc(topology::format_bytes(c.all_to_all_bytes_per_token)) + ", " +
+                              fmt(100 * c.inter_node_share, "%.0f") + "% inter-node"
+                        : "")
+        << "</td><td class=\""
         << (c.feasible ? "ok" : "bad") << "\">" << (chosen ? "chosen" : c.feasible ? "fits" : esc(c.reason))
         << "</td></tr>\n";
     }

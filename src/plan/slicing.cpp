@@ -162,13 +162,14 @@ Status check_experts(const model::TensorSpec& spec, int ep, int etp) {
   return Status::Ok();
 }
 
-Slice rank_slice(const model::TensorSpec& spec, int tp, int ep, int etp, int tp_rank) {
+Slice rank_slice(const model::TensorSpec& spec, int tp, int ep, int etp, int tp_rank, int expert_rank) {
   if (spec.rule != model::ShardRule::kExpertOwned || spec.expert < 0) return tp_slice(spec, tp, tp_rank);
   // Routed experts: contiguous blocks of n_expert / ep per ep rank, each split etp ways;
   // tp_rank = ep_rank * etp + etp_rank (comm/groups.h).
   const Status ok = check_experts(spec, ep, etp);
   DZ_CHECK(ok.ok(), ok.message());
-  const int ep_rank = tp_rank / etp, etp_rank = tp_rank % etp;
+  if (expert_rank < 0) expert_rank = tp_rank;
+  const int ep_rank = expert_rank / etp, etp_rank = expert_rank % etp;
   if (spec.expert / (spec.n_expert / ep) != ep_rank) return {};
   if (etp == 1 || spec.expert_split_dim < 0) return {true, -1, 0, 0};
   const int dim = spec.expert_split_dim;
@@ -180,7 +181,8 @@ Slice slice_for(const model::TensorSpec& spec, const model::HParams& hp, const P
                 const EdgeNames& names) {
   DZ_CHECK(rank >= 0 && rank < plan.world_size, "rank " << rank << " of a world of " << plan.world_size);
   if (!stage_holds(spec, hp, plan.stage_of(rank), names)) return {};
-  return rank_slice(spec, plan.tp, plan.ep, plan.etp, plan.coord(rank).tp_rank);
+  const RankCoord& c = plan.coord(rank);
+  return rank_slice(spec, plan.tp, plan.ep, plan.etp, c.tp_rank, c.ep_rank * plan.etp + c.etp_rank);
 }
 
 int64_t slice_bytes(const model::TensorSpec& spec, const Slice& slice, int64_t bytes_per_element) {

@@ -64,9 +64,11 @@ bool stage_holds(const model::TensorSpec& spec, const model::HParams& hp, const 
 // REQUIRES: check_tp(spec, tp) is ok (DZ_CHECK otherwise); 0 <= tp_rank < tp_size.
 Slice tp_slice(const model::TensorSpec& spec, int tp_size, int tp_rank);
 // tp_slice, except routed experts (kExpertOwned with an expert index): held by the ep rank of
-// their block of n_expert / ep, split etp ways along expert_split_dim; tp_rank = ep_rank * etp
-// + etp_rank. REQUIRES: check_experts ok.
-Slice rank_slice(const model::TensorSpec& spec, int tp, int ep, int etp, int tp_rank);
+// their block of n_expert / ep, split etp ways along expert_split_dim. expert_rank = ep_rank *
+// etp + etp_rank, which is tp_rank when the experts stay inside the tp group (the default, -1)
+// and (dp_rank % ep_dp) * tp + tp_rank under wide expert parallelism (plan.h).
+// REQUIRES: check_experts ok.
+Slice rank_slice(const model::TensorSpec& spec, int tp, int ep, int etp, int tp_rank, int expert_rank = -1);
 // Whether ep and etp can split this expert tensor (a reason when not).
 Status check_experts(const model::TensorSpec& spec, int ep, int etp);
 

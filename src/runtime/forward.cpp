@@ -167,6 +167,20 @@ Forward::Forward(backend::Backend& be, const model::Adapter& adapter, const mode
     comm::Comm* tp = part_.tp;
     tp_all_reduce_ = [tp](Tensor& t) { check_comm(tp->all_reduce_sum(t), "tensor-parallel all-reduce"); };
   }
+  if (part_.ep) {
+    comm::Comm* ep = part_.ep;
+    model::ExpertGroup& g = expert_group_.emplace();
+    g.rank = ep->rank();
+    g.size = ep->size();
+    g.reverse_combine = part_.reverse_combine;
+    g.all_to_all = [ep](const Tensor& in, std::span<const int64_t> send, Tensor& out, std::span<const int64_t> recv,
+                        const char* op) {
+      check_comm(ep->all_to_allv(in, send, out, recv, op), op);
+    };
+    g.all_gather = [ep](const Tensor& in, Tensor& out) {
+      check_comm(ep->all_gather(in, out), "expert-parallel all-gather");
+    };
+  }
 }
 
 KvCache Forward::new_cache(int64_t n_ctx) const {
@@ -232,6 +246,7 @@ void Forward::run_layers(std::span<const SeqInput> seqs, Rows& rows, model::Acti
     model::LayerContext ctx{be_, hp_, w_, rows.segments, rows.positions, inv_freq_, sink,
                             tp_all_reduce_ ? &tp_all_reduce_ : nullptr, expert_tokens_, &dsa_keys};
     if (part_.tp) ctx.tp_rank = part_.tp->rank(), ctx.tp_size = part_.tp->size();
+    if (expert_group_) ctx.expert_group = &*expert_group_;
     adapter_.forward_layer(ctx, l, hidden);
   }
 }

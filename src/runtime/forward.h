@@ -29,6 +29,10 @@ struct Partition {
   int64_t vocab_begin = 0, vocab_end = -1;  // embedding / lm_head rows held; end -1 = all
   comm::Comm* tp = nullptr;  // tensor-parallel group of the stage; null when tp = 1
   comm::Comm* pp = nullptr;  // pipeline group (same dp, same tp index); null when pp = 1
+  // The expert group under wide expert parallelism (plan ep_dp > 1): MoE layers dispatch their
+  // tokens over it (model::ExpertGroup); null otherwise. reverse_combine: debug.reverse_combine.
+  comm::Comm* ep = nullptr;
+  bool reverse_combine = false;
 };
 
 // The KV cache bytes resident at once on this rank: every cache a Forward makes adds its
@@ -180,6 +184,7 @@ class Forward {
   Partition part_;
   Tensor inv_freq_;  // [head_dim / 2] on the device
   std::function<void(Tensor&)> tp_all_reduce_;
+  std::optional<model::ExpertGroup> expert_group_;  // part_.ep set
   std::vector<std::vector<int64_t>>* expert_tokens_ = nullptr;
   std::string perturb_point_;  // empty: no perturbation
   double perturb_scale_ = 1.0;

@@ -145,6 +145,68 @@ TEST(ProcessGroups, SizesCoordinatesAndMembers) {
   }
 }
 
+// Wide expert parallelism: an expert group of ep_dp replicas (ep = ep_dp x tp, etp = 1).
+TEST(ProcessGroups, WideExpertGroupsSpanReplicas) {
+  const int me = world_rank();
+  struct Wide {
+    int dp, pp, tp, ep_dp;
+  };
+  for (const Wide& w : {Wide{4, 1, 1, 4}, Wide{2, 2, 1, 2}, Wide{2, 1, 2, 2}, Wide{4, 1, 1, 2}}) {
+    plan::Plan p = make_plan(w.dp, w.pp, w.tp, w.tp);
+    p.ep_dp = w.ep_dp;
+    p.ep = w.ep_dp * w.tp;
+    for (plan::RankCoord& c : p.ranks) c.ep_rank = (c.dp_rank % w.ep_dp) * w.tp + c.tp_rank;
+    ProcessGroups g = make_groups(p);
+    const plan::RankCoord& c = p.ranks[me];
+    SCOPED_TRACE("dp" + std::to_string(w.dp) + " pp" + std::to_string(w.pp) + " tp" + std::to_string(w.tp) + " ep_dp" +
+                 std::to_string(w.ep_dp));
+    EXPECT_EQ(g.ep().size(), p.ep);
+    EXPECT_EQ(g.ep().rank(), c.ep_rank);
+    EXPECT_EQ(g.tp().rank(), c.tp_rank);
+    EXPECT_EQ(g.dp().rank(), c.dp_rank);
+    EXPECT_EQ(g.pp().rank(), c.pp_rank);
+    // Members: same stage, the ep_dp replicas of this group, in ep_rank order.
+    std::vector<int32_t> want(static_cast<size_t>(p.ep));
+    for (const plan::RankCoord& o : p.ranks)
+      if (o.pp_rank == c.pp_rank && o.dp_rank / w.ep_dp == c.dp_rank / w.ep_dp) want[o.ep_rank] = o.rank;
+    EXPECT_EQ(gathered_members(g.ep()), want);
+    const int first = c.dp_rank / w.ep_dp * w.ep_dp;
+    EXPECT_EQ(g.ep().label(), "ep@pp" + std::to_string(c.pp_rank) + ".dp" + std::to_string(first) + "-" +
+                                  std::to_string(first + w.ep_dp - 1) + ".etp0");
+  }
+}
+
+TEST(MpiComm, AllToAllvMovesRowsByCount) {
+  // Rank s sends s + r rows to rank r, each row [s, r, i, 0]: rank r receives s + r rows from
+  // every s, in rank order.
+  ProcessGroups g = make_groups(make_plan(1, 1, 4));
+  const int me = g.world().rank(), n = g.world().size();
+  std::vector<int64_t> send(n), recv(n);
+  int64_t total_send = 0, total_recv = 0;
+  for (int r = 0; r < n; ++r) send[r] = me + r, recv[r] = r + me, total_send += send[r], total_recv += recv[r];
+  Tensor in = f32({total_send, 4}), out = f32({total_recv, 4});
+  int64_t row = 0;
+  for (int r = 0; r < n; ++r)
+    for (int64_t i = 0; i < send[r]; ++i, ++row) {
+      in.f32()[row * 4] = static_cast<float>(me);
+      in.f32()[row * 4 + 1] = static_cast<float>(r);
+      in.f32()[row * 4 + 2] = static_cast<float>(i);
+    }
+  ASSERT_TRUE(g.world().all_to_allv(in, send, out, recv, "dispatch").ok());
+  row = 0;
+  for (int s = 0; s < n; ++s)
+    for (int64_t i = 0; i < recv[s]; ++i, ++row) {
+      EXPECT_EQ(out.f32()[row * 4], s);
+      EXPECT_EQ(out.f32()[row * 4 + 1], me);
+      EXPECT_EQ(out.f32()[row * 4 + 2], i);
+    }
+  // Counts that do not add up to the tensors are refused before any communication.
+  Tensor wrong = f32({total_recv + 1, 4});
+  const Status bad = g.world().all_to_allv(in, send, wrong, recv, "combine");
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("combine (all_to_allv) over world"), std::string::npos) << bad.message();
+}
+
 TEST(ProcessGroups, PlansThatDisagreeWithMpiFailOnEveryRank) {
   // Wrong world size: the same verdict everywhere, before any communicator is built.
   auto too_big = ProcessGroups::create(make_plan(2, 2, 2), world_rank(), nullptr);

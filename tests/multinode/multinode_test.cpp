@@ -200,6 +200,35 @@ TEST_F(Multinode, Tp2Pp2OverTwoNodesMatchesOneRank) {
   std::printf("[negative control] perturbed one-rank run vs the 2-node run: compare exit %d\n", bad.o.exit_code);
 }
 
+// Wide expert parallelism across the two nodes: a tiny qwen3_moe (8 experts, top-2) under
+// parallel {ep: 4}, one expert group over both nodes (two experts a rank), tokens dispatched and
+// combined across the bridge, against one rank.
+TEST_F(Multinode, WideEp4OverTwoNodesMatchesOneRank) {
+  const fs::path dir = scratch_dir("multinode-wide-ep-model");
+  write_file(dir / "sizes.yaml", "family: qwen3_moe\nn_vocab: 512\nn_embd: 64\nn_layer: 4\nn_head: 4\nn_head_kv: 2\n"
+                                 "n_ff: 128\nhead_dim: 32\nn_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\nseed: 23\n");
+  make_model_from_yaml(dir / "sizes.yaml", dir / "model", "--dtype float32");
+  const auto moe = [&](const std::string& extra) {
+    std::string c = config(extra);
+    return c.replace(c.find(model_dir().string()), model_dir().string().size(), (dir / "model").string());
+  };
+  const Job j = run_on_bed("wide-ep4", moe("parallel: {ep: 4}\n"));
+  ASSERT_EQ(j.outcome.exit_code, 0) << j.outcome.output;
+  const json plan = json::parse(read_file(j.run_dir / "plan.json"));
+  EXPECT_EQ(plan["ep"], 4);
+  EXPECT_EQ(plan["nodes"].size(), 2u);
+  EXPECT_GT(plan["expert_placement"]["inter_node_share"].get<double>(), 0.0);
+  write_file(dir / "one.yaml", moe(""));
+  const Outcome ref = run_dayzero("run " + (dir / "one.yaml").string() + " --dump-dir " + (dir / "one").string());
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const Compared c = compare(dir / "one", j.run_dir, "--tolerance f32");
+  ASSERT_EQ(c.o.exit_code, 0) << c.o.output;
+  std::string where;
+  const double w = worst_error(c.j, &where);
+  std::printf("[agreement] one rank vs wide ep4 over 2 nodes: worst relative L2 %.3g at %s\n", w, where.c_str());
+  EXPECT_LT(w, kF32RelL2);
+}
+
 // Hosts as the ranks saw them (the HDF5 root attribute and the event log's meta line), against
 // the plan: every tp group on one host, the two stages on different hosts.
 TEST_F(Multinode, PlanKeepsEachTpGroupOnOneNode) {

@@ -75,6 +75,7 @@ Tensor moe_experts(LayerContext& ctx, int layer, const MoeNames& names, const Te
     for (int64_t i = 0; i < n * k; ++i) ids.f32()[i] = static_cast<float>(r.ids[i]);
     ctx.sink->put(prefix + "topk_ids", be.to_device(ids));
   }
+  if (ctx.expert_group) return moe_dispatched(ctx, layer, names, x, r);
 
   Tensor x_host = Tensor::host(DType::kF32, {n, d});
   be.to_host(x, x_host);
@@ -95,22 +96,30 @@ Tensor moe_experts(LayerContext& ctx, int layer, const MoeNames& names, const Te
     Tensor xe_host = Tensor::host(DType::kF32, {m, d});
     for (int64_t i = 0; i < m; ++i)
       std::memcpy(xe_host.f32() + i * d, x_host.f32() + rows[i] * d, static_cast<size_t>(d) * 4);
-    const Tensor xe = be.to_device(xe_host);
-    const int64_t ff = gate_w->dim(0);  // this rank's share of the expert (etp split)
-    Tensor g = be.empty(DType::kF32, {m, ff}), u = be.empty(DType::kF32, {m, ff});
-    be.matmul(xe, *gate_w, g);
-    be.matmul(xe, ctx.w.get(expert_tensor_name(names.expert_up, layer, e)), u);
-    be.swiglu(g, u, g);
-    Tensor ye = be.empty(DType::kF32, {m, d});
-    be.matmul(g, ctx.w.get(expert_tensor_name(names.expert_down, layer, e)), ye);
-    Tensor ye_host = Tensor::host(DType::kF32, {m, d});
-    be.to_host(ye, ye_host);
+    const Tensor ye_host = run_expert(ctx, layer, e, names, *gate_w, xe_host);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t c = 0; c < d; ++c) out_host.f32()[rows[i] * d + c] += weight[i] * ye_host.f32()[i * d + c];
   }
   Tensor out = be.to_device(out_host);
   ctx.reduce_tp(out);
   return out;
+}
+
+Tensor run_expert(LayerContext& ctx, int layer, int expert, const MoeNames& names, const Tensor& gate_w,
+                  const Tensor& xe_host) {
+  backend::Backend& be = ctx.be;
+  const int64_t m = xe_host.dim(0), d = ctx.hp.n_embd;
+  const Tensor xe = be.to_device(xe_host);
+  const int64_t ff = gate_w.dim(0);  // this rank's share of the expert (etp split)
+  Tensor g = be.empty(DType::kF32, {m, ff}), u = be.empty(DType::kF32, {m, ff});
+  be.matmul(xe, gate_w, g);
+  be.matmul(xe, ctx.w.get(expert_tensor_name(names.expert_up, layer, expert)), u);
+  be.swiglu(g, u, g);
+  Tensor ye = be.empty(DType::kF32, {m, d});
+  be.matmul(g, ctx.w.get(expert_tensor_name(names.expert_down, layer, expert)), ye);
+  Tensor ye_host = Tensor::host(DType::kF32, {m, d});
+  be.to_host(ye, ye_host);
+  return ye_host;
 }
 
 }  // namespace dayzero::model::blocks

@@ -86,6 +86,7 @@ Status Run::create_backend() {
     DZ_RETURN_IF_ERROR(first);
     part_.tp = plan_.tp > 1 ? &groups_->tp() : nullptr;
     part_.pp = plan_.pp > 1 ? &groups_->pp() : nullptr;
+    part_.ep = plan_.wide_ep() ? &groups_->ep() : nullptr;
     comm_choice_ = nccl ? "nccl (one communicator per group of more than one rank)"
                         : std::string("mpi (device buffers staged through host memory") +
                               (cfg_.comm == config::CommKind::kAuto ? "; ranks share GPUs" : "") + ")";

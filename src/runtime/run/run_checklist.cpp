@@ -2,6 +2,7 @@
 // cap, the slices it loaded, its prompts' first-token latencies, repetitions and expects),
 // evaluated by rank 0 into checklist.json and the printed lines (diag/checklist.h); and the
 // record a run that stopped at a phase leaves in the same file. Not the evaluation itself.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -43,7 +44,7 @@ std::string Run::checklist_figures() const {
                        {"failed_expect", pr.failed_expect},
                        {"repeat_diff", pr.repeat_diff}});
   }
-  const nlohmann::json j = {{"rank", env_.rank()},
+  nlohmann::json j = {{"rank", env_.rank()},
                             {"host", env_.hostname()},
                             {"peak_bytes", be_->memory_info().peak_bytes},
                             {"device_bytes", device_memory_bytes_},
@@ -53,6 +54,17 @@ std::string Run::checklist_figures() const {
                             {"nan", nan},
                             {"inf", inf},
                             {"prompts", prompts}};
+  if (writes_activations_ && model_.hp.n_expert > 0) {
+    // This stage's worst expert and ep-rank imbalance and its hottest expert.
+    const nlohmann::json load = expert_load_report();
+    double expert = 0, rank = 0;
+    for (const auto& l : load["layers"]) {
+      expert = std::max(expert, l["expert_max_over_mean"].get<double>());
+      rank = std::max(rank, l["ep_rank_max_over_mean"].get<double>());
+    }
+    j["expert_load"] = {{"expert_max_over_mean", expert}, {"ep_rank_max_over_mean", rank},
+                        {"hot", load["hot_experts"].empty() ? nlohmann::json() : load["hot_experts"][0]}};
+  }
   return j.dump();
 }
 
@@ -82,6 +94,19 @@ Status Run::report_checklist(const std::vector<std::string>& figures) const {
     r.nan = j.at("nan").get<int64_t>();
     r.inf = j.at("inf").get<int64_t>();
     in.ranks.push_back(r);
+    if (j.contains("expert_load")) {
+      const auto& e = j.at("expert_load");
+      diag::ExpertLoad& x = in.expert_load.emplace_back();
+      x.rank = r.rank;
+      x.expert_max_over_mean = e.at("expert_max_over_mean").get<double>();
+      x.ep_rank_max_over_mean = e.at("ep_rank_max_over_mean").get<double>();
+      if (!e.at("hot").is_null()) {
+        x.hot_layer = e.at("hot").at("layer").get<int>();
+        x.hot_expert = e.at("hot").at("expert").get<int>();
+        x.hot_tokens = e.at("hot").at("tokens").get<int64_t>();
+        x.hot_rank = e.at("hot").at("rank").get<int>();
+      }
+    }
     for (const auto& p : j.at("prompts"))
       in.prompts.push_back({p.at("id").get<std::string>(), p.at("image").get<bool>(), p.at("first_token_s").get<double>(),
                             p.at("has_expect").get<bool>(), p.at("failed_expect").get<std::string>(),

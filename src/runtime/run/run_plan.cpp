@@ -120,6 +120,8 @@ Status Run::plan_and_partition() {
   part_.last_stage = stage.has_lm_head;
   part_.tp = plan_.tp > 1 ? &groups_->tp() : nullptr;
   part_.pp = plan_.pp > 1 ? &groups_->pp() : nullptr;
+  part_.ep = plan_.wide_ep() ? &groups_->ep() : nullptr;
+  part_.reverse_combine = cfg_.debug.reverse_combine;
   const plan::EdgeNames names = plan::edge_names(*model_.adapter, model_.hp);
   for (const auto& spec : model_.specs)
     if (spec.name == names.embed) {
@@ -129,12 +131,14 @@ Status Run::plan_and_partition() {
         part_.vocab_end = s.end;
       }
     }
-  writes_activations_ = me.tp_rank == 0;
-  writes_outputs_ = me.tp_rank == 0 && stage.has_lm_head;
-  // Data parallel: replica d runs prompts d, d + dp, ...
+  // The replicas of a wide expert group run the same prompts; the first of them writes.
+  const bool first_of_group = me.dp_rank % plan_.ep_dp == 0;
+  writes_activations_ = me.tp_rank == 0 && first_of_group;
+  writes_outputs_ = me.tp_rank == 0 && first_of_group && stage.has_lm_head;
+  // Data parallel: replica group g (dp_rank / ep_dp) runs prompts g, g + groups, ...
   std::vector<PromptRun> mine;
   for (size_t i = 0; i < prompts_.size(); ++i)
-    if (static_cast<int>(i) % plan_.dp == me.dp_rank) mine.push_back(std::move(prompts_[i]));
+    if (static_cast<int>(i) % plan_.prompt_groups() == me.dp_rank / plan_.ep_dp) mine.push_back(std::move(prompts_[i]));
   prompts_ = std::move(mine);
   if (env_.rank() == 0) {
     std::string stages;
@@ -142,8 +146,12 @@ Status Run::plan_and_partition() {
       stages += " | stage " + std::to_string(st.pp) + ": layers " + std::to_string(st.layer_begin) + "-" +
                 std::to_string(st.layer_end - 1) + (st.has_embedding ? " +embedding" : "") +
                 (st.has_lm_head ? " +lm_head" : "");
-    DZ_LOG_INFO("plan: dp={} pp={} tp={} (ep={} etp={}) over {} rank(s){}", plan_.dp, plan_.pp, plan_.tp, plan_.ep,
-                plan_.etp, plan_.world_size, stages);
+    const std::string wide = plan_.wide_ep() ? ", wide: an expert group spans " + std::to_string(plan_.ep_dp) +
+                                                   " replicas, " + std::to_string(model_.hp.n_expert / plan_.ep) +
+                                                   " experts per rank"
+                                             : "";
+    DZ_LOG_INFO("plan: dp={} pp={} tp={} (ep={} etp={}{}) over {} rank(s){}", plan_.dp, plan_.pp, plan_.tp, plan_.ep,
+                plan_.etp, wide, plan_.world_size, stages);
   }
   return Status::Ok();
 }

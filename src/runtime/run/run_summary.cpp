@@ -39,7 +39,8 @@ Status Run::finish() {
 }
 
 nlohmann::json Run::expert_load_report() const {
-  // Per MoE layer of this stage: tokens per expert and per ep rank, and max/mean of each.
+  // Per MoE layer of this stage: tokens per expert and per ep rank, and max/mean of each; then
+  // the hottest experts of the stage with the ep rank and the world rank that hold them.
   nlohmann::json layers = nlohmann::json::array();
   const auto imbalance = [](const std::vector<int64_t>& v) {
     int64_t sum = 0, mx = 0;
@@ -49,16 +50,41 @@ nlohmann::json Run::expert_load_report() const {
     }
     return sum > 0 ? static_cast<double>(mx) * static_cast<double>(v.size()) / static_cast<double>(sum) : 0.0;
   };
+  struct Hot {
+    int64_t tokens;
+    size_t layer, expert;
+    double over_mean;
+  };
+  std::vector<Hot> hot;
+  const plan::RankCoord& me = plan_.coord(env_.rank());
+  // The world rank of this rank's expert group (same stage) that holds ep block b (its first
+  // etp share): group rank b * etp = (dp_rank % ep_dp) * tp + tp_rank.
+  const auto owner = [&](int b) {
+    const int idx = b * plan_.etp;
+    return plan::rank_of(plan_, me.dp_rank / plan_.ep_dp * plan_.ep_dp + idx / plan_.tp, me.pp_rank, idx % plan_.tp);
+  };
   for (size_t l = 0; l < expert_tokens_.size(); ++l) {
     const auto& per_expert = expert_tokens_[l];
     if (per_expert.empty()) continue;
     std::vector<int64_t> per_rank(static_cast<size_t>(plan_.ep), 0);
     const size_t block = per_expert.size() / static_cast<size_t>(plan_.ep);
-    for (size_t e = 0; e < per_expert.size(); ++e) per_rank[e / block] += per_expert[e];
+    int64_t sum = 0;
+    for (size_t e = 0; e < per_expert.size(); ++e) per_rank[e / block] += per_expert[e], sum += per_expert[e];
     layers.push_back({{"layer", l}, {"tokens_per_expert", per_expert}, {"tokens_per_ep_rank", per_rank},
                       {"expert_max_over_mean", imbalance(per_expert)}, {"ep_rank_max_over_mean", imbalance(per_rank)}});
+    const double mean = static_cast<double>(sum) / static_cast<double>(per_expert.size());
+    for (size_t e = 0; e < per_expert.size(); ++e)
+      if (per_expert[e] > 0) hot.push_back({per_expert[e], l, e, mean > 0 ? static_cast<double>(per_expert[e]) / mean : 0});
   }
-  return {{"ep", plan_.ep}, {"layers", layers}};
+  std::stable_sort(hot.begin(), hot.end(), [](const Hot& a, const Hot& b) { return a.tokens > b.tokens; });
+  nlohmann::json top = nlohmann::json::array();
+  const size_t block = model_.hp.n_expert > 0 ? static_cast<size_t>(model_.hp.n_expert / plan_.ep) : 1;
+  for (size_t i = 0; i < std::min<size_t>(hot.size(), 5); ++i) {
+    const int b = static_cast<int>(hot[i].expert / block);
+    top.push_back({{"layer", hot[i].layer}, {"expert", hot[i].expert}, {"tokens", hot[i].tokens},
+                   {"over_mean", hot[i].over_mean}, {"ep_rank", b}, {"rank", owner(b)}});
+  }
+  return {{"ep", plan_.ep}, {"layers", layers}, {"hot_experts", top}};
 }
 
 std::string Run::summary_text() const {
@@ -95,6 +121,12 @@ std::string Run::summary_text() const {
                   "max/mean %.2f over ep=%d (per layer in the dump's expert_load attribute)\n",
                   env_.rank(), load["layers"].size(), worst_expert, worst_layer, worst_rank, plan_.ep);
     os << line;
+    for (const auto& h : load["hot_experts"]) {
+      std::snprintf(line, sizeof line, "  hot expert: layer %d expert %d, %lld tokens (%.2fx the layer's mean), on ep rank %d = world rank %d\n",
+                    h["layer"].get<int>(), h["expert"].get<int>(), static_cast<long long>(h["tokens"].get<int64_t>()),
+                    h["over_mean"].get<double>(), h["ep_rank"].get<int>(), h["rank"].get<int>());
+      os << line;
+    }
   }
   if (replay_layers_ && env_.rank() == 0)
     os << "\nreplay of layers " << replay_layers_->first << ".." << replay_layers_->second - 1

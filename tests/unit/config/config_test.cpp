@@ -405,6 +405,8 @@ TEST(RunConfig, EachErrorNamesFileAndKey) {
       {"model: {path: m}\nprompts: [{id: a, text: hi}]\ntopology: {memory_fraction: 0}\n", "topology.memory_fraction"},
       {"model: {path: m}\nprompts: [{id: a, text: hi}]\ntopology: {device_memory_gib: -80}\n", "topology.device_memory_gib"},
       {"model: {path: m}\nprompts: [{id: a, text: hi}]\nparallel: {tp: 4, ep: 3}\n", "parallel.ep"},
+      // Wide expert parallelism: ep above tp must be a multiple of it.
+      {"model: {path: m}\nprompts: [{id: a, text: hi}]\nparallel: {tp: 2, ep: 5}\n", "parallel.ep"},
       {"model: {path: m}\nprompts: [{id: a, text: hi}]\nparallel: {tp: 4, ep: 2, etp: 1}\n", "parallel.etp"},
       {"model: {path: m}\nprompts: [{id: a, text: hi}]\nparallel: {tp: 0}\n", "parallel.tp"},
       {"model: {path: m}\nprompts: [{id: a, text: hi}]\nbackend: tpu\n", "backend"},

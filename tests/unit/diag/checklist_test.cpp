@@ -30,6 +30,19 @@ const ChecklistLine& line(const Checklist& c, const std::string& key) {
   return none;
 }
 
+TEST(DiagChecklist, ExpertLoadIsAnInformationLineNeverAFailure) {
+  ChecklistInputs in = inputs();
+  in.expert_load = {{0, 1.5, 1.2, 1, 3, 0, 9}, {2, 4.0, 2.86, 1, 5, 2, 14}};
+  const Checklist c = evaluate_checklist(in);
+  ASSERT_EQ(c.lines.size(), 8u);
+  EXPECT_TRUE(c.pass());
+  const ChecklistLine& l = line(c, "expert_load");
+  EXPECT_EQ(l.status, CheckStatus::kInfo);
+  EXPECT_EQ(l.detail, "tokens per expert max/mean <= 4.00, per ep rank <= 2.86; hottest: layer 1 expert 5, 14 tokens, on rank 2");
+  EXPECT_EQ(checklist_to_json(c, 0, 1).at("lines")[7].at("status"), "info");
+  EXPECT_NE(format_checklist(c).find("  info     expert load (information): "), std::string::npos) << format_checklist(c);
+}
+
 TEST(DiagChecklist, AllPassAndRepeatNotRunWithoutIt) {
   const Checklist c = evaluate_checklist(inputs());
   ASSERT_EQ(c.lines.size(), 7u);

@@ -97,9 +97,10 @@ TEST(KimiK2, Fp8AsStoredFitsOnSixteenNodes) {
   EXPECT_EQ(p->world_size, 128);
   EXPECT_EQ(p->ep * p->etp, p->tp);
   EXPECT_EQ(m.hp.n_expert % p->ep, 0);
+  // Wide expert-parallel candidates (listed beside these) span ep_dp replicas: ep x etp = ep_dp x tp.
   for (const auto& c : cands)
     if (c.worst_rank >= 0) {
-      EXPECT_EQ(c.ep * c.etp, c.tp);
+      EXPECT_EQ(c.ep * c.etp, c.tp * c.ep_dp);
     }
   for (const auto& r : p->memory) EXPECT_LE(r.total(), p->memory_cap_bytes);
   const int64_t total = m.stored_total();
