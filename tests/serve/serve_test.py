@@ -303,8 +303,9 @@ class Serve(unittest.TestCase):
 
 class Shutdown(unittest.TestCase):
     """A server that dumps its requests and whose requests time out after 1 s, where rank 1 pauses 3 s
-    inside the first request (debug.stall with seconds at tp all_reduce #80: the warm-up takes 59, the
-    request 4 per token), then SIGTERM to rank 0 during a stream."""
+    inside the first request (debug.stall with seconds at tp all_reduce #400: the warm-up's three prompts
+    of 9 forwards each took 143 (seq 0-142 in events/rank-00001.jsonl), a token of the request about 5, and
+    the request asks for the whole context, some 2000 tokens), then SIGTERM to rank 0 during a stream."""
 
     def test_timeout_then_sigterm_during_stream(self):
         with tempfile.TemporaryDirectory() as d:
@@ -315,7 +316,7 @@ class Shutdown(unittest.TestCase):
                                                             "max_request_tokens": 100000, "dump_requests": "true"},
                                   dump=", activations: {layers: [0], points: [layer_out], phase: prefill}",
                                   generate=", max_batch: 1, stop_at_eos: false",
-                                  extra="debug: {stall: {rank: 1, before: 'tp all_reduce #80', seconds: 3}}\n")
+                                  extra="debug: {stall: {rank: 1, before: 'tp all_reduce #400', seconds: 3}}\n")
             server = Server(config, port, d + "/serve.log")
             try:
                 client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=60, max_retries=0)
