@@ -30,6 +30,20 @@ void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, 
 void matmul_nt_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y,
                     bool accumulate = false);
 
+// One product of matmul_nt_shared_x: y[m, n] = x · w[n, k]^T, w f32 or bf16 as stored.
+struct NtProduct {
+  int64_t n = 0;
+  const void* w = nullptr;
+  bool bf16 = false;
+  float* y = nullptr;
+};
+// Several products of one x[m, k] (q, k and v; gate and up), each with the bits of its own
+// matmul_nt / matmul_nt_bf16 call. Where those take the built-in small-M kernel (decode batches)
+// the columns of all of them run as one parallel loop: one wait for the worker pool instead of
+// one per product, which at batch 1 is a measurable share of a small product's time.
+void matmul_nt_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count,
+                        bool accumulate = false);
+
 // y[rows, width] = x / sqrt(mean(x^2) + eps) * w   (w [width]; HF LlamaRMSNorm, f32 math)
 void rmsnorm(int64_t rows, int64_t width, const float* x, const float* w, float eps, float* y);
 // residual[rows, width] += delta, then y = rmsnorm(residual) * w: the bits of add_inplace then

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/ops.h"
+
 namespace dayzero::kernels::cpu::gemm {
 
 // What this CPU and OS can run (cpuid + xgetbv: the OS must save the wider registers).
@@ -91,6 +93,10 @@ void set_small_m_settings(const SmallMSettings& s);
 // The built-in small-M kernel (1 <= m <= 16) on a bf16 weight w[n, k] as stored: each element
 // widened on load, so y has the bits builtin()->matmul_nt gives on w widened to f32.
 void matmul_nt_small_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, float beta);
+
+// The built-in small-M kernel over several weights of one x (ops.h matmul_nt_shared_x): one
+// parallel loop over the column tiles of all of them, each weight's tiles those of its own call.
+void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count, float beta);
 
 // y[m, n] = x · w^T + beta * y with double accumulation: the twin every path is checked against.
 void matmul_nt_reference(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,

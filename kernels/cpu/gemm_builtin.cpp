@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/check.h"
 
@@ -125,28 +126,42 @@ constexpr int64_t kSmallMaxM = 16;
 std::atomic<int> g_m1_rows{kNrGemv};
 std::atomic<int64_t> g_prefetch_bytes{2048 * 4};
 
+// One step of a small tile: NR vectors of w at p, each multiplied into MR accumulators.
+template <int MR, int NR, typename W>
+inline void tile_small_step(const float* x, const W* w, int64_t k, int64_t p, Vec (&acc)[MR][NR]) {
+  Vec wv[NR];
+#pragma GCC unroll 16
+  for (int j = 0; j < NR; ++j) wv[j] = w_load(w + j * k + p);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    const Vec xv = simd::load(x + i * k + p);
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) acc[i][j] = simd::fma(xv, wv[j], acc[i][j]);
+  }
+}
+
 template <int MR, int NR, typename W>
 void tile_small(const float* x, const W* w, int64_t k, float* y, int64_t ldy, bool add, int64_t prefetch_bytes) {
+  // The steps of one 64-byte line of each w row go together behind one prefetch per row (a
+  // bf16 row on AVX2 is 4 vectors a line: a prefetch per vector cost a quarter of the loads).
+  // Unrolling keeps every accumulator's order, so the bits do not change.
+  constexpr int kStepsPerLine = std::max<int>(1, 64 / (simd::kLanes * static_cast<int>(sizeof(W))));
+  constexpr int64_t kLine = int64_t{kStepsPerLine} * simd::kLanes;
   Vec acc[MR][NR];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 16
     for (int j = 0; j < NR; ++j) acc[i][j] = simd::zero();
   int64_t p = 0;
-  for (; p + simd::kLanes <= k; p += simd::kLanes) {
-    Vec wv[NR];
+  for (; p + kLine <= k; p += kLine) {
+    if (prefetch_bytes) {
 #pragma GCC unroll 16
-    for (int j = 0; j < NR; ++j) {
-      if (prefetch_bytes) __builtin_prefetch(reinterpret_cast<const char*>(w + j * k + p) + prefetch_bytes, 0, 3);
-      wv[j] = w_load(w + j * k + p);
+      for (int j = 0; j < NR; ++j) __builtin_prefetch(reinterpret_cast<const char*>(w + j * k + p) + prefetch_bytes, 0, 3);
     }
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      const Vec xv = simd::load(x + i * k + p);
-#pragma GCC unroll 16
-      for (int j = 0; j < NR; ++j) acc[i][j] = simd::fma(xv, wv[j], acc[i][j]);
-    }
+#pragma GCC unroll 8
+    for (int u = 0; u < kStepsPerLine; ++u) tile_small_step<MR, NR, W>(x, w, k, p + u * simd::kLanes, acc);
   }
+  for (; p + simd::kLanes <= k; p += simd::kLanes) tile_small_step<MR, NR, W>(x, w, k, p, acc);
   finish_tile<MR, NR, W>(acc, p, k, x, w, k, y, ldy, add);
 }
 
@@ -216,20 +231,24 @@ void gemm_columns(int64_t m, int64_t n, int64_t k, const float* x, const float* 
   }
 }
 
-// Runs columns(j0, j1) over [0, n) in chunks of whole nr-wide tiles across kernel_threads().
-template <typename Columns>
-void for_column_chunks(int64_t m, int64_t n, int64_t k, int64_t nr, const Columns& columns) {
-  const int64_t n_tiles = (n + nr - 1) / nr;
+// Runs tiles(t0, t1) over [0, n_tiles) in chunks across kernel_threads(); `work` is the
+// multiply-adds of all the tiles.
+template <typename Tiles>
+void for_tile_chunks(int64_t work, int64_t n_tiles, const Tiles& tiles) {
   // Below ~64 K multiply-adds per thread (about 10 us), handing work to the pool costs more
   // than it saves; at m = 1 that is 256 KiB of weights, whose reading two threads share.
-  const int64_t work = m * n * k;
   const int64_t threads = std::clamp<int64_t>(work >> 16, 1, kernel_threads());
   // Several chunks per thread, taken in turn: a thread the OS descheduled (other ranks or
   // processes on the node) holds up one small chunk, not half of the product.
   const int64_t chunks = threads == 1 ? 1 : threads * 4;
-  const int64_t tiles_per_chunk = (n_tiles + chunks - 1) / chunks;
-  parallel_for(n_tiles, tiles_per_chunk,
-               [&](int64_t t0, int64_t t1) { columns(t0 * nr, std::min(n, t1 * nr)); });
+  parallel_for(n_tiles, (n_tiles + chunks - 1) / chunks, tiles);
+}
+
+// Runs columns(j0, j1) over [0, n) in chunks of whole nr-wide tiles across kernel_threads().
+template <typename Columns>
+void for_column_chunks(int64_t m, int64_t n, int64_t k, int64_t nr, const Columns& columns) {
+  for_tile_chunks(m * n * k, (n + nr - 1) / nr,
+                  [&](int64_t t0, int64_t t1) { columns(t0 * nr, std::min(n, t1 * nr)); });
 }
 
 class Builtin final : public GemmPath {
@@ -268,6 +287,32 @@ void matmul_nt_small_bf16(int64_t m, int64_t n, int64_t k, const float* x, const
   DZ_CHECK(m >= 1 && m <= kSmallMaxM, "matmul_nt_small_bf16: m " << m << " outside 1.." << kSmallMaxM);
   for_column_chunks(m, n, k, m == 1 ? g_m1_rows.load() : kNrSmall, [&](int64_t j0, int64_t j1) {
     gemm_columns_small<uint16_t>(m, n, k, x, w, y, beta, j0, j1);
+  });
+}
+
+void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count, float beta) {
+  DZ_CHECK(m >= 1 && m <= kSmallMaxM && count >= 0, "matmul_nt_small_shared_x: m " << m << ", " << count << " products");
+  // The products' tiles laid end to end: product i owns tiles [first[i], first[i + 1]). A chunk
+  // that spans two products runs each one's own columns, so every tile is the one its product's
+  // own call would run (the same bits).
+  const int64_t nr = m == 1 ? g_m1_rows.load() : kNrSmall;
+  std::vector<int64_t> first(static_cast<size_t>(count) + 1, 0);
+  int64_t work = 0;
+  for (int i = 0; i < count; ++i) {
+    first[i + 1] = first[i] + (products[i].n + nr - 1) / nr;
+    work += m * products[i].n * k;
+  }
+  for_tile_chunks(work, first[count], [&](int64_t t0, int64_t t1) {
+    for (int i = 0; i < count; ++i) {
+      const int64_t a = std::max(t0, first[i]), b = std::min(t1, first[i + 1]);
+      if (a >= b) continue;
+      const NtProduct& pr = products[i];
+      const int64_t j0 = (a - first[i]) * nr, j1 = std::min(pr.n, (b - first[i]) * nr);
+      if (pr.bf16)
+        gemm_columns_small<uint16_t>(m, pr.n, k, x, static_cast<const uint16_t*>(pr.w), pr.y, beta, j0, j1);
+      else
+        gemm_columns_small<float>(m, pr.n, k, x, static_cast<const float*>(pr.w), pr.y, beta, j0, j1);
+    }
   });
 }
 

@@ -1,5 +1,5 @@
 // Picks the GEMM paths once per process and implements the ops.h GEMM entry points
-// (gemm_info, gemm_set_threads, matmul_nt, matmul_nt_bf16). The rule is fixed, not timed at
+// (gemm_info, gemm_set_threads, matmul_nt, matmul_nt_bf16, matmul_nt_shared_x). The rule is fixed, not timed at
 // start-up, so every rank and every run takes the same path (and bits) for the same shape (the
 // start-up tuning, gemm_tune.cpp, only picks how the small-M kernel streams w, never what it
 // sums): the built-in kernel for
@@ -375,6 +375,17 @@ void matmul_nt_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint1
       else
         std::copy_n(pr, jn, yr);
     }
+  }
+}
+
+void matmul_nt_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count, bool accumulate) {
+  DZ_CHECK(m >= 0 && k >= 0 && count >= 0, "matmul_nt_shared_x " << m << "x" << k << ", " << count << " products");
+  if (m >= 1 && k >= 1 && m <= gemm::kSmallM && gemm::selection().small_m_builtin)
+    return gemm::matmul_nt_small_shared_x(m, k, x, products, count, accumulate ? 1.0f : 0.0f);
+  for (int i = 0; i < count; ++i) {
+    const NtProduct& p = products[i];
+    if (p.bf16) matmul_nt_bf16(m, p.n, k, x, static_cast<const uint16_t*>(p.w), p.y, accumulate);
+    else matmul_nt(m, p.n, k, x, static_cast<const float*>(p.w), p.y, accumulate);
   }
 }
 

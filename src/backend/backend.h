@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/block_scale.h"
@@ -133,6 +134,13 @@ class Backend {
 
   // y[m, n] = x[m, k] · w[n, k]^T (+ y when accumulate)
   virtual void matmul(const Tensor& x, const Tensor& w, Tensor& y, bool accumulate = false) = 0;
+  // ys[i] = x · ws[i]^T for every i: the products of one input (q, k and v; gate and up), the
+  // results of a matmul call each. A backend may run them as one op (the CPU: one parallel loop
+  // over all their columns at decode batch sizes, one wait for its threads instead of one per
+  // product); by default, matmul for each.
+  virtual void matmul_shared_x(const Tensor& x, std::span<const Tensor* const> ws, std::span<Tensor* const> ys) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul(x, *ws[i], *ys[i]);
+  }
   // y[rows, width] += b[width]
   virtual void add_bias(const Tensor& b, Tensor& y) = 0;
   // y = x + y, elementwise, same numel

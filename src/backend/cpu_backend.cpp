@@ -132,6 +132,21 @@ class CpuBackend final : public Backend {
     if (w.dtype() == DType::kBF16) return kc::matmul_nt_bf16(m, n, k, f(x), u16(w), f(y), accumulate);
     kc::matmul_nt(m, n, k, f(x), f(w), f(y), accumulate);
   }
+  void matmul_shared_x(const Tensor& x, std::span<const Tensor* const> ws, std::span<Tensor* const> ys) override {
+    DZ_CHECK(ws.size() == ys.size() && !ws.empty());
+    const int64_t k = ws[0]->dim(1), m = x.numel() / k;
+    std::vector<kc::NtProduct> products;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const Tensor& w = *ws[i];
+      Tensor& y = *ys[i];
+      DZ_CHECK(w.dim(1) == k && x.numel() == m * k && y.numel() == m * w.dim(0) &&
+                   (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16),
+               "matmul_shared_x x" << shape_str(x.shape()) << " w" << shape_str(w.shape()) << " y"
+                                   << shape_str(y.shape()));
+      products.push_back({w.dim(0), w.data(), w.dtype() == DType::kBF16, f(y)});
+    }
+    kc::matmul_nt_shared_x(m, k, f(x), products.data(), static_cast<int>(products.size()));
+  }
   void add_bias(const Tensor& b, Tensor& y) override {
     const int64_t width = b.numel();
     DZ_CHECK(y.numel() % width == 0);

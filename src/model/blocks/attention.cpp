@@ -2,6 +2,7 @@
 // then per sequence segment the cache append and causal GQA over that sequence's cache; output.
 #include "model/blocks/attention.h"
 
+#include <array>
 #include <cmath>
 
 #include "backend/backend.h"
@@ -17,6 +18,23 @@ Tensor linear(backend::Backend& be, const Weights& w, const std::string& weight,
   be.matmul(x, wt, y);
   if (!bias.empty()) be.add_bias(w.get(bias), y);
   return y;
+}
+
+// The q, k and v projections of x as one backend op (matmul_shared_x), each with its bias.
+std::array<Tensor, 3> qkv_projections(backend::Backend& be, const Weights& w, const AttentionNames& n, const Tensor& x,
+                                      int64_t n_tokens) {
+  const Tensor* ws[] = {&w.get(n.q), &w.get(n.k), &w.get(n.v)};
+  std::array<Tensor, 3> ys;
+  Tensor* yp[3];
+  for (int i = 0; i < 3; ++i) {
+    ys[i] = be.empty_output(DType::kF32, {n_tokens, ws[i]->dim(0)});
+    yp[i] = &ys[i];
+  }
+  be.matmul_shared_x(x, ws, yp);
+  const std::string* biases[] = {&n.q_bias, &n.k_bias, &n.v_bias};
+  for (int i = 0; i < 3; ++i)
+    if (!biases[i]->empty()) be.add_bias(w.get(*biases[i]), ys[i]);
+  return ys;
 }
 }  // namespace
 
@@ -57,10 +75,11 @@ Tensor attention(LayerContext& ctx, const AttentionNames& n, const Tensor& x) {
   const int64_t n_head = ctx.w.get(n.q).dim(0) / (n.q_gate ? 2 * hd : hd);  // local heads (tp-split weights)
   const int64_t n_head_kv = ctx.w.get(n.k).dim(0) / hd;
 
+  auto [q_rows, k_rows, v_rows] = qkv_projections(be, ctx.w, n, x, n_tokens);
   Tensor q, gate;  // [n_tokens, n_head, hd] each
   if (n.q_gate) {
     // Per head [q | gate] rows: split on the host into two [n_tokens, n_head, hd] tensors.
-    Tensor qg = linear(be, ctx.w, n.q, n.q_bias, x, n_tokens);
+    const Tensor& qg = q_rows;
     Tensor qg_host = Tensor::host(DType::kF32, qg.shape());
     be.to_host(qg, qg_host);
     Tensor q_host = Tensor::host(DType::kF32, {n_tokens, n_head, hd});
@@ -72,10 +91,10 @@ Tensor attention(LayerContext& ctx, const AttentionNames& n, const Tensor& x) {
     q = be.to_device(q_host);
     gate = g_host;
   } else {
-    q = linear(be, ctx.w, n.q, n.q_bias, x, n_tokens).reshape({n_tokens, n_head, hd});
+    q = q_rows.reshape({n_tokens, n_head, hd});
   }
-  Tensor k = linear(be, ctx.w, n.k, n.k_bias, x, n_tokens).reshape({n_tokens, n_head_kv, hd});
-  Tensor v = linear(be, ctx.w, n.v, n.v_bias, x, n_tokens).reshape({n_tokens, n_head_kv, hd});
+  Tensor k = k_rows.reshape({n_tokens, n_head_kv, hd});
+  Tensor v = v_rows.reshape({n_tokens, n_head_kv, hd});
   if (!n.q_norm.empty()) {
     rms_norm(be, hp, q, ctx.w.get(n.q_norm), q);
     rms_norm(be, hp, k, ctx.w.get(n.k_norm), k);

@@ -13,8 +13,9 @@ Tensor swiglu_mlp(const LayerContext& ctx, const MlpNames& n, const Tensor& x) {
   const Tensor& down_w = w.get(n.down);
   Tensor gate = be.empty_output(DType::kF32, {n_tokens, gate_w.dim(0)});
   Tensor up = be.empty_output(DType::kF32, {n_tokens, gate_w.dim(0)});
-  be.matmul(x, gate_w, gate);
-  be.matmul(x, w.get(n.up), up);
+  const Tensor* ws[] = {&gate_w, &w.get(n.up)};
+  Tensor* ys[] = {&gate, &up};
+  be.matmul_shared_x(x, ws, ys);
   if (!n.gate_bias.empty()) be.add_bias(w.get(n.gate_bias), gate);
   if (!n.up_bias.empty()) be.add_bias(w.get(n.up_bias), up);
   be.swiglu(gate, up, gate);

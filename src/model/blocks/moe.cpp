@@ -112,8 +112,9 @@ Tensor run_expert(LayerContext& ctx, int layer, int expert, const MoeNames& name
   const Tensor xe = be.to_device(xe_host);
   const int64_t ff = gate_w.dim(0);  // this rank's share of the expert (etp split)
   Tensor g = be.empty(DType::kF32, {m, ff}), u = be.empty(DType::kF32, {m, ff});
-  be.matmul(xe, gate_w, g);
-  be.matmul(xe, ctx.w.get(expert_tensor_name(names.expert_up, layer, expert)), u);
+  const Tensor* ws[] = {&gate_w, &ctx.w.get(expert_tensor_name(names.expert_up, layer, expert))};
+  Tensor* ys[] = {&g, &u};
+  be.matmul_shared_x(xe, ws, ys);
   be.swiglu(g, u, g);
   Tensor ye = be.empty(DType::kF32, {m, d});
   be.matmul(g, ctx.w.get(expert_tensor_name(names.expert_down, layer, expert)), ye);

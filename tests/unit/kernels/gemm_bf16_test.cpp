@@ -2,7 +2,8 @@
 // built-in small-M kernel (m <= 16) the result must carry its bits on the weight widened to f32
 // (the widening is exact); above, the panels take the large-M path, checked against the
 // double-precision twin. Negative controls: one weight moved by one bf16 ulp breaks the bitwise
-// check, and an x scaled by 1 + 1e-4 breaks the tolerance.
+// check, and an x scaled by 1 + 1e-4 breaks the tolerance. Also matmul_nt_shared_x, whose
+// products must each have the bits of their own matmul_nt / matmul_nt_bf16 call.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,6 +99,47 @@ TEST(GemmBf16, LargeMMatchesTheTwin) {
     }
   std::printf("largest relative L2 error against the twin: %.3g (matmul_nt on the widened weight: %.3g)\n", worst,
               worst_f32);
+}
+
+// Several products of one x in one call (q, k, v; gate, up), f32 and bf16 weights mixed, n with
+// edge tiles and a product of one row: each has the bits of its own call, at every m (the
+// small-M kernel's one parallel loop, and m = 17 where each product takes its own call).
+TEST(GemmSharedX, EachProductHasTheBitsOfItsOwnCall) {
+  uint32_t seed = 1300;
+  for (int64_t m : {1, 2, 5, 16, 17})
+    for (int64_t k : {15, 600})
+      for (bool acc : {false, true}) {
+        const std::vector<int64_t> ns = {130, 1, 7, 64};
+        std::vector<std::vector<float>> wf(ns.size()), got(ns.size()), want(ns.size());
+        std::vector<std::vector<uint16_t>> wb(ns.size());
+        std::vector<cpu::NtProduct> products;
+        const auto x = random_vector(m * k, ++seed);
+        for (size_t i = 0; i < ns.size(); ++i) {
+          const bool bf16 = i % 2 == 1;
+          wf[i] = random_vector(ns[i] * k, ++seed);
+          if (bf16) wb[i] = to_bf16(wf[i]);
+          got[i] = want[i] = random_vector(m * ns[i], ++seed);
+          if (bf16) cpu::matmul_nt_bf16(m, ns[i], k, x.data(), wb[i].data(), want[i].data(), acc);
+          else cpu::matmul_nt(m, ns[i], k, x.data(), wf[i].data(), want[i].data(), acc);
+          products.push_back({ns[i], bf16 ? static_cast<const void*>(wb[i].data()) : wf[i].data(), bf16, got[i].data()});
+        }
+        cpu::matmul_nt_shared_x(m, k, x.data(), products.data(), static_cast<int>(products.size()), acc);
+        for (size_t i = 0; i < ns.size(); ++i)
+          ASSERT_TRUE(identical(label(m, ns[i], k, acc) + " product " + std::to_string(i), got[i], want[i], {m, ns[i]}));
+      }
+}
+
+// Negative control: the products handed over in another order than their outputs (k's weight
+// written to q's output) is caught by the same comparison.
+TEST(GemmSharedX, NegativeControl) {
+  const int64_t m = 1, k = 64;
+  const auto x = random_vector(m * k, 41);
+  const auto w0 = random_vector(8 * k, 42), w1 = random_vector(8 * k, 43);
+  std::vector<float> y0(8), y1(8), want0(8);
+  cpu::matmul_nt(m, 8, k, x.data(), w0.data(), want0.data());
+  const cpu::NtProduct swapped[] = {{8, w1.data(), false, y0.data()}, {8, w0.data(), false, y1.data()}};
+  cpu::matmul_nt_shared_x(m, k, x.data(), swapped, 2);
+  EXPECT_FALSE(identical("outputs swapped", y0, want0, {m, 8}));
 }
 
 TEST(GemmBf16, NegativeControls) {

@@ -39,6 +39,8 @@ class ForwardingBackend : public backend::Backend {
   void* device_stream() const override { return inner_.device_stream(); }
 
   void matmul(const Tensor& x, const Tensor& w, Tensor& y, bool acc) override { inner_.matmul(x, w, y, acc); }
+  // matmul_shared_x is not forwarded: its default calls this->matmul for each product, so a
+  // subclass that overrides matmul sees every product (as with add_rmsnorm and its parts).
   void add_bias(const Tensor& b, Tensor& y) override { inner_.add_bias(b, y); }
   void add(const Tensor& x, Tensor& y) override { inner_.add(x, y); }
   void rmsnorm(const Tensor& x, const Tensor& w, float e, Tensor& y) override { inner_.rmsnorm(x, w, e, y); }
