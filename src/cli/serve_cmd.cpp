@@ -1,5 +1,6 @@
 // dayzero serve CONFIG.yaml [--port N]: the run of `dayzero run` up to its prompts (the warm-up),
-// then an OpenAI-style HTTP service on world rank 0 until SIGTERM (src/serve/, docs/serve.md).
+// then an OpenAI-style HTTP service on the first rank of each data-parallel replica (serve.port +
+// replica) until SIGTERM (src/serve/, docs/serve.md).
 #include <memory>
 
 #include "cli/commands.h"
@@ -15,7 +16,7 @@ void add_serve_command(CLI::App& app, Commands& commands) {
   cmd->add_option("config", args->run.config_path, "Run config (YAML); its prompts are the warm-up")->required();
   cmd->add_option("--dump-dir", args->run.dump_dir_override, "Run folder, replacing dump.dir of the config");
   cmd->add_option("--threads", args->run.threads, "CPU threads per rank (default: cores / ranks on the node)");
-  cmd->add_option("--port", args->port, "Port rank 0 listens on, replacing serve.port")->check(CLI::Range(1, 65535));
+  cmd->add_option("--port", args->port, "Port replica 0 listens on (replica r: port + r), replacing serve.port")->check(CLI::Range(1, 65535));
   cmd->callback([&commands, args] {
     commands.action = [args] {
       int argc = 0;

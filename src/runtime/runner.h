@@ -22,8 +22,9 @@ struct RunArgs {
   std::string replay_from;        // --replay-from: a run folder whose recorded layer inputs are replayed
   std::string replay_layers;      // --replay-layers A:B: the layers A..B-1 to replay (with replay_from)
   int repeat = 1;                 // --repeat N: the prompts run N times, outputs checked identical
-  // `dayzero serve`: not owned; when set the run keeps one replica (dp = 1), its prompts are the
-  // warm-up, and a "serve" phase runs between "prompts" and "dump" (runtime/serve_hooks.h).
+  // `dayzero serve`: not owned; when set the run has dp = 1 unless parallel.dp is given (each
+  // replica then serves on its own), its prompts are the warm-up, and a "serve" phase runs between
+  // "prompts" and "dump" (runtime/serve_hooks.h).
   ServeHooks* serve = nullptr;
 };
 

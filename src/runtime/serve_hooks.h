@@ -1,7 +1,8 @@
 // The seam between `dayzero run`'s phases and `dayzero serve` (src/serve/): a run given ServeHooks
-// (RunArgs::serve) reports each phase as it begins, lets rank 0 bind its listening socket in the
-// config phase, and runs a "serve" phase between "prompts" (the warm-up) and "dump". The runtime
-// knows nothing of HTTP; src/serve knows nothing of the phases' insides.
+// (RunArgs::serve) reports each phase as it begins, lets the first rank of every data-parallel
+// replica bind its listening socket in the config phase, and runs a "serve" phase between "prompts"
+// (the warm-up) and "dump". The runtime knows nothing of HTTP; src/serve knows nothing of the
+// phases' insides.
 #pragma once
 
 #include <string>
@@ -40,6 +41,9 @@ struct ServeContext {
   backend::Backend* be = nullptr;
   bool writes_outputs = false;      // last stage, tp rank 0
   bool writes_activations = false;  // tp rank 0 of its stage
+  // This rank's data-parallel replica (its dp index), the plan's dp, and the world ranks of the
+  // replica: replica_size consecutive ranks from replica * replica_size, the first of which listens.
+  int replica = 0, replicas = 1, replica_size = 1;
 };
 
 class ServeHooks {
@@ -47,9 +51,10 @@ class ServeHooks {
   virtual ~ServeHooks() = default;
   // Every rank, main thread, as each phase begins: "config", ..., "prompts", "serve", "dump".
   virtual void on_phase(const std::string& phase) = 0;
-  // World rank 0, at the end of a successful config phase: bind the listening socket (and start
-  // answering /health with 503). An error fails the config phase on every rank (exit 2).
-  virtual Status listen(const config::RunConfig& cfg) = 0;
+  // Every rank, at the end of a successful config phase: the first rank of each replica binds its
+  // listening socket (and starts answering /health with 503), the others do nothing. An error
+  // fails the config phase on every rank (exit 2).
+  virtual Status listen(const config::RunConfig& cfg, int world_rank, int world_size) = 0;
   // Collective over the world: the serve phase; returns when a drain (SIGTERM) is over.
   virtual Status serve(ServeContext& ctx) = 0;
   // From the watchdog thread, before the job ends on a timeout or a fault: answer 503 from now on.

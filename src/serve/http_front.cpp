@@ -1,13 +1,15 @@
-// The HTTP front end of `dayzero serve` on world rank 0 (cpp-httplib): /health, /v1/models,
+// The HTTP front end of `dayzero serve` on the first rank of each replica (cpp-httplib): /health, /v1/models,
 // /metrics, /v1/completions and /v1/chat/completions, their JSON errors, and server-sent events.
 // A handler thread submits a Request to the queue and waits for the serve loop to fill it in.
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -88,7 +90,17 @@ void Service::stop_http() {
   if (http_thread_.joinable()) http_thread_.join();
 }
 
-Status Service::listen(const config::RunConfig& cfg) {
+Status Service::listen(const config::RunConfig& cfg, int world_rank, int world_size) {
+  // The replicas as serve plans them (parallel.dp, else 1); replica r is world ranks r * size ..
+  // (r + 1) * size - 1 (the plan's rank order). A dp that does not divide the world fails the plan
+  // phase; until then world rank 0 alone listens.
+  replicas_ = std::max(1, cfg.parallel.dp.value_or(1));
+  const int size = world_size % replicas_ == 0 ? world_size / replicas_ : world_size;
+  if (world_rank % size != 0) return Status::Ok();
+  listener_ = true;
+  replica_ = world_rank / size;
+  next_id_ = replica_ + 1;
+  metrics_.set_replica(replica_, replicas_);
   serve_cfg_ = cfg.serve;
   source_name_ = cfg.source_name;
   model_id_ = std::filesystem::path(cfg.model.path).lexically_normal().filename().string();
@@ -106,13 +118,20 @@ Status Service::listen(const config::RunConfig& cfg) {
     httplib::default_socket_options(sock);
     *listen_fd = sock;
   });
-  const int port = port_override_.value_or(serve_cfg_.port);
+  const int port = port_override_.value_or(serve_cfg_.port) + replica_;
+  const std::string which = replicas_ > 1 ? "replica " + std::to_string(replica_) + " " : "";
+  if (port > 65535)
+    return Status::InvalidArgument(source_name_ + ": serve.port: " + which + "would listen on port " + std::to_string(port) +
+                                   " (serve.port + replica), past 65535");
   if (!http_->bind_to_port(serve_cfg_.host, port) || *listen_fd < 0 || ::listen(*listen_fd, SOMAXCONN) != 0)
-    return Status::InvalidArgument(source_name_ + ": serve.port: cannot listen on " + serve_cfg_.host + ":" +
+    return Status::InvalidArgument(source_name_ + ": serve.port: " + which + "cannot listen on " + serve_cfg_.host + ":" +
                                    std::to_string(port) + " (the port is in use or the address is not this machine's)");
   http_thread_ = std::thread([this] { http_->listen_after_bind(); });
-  std::cout << "serve: listening on http://" << serve_cfg_.host << ":" << port
-            << " (GET /health answers 503 until the warm-up is done; pid " << getpid() << ")" << std::endl;
+  std::ostringstream line;  // one write, so that the replicas' lines do not interleave
+  line << "serve: listening on http://" << serve_cfg_.host << ":" << port << " (";
+  if (replicas_ > 1) line << "replica " << replica_ << " of " << replicas_ << "; ";
+  line << "GET /health answers 503 until the warm-up is done; pid " << getpid() << ")\n";
+  std::cout << line.str() << std::flush;
   return Status::Ok();
 }
 
@@ -248,7 +267,7 @@ void Service::handle_generate(Endpoint endpoint, const httplib::Request& req, ht
   ApiError err;
   if (!parse_request(endpoint, req.body, model_id_, image_placeholder_, &api, &err)) return answer_error(res, ep, err);
   auto r = std::make_shared<Request>();
-  r->id = next_id_++;
+  r->id = next_id_.fetch_add(replicas_);
   r->endpoint = endpoint;
   r->stream = api.stream;
   r->stop = api.stop;

@@ -73,9 +73,19 @@ void Metrics::set_startup(std::vector<std::pair<std::string, double>> phases, st
   load_seconds_ = std::move(load_seconds);
 }
 
+void Metrics::set_replica(int replica, int replicas) {
+  std::lock_guard lock(mu_);
+  replica_ = replica;
+  replicas_ = replicas;
+}
+
 std::string Metrics::render() const {
   std::lock_guard lock(mu_);
-  std::string out = head("dayzero_requests_total", "counter", "HTTP requests answered, by endpoint and status");
+  std::string out = head("dayzero_replica", "gauge", "The data-parallel replica this server belongs to (serve.port + replica)");
+  out += "dayzero_replica " + std::to_string(replica_) + "\n";
+  out += head("dayzero_replicas", "gauge", "The job's data-parallel replicas, each with its own server");
+  out += "dayzero_replicas " + std::to_string(replicas_) + "\n";
+  out += head("dayzero_requests_total", "counter", "HTTP requests answered, by endpoint and status");
   for (const auto& [k, n] : requests_)
     out += "dayzero_requests_total{endpoint=\"" + k.first + "\",status=\"" + std::to_string(k.second) + "\"} " +
            std::to_string(n) + "\n";

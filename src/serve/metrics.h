@@ -37,11 +37,15 @@ class Metrics {
   void set_running(int64_t n);
   // Start-up figures, set once: each phase's wall time and each rank's checkpoint load time.
   void set_startup(std::vector<std::pair<std::string, double>> phases, std::vector<double> load_seconds);
+  // Which replica's server this is (its dp index) and the job's replicas: gauges dayzero_replica
+  // and dayzero_replicas.
+  void set_replica(int replica, int replicas);
   std::string render() const;
 
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
+  int replica_ = 0, replicas_ = 1;
   int64_t prompt_tokens_ = 0, generated_tokens_ = 0, queue_depth_ = 0, running_ = 0;
   Histogram ttft_, itl_;
   std::vector<std::pair<std::string, double>> phases_;

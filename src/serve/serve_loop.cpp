@@ -1,8 +1,10 @@
-// The serve phase on every rank: rank 0 takes up to generate.max_batch waiting requests, every
-// rank learns the batch (a polled, unwatched wake-up while idle, so waiting for work neither
-// spins nor looks like a hung collective; then a watched broadcast), prefills and decodes it
-// together; rank 0 hands each step's tokens to the requests and decides which leave, which every
-// rank learns in one broadcast per step. New requests join at the next batch. SIGTERM drains.
+// The serve phase on every rank: each data-parallel replica serves on its own. The replica's first
+// rank takes up to generate.max_batch waiting requests, every rank of the replica learns the batch
+// (a polled, unwatched wake-up while idle, so waiting for work neither spins nor looks like a hung
+// collective; then a watched broadcast), prefills and decodes it together; the first rank hands
+// each step's tokens to the requests and decides which leave, which the replica's ranks learn in
+// one broadcast per step. New requests join at the next batch. SIGTERM to any rank drains every
+// replica (replica_comms.h), and the ranks leave the phase together once every replica has drained.
 #include <mpi.h>
 
 #include <algorithm>
@@ -25,19 +27,6 @@
 namespace dayzero::serve {
 namespace {
 
-// Rank 0's value of *v on every rank, completed by polling: a rank waiting here for the next
-// batch sleeps between polls and is inside no watched op.
-void idle_broadcast(int64_t* v) {
-  MPI_Request req;
-  MPI_Ibcast(v, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &req);
-  int done = 0;
-  for (;;) {
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-}
-
 // How many bytes at the end of s are an incomplete UTF-8 sequence (a token may end mid-character).
 size_t incomplete_utf8_tail(const std::string& s) {
   for (size_t back = 1; back <= std::min<size_t>(3, s.size()); ++back) {
@@ -59,12 +48,15 @@ int serve(const comm::MpiEnv& env, const ServeArgs& args) {
 }
 
 void Service::drain_on_sigterm() {
-  if (!runtime::Watchdog::sigterm_received() || state_ != State::kReady) return;
+  const bool drain = comms_->drain_decided();  // on every rank: reports its own SIGTERM
+  if (!listener_ || !drain || state_ != State::kReady) return;
   state_ = State::kDraining;
   queue_.start_drain();
   drain_deadline_ns_ = monotonic_ns() + static_cast<int64_t>(drain_s_ * 1e9);
-  std::cout << "serve: SIGTERM: draining (" << queue_.depth() << " queued; in-flight requests may finish for "
-            << drain_s_ << " s)" << std::endl;
+  std::ostringstream line;
+  line << "serve: SIGTERM: draining" << (replicas_ > 1 ? " replica " + std::to_string(replica_) : "") << " ("
+       << queue_.depth() << " queued; in-flight requests may finish for " << drain_s_ << " s)\n";
+  std::cout << line.str() << std::flush;
 }
 
 bool Service::take_token(Request& r, int32_t token, bool eos, int64_t now) {
@@ -118,7 +110,7 @@ bool Service::take_token(Request& r, int32_t token, bool eos, int64_t now) {
 
 void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::shared_ptr<Request>>& batch,
                         const nlohmann::json& msg) {
-  const bool root = ctx.world_rank == 0;
+  const bool root = listener_;
   // serve.dump_requests: the request's activations and outputs as a prompt's, under "req-N".
   const bool dumping = ctx.cfg.serve.dump_requests && ctx.writer != nullptr;
   const config::DumpSelection& sel = ctx.cfg.dump.activations;
@@ -163,15 +155,15 @@ void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::share
   go.pick = [&](size_t i, const float* logits) { return samplers[i].pick(logits, n_vocab); };
   go.step_end = [&](std::span<const size_t> live, std::span<const int32_t> tokens) {
     std::string flags(live.size(), '0');
+    drain_on_sigterm();
     if (root) {
-      drain_on_sigterm();
       const int64_t now = monotonic_ns();
       for (size_t j = 0; j < live.size(); ++j) {
         const bool eos = std::find(eos_ids_.begin(), eos_ids_.end(), tokens[j]) != eos_ids_.end();
         if (take_token(*batch[live[j]], tokens[j], eos, now)) flags[j] = '1';
       }
     }
-    flags = comm::broadcast_string(flags);
+    flags = comms_->broadcast(flags);
     std::vector<char> ended(live.size());
     for (size_t j = 0; j < live.size(); ++j) ended[j] = flags[j] == '1';
     return ended;
@@ -198,8 +190,13 @@ void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::share
 }
 
 Status Service::serve(runtime::ServeContext& ctx) {
-  const bool root = ctx.world_rank == 0;
+  comms_ = std::make_unique<ReplicaComms>(ctx.world_rank, ctx.replica, ctx.replicas, ctx.replica_size);
+  const bool root = listener_;
+  drain_s_ = ctx.cfg.serve.drain_s;
   Status setup;
+  if (listener_ != comms_->first_of_replica() || replicas_ != ctx.replicas || (listener_ && replica_ != ctx.replica))
+    setup = Status::Internal("serve: the replicas of the plan (dp " + std::to_string(ctx.replicas) +
+                             ") are not those the listening sockets were bound for (" + std::to_string(replicas_) + ")");
   // Multimodal models: the processor on every rank (each makes the pixels of a served image).
   vision_ = ctx.hp.vision;
   max_image_pixels_ = ctx.cfg.limits.max_image_pixels;
@@ -217,7 +214,6 @@ Status Service::serve(runtime::ServeContext& ctx) {
     default_max_tokens_ = std::max(1, ctx.cfg.generate.max_new_tokens);
     eos_ids_ = ctx.go.eos_ids;
     stop_at_eos_ = ctx.go.stop_at_eos;
-    drain_s_ = serve_cfg_.drain_s;
     if (const auto bos = ctx.tok.bos_id()) bos_token_ = ctx.tok.id_to_token(*bos);
     if (!eos_ids_.empty()) eos_token_ = ctx.tok.id_to_token(eos_ids_[0]);
     std::string source = serve_cfg_.chat_template ? *serve_cfg_.chat_template : ctx.model_dir;
@@ -244,13 +240,19 @@ Status Service::serve(runtime::ServeContext& ctx) {
     }
     metrics_.set_startup(ctx.phase_seconds, ctx.load_seconds);
   }
-  DZ_RETURN_IF_ERROR(comm::agree(setup));
+  if (const Status agreed = comm::agree(setup); !agreed.ok()) {
+    comms_->leave();  // nothing left pending on the communicators before they are freed
+    comms_.reset();
+    return agreed;
+  }
   if (root) {
     state_ = State::kReady;
     double startup = 0;
     for (const auto& [_, s] : ctx.phase_seconds) startup += s;
-    std::cout << "serve: ready after " << startup << " s (warm-up included); serving model '" << model_id_ << "'"
-              << std::endl;
+    std::ostringstream line;
+    line << "serve: " << (replicas_ > 1 ? "replica " + std::to_string(replica_) + " " : "") << "ready after " << startup
+         << " s (warm-up included); serving model '" << model_id_ << "'\n";
+    std::cout << line.str() << std::flush;
   }
   const size_t max_batch = static_cast<size_t>(std::max(1, ctx.cfg.generate.max_batch));
   for (int64_t n_batch = 1;; ++n_batch) {
@@ -272,7 +274,7 @@ Status Service::serve(runtime::ServeContext& ctx) {
       metrics_.set_queue_depth(static_cast<int64_t>(queue_.depth()));
       signal = batch.empty() ? -1 : static_cast<int64_t>(batch.size());
     }
-    idle_broadcast(&signal);
+    comms_->idle_broadcast(&signal);
     if (signal < 0) break;
     ctx.watchdog.arm("serve: batch #" + std::to_string(n_batch), ctx.cfg.watchdog.phase_timeout_s);
     nlohmann::json msg = nlohmann::json::array();
@@ -281,7 +283,7 @@ Status Service::serve(runtime::ServeContext& ctx) {
       for (const std::string& b : r->image_bytes) images.push_back(base64_encode(b));
       msg.push_back({r->prompt_ids, r->max_tokens, r->temperature, r->top_p, r->seed, images, "req-" + std::to_string(r->id)});
     }
-    msg = nlohmann::json::parse(comm::broadcast_string(root ? msg.dump() : std::string()));
+    msg = nlohmann::json::parse(comms_->broadcast(root ? msg.dump() : std::string()));
     if (ctx.heartbeat) ctx.heartbeat->set_phase("serve batch #" + std::to_string(n_batch));
     metrics_.set_running(static_cast<int64_t>(msg.size()));
     run_batch(ctx, batch, msg);
@@ -290,8 +292,14 @@ Status Service::serve(runtime::ServeContext& ctx) {
   if (root) {
     for (auto& r : queue_.take_all()) end_request(*r, Fault::kShutdown);
     stop_http();
-    std::cout << "serve: drained; closing the dump" << std::endl;
+    if (replicas_ > 1) std::cout << ("serve: replica " + std::to_string(replica_) + " drained\n") << std::flush;
   }
+  // Every replica drains within serve.drain_s and the step it is in; the ranks leave together.
+  const double wait_s = ctx.cfg.watchdog.phase_timeout_s > 0 ? ctx.cfg.watchdog.phase_timeout_s + drain_s_ : 0;
+  ctx.watchdog.arm("serve: waiting for every replica to drain", wait_s);
+  comms_->leave();
+  comms_.reset();
+  if (ctx.world_rank == 0) std::cout << "serve: drained; closing the dump" << std::endl;
   return dump_status_;
 }
 

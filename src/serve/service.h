@@ -1,7 +1,8 @@
-// `dayzero serve`: the run of `dayzero run` up to its prompts (the warm-up), then rank 0 answers
-// OpenAI-style HTTP requests while every rank decodes the batches rank 0 broadcasts. This class is
-// the ServeHooks of that run: the HTTP front end (http_front.cpp) and the loop over batches
-// (serve_loop.cpp). docs/serve.md is the user's side of it.
+// `dayzero serve`: the run of `dayzero run` up to its prompts (the warm-up), then the first rank of
+// every data-parallel replica answers OpenAI-style HTTP requests on serve.port + replica while the
+// replica's ranks decode the batches it broadcasts. This class is the ServeHooks of that run: the
+// HTTP front end (http_front.cpp) and the loop over batches (serve_loop.cpp). docs/serve.md is the
+// user's side of it.
 #pragma once
 
 #include <atomic>
@@ -17,6 +18,7 @@
 #include "model/hparams.h"
 #include "serve/chat_template.h"
 #include "serve/metrics.h"
+#include "serve/replica_comms.h"
 #include "serve/request_queue.h"
 
 namespace httplib {
@@ -29,7 +31,7 @@ namespace dayzero::serve {
 
 struct ServeArgs {
   runtime::RunArgs run;                 // config path, --dump-dir, --threads
-  std::optional<int> port;              // --port: replaces serve.port
+  std::optional<int> port;              // --port: replaces serve.port (replica r listens on it + r)
 };
 
 // Collective over MPI_COMM_WORLD. Returns the process exit code (docs/design.md "Errors").
@@ -41,7 +43,7 @@ class Service final : public runtime::ServeHooks {
   ~Service() override;
 
   void on_phase(const std::string& phase) override;
-  Status listen(const config::RunConfig& cfg) override;
+  Status listen(const config::RunConfig& cfg, int world_rank, int world_size) override;
   Status serve(runtime::ServeContext& ctx) override;
   void on_abort() override;
 
@@ -54,31 +56,38 @@ class Service final : public runtime::ServeHooks {
   bool tokenize(const ApiRequest& api, Request& r, ApiError* err);
   void answer_error(httplib::Response& res, const std::string& endpoint, const ApiError& e);
   void stop_http();
-  // serve_loop.cpp (every rank): one batch prefilled and decoded together, tokens handed to the
-  // requests on rank 0 as each step produces them. msg: per request [prompt ids, max_tokens,
-  // temperature, top_p, seed, images (base64), dump id], as rank 0 broadcast it.
+  // serve_loop.cpp (every rank of a replica): one batch prefilled and decoded together, tokens
+  // handed to the requests on the replica's first rank as each step produces them. msg: per request
+  // [prompt ids, max_tokens, temperature, top_p, seed, images (base64), dump id], as that rank
+  // broadcast it.
   void run_batch(runtime::ServeContext& ctx, const std::vector<std::shared_ptr<Request>>& batch,
                  const nlohmann::json& msg);
-  // Rank 0, main thread: after SIGTERM, refuse new requests (503) and start the drain clock.
+  // A replica's first rank, main thread: once the job drains (SIGTERM to any rank, decided by world
+  // rank 0), refuse new requests (503) and start the drain clock. Other ranks: report their SIGTERM.
   void drain_on_sigterm();
-  // Rank 0: what one step's token means for request r; true when r ends now.
+  // A replica's first rank: what one step's token means for request r; true when r ends now.
   bool take_token(Request& r, int32_t token, bool eos, int64_t now_ns);
 
   std::optional<int> port_override_;
+  // Set in listen() (every rank): whether this rank listens (the first of its replica), its
+  // replica and the job's replicas, as parallel.dp gives them (serve plans dp = 1 without it).
+  bool listener_ = false;
+  int replica_ = 0, replicas_ = 1;
+  std::unique_ptr<ReplicaComms> comms_;  // the serve phase's: made when it begins
   std::atomic<State> state_{State::kStarting};
   std::mutex phase_mu_;
   std::string phase_ = "starting";
   config::ServeConfig serve_cfg_;  // copied in listen(): the HTTP threads may outlive the run's config
   std::string source_name_;
   std::string model_id_;
-  // Set when the serve phase begins (rank 0), read by HTTP threads once state_ is kReady.
+  // Set when the serve phase begins (listeners), read by HTTP threads once state_ is kReady.
   const tokenizer::Tokenizer* tok_ = nullptr;
   std::mutex tok_mu_;  // the tokenizer is used by the HTTP threads and the loop
   std::unique_ptr<ChatTemplate> chat_template_;
   // Multimodal models, every rank (set when the serve phase begins): the model's processor.
   std::unique_ptr<image::ImageProcessor> processor_;
   model::VisionParams vision_;
-  std::string image_placeholder_;  // rank 0: the image token's text; empty when images are refused
+  std::string image_placeholder_;  // listeners: the image token's text; empty when images are refused
   int64_t max_image_pixels_ = 0;
   std::string chat_template_error_;  // why chat completions are refused, when they are
   std::string bos_token_, eos_token_;
@@ -88,6 +97,7 @@ class Service final : public runtime::ServeHooks {
   bool stop_at_eos_ = true;
   double drain_s_ = 30;
   int64_t drain_deadline_ns_ = 0;    // set when the drain begins
+  // Request numbers (cmpl-N, req-N), unique over the job: replica r numbers r + 1, r + 1 + dp, ...
   std::atomic<int64_t> next_id_{1};
   Status dump_status_;  // the first failed write of a request's dump, returned by serve()
   RequestQueue queue_;

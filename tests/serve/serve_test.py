@@ -40,14 +40,31 @@ def free_port():
         return s.getsockname()[1]
 
 
-def write_config(d, name, port, serve=None, generate="", extra="", dump=""):
+def free_ports(n):
+    """n consecutive free loopback ports (a job of n replicas listens on port, port + 1, ...)."""
+    for _ in range(100):
+        base, socks = free_port(), []
+        try:
+            for i in range(n):
+                socks.append(socket.socket())
+                socks[-1].bind(("127.0.0.1", base + i))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError(f"no {n} consecutive free ports")
+
+
+def write_config(d, name, port, serve=None, generate="", extra="", dump="", parallel="{tp: 2}"):
     path = os.path.join(d, name + ".yaml")
     prompts = "".join(f"  - {{id: p{i}, text: {json.dumps(t)}}}\n" for i, t in enumerate(PROMPTS))
     keys = {"port": port, "chat_template": HERE + "/chat_template.jinja", "max_body_bytes": 4096,
             "max_request_tokens": 200, "request_timeout_s": 20, "drain_s": 5}
     keys.update(serve or {})
     with open(path, "w") as f:
-        f.write(f"model: {{path: {d}/model}}\nbackend: cpu\nparallel: {{tp: 2}}\nprompts:\n{prompts}"
+        f.write(f"model: {{path: {d}/model}}\nbackend: cpu\nparallel: {parallel}\nprompts:\n{prompts}"
                 f"generate: {{max_new_tokens: {MAX_TOKENS}, top_k_record: 0{generate}}}\n"
                 f"dump: {{dir: {d}/runs/{name}{dump}}}\n"
                 "watchdog: {collective_timeout_s: 20, phase_timeout_s: 120}\n"
@@ -81,6 +98,7 @@ class Server:
         self.proc = subprocess.Popen(["mpiexec", "-np", "2", "--oversubscribe", DAYZERO, "serve", config, "--threads", "1"],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=mpi_env(), start_new_session=True)
         self.health_before = []
+        self.health_before_t = []  # when each of health_before was seen
         deadline = time.time() + 180
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -88,8 +106,10 @@ class Server:
             try:
                 status, body = http(port, "GET", "/health", timeout=5)
                 if status == 200:
+                    self.ready_t = time.time()
                     return
                 self.health_before.append((status, body))
+                self.health_before_t.append(time.time())
             except (urllib.error.URLError, ConnectionError, socket.timeout):
                 pass
             time.sleep(0.2)
@@ -103,10 +123,18 @@ class Server:
             return f.read()
 
     def rank0_pid(self):
+        return self.listener_pids()[self.port]
+
+    def listener_pids(self):
+        """{port: pid} of every listening rank, from its "serve: listening on http://HOST:PORT (...; pid N)" line."""
+        pids = {}
         for line in self.output().splitlines():
             if line.startswith("serve: listening on") and "pid " in line:
-                return int(line.rsplit("pid ", 1)[1].rstrip(")"))
-        raise AssertionError("no pid in the listening line:\n" + self.output())
+                port = int(line.split()[3].rsplit(":", 1)[1])
+                pids[port] = int(line.rsplit("pid ", 1)[1].rstrip(")"))
+        if self.port not in pids:
+            raise AssertionError("no pid in the listening line:\n" + self.output())
+        return pids
 
     def kill(self):
         if self.proc.poll() is None:
@@ -436,6 +464,122 @@ class DumpCompare(unittest.TestCase):
                                text=True, timeout=120)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn(f"{key} / decode: agree", r.stdout)
+
+
+class Replicas(unittest.TestCase):
+    """parallel.dp 2 (dp2 x tp1, 2 ranks): replica r listens on serve.port + r, nothing on port + 2.
+    Both answer /health 200 after the whole job's warm-up (rank 1 pauses inside it, so replica 0 is
+    seen waiting for replica 1), /v1/models, /metrics naming the replica; a greedy completion on each
+    replica, then concurrent ones on both, every one bitwise `dayzero run`'s tokens (a dp2 batch run of
+    the warm-up prompts plus every served request as req-N, which `dayzero compare` also passes against
+    the served job's dumps); SIGTERM to replica 1's rank alone drains both replicas, exit 0, complete = 1.
+    Then a port in use on replica 1 fails the start with exit 2 naming the port and the replica."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        subprocess.run([DAYZERO, "make-model", "--family", "llama", "--out", cls.tmp.name + "/model", "--dtype",
+                        "float32"], check=True, capture_output=True, timeout=120)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_two_replicas(self):
+        d = self.tmp.name
+        port = free_ports(3)
+        dump = ", activations: {points: [layer_out, logits], phase: both}"
+        # Rank 1 (replica 1) pauses 2 s before the agreement that ends the warm-up (env agree #16: the
+        # world's agreements and gathers since the start, one or two per phase), when replica 0 has run
+        # its prompts: replica 0 answers 503 "prompts" until replica 1 is done too.
+        config = write_config(d, "dp2", port, serve={"dump_requests": "true"}, dump=dump, parallel="{dp: 2}",
+                              extra="debug: {stall: {rank: 1, before: 'env agree #16', seconds: 2}}\n")
+        server = Server(config, port, d + "/dp2.log")
+        served = {}  # req-N: (prompt, token ids)
+        try:
+            seen = [t for t, (_, b) in zip(server.health_before_t, server.health_before) if b.get("phase") == "prompts"]
+            self.assertTrue(seen, server.health_before)
+            self.assertGreater(server.ready_t - seen[0], 1.0)  # replica 0 waited for replica 1's warm-up
+            self.assertIn("stalls before agree #16 of world.env", server.output())
+            self.assertEqual(http(port + 1, "GET", "/health"), (200, {"status": "ok"}))
+            with self.assertRaises((urllib.error.URLError, ConnectionError)):  # a third replica's port: nothing
+                http(port + 2, "GET", "/health", timeout=5)
+            for r in range(2):
+                status, body = http(port + r, "GET", "/v1/models")
+                self.assertEqual([m["id"] for m in body["data"]], ["model"])
+                status, text = http(port + r, "GET", "/metrics")
+                self.assertIn(f"\ndayzero_replica {r}\n", text)
+                self.assertIn("\ndayzero_replicas 2\n", text)
+
+            def complete(r, prompt):
+                status, body = http(port + r, "POST", "/v1/completions", {"prompt": prompt, "max_tokens": MAX_TOKENS})
+                self.assertEqual(status, 200, body)
+                served["req-" + body["id"].split("-")[1]] = (prompt, body["choices"][0]["token_ids"])
+                return body["id"]
+            # Request numbers are unique over the job: replica r numbers r + 1, r + 3, ...
+            self.assertEqual(complete(0, PROMPTS[0]), "cmpl-1")
+            self.assertEqual(complete(1, PROMPTS[1]), "cmpl-2")
+            import concurrent.futures as cf
+            with cf.ThreadPoolExecutor(8) as ex:
+                for f in [ex.submit(complete, i % 2, PROMPTS[i % 3]) for i in range(8)]:
+                    f.result(timeout=120)
+            self.assertEqual(len(served), 10)
+            pids = server.listener_pids()
+            self.assertEqual(sorted(pids), [port, port + 1])
+            os.kill(pids[port + 1], signal.SIGTERM)  # replica 1's rank only: every replica drains
+            rc = server.proc.wait(timeout=60)
+            self.assertEqual(rc, 0, server.output())
+            for r in range(2):
+                self.assertIn(f"serve: SIGTERM: draining replica {r}", server.output())
+                with self.assertRaises((urllib.error.URLError, ConnectionError)):
+                    http(port + r, "GET", "/health", timeout=5)
+        finally:
+            server.kill()
+        keys = {}
+        for r in range(2):
+            with h5py.File(f"{d}/runs/dp2/rank-{r:05d}.h5", "r") as f:
+                self.assertEqual(int(f.attrs["complete"]), 1)
+                keys[r] = sorted(f["outputs"].keys())
+        # The warm-up is split as `dayzero run` splits prompts over dp; each replica dumps its own requests.
+        self.assertEqual([k for k in keys[0] if k.startswith("p")], ["p0", "p2"])
+        self.assertEqual([k for k in keys[1] if k.startswith("p")], ["p1"])
+        self.assertEqual(sorted(k for k in keys[0] + keys[1] if k.startswith("req-")), sorted(served))
+        for k in served:
+            self.assertIn(k, keys[(int(k.split("-")[1]) - 1) % 2])
+        # The batch run: the same dp2 config with every served request as a prompt of its own.
+        batch = write_config(d, "batch", free_port(), dump=dump, parallel="{dp: 2}")
+        extra = "".join(f"  - {{id: {k}, text: {json.dumps(p)}}}\n" for k, (p, _) in sorted(served.items()))
+        with open(batch) as f:
+            text = f.read().replace("prompts:\n", "prompts:\n" + extra)
+        with open(batch, "w") as f:
+            f.write(text)
+        r = subprocess.run(["mpiexec", "-np", "2", "--oversubscribe", DAYZERO, "run", batch, "--threads", "1"],
+                           env=mpi_env(), capture_output=True, text=True, timeout=180)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        reference = {}
+        for rank in range(2):
+            with h5py.File(f"{d}/runs/batch/rank-{rank:05d}.h5", "r") as f:
+                for k in f["outputs"].keys():
+                    reference[k] = [int(x) for x in f[f"outputs/{k}/generated_ids"][()]]
+        for k, (prompt, ids) in served.items():
+            self.assertEqual(ids, reference[k], k)
+            self.assertEqual(ids, reference[f"p{PROMPTS.index(prompt)}"], k)
+        r = subprocess.run([DAYZERO, "compare", d + "/runs/dp2", d + "/runs/batch"], capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("req-2 / decode: agree", r.stdout)
+
+    def test_port_in_use_on_the_second_replica(self):
+        d = self.tmp.name
+        port = free_ports(2)
+        config = write_config(d, "busy", port, parallel="{dp: 2}")
+        with socket.socket() as held:
+            held.bind(("127.0.0.1", port + 1))
+            held.listen()
+            r = subprocess.run(["mpiexec", "-np", "2", "--oversubscribe", DAYZERO, "serve", config, "--threads", "1"],
+                               env=mpi_env(), capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn(f"serve.port: replica 1 cannot listen on 127.0.0.1:{port + 1}", r.stdout + r.stderr)
 
 
 class Images(unittest.TestCase):

@@ -87,8 +87,8 @@ int Run::execute() {
       std::optional<dump::ScopedEvent> ev;
       if (std::string_view(name) != "dump") ev.emplace(timeline_, "phase", name);
       local = (this->*phase)();
-      if (args_.serve && local.ok() && env_.rank() == 0 && std::string_view(name) == "config")
-        local = args_.serve->listen(cfg_);
+      if (args_.serve && local.ok() && std::string_view(name) == "config")
+        local = args_.serve->listen(cfg_, env_.rank(), env_.world_size());
     }
     Status agreed;
     {

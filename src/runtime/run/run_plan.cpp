@@ -59,13 +59,9 @@ Status Run::plan_and_partition() {
   memory_fraction_ = in.topo.memory_fraction;
   in.world_size = env_.world_size();
   in.dp = cfg_.parallel.dp;
-  // `dayzero serve`: rank 0 serves one replica; more replicas would need requests routed to them.
-  if (args_.serve) {
-    if (in.dp && *in.dp != 1)
-      return Status::InvalidArgument(cfg_.source_name + ": parallel.dp: dayzero serve runs one replica (dp = 1), got " +
-                                     std::to_string(*in.dp));
-    in.dp = 1;
-  }
+  // `dayzero serve`: one replica unless parallel.dp asks for more (each replica serves on its own
+  // port); the planner's own choice of dp is not used, so a config without parallel.dp serves as before.
+  if (args_.serve && !in.dp) in.dp = 1;
   in.pp = cfg_.parallel.pp;
   in.tp = cfg_.parallel.tp;
   in.ep = cfg_.parallel.ep;
@@ -109,6 +105,10 @@ Status Run::plan_and_partition() {
   auto chosen = plan::choose_plan(*req);
   if (!chosen.ok()) return chosen.status().with_context(cfg_.source_name);
   plan_ = std::move(chosen).value();
+  if (args_.serve && plan_.wide_ep())
+    return Status::InvalidArgument(cfg_.source_name + ": parallel.ep: dayzero serve does not serve wide expert "
+                                   "parallelism (ep " + std::to_string(plan_.ep) + " > tp " + std::to_string(plan_.tp) +
+                                   "): the replicas of an expert group would have to decode the same batches");
   DZ_ASSIGN_OR_RETURN(auto groups, comm::ProcessGroups::create(plan_, env_.rank(), &timeline_));
   groups_.emplace(std::move(groups));
 

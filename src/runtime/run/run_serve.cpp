@@ -26,6 +26,9 @@ Status Run::serve_requests() {
   ctx.be = be_.get();
   ctx.writes_outputs = writes_outputs_;
   ctx.writes_activations = writes_activations_;
+  ctx.replica = plan_.coord(env_.rank()).dp_rank;
+  ctx.replicas = plan_.dp;
+  ctx.replica_size = plan_.pp * plan_.tp;
   return args_.serve->serve(ctx);
 }
 
