@@ -6,8 +6,10 @@
 // Usage: decode_bench [--dir DIR] [--batch B] [--steps N] [--prompt P] [--threads T] [--repeats R]
 //                     [--weights f32|bf16|both] [--pool-spin-us US]  (how long idle pool workers spin)
 // The model (a ~100M-parameter llama stored in bf16) is generated once per folder.
+// DAYZERO_GEMM_TUNE=off: the small-M kernel keeps its defaults instead of the start-up tuning.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -157,8 +159,12 @@ std::optional<Measured> measure(const model::ModelFolder& info, DType kept, int 
     return std::nullopt;
   }
   const auto& hp = info.hp;
-  // The decode GEMM's settings measured on these weights, as a run does after loading (no cache).
-  std::printf("%s: %s\n", kept == DType::kBF16 ? "bf16" : "f32", be.tune(w.tensors(), "").c_str());
+  // The decode GEMM's settings measured on these weights, as a run does after loading (no cache);
+  // DAYZERO_GEMM_TUNE=off keeps the defaults, as it does for a run.
+  const char* tune_env = std::getenv("DAYZERO_GEMM_TUNE");
+  const bool tune = !tune_env || std::string(tune_env) != "off";
+  std::printf("%s: %s\n", kept == DType::kBF16 ? "bf16" : "f32",
+              tune ? be.tune(w.tensors(), "").c_str() : "small-M kernel defaults (DAYZERO_GEMM_TUNE=off)");
   runtime::Forward fwd(be, *info.adapter, hp, w);
   (void)decode_once(fwd, hp, 1, prompt, 3);  // warm-up: first-touch of buffers and GEMM paths
   std::vector<Figure> ones, batched;
