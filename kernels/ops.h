@@ -40,7 +40,9 @@ struct NtProduct {
 // Several products of one x[m, k] (q, k and v; gate and up), each with the bits of its own
 // matmul_nt / matmul_nt_bf16 call. Where those take the built-in small-M kernel (decode batches)
 // the columns of all of them run as one parallel loop: one wait for the worker pool instead of
-// one per product, which at batch 1 is a measurable share of a small product's time.
+// one per product, which at batch 1 is a measurable share of a small product's time. At most
+// kMaxSharedXProducts products (the callers have 2 or 3); no allocation on this decode path.
+inline constexpr int kMaxSharedXProducts = 8;
 void matmul_nt_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count,
                         bool accumulate = false);
 

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "core/check.h"
 
@@ -291,12 +290,13 @@ void matmul_nt_small_bf16(int64_t m, int64_t n, int64_t k, const float* x, const
 }
 
 void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count, float beta) {
-  DZ_CHECK(m >= 1 && m <= kSmallMaxM && count >= 0, "matmul_nt_small_shared_x: m " << m << ", " << count << " products");
+  DZ_CHECK(m >= 1 && m <= kSmallMaxM && count >= 0 && count <= kMaxSharedXProducts,
+           "matmul_nt_small_shared_x: m " << m << ", " << count << " products");
   // The products' tiles laid end to end: product i owns tiles [first[i], first[i + 1]). A chunk
   // that spans two products runs each one's own columns, so every tile is the one its product's
   // own call would run (the same bits).
   const int64_t nr = m == 1 ? g_m1_rows.load() : kNrSmall;
-  std::vector<int64_t> first(static_cast<size_t>(count) + 1, 0);
+  int64_t first[kMaxSharedXProducts + 1] = {0};
   int64_t work = 0;
   for (int i = 0; i < count; ++i) {
     first[i + 1] = first[i] + (products[i].n + nr - 1) / nr;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/ops.h"
@@ -333,23 +334,27 @@ void gemm_set_threads(int n) {
   s.info.threads = n;
 }
 
+namespace {
+
+// Checks the shape; true when y already holds the product (m or n 0; k 0: zeros, or y itself
+// when accumulating), so there is nothing to multiply.
+bool empty_product(const char* op, int64_t m, int64_t n, int64_t k, float* y, bool accumulate) {
+  DZ_CHECK(m >= 0 && n >= 0 && k >= 0, op << " " << m << "x" << n << "x" << k);
+  if (m == 0 || n == 0) return true;
+  if (k != 0) return false;
+  if (!accumulate) std::fill(y, y + m * n, 0.0f);
+  return true;
+}
+
+}  // namespace
+
 void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, bool accumulate) {
-  DZ_CHECK(m >= 0 && n >= 0 && k >= 0, "matmul_nt " << m << "x" << n << "x" << k);
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    if (!accumulate) std::fill(y, y + m * n, 0.0f);
-    return;
-  }
+  if (empty_product("matmul_nt", m, n, k, y, accumulate)) return;
   gemm::selected_path().matmul_nt(m, n, k, x, w, y, accumulate ? 1.0f : 0.0f);
 }
 
 void matmul_nt_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, bool accumulate) {
-  DZ_CHECK(m >= 0 && n >= 0 && k >= 0, "matmul_nt_bf16 " << m << "x" << n << "x" << k);
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    if (!accumulate) std::fill(y, y + m * n, 0.0f);
-    return;
-  }
+  if (empty_product("matmul_nt_bf16", m, n, k, y, accumulate)) return;
   const gemm::Selection& s = gemm::selection();
   const float beta = accumulate ? 1.0f : 0.0f;
   if (m <= gemm::kSmallM && s.small_m_builtin) return gemm::matmul_nt_small_bf16(m, n, k, x, w, y, beta);
@@ -361,11 +366,7 @@ void matmul_nt_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint1
   yf.resize(static_cast<size_t>(m * nb));
   for (int64_t j0 = 0; j0 < n; j0 += nb) {
     const int64_t jn = std::min(nb, n - j0);
-    const uint16_t* src = w + j0 * k;
-    for (int64_t i = 0; i < jn * k; ++i) {  // bf16 -> f32: the bf16 bits are the upper half
-      const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
-      std::memcpy(&wf[static_cast<size_t>(i)], &bits, 4);
-    }
+    convert_to_f32(DType::kBF16, w + j0 * k, wf.data(), static_cast<size_t>(jn * k));
     s.path->matmul_nt(m, jn, k, x, wf.data(), yf.data(), 0.0f);
     for (int64_t i = 0; i < m; ++i) {
       float* yr = y + i * n + j0;

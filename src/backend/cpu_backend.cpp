@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -133,9 +134,9 @@ class CpuBackend final : public Backend {
     kc::matmul_nt(m, n, k, f(x), f(w), f(y), accumulate);
   }
   void matmul_shared_x(const Tensor& x, std::span<const Tensor* const> ws, std::span<Tensor* const> ys) override {
-    DZ_CHECK(ws.size() == ys.size() && !ws.empty());
+    DZ_CHECK(ws.size() == ys.size() && !ws.empty() && ws.size() <= kc::kMaxSharedXProducts);
     const int64_t k = ws[0]->dim(1), m = x.numel() / k;
-    std::vector<kc::NtProduct> products;
+    std::array<kc::NtProduct, kc::kMaxSharedXProducts> products;
     for (size_t i = 0; i < ws.size(); ++i) {
       const Tensor& w = *ws[i];
       Tensor& y = *ys[i];
@@ -143,9 +144,9 @@ class CpuBackend final : public Backend {
                    (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16),
                "matmul_shared_x x" << shape_str(x.shape()) << " w" << shape_str(w.shape()) << " y"
                                    << shape_str(y.shape()));
-      products.push_back({w.dim(0), w.data(), w.dtype() == DType::kBF16, f(y)});
+      products[i] = {w.dim(0), w.data(), w.dtype() == DType::kBF16, f(y)};
     }
-    kc::matmul_nt_shared_x(m, k, f(x), products.data(), static_cast<int>(products.size()));
+    kc::matmul_nt_shared_x(m, k, f(x), products.data(), static_cast<int>(ws.size()));
   }
   void add_bias(const Tensor& b, Tensor& y) override {
     const int64_t width = b.numel();

@@ -6,8 +6,7 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "comm/mpi_env.h"
-#include "core/log.h"
+#include "cli/job_command.h"
 #include "verify/verify.h"
 
 namespace dayzero::cli {
@@ -34,11 +33,7 @@ void add_verify_command(CLI::App& app, Commands& commands) {
   cmd->add_option("--block-mib", *block_mib, "Read size in MiB (default 16)")->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", *json, "Print the report as JSON");
   cmd->callback([&commands, o, scan, json, block_mib] {
-    commands.action = [o, scan, json, block_mib] {
-      int argc = 0;
-      char** argv = nullptr;
-      comm::MpiEnv env(&argc, &argv);
-      init_logging(env.rank(), env.world_size());
+    commands.action = mpi_action([o, scan, json, block_mib](comm::MpiEnv& env) {
       if (!scan->empty()) {
         auto s = verify::parse_scan_list(*scan);
         if (!s.ok()) {
@@ -63,7 +58,7 @@ void add_verify_command(CLI::App& app, Commands& commands) {
         else std::cout << verify::to_text(*r) << std::flush;
       }
       return r->exit_code();
-    };
+    });
   });
 }
 

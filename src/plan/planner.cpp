@@ -561,22 +561,10 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
   p.tp = c.tp;
   p.ep = c.ep;
   p.etp = c.etp;
-  const bool edges = !req.layers;
-  for (int s = 0; s < c.pp; ++s)
-    p.stages.push_back({s, ev.bounds[s], ev.bounds[s + 1], s == 0 && edges, s == c.pp - 1 && edges});
-  const int g = req.topo.gpus_per_node;
-  for (int i = 0; i < (world + g - 1) / g; ++i) p.nodes.push_back(req.topo.node_name(i));
-  p.ranks.resize(world);
-  for (int r = 0; r < world; ++r) {
-    RankCoord& rc = p.ranks[r];
-    rc.rank = r;
-    rc.tp_rank = r % c.tp;
-    rc.pp_rank = r / c.tp % c.pp;
-    rc.dp_rank = r / (c.tp * c.pp);
+  lay_out_ranks(p, ev.bounds, !req.layers, req.topo);
+  for (RankCoord& rc : p.ranks) {
     rc.ep_rank = rc.tp_rank / c.etp;
     rc.etp_rank = rc.tp_rank % c.etp;
-    rc.node = r / g;
-    rc.local_rank = r % g;
   }
   p.memory = estimate_memory(req.specs, req.hp, p, mp, req.names);
   p.memory_cap_bytes = req.topo.memory_cap_bytes();
@@ -588,6 +576,23 @@ Result<Plan> choose_plan(const PlanRequest& req, std::vector<Candidate>* conside
            "planner tables (" << c.max_rank_bytes << " bytes on rank " << c.worst_rank << ") disagree with slice_for ("
                               << fit.worst_bytes << " bytes on rank " << fit.worst_rank << ")");
   return p;
+}
+
+void lay_out_ranks(Plan& p, const std::vector<int>& bounds, bool edges, const topology::Topology& topo) {
+  for (int s = 0; s < p.pp; ++s)
+    p.stages.push_back({s, bounds[s], bounds[s + 1], s == 0 && edges, s == p.pp - 1 && edges});
+  const int g = topo.gpus_per_node;
+  for (int i = 0; i < (p.world_size + g - 1) / g; ++i) p.nodes.push_back(topo.node_name(i));
+  p.ranks.resize(p.world_size);
+  for (int r = 0; r < p.world_size; ++r) {
+    RankCoord& rc = p.ranks[r];
+    rc.rank = r;
+    rc.tp_rank = r % p.tp;
+    rc.pp_rank = r / p.tp % p.pp;
+    rc.dp_rank = r / (p.tp * p.pp);
+    rc.node = r / g;
+    rc.local_rank = r % g;
+  }
 }
 
 }  // namespace dayzero::plan

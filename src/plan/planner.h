@@ -98,4 +98,10 @@ Status check_layout(const PlanRequest& req, int pp, int tp);
 std::vector<int> balance_layers(const std::vector<model::LayerDesc>& layers, const std::vector<int64_t>& w, int pp,
                                 int64_t fixed_first, int64_t fixed_last);
 
+// The layout both planners write: p.stages from bounds (the embedding and lm_head on the first and
+// last stage when `edges`), p.nodes, and every rank's rank, tp, pp and dp coordinates (tp fastest,
+// then pp, then dp) with its node and local rank, topo.gpus_per_node to a node. REQUIRES:
+// p.world_size, p.pp, p.tp set. Expert coordinates (ep_rank, etp_rank) are the caller's.
+void lay_out_ranks(Plan& p, const std::vector<int>& bounds, bool edges, const topology::Topology& topo);
+
 }  // namespace dayzero::plan

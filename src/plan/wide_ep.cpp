@@ -210,20 +210,9 @@ Built evaluate(const PlanRequest& req, const Status& lay, const Tables& t, const
   p.ep = ep;
   p.etp = 1;
   p.ep_dp = c.ep_dp;
-  for (int s = 0; s < pp; ++s) p.stages.push_back({s, bounds[s], bounds[s + 1], s == 0, s == pp - 1});
-  const int g = req.topo.gpus_per_node;
-  for (int i = 0; i < (world + g - 1) / g; ++i) p.nodes.push_back(req.topo.node_name(i));
-  p.ranks.resize(world);
-  for (int r = 0; r < world; ++r) {
-    RankCoord& rc = p.ranks[r];
-    rc.rank = r;
-    rc.tp_rank = r % tp;
-    rc.pp_rank = r / tp % pp;
-    rc.dp_rank = r / (tp * pp);
-    rc.ep_rank = (rc.dp_rank % c.ep_dp) * tp + rc.tp_rank;
-    rc.node = r / g;
-    rc.local_rank = r % g;
-  }
+  lay_out_ranks(p, bounds, true, req.topo);
+  // An expert group spans ep_dp replicas: its ranks are those replicas' tp ranks in turn.
+  for (RankCoord& rc : p.ranks) rc.ep_rank = (rc.dp_rank % c.ep_dp) * tp + rc.tp_rank;
   // Replicas ep_dp and later repeat the first group of ep_dp replicas.
   const int group = c.ep_dp * pp * tp;
   p.memory.resize(world);

@@ -36,16 +36,7 @@ std::vector<float> widened(const std::vector<uint16_t>& w) {
   return out;
 }
 
-std::vector<float> twin(int64_t m, int64_t n, int64_t k, const std::vector<float>& x, const std::vector<float>& w,
-                        std::vector<float> y, bool accumulate) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = accumulate ? y[i * n + j] : 0.0;
-      for (int64_t p = 0; p < k; ++p) s += double(x[i * k + p]) * w[j * k + p];
-      y[i * n + j] = static_cast<float>(s);
-    }
-  return y;
-}
+using test::matmul_nt_twin;
 
 constexpr double kLargeMTolerance = 4e-7;
 
@@ -90,7 +81,7 @@ TEST(GemmBf16, LargeMMatchesTheTwin) {
           const auto x = random_vector(m * k, seed);
           const auto w = to_bf16(random_vector(n * k, seed + 7));
           auto got = random_vector(m * n, seed + 13), f32 = got;
-          const auto ref = twin(m, n, k, x, widened(w), got, acc);
+          const auto ref = matmul_nt_twin(m, n, k, x, widened(w), got, acc);
           cpu::matmul_nt_bf16(m, n, k, x.data(), w.data(), got.data(), acc);
           cpu::matmul_nt(m, n, k, x.data(), widened(w).data(), f32.data(), acc);
           worst = std::max(worst, test::rel_l2(got, ref));
@@ -156,7 +147,7 @@ TEST(GemmBf16, NegativeControls) {
   auto xx = random_vector(mm * kk, 5);
   const auto ww = to_bf16(random_vector(nn * kk, 6));
   auto y = random_vector(mm * nn, 7);
-  const auto ref = twin(mm, nn, kk, xx, widened(ww), y, true);
+  const auto ref = matmul_nt_twin(mm, nn, kk, xx, widened(ww), y, true);
   for (float& v : xx) v *= 1.0f + 1e-4f;
   cpu::matmul_nt_bf16(mm, nn, kk, xx.data(), ww.data(), y.data(), true);
   EXPECT_FALSE(close("x scaled by 1 + 1e-4", y, ref, {mm, nn}, kLargeMTolerance, 7));

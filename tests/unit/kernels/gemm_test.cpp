@@ -25,17 +25,7 @@ using test::close;
 using test::identical;
 using test::random_vector;
 
-// Plain-loop twin: y[m, n] = x[m, k] · w[n, k]^T (+ y), double accumulation.
-std::vector<float> twin(int64_t m, int64_t n, int64_t k, const std::vector<float>& x, const std::vector<float>& w,
-                        std::vector<float> y, bool accumulate) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = accumulate ? y[i * n + j] : 0.0;
-      for (int64_t p = 0; p < k; ++p) s += double(x[i * k + p]) * w[j * k + p];
-      y[i * n + j] = static_cast<float>(s);
-    }
-  return y;
-}
+using test::matmul_nt_twin;
 
 TEST(GemmCoreRule, TableOfCases) {
   const CpuIsa avx512_intel{IsaClass::kAvx512, false}, avx2_amd{IsaClass::kAvx2, true},
@@ -87,7 +77,7 @@ TEST(GemmSelection, ChosenPathIsNamed) {
 // *first with the first element over the bound.
 double worst_ratio(int64_t m, int64_t n, int64_t k, const std::vector<float>& x, const std::vector<float>& w,
                    const std::vector<float>& y0, bool acc, const std::vector<float>& got, std::string* first) {
-  const auto want = twin(m, n, k, x, w, y0, acc);
+  const auto want = matmul_nt_twin(m, n, k, x, w, y0, acc);
   double worst = 0;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -174,7 +164,7 @@ TEST(GemmPaths, MatchTwinOnOddShapes) {
             ++seed;
             const auto x = random_vector(m * k, seed), w = random_vector(n * k, seed + 7919);
             auto y = random_vector(m * n, seed + 31337);
-            const auto want = twin(m, n, k, x, w, y, acc);
+            const auto want = matmul_nt_twin(m, n, k, x, w, y, acc);
             path->matmul_nt(m, n, k, x.data(), w.data(), y.data(), acc ? 1.0f : 0.0f);
             const std::string what = path->name() + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
                                       " k=" + std::to_string(k) + (acc ? " accumulate" : "");
@@ -194,7 +184,7 @@ TEST(GemmPaths, LlmShapesThroughOps) {
     const auto x = random_vector(c.m * c.k, seed), w = random_vector(c.n * c.k, seed + 1);
     std::vector<float> y(c.m * c.n);
     cpu::matmul_nt(c.m, c.n, c.k, x.data(), w.data(), y.data());
-    EXPECT_TRUE(close("matmul_nt m=" + std::to_string(c.m), y, twin(c.m, c.n, c.k, x, w, y, false), {c.m, c.n},
+    EXPECT_TRUE(close("matmul_nt m=" + std::to_string(c.m), y, matmul_nt_twin(c.m, c.n, c.k, x, w, y, false), {c.m, c.n},
                       2e-5, seed));
   }
 }
@@ -212,7 +202,7 @@ TEST(GemmOps, AccumulateAddsToY) {
   const int64_t m = 3, n = 5, k = 9;
   const auto x = random_vector(m * k, 1), w = random_vector(n * k, 2);
   std::vector<float> y(m * n, 0.5f);
-  const auto want = twin(m, n, k, x, w, y, true);
+  const auto want = matmul_nt_twin(m, n, k, x, w, y, true);
   cpu::matmul_nt(m, n, k, x.data(), w.data(), y.data(), true);
   EXPECT_TRUE(close("accumulate", y, want, {m, n}, 1e-6, 1));  // 9 terms: f32 rounding only
 }

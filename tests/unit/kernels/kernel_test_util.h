@@ -1,7 +1,8 @@
 // Helpers for the kernel tests: seeded inputs and one comparison, relative L2 error
 // against a plain-loop twin with the tolerance chosen by the caller. A failure names the
 // case, the seed, the error and the first mismatching elements with their indices.
-// Not a test framework: each test still writes its own twin and picks its own tolerance.
+// Not a test framework: each test picks its own tolerance, and writes its own twin except for the
+// GEMM's, which the f32 and bf16 GEMM tests share.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,6 +15,18 @@
 #include <vector>
 
 namespace dayzero::kernels::test {
+
+// The GEMM's plain-loop twin: y[m, n] = x[m, k] · w[n, k]^T (+ y), double accumulation.
+inline std::vector<float> matmul_nt_twin(int64_t m, int64_t n, int64_t k, const std::vector<float>& x,
+                                         const std::vector<float>& w, std::vector<float> y, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = accumulate ? y[i * n + j] : 0.0;
+      for (int64_t p = 0; p < k; ++p) s += double(x[i * k + p]) * w[j * k + p];
+      y[i * n + j] = static_cast<float>(s);
+    }
+  return y;
+}
 
 // Uniform in [lo, hi), reproducible from `seed` on every platform.
 inline std::vector<float> random_vector(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {

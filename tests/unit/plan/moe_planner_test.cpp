@@ -13,53 +13,23 @@
 namespace dayzero::plan {
 namespace {
 
-struct Model {
-  model::HParams hp;
-  std::vector<model::TensorSpec> specs;
-  std::vector<model::LayerDesc> layers;
-  EdgeNames names;
-  explicit Model(const nlohmann::json& cfg) {
-    auto a = model::find_adapter(cfg);
-    EXPECT_TRUE(a.ok()) << a.status().message();
-    auto h = (*a)->parse_hparams(cfg);
-    EXPECT_TRUE(h.ok()) << h.status().message();
-    hp = *h;
-    specs = (*a)->tensor_specs(hp);
-    layers = model::describe_layers(**a, hp, specs);
-    names = edge_names(**a, hp);
-  }
-  // Weights as stored per config.json (bf16, FP8 for the quantized Linears) on nodes x 8 x 80 GiB.
-  PlanRequest request(int nodes) const {
-    PlanRequest r;
-    r.hp = hp;
-    r.specs = specs;
-    r.layer_descs = layers;
-    r.names = names;
-    r.topo.nodes = nodes;
-    r.topo.gpus_per_node = 8;
-    r.topo.device_memory_bytes = int64_t{80} << 30;
-    r.topo.memory_fraction = 0.9;
-    r.bytes_per_weight = 2;
-    r.stored_bytes = stored_bytes_from_config(specs, 2);
-    r.max_context_tokens = 4096;
-    return r;
-  }
-  // As stored, by kind: FP8 weights 1 B, their scales 4 B (counted with the weight), bf16 2 B;
-  // skip_load tensors (MTP, the scale specs themselves) nothing.
-  int64_t stored_total() const {
-    int64_t b = 0;
-    for (const auto& s : specs) {
-      if (s.skip_load) continue;
-      if (s.scale_name.empty()) {
-        b += 2 * shape_numel(s.shape);
-        continue;
-      }
-      const int64_t br = s.quant_block_rows, bc = s.quant_block_cols;
-      b += shape_numel(s.shape) + 4 * ((s.shape[0] + br - 1) / br) * ((s.shape[1] + bc - 1) / bc);
+using Model = testing::ConfigModel;
+
+// As stored, by kind: FP8 weights 1 B, their scales 4 B (counted with the weight), bf16 2 B;
+// skip_load tensors (MTP, the scale specs themselves) nothing.
+int64_t stored_total(const std::vector<model::TensorSpec>& specs) {
+  int64_t b = 0;
+  for (const auto& s : specs) {
+    if (s.skip_load) continue;
+    if (s.scale_name.empty()) {
+      b += 2 * shape_numel(s.shape);
+      continue;
     }
-    return b;
+    const int64_t br = s.quant_block_rows, bc = s.quant_block_cols;
+    b += shape_numel(s.shape) + 4 * ((s.shape[0] + br - 1) / br) * ((s.shape[1] + bc - 1) / bc);
   }
-};
+  return b;
+}
 
 double gib(int64_t b) { return static_cast<double>(b) / (int64_t{1} << 30); }
 
@@ -103,7 +73,7 @@ TEST(KimiK2, Fp8AsStoredFitsOnSixteenNodes) {
       EXPECT_EQ(c.ep * c.etp, c.tp * c.ep_dp);
     }
   for (const auto& r : p->memory) EXPECT_LE(r.total(), p->memory_cap_bytes);
-  const int64_t total = m.stored_total();
+  const int64_t total = stored_total(m.specs);
   std::cout << "Kimi-K2 weights as stored: " << gib(total) << " GiB\n";
   EXPECT_GT(total, int64_t{950} << 30);   // ~1.03e12 parameters, nearly all FP8
   EXPECT_LT(total, int64_t{1100} << 30);
@@ -139,7 +109,7 @@ TEST(DeepseekV3, Fp8AsStoredOnEightNodesWithoutMtp) {
       EXPECT_EQ(held_bytes(m.specs[i], i, slice_for(m.specs[i], m.hp, *p, r, m.names), mp), 0) << m.specs[i].name;
   }
   EXPECT_TRUE(saw_mtp);
-  EXPECT_EQ(replica_sum(m, *p, mp), m.stored_total());
+  EXPECT_EQ(replica_sum(m, *p, mp), stored_total(m.specs));
 }
 
 // 2 layers (0 dense, 1 MoE), hidden 256, 2 heads, q/kv lora 128, nope 32 rope 16 v 32, 4 experts

@@ -8,6 +8,7 @@
 
 #include "model/registry.h"
 #include "plan/plan.h"
+#include "plan/planner.h"
 
 namespace dayzero::plan::testing {
 
@@ -74,5 +75,39 @@ inline nlohmann::json read_fixture_config(const std::string& name) {
   EXPECT_TRUE(f.good()) << name;
   return nlohmann::json::parse(f);
 }
+
+// A published config through its real adapter: the planner's inputs, and a request for nodes x
+// gpus of mem bytes with the weights as stored per config.json (bf16, FP8 where quantized).
+struct ConfigModel {
+  model::HParams hp;
+  std::vector<model::TensorSpec> specs;
+  std::vector<model::LayerDesc> layers;
+  EdgeNames names;
+  explicit ConfigModel(const nlohmann::json& cfg) {
+    auto a = model::find_adapter(cfg);
+    EXPECT_TRUE(a.ok()) << a.status().message();
+    auto h = (*a)->parse_hparams(cfg);
+    EXPECT_TRUE(h.ok()) << h.status().message();
+    hp = *h;
+    specs = (*a)->tensor_specs(hp);
+    layers = model::describe_layers(**a, hp, specs);
+    names = edge_names(**a, hp);
+  }
+  PlanRequest request(int nodes, int gpus = 8, int64_t mem = int64_t{80} << 30) const {
+    PlanRequest r;
+    r.hp = hp;
+    r.specs = specs;
+    r.layer_descs = layers;
+    r.names = names;
+    r.topo.nodes = nodes;
+    r.topo.gpus_per_node = gpus;
+    r.topo.device_memory_bytes = mem;
+    r.topo.memory_fraction = 0.9;
+    r.bytes_per_weight = 2;
+    r.stored_bytes = stored_bytes_from_config(specs, 2);
+    r.max_context_tokens = 4096;
+    return r;
+  }
+};
 
 }  // namespace dayzero::plan::testing

@@ -16,37 +16,7 @@
 namespace dayzero::plan {
 namespace {
 
-struct Model {
-  model::HParams hp;
-  std::vector<model::TensorSpec> specs;
-  std::vector<model::LayerDesc> layers;
-  EdgeNames names;
-  explicit Model(const nlohmann::json& cfg) {
-    auto a = model::find_adapter(cfg);
-    EXPECT_TRUE(a.ok()) << a.status().message();
-    auto h = (*a)->parse_hparams(cfg);
-    EXPECT_TRUE(h.ok()) << h.status().message();
-    hp = *h;
-    specs = (*a)->tensor_specs(hp);
-    layers = model::describe_layers(**a, hp, specs);
-    names = edge_names(**a, hp);
-  }
-  PlanRequest request(int nodes, int gpus, int64_t mem) const {
-    PlanRequest r;
-    r.hp = hp;
-    r.specs = specs;
-    r.layer_descs = layers;
-    r.names = names;
-    r.topo.nodes = nodes;
-    r.topo.gpus_per_node = gpus;
-    r.topo.device_memory_bytes = mem;
-    r.topo.memory_fraction = 0.9;
-    r.bytes_per_weight = 2;
-    r.stored_bytes = stored_bytes_from_config(specs, 2);
-    r.max_context_tokens = 4096;
-    return r;
-  }
-};
+using Model = testing::ConfigModel;
 
 bool routed(const model::TensorSpec& s) { return s.rule == model::ShardRule::kExpertOwned && s.expert >= 0; }
 
@@ -105,7 +75,9 @@ TEST(WideEpPlanner, KimiK2CandidatesListEp16To384) {
   for (const Candidate& c : cands) {
     if (c.ep_dp <= 1) continue;
     (c.feasible ? fits : rejected)[c.ep]++;
-    if (c.ep == 384) EXPECT_EQ(c.reason, "an expert group of ep=384 x pp=1 stages does not tile the world of 512 ranks");
+    if (c.ep == 384) {
+      EXPECT_EQ(c.reason, "an expert group of ep=384 x pp=1 stages does not tile the world of 512 ranks");
+    }
   }
   std::cout << "Kimi-K2 candidates: " << cands.size() << " in " << s << " s\n";
   for (int ep : {16, 32, 64, 128}) EXPECT_GT(fits[ep], 0) << ep;
