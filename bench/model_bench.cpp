@@ -5,9 +5,11 @@
 //                    [--repeats R] [--only prefill|gemm] (one half alone, for a profiler)
 //                    [--weights f32|as_stored] (the model's bf16 weights widened on load, or kept
 //                    as stored and widened inside the GEMM; the GEMM-only side is f32 either way).
-// The model is generated once per folder.
+// The model is generated once per folder. The prefill GEMM path is timed on the model's shapes
+// first, as a run does (DAYZERO_GEMM_TUNE=off: the fixed rule).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -76,6 +78,15 @@ int main(int argc, char** argv) {
     return 3;
   }
   const auto& hp = info->hp;
+  // The prefill GEMM path timed on these weights' shapes, as a run does after loading (no cache):
+  // the prefill and the GEMM-only side both take it. DAYZERO_GEMM_TUNE=off keeps the fixed rule.
+  const char* tune_env = std::getenv("DAYZERO_GEMM_TUNE");
+  if (!tune_env || std::string(tune_env) != "off") {
+    std::string chosen;
+    std::printf("%s\n\n", be.tune_prefill(w.tensors(), "", &chosen).c_str());
+  } else {
+    std::printf("prefill GEMM path: the fixed rule (DAYZERO_GEMM_TUNE=off)\n\n");
+  }
   runtime::Forward fwd(be, *info->adapter, hp, w);
   std::vector<int32_t> ids(tokens);
   for (int i = 0; i < tokens; ++i) ids[i] = (i * 7919) % static_cast<int32_t>(hp.n_vocab);

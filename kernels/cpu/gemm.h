@@ -117,4 +117,21 @@ bool verify_path(GemmPath& path, std::string* detail);
 // The path matmul_nt() uses, chosen on first call (thread-safe) and logged in gemm_info().
 GemmPath& selected_path();
 
+// The large-M paths (m > 16: prefill) this process can run, each after verify_path: the rule's
+// own choice first, then the other paths that load ("openblas", "blis", "onednn", "builtin").
+// Empty when one path was asked for (DAYZERO_GEMM), which the start-up timing leaves alone.
+struct LargeMPath {
+  std::string id;   // "openblas", "blis", "onednn", "builtin"
+  GemmPath* path = nullptr;
+};
+std::vector<LargeMPath> large_m_paths(std::vector<std::string>* notes);
+// The id of the path m > 16 takes now, and of the one the fixed rule chose.
+std::string large_m_path_id();
+std::string large_m_rule_id();
+// Makes `id` (one of large_m_paths()) the path m > 16 takes; the built-in kernel keeps m <= 16.
+// `how` is logged in gemm_info().path ("timed at start-up"). False with *why when the id is not
+// among large_m_paths(). Changes the bits of every m > 16 product: the run takes one choice
+// on every rank (rank 0's), and the cache keeps it from one run to the next.
+bool set_large_m_path(const std::string& id, const std::string& how, std::string* why);
+
 }  // namespace dayzero::kernels::cpu::gemm

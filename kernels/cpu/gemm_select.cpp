@@ -1,8 +1,8 @@
 // Picks the GEMM paths once per process and implements the ops.h GEMM entry points
-// (gemm_info, gemm_set_threads, matmul_nt, matmul_nt_bf16, matmul_nt_shared_x). The rule is fixed, not timed at
-// start-up, so every rank and every run takes the same path (and bits) for the same shape (the
-// start-up tuning, gemm_tune.cpp, only picks how the small-M kernel streams w, never what it
-// sums): the built-in kernel for
+// (gemm_info, gemm_set_threads, matmul_nt, matmul_nt_bf16, matmul_nt_shared_x). The rule is fixed,
+// so the same shape takes the same path (and bits); a run's start-up timing (gemm_tune.cpp) may
+// then replace its large-M path (set_large_m_path: one choice per job, cached per machine) and
+// picks how the small-M kernel streams w, never what it sums. The rule: the built-in kernel for
 // small M (1 <= m <= kSmallM, decode batches), and for the rest OpenBLAS on the widest core this CPU
 // runs (forcing it when the library's own detection fell back), else BLIS, else the built-in
 // kernel; each only after it matches the double-precision reference on small shapes.
@@ -12,9 +12,11 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "core/check.h"
@@ -187,10 +189,18 @@ bool verify_path(GemmPath& path, std::string* detail) {
 
 namespace {
 
+class ByRows;
+
 struct Selection {
   GemmPath* path = nullptr;
   GemmInfo info;
   bool small_m_builtin = false;  // m <= kSmallM takes the built-in kernel (the ByRows rule)
+  ByRows* rule = nullptr;        // the rule when it is the path (its large-M path may be switched)
+  std::string rule_id;           // the id of the path the fixed rule chose for m > kSmallM
+  std::string large_id;          // the id of the path m > kSmallM takes now
+  std::string large_reason;      // why: "as detected by the library", "timed at start-up"
+  std::string rule_reason;       // the rule's why
+  std::string notes;             // "; "-joined notes of the selection (libraries missing, ...)
 };
 
 // Rows up to which the built-in kernel's small-M tiles (every x row in cache, w streamed once
@@ -199,25 +209,28 @@ struct Selection {
 constexpr int64_t kSmallM = 16;
 
 // Two paths chosen by the number of rows: a fixed rule, so the same shape always takes the
-// same path and its bits do not depend on anything else.
+// same path and its bits do not depend on anything else; only the start-up timing of a run
+// (set_large_m_path, before any product) switches the large-M path.
 class ByRows final : public GemmPath {
  public:
   ByRows(GemmPath* small, GemmPath* large) : small_(small), large_(large) {}
   std::string name() const override {
-    return small_->name() + " at m <= " + std::to_string(kSmallM) + "; " + large_->name();
+    return small_->name() + " at m <= " + std::to_string(kSmallM) + "; " + large_.load()->name();
   }
   void set_threads(int n) override {
     small_->set_threads(n);
-    large_->set_threads(n);
+    large_.load()->set_threads(n);
   }
   void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
                  float beta) override {
-    (m <= kSmallM ? small_ : large_)->matmul_nt(m, n, k, x, w, y, beta);
+    (m <= kSmallM ? small_ : large_.load(std::memory_order_acquire))->matmul_nt(m, n, k, x, w, y, beta);
   }
+  GemmPath* small() const { return small_; }
+  void set_large(GemmPath* p) { large_.store(p, std::memory_order_release); }
 
  private:
   GemmPath* small_;
-  GemmPath* large_;
+  std::atomic<GemmPath*> large_;
 };
 
 // OpenBLAS on the core the rule wants; nullptr (with notes) when it cannot be used.
@@ -292,6 +305,8 @@ Selection choose_path() {
     s.path = path;
     s.small_m_builtin = path == builtin();
     s.info.path = path->name() + " (" + reason + ")";
+    s.rule_id = s.large_id = candidate;
+    s.rule_reason = s.large_reason = reason;
     break;
   }
   DZ_CHECK(s.path != nullptr, "no GEMM path passed verification: " << (notes.empty() ? "" : notes.back()));
@@ -302,13 +317,15 @@ Selection choose_path() {
     if (verify_path(*small, &detail)) {
       static ByRows rule(small, s.path);
       s.path = &rule;
+      s.rule = &rule;
       s.small_m_builtin = true;
       s.info.path = small->name() + " at m <= " + std::to_string(kSmallM) + "; " + s.info.path;
     } else {
       notes.push_back("small-M path rejected, wrong results: " + detail);
     }
   }
-  for (const std::string& note : notes) s.info.path += "; " + note;
+  for (const std::string& note : notes) s.notes += "; " + note;
+  s.info.path += s.notes;
   s.info.threads = threads;
   return s;
 }
@@ -321,6 +338,71 @@ Selection& selection() {
 }  // namespace
 
 GemmPath& selected_path() { return *selection().path; }
+
+namespace {
+std::mutex g_large_mu;  // large_m_paths / set_large_m_path: one at a time
+}  // namespace
+
+namespace {
+
+constexpr const char* kLargeMIds[] = {"openblas", "blis", "onednn", "builtin"};
+
+// The path `id` loaded, its threads set and verified (the rule's own path was verified when it
+// was chosen); nullptr with *why otherwise. REQUIRES: g_large_mu held.
+GemmPath* load_large_m_path(const Selection& s, const std::string& id, std::string* why) {
+  GemmPath* path = nullptr;
+  if (id == "openblas") path = OpenBlas::get(why);  // as the rule set it up (its core forced when it was)
+  else if (id == "blis") path = blis(why);
+  else if (id == "onednn") path = onednn(why);
+  else if (id == "builtin") path = builtin();
+  else *why = "GEMM path '" + id + "' is not openblas, blis, onednn or builtin";
+  if (!path || id == s.rule_id) return path;
+  path->set_threads(kernel_threads());
+  std::string detail;
+  if (!verify_path(*path, &detail)) {
+    *why = id + " rejected, wrong results: " + detail;
+    return nullptr;
+  }
+  return path;
+}
+
+}  // namespace
+
+std::vector<LargeMPath> large_m_paths(std::vector<std::string>* notes) {
+  std::lock_guard<std::mutex> lock(g_large_mu);
+  Selection& s = selection();
+  std::vector<LargeMPath> out;
+  if (!s.rule) return out;
+  std::string why;
+  out.push_back({s.rule_id, load_large_m_path(s, s.rule_id, &why)});
+  for (const char* id : kLargeMIds) {
+    if (id == s.rule_id) continue;
+    if (GemmPath* path = load_large_m_path(s, id, &why)) out.push_back({id, path});
+    else if (notes) notes->push_back(why);
+  }
+  return out;
+}
+
+std::string large_m_path_id() { return selection().large_id; }
+
+std::string large_m_rule_id() { return selection().rule_id; }
+
+bool set_large_m_path(const std::string& id, const std::string& how, std::string* why) {
+  std::lock_guard<std::mutex> lock(g_large_mu);
+  Selection& s = selection();
+  if (!s.rule) {
+    *why = "one GEMM path runs every M (DAYZERO_GEMM): the large-M path is not switched";
+    return false;
+  }
+  GemmPath* path = load_large_m_path(s, id, why);
+  if (!path) return false;
+  s.rule->set_large(path);
+  if (id != s.large_id) s.large_reason = id == s.rule_id ? s.rule_reason : how;
+  s.large_id = id;
+  s.info.path = s.rule->small()->name() + " at m <= " + std::to_string(kSmallM) + "; " + path->name() + " (" +
+                s.large_reason + ")" + s.notes;
+  return true;
+}
 
 }  // namespace gemm
 

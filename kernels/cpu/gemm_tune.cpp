@@ -228,4 +228,159 @@ SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::str
   return t;
 }
 
+namespace {
+
+// The small-M key's CPU, ISA, thread count and shapes, the rows timed and the rule's path.
+// The libraries' versions are not in it (learning them loads every library at every start):
+// after an upgrade, delete the file to time again; a cached path is still verified before use.
+std::string large_m_cache_key(const std::vector<TuneWeight>& weights) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016zx",
+                std::hash<std::string>{}(small_m_cache_key(weights) + "|m " + std::to_string(kLargeMRows) + "|rule " +
+                                         large_m_rule_id()));
+  return hex;
+}
+
+bool read_large_cache(const fs::path& file, LargeMTuning* out) {
+  std::ifstream in(file);
+  if (!in) return false;
+  LargeMTuning t;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string tag;
+    ls >> tag;
+    LargeMCandidate c;
+    if (tag == "chosen") {
+      if (!(ls >> t.chosen)) return false;
+    } else if (tag == "candidate") {
+      if (!(ls >> c.id >> c.gflop_s)) return false;
+      t.candidates.push_back(c);
+    }
+  }
+  if (t.candidates.empty() || t.chosen.empty()) return false;
+  t.source = "cached in " + file.string();
+  *out = std::move(t);
+  return true;
+}
+
+// Writes `t` as `file` unless the file exists (link(2) does not replace): the first writer's
+// choice stands for every process.
+void write_large_cache_once(const fs::path& file, const LargeMTuning& t) {
+  std::error_code ec;
+  fs::create_directories(file.parent_path(), ec);
+  if (ec) return;
+  const fs::path tmp = file.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    out << "chosen " << t.chosen << "\n";
+    for (const auto& c : t.candidates) out << "candidate " << c.id << " " << c.gflop_s << "\n";
+    if (!out) {
+      fs::remove(tmp, ec);
+      return;
+    }
+  }
+  (void)::link(tmp.c_str(), file.c_str());
+  fs::remove(tmp, ec);
+}
+
+}  // namespace
+
+std::string LargeMTuning::describe() const {
+  std::ostringstream os;
+  os << "large-M path " << (chosen.empty() ? rule : chosen) << " (" << source;
+  if (seconds > 0) os << " in " << static_cast<int>(seconds * 1000 + 0.5) << " ms";
+  if (!rule.empty()) os << "; rule " << rule;
+  os << ")";
+  if (!candidates.empty()) {
+    os << "; m = " << kLargeMRows << " GFLOP/s:";
+    for (const auto& c : candidates) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f", c.gflop_s);
+      os << " " << c.id << " " << buf;
+    }
+  }
+  return os.str();
+}
+
+LargeMTuning tune_large_m(const std::vector<TuneWeight>& weights, const std::string& cache_dir, double budget_s) {
+  LargeMTuning t;
+  t.rule = large_m_rule_id();
+  if (t.rule.empty()) {
+    t.source = "one path runs every M (DAYZERO_GEMM)";
+    return t;
+  }
+  if (weights.empty()) {
+    t.source = "no weights to measure; rule kept";
+    return t;
+  }
+  std::string why;
+  const fs::path cache =
+      cache_dir.empty() ? fs::path() : fs::path(cache_dir) / ("gemm-large-m-" + large_m_cache_key(weights) + ".txt");
+  // A cached choice loads and verifies only its own path.
+  if (!cache.empty() && read_large_cache(cache, &t) && set_large_m_path(t.chosen, "timed at start-up, cached", &why)) {
+    t.rule = large_m_rule_id();
+    return t;
+  }
+  t = LargeMTuning{};
+  t.rule = large_m_rule_id();
+  std::vector<std::string> notes;
+  const std::vector<LargeMPath> paths = large_m_paths(&notes);
+  const int64_t t0 = monotonic_ns();
+  // The distinct shapes, each capped at 16 MiB of f32 rows (a prefill product's time is the
+  // path's, whatever the weights hold; a 180 MB weight need not be copied to learn it).
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (const auto& w : weights) {
+    const int64_t n = std::min<int64_t>(w.n, std::max<int64_t>(16, (int64_t{16} << 20) / (4 * w.k)));
+    if (std::find(shapes.begin(), shapes.end(), std::make_pair(n, w.k)) == shapes.end()) shapes.push_back({n, w.k});
+  }
+  int64_t max_wk = 0, max_k = 0, max_n = 0;
+  double flop = 0;
+  for (const auto& [n, k] : shapes) {
+    max_wk = std::max(max_wk, n * k), max_k = std::max(max_k, k), max_n = std::max(max_n, n);
+    flop += 2.0 * static_cast<double>(kLargeMRows * n * k);
+  }
+  std::vector<float> w(static_cast<size_t>(max_wk)), x(static_cast<size_t>(kLargeMRows * max_k)),
+      y(static_cast<size_t>(kLargeMRows * max_n));
+  uint32_t s = 777;
+  for (auto* v : {&w, &x})
+    for (float& f : *v) {
+      s = s * 1664525u + 1013904223u;
+      f = static_cast<float>(s >> 8) / 16777216.0f - 0.5f;
+    }
+  std::vector<double> best(paths.size(), 1e30);
+  bool spent = false;
+  for (int round = 0; !spent; ++round) {
+    for (size_t i = 0; i < paths.size() && !spent; ++i) {
+      const int64_t s0 = monotonic_ns();
+      for (const auto& [n, k] : shapes) paths[i].path->matmul_nt(kLargeMRows, n, k, x.data(), w.data(), y.data(), 0.0f);
+      const int64_t s1 = monotonic_ns();
+      best[i] = std::min(best[i], static_cast<double>(s1 - s0) * 1e-9);
+      spent = round >= 1 && static_cast<double>(s1 - t0) * 1e-9 >= budget_s;
+    }
+  }
+  size_t fastest = 0;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    t.candidates.push_back({paths[i].id, flop / best[i] * 1e-9});
+    if (best[i] < best[fastest]) fastest = i;
+  }
+  // paths[0] is the rule's: another replaces it only by the margin.
+  t.chosen = best[0] <= best[fastest] * kLargeMSwitchMargin ? paths[0].id : paths[fastest].id;
+  t.seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
+  t.source = "measured";
+  if (!cache.empty()) {
+    write_large_cache_once(cache, t);
+    LargeMTuning stored;
+    // Another process chose first: one choice for all that share the cache.
+    if (read_large_cache(cache, &stored) && stored.chosen != t.chosen &&
+        set_large_m_path(stored.chosen, "timed at start-up by another process", &why)) {
+      t.chosen = stored.chosen;
+      t.source = "measured; " + stored.source + " by another process, taken";
+    }
+  }
+  if (large_m_path_id() != t.chosen && !set_large_m_path(t.chosen, "timed at start-up", &why)) t.source += "; " + why;
+  for (const auto& n : notes) t.source += "; " + n;
+  return t;
+}
+
 }  // namespace dayzero::kernels::cpu::gemm

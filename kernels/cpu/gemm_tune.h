@@ -1,5 +1,6 @@
 // Internal to kernels/cpu and the CPU backend: start-up tuning of the built-in small-M kernel
-// (the decode GEMM) on the weights a process holds (docs/gemm.md, "Chosen by measuring").
+// (the decode GEMM) and of the large-M path (prefill) on the weights a process holds
+// (docs/gemm.md, "Chosen by measuring").
 #pragma once
 
 #include <cstdint>
@@ -41,5 +42,34 @@ SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::str
 
 // The cache file's key: a hash of the CPU model name, ISA, thread count and weight shapes.
 std::string small_m_cache_key(const std::vector<TuneWeight>& weights);
+
+struct LargeMCandidate {
+  std::string id;       // large_m_paths()'s id: "openblas", "blis", "onednn", "builtin"
+  double gflop_s = 0;   // at m = kLargeMRows over the weights' shapes, best sweep
+};
+
+struct LargeMTuning {
+  std::string rule;    // the fixed rule's path, before the timing
+  std::string chosen;  // the path m > 16 takes now ("" when nothing was timed)
+  std::vector<LargeMCandidate> candidates;
+  double seconds = 0;
+  std::string source;  // "measured", "cached in PATH", "one path runs every M (DAYZERO_GEMM)", ...
+  // "large-M path openblas (measured in 90 ms; rule openblas); m = 128 GFLOP/s: openblas 131.2 ..."
+  std::string describe() const;
+};
+
+// The rows of x the large-M paths are timed at: a prefill chunk.
+inline constexpr int64_t kLargeMRows = 128;
+// Another path replaces the rule's only when it is this much faster: a switch changes the
+// bits of every prefill product, so it must not follow noise between near-equal paths.
+inline constexpr double kLargeMSwitchMargin = 1.05;
+
+// Times every large_m_paths() path at m = kLargeMRows on the weights' distinct shapes (each
+// capped at 16 MiB of random f32 rows: the path's speed, not the weights' values), rounds
+// interleaved until budget_s, and sets the fastest (set_large_m_path) when it beats the rule's
+// by kLargeMSwitchMargin. With a cache_dir, a choice for the same CPU, ISA, thread count,
+// shapes and libraries is read from there; a new one is written there unless another process
+// wrote one meanwhile, which is then taken instead: processes that start together agree.
+LargeMTuning tune_large_m(const std::vector<TuneWeight>& weights, const std::string& cache_dir, double budget_s = 0.1);
 
 }  // namespace dayzero::kernels::cpu::gemm

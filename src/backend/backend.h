@@ -131,6 +131,23 @@ class Backend {
     (void)cache_dir;
     return "";
   }
+  // Times the prefill GEMM paths on the weights' shapes (CPU: the large-M path, OpenBLAS / BLIS /
+  // oneDNN / built-in, within about 0.1 s, cached under cache_dir) and takes the fastest. Unlike
+  // tune(), the paths differ in bits: a job times on one rank and hands the id it returns in
+  // *chosen to the others' use_prefill_path. Returns what was chosen and measured; "" (and
+  // *chosen "") when there is nothing to choose.
+  virtual std::string tune_prefill(const std::vector<const Tensor*>& weights, const std::string& cache_dir,
+                                   std::string* chosen) {
+    (void)weights;
+    (void)cache_dir;
+    chosen->clear();
+    return "";
+  }
+  // Takes the prefill GEMM path another rank's tune_prefill chose. An error names the path when
+  // this process cannot run it.
+  virtual Status use_prefill_path(const std::string& id) {
+    return id.empty() ? Status::Ok() : Status::InvalidArgument("backend has no prefill GEMM path '" + id + "'");
+  }
 
   // y[m, n] = x[m, k] · w[n, k]^T (+ y when accumulate)
   virtual void matmul(const Tensor& x, const Tensor& w, Tensor& y, bool accumulate = false) = 0;

@@ -80,15 +80,26 @@ class CpuBackend final : public Backend {
   std::string describe() const override {
     const auto& g = kc::gemm_info();
     return "cpu: " + g.path + ", " + std::to_string(g.threads) + " GEMM thread(s)" +
-           (tuning_.empty() ? "" : "; " + tuning_);
+           (tuning_.empty() ? "" : "; " + tuning_) + (prefill_tuning_.empty() ? "" : "; " + prefill_tuning_);
   }
   std::string tune(const std::vector<const Tensor*>& weights, const std::string& cache_dir) override {
-    std::vector<kc::gemm::TuneWeight> tw;
-    for (const Tensor* t : weights)
-      if (t->rank() == 2 && (t->dtype() == DType::kF32 || t->dtype() == DType::kBF16))
-        tw.push_back({t->dim(0), t->dim(1), t->data(), t->dtype() == DType::kBF16});
-    tuning_ = kc::gemm::tune_small_m(tw, cache_dir).describe();
+    tuning_ = kc::gemm::tune_small_m(tune_weights(weights), cache_dir).describe();
     return tuning_;
+  }
+  std::string tune_prefill(const std::vector<const Tensor*>& weights, const std::string& cache_dir,
+                           std::string* chosen) override {
+    const kc::gemm::LargeMTuning t = kc::gemm::tune_large_m(tune_weights(weights), cache_dir);
+    *chosen = t.chosen;
+    prefill_tuning_ = t.describe();
+    return prefill_tuning_;
+  }
+  Status use_prefill_path(const std::string& id) override {
+    std::string why;
+    if (id.empty()) return Status::Ok();
+    if (!kc::gemm::set_large_m_path(id, "timed at start-up on rank 0", &why))
+      return Status::Unsupported("the prefill GEMM path rank 0 timed fastest cannot run here: " + why);
+    prefill_tuning_ = "large-M path " + id + " (rank 0's choice)";
+    return Status::Ok();
   }
   Device device() const override { return {}; }
 
@@ -254,7 +265,17 @@ class CpuBackend final : public Backend {
   };
   int64_t budget_;
   bool keeps_stored_;
-  std::string tuning_;  // tune()'s outcome, named by describe()
+  // The 2-D f32 and bf16 weights, as the GEMM tuning takes them.
+  static std::vector<kc::gemm::TuneWeight> tune_weights(const std::vector<const Tensor*>& weights) {
+    std::vector<kc::gemm::TuneWeight> tw;
+    for (const Tensor* t : weights)
+      if (t->rank() == 2 && (t->dtype() == DType::kF32 || t->dtype() == DType::kBF16))
+        tw.push_back({t->dim(0), t->dim(1), t->data(), t->dtype() == DType::kBF16});
+    return tw;
+  }
+
+  std::string tuning_;          // tune()'s outcome, named by describe()
+  std::string prefill_tuning_;  // tune_prefill()'s, likewise
   RopeTable rope_table_;
   std::vector<float> scratch_, scratch2_;  // bf16 weight operands widened (f32_operand)
 };

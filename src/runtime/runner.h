@@ -1,6 +1,6 @@
 // `dayzero run`: one Day-0 run of a run config on this MPI job, from config to dump.
 // Phases (src/runtime/run/, one file each): config -> model check -> replay source -> plan ->
-// run folder -> backend -> dump file -> load -> coverage -> prompts -> dump; each ends with an agreement
+// run folder -> backend -> dump file -> load -> tune -> coverage -> prompts -> dump; each ends with an agreement
 // over all ranks, so every rank goes on or every rank stops with the same exit code. A replay
 // (RunArgs::replay_*) runs only the given layers on another run's recorded inputs.
 // Replica d of the plan's dp runs prompts d, d + dp, ...; inside a replica the model is split

@@ -189,7 +189,7 @@ class Serve(unittest.TestCase):
             self.assertEqual(status, 503)
             self.assertEqual(body["status"], "starting")
             self.assertIn(body["phase"], ["config", "model check", "replay source", "plan", "run folder", "backend",
-                                          "dump file", "load", "coverage", "prompts", "serve"])
+                                          "dump file", "load", "tune", "coverage", "prompts", "serve"])
         out = subprocess.run(["curl", "-s", "-w", "\n%{http_code}", f"http://127.0.0.1:{self.port}/health"],
                              capture_output=True, text=True, timeout=30).stdout.splitlines()
         self.assertEqual(out[-1], "200")
@@ -489,18 +489,18 @@ class Replicas(unittest.TestCase):
         d = self.tmp.name
         port = free_ports(3)
         dump = ", activations: {points: [layer_out, logits], phase: both}"
-        # Rank 1 (replica 1) pauses 2 s before the agreement that ends the warm-up (env agree #16: the
+        # Rank 1 (replica 1) pauses 2 s before the agreement that ends the warm-up (env agree #18: the
         # world's agreements and gathers since the start, one or two per phase), when replica 0 has run
         # its prompts: replica 0 answers 503 "prompts" until replica 1 is done too.
         config = write_config(d, "dp2", port, serve={"dump_requests": "true"}, dump=dump, parallel="{dp: 2}",
-                              extra="debug: {stall: {rank: 1, before: 'env agree #16', seconds: 2}}\n")
+                              extra="debug: {stall: {rank: 1, before: 'env agree #18', seconds: 2}}\n")
         server = Server(config, port, d + "/dp2.log")
         served = {}  # req-N: (prompt, token ids)
         try:
             seen = [t for t, (_, b) in zip(server.health_before_t, server.health_before) if b.get("phase") == "prompts"]
             self.assertTrue(seen, server.health_before)
             self.assertGreater(server.ready_t - seen[0], 1.0)  # replica 0 waited for replica 1's warm-up
-            self.assertIn("stalls before agree #16 of world.env", server.output())
+            self.assertIn("stalls before agree #18 of world.env", server.output())
             self.assertEqual(http(port + 1, "GET", "/health"), (200, {"status": "ok"}))
             with self.assertRaises((urllib.error.URLError, ConnectionError)):  # a third replica's port: nothing
                 http(port + 2, "GET", "/health", timeout=5)

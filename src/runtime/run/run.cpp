@@ -72,7 +72,8 @@ int Run::execute() {
       {"replay source", &Run::open_replay_source},
       {"plan", &Run::plan_and_partition},     {"run folder", &Run::make_run_folder},
       {"backend", &Run::create_backend},      {"dump file", &Run::open_dump_file},
-      {"load", &Run::load_checkpoint},        {"coverage", &Run::check_coverage},
+      {"load", &Run::load_checkpoint},        {"tune", &Run::tune_kernels},
+      {"coverage", &Run::check_coverage},
       {"prompts", &Run::run_prompts},         {"dump", &Run::finish},
   };
   if (args_.serve) phases.insert(phases.end() - 1, {"serve", &Run::serve_requests});

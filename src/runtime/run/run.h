@@ -76,6 +76,7 @@ class Run {
   Status create_backend();          // run_backend.cpp: the compute backend of this rank
   Status open_dump_file();          // run_folder.cpp: this rank's HDF5 file and its root attributes
   Status load_checkpoint();         // run_load.cpp: this rank's slices, checked against the plan
+  Status tune_kernels();            // run_load.cpp: the GEMM settings timed on the weights (prefill path: rank 0's)
   Status check_coverage();          // run_load.cpp: every tensor held by some rank; job-wide load figures
   // run_load.cpp: what a device keeps each weight as (absent on the CPU, which keeps f32).
   std::optional<plan::WeightsOnDevice> weights_on_device() const;

@@ -68,13 +68,6 @@ Status Run::load_checkpoint() {
     return Status::Internal("loaded " + std::to_string(load_stats_.bytes_read) + " bytes, the plan's slices hold " +
                             std::to_string(expected));
   DZ_RETURN_IF_ERROR(check_device_weights_and_reserve());
-  // The kernels tuned on the weights just placed (the CPU's decode GEMM: same bits, chosen by
-  // time, cached per CPU model and shapes); DAYZERO_GEMM_TUNE=off keeps the defaults.
-  const char* tune = std::getenv("DAYZERO_GEMM_TUNE");
-  if (!tune || std::string(tune) != "off") {
-    const std::string tuned = be_->tune(weights_.tensors(), kernel_cache_dir());
-    if (!tuned.empty() && env_.rank() == 0) DZ_LOG_INFO("{}", tuned);
-  }
   if (!writer_) return Status::Ok();
   std::vector<dump::WeightRow> rows;
   for (const auto& r : records_) {
@@ -94,6 +87,25 @@ Status Run::load_checkpoint() {
     rows.push_back(std::move(w));
   }
   return writer_->write_weights(rows);
+}
+
+Status Run::tune_kernels() {
+  // The kernels tuned on the weights just placed, cached per CPU model and shapes;
+  // DAYZERO_GEMM_TUNE=off keeps the defaults and the fixed rule. The decode GEMM's settings give
+  // the same bits whichever is chosen, so every rank times its own. The prefill path changes
+  // bits: rank 0 times it and every rank takes rank 0's choice, so each rank's products sum as
+  // a single-rank run's on rank 0's machine do.
+  const char* tune = std::getenv("DAYZERO_GEMM_TUNE");
+  if (tune && std::string(tune) == "off") return Status::Ok();
+  const std::string tuned = be_->tune(weights_.tensors(), kernel_cache_dir());
+  if (!tuned.empty() && env_.rank() == 0) DZ_LOG_INFO("{}", tuned);
+  std::string chosen;
+  if (env_.rank() == 0) {
+    const std::string timed = be_->tune_prefill(weights_.tensors(), kernel_cache_dir(), &chosen);
+    if (!timed.empty()) DZ_LOG_INFO("{}", timed);
+  }
+  chosen = comm::broadcast_string(chosen);
+  return env_.rank() == 0 ? Status::Ok() : be_->use_prefill_path(chosen);
 }
 
 std::optional<plan::WeightsOnDevice> Run::weights_on_device() const {

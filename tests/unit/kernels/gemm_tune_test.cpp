@@ -3,6 +3,8 @@
 // tails), so choosing by time cannot change a result; a tuning lists every candidate with its
 // GB/s, sets the one it chose, and a second tuning of the same shapes reads the cache (a
 // corrupt cache file is measured again). Speed itself is not asserted: decode_bench shows it.
+// The large-M (prefill) path: timed over the paths that load, the choice set and cached, a
+// switch taking effect in matmul_nt (each path's own bits), an unknown path refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -87,6 +89,72 @@ TEST(GemmTune, ChoosesAMeasuredCandidateAndCachesIt) {
   std::ofstream(file) << "chosen 9 -1\n";
   EXPECT_EQ(cpu::gemm::tune_small_m(other, dir.string(), 0.02).source, "measured");
   fs::remove_all(dir);
+}
+
+// Restores the large-M path when a test ends.
+struct LargePathGuard {
+  std::string saved = cpu::gemm::large_m_path_id();
+  ~LargePathGuard() {
+    std::string why;
+    cpu::gemm::set_large_m_path(saved, "restored", &why);
+  }
+};
+
+TEST(GemmTune, LargeMPathTimedChosenAndCached) {
+  LargePathGuard guard;
+  if (cpu::gemm::large_m_paths(nullptr).empty()) GTEST_SKIP() << "DAYZERO_GEMM runs one path at every M";
+  const fs::path dir = fs::temp_directory_path() / ("dayzero-gemm-large-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const auto w1 = random_vector(384 * 256, 41), w2 = random_vector(256 * 640, 42);
+  const std::vector<cpu::gemm::TuneWeight> weights = {{384, 256, w1.data(), false}, {256, 640, w2.data(), false}};
+  const std::string rule = cpu::gemm::large_m_rule_id();
+  const auto first = cpu::gemm::tune_large_m(weights, dir.string(), 0.05);
+  std::printf("%s\n", first.describe().c_str());
+  EXPECT_EQ(first.source.rfind("measured", 0), 0u) << first.source;
+  EXPECT_EQ(first.rule, rule);
+  ASSERT_FALSE(first.candidates.empty());
+  EXPECT_EQ(first.candidates.front().id, rule);  // the rule's path is always timed, first
+  bool listed = false;
+  for (const auto& c : first.candidates) {
+    EXPECT_GT(c.gflop_s, 0) << c.id;
+    listed |= c.id == first.chosen;
+  }
+  EXPECT_TRUE(listed) << first.chosen;
+  EXPECT_EQ(cpu::gemm::large_m_path_id(), first.chosen);
+
+  const auto again = cpu::gemm::tune_large_m(weights, dir.string(), 0.05);
+  EXPECT_EQ(again.source.rfind("cached in ", 0), 0u) << again.source;
+  EXPECT_EQ(again.chosen, first.chosen);
+  fs::remove_all(dir);
+}
+
+TEST(GemmTune, LargeMChoiceTakesEffectAndAnUnknownPathIsRefused) {
+  LargePathGuard guard;
+  const auto paths = cpu::gemm::large_m_paths(nullptr);
+  if (paths.size() < 2) GTEST_SKIP() << paths.size() << " large-M path(s) load here: nothing to switch between";
+  // Every large-M path at m = 40 (above the small-M kernel's 16) after the switch gives that
+  // path's own bits: the product runs on the path switched to.
+  const int64_t m = 40, n = 96, k = 300;
+  const auto x = random_vector(m * k, 51), w = random_vector(n * k, 52);
+  std::vector<std::vector<float>> own;
+  for (const auto& p : paths) {
+    std::vector<float> direct(m * n), via(m * n);
+    p.path->matmul_nt(m, n, k, x.data(), w.data(), direct.data(), 0.0f);
+    std::string why;
+    ASSERT_TRUE(cpu::gemm::set_large_m_path(p.id, "test", &why)) << why;
+    EXPECT_EQ(cpu::gemm::large_m_path_id(), p.id);
+    EXPECT_NE(cpu::gemm_info().path.find(p.path->name()), std::string::npos) << cpu::gemm_info().path;
+    cpu::matmul_nt(m, n, k, x.data(), w.data(), via.data());
+    EXPECT_TRUE(identical(p.id + " via matmul_nt", via, direct, {m, n}));
+    own.push_back(direct);
+  }
+  // Negative control: two paths' bits differ somewhere (else the check above proves nothing).
+  bool any_differ = false;
+  for (size_t i = 1; i < own.size(); ++i) any_differ |= own[i] != own[0];
+  EXPECT_TRUE(any_differ) << "every large-M path gave the same bits at " << m << "x" << n << "x" << k;
+  std::string why;
+  EXPECT_FALSE(cpu::gemm::set_large_m_path("cublas", "test", &why));
+  EXPECT_NE(why.find("'cublas'"), std::string::npos) << why;
 }
 
 }  // namespace
