@@ -1,5 +1,5 @@
 // Wide expert parallelism in the planner: Kimi-K2's published config on 64 nodes x 8 GPUs
-// (512 ranks) asked for ep = 64 gives a wide plan in < 0.1 s whose per-rank bytes add up to
+// (512 ranks) asked for ep = 64 gives a wide plan (its time: bench/plan_bench) whose per-rank bytes add up to
 // the checkpoint; the candidates of an unfixed request list ep = 16..384 (the ones whose expert
 // group does not tile 512 ranks rejected with the reason); the table-built memory of a wide
 // plan equals slice_for's, rank by rank; the placement survives plan.json.
@@ -25,14 +25,10 @@ TEST(WideEpPlanner, KimiK2On512GpusWithEp64) {
   ASSERT_EQ(m.hp.n_expert, 384);
   PlanRequest req = m.request(64, 8, int64_t{141} << 30);
   req.ep = 64;
-  const auto t0 = std::chrono::steady_clock::now();
   auto p = choose_plan(req);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(p.ok()) << p.status().message();
   std::cout << "Kimi-K2 ep=64 on 64 x 8: dp=" << p->dp << " pp=" << p->pp << " tp=" << p->tp << " ep_dp=" << p->ep_dp
-            << ", " << p->memory[0].weights << " weight bytes on rank 0, max total " << p->memory[0].total() << ", "
-            << s << " s\n";
-  EXPECT_LT(s, 0.1);
+            << ", " << p->memory[0].weights << " weight bytes on rank 0, max total " << p->memory[0].total() << "\n";
   EXPECT_EQ(p->world_size, 512);
   EXPECT_EQ(p->ep, 64);
   EXPECT_EQ(p->tp, 1);
