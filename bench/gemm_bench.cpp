@@ -10,6 +10,10 @@
 //              [--cpu-time]                      (GFLOP per CPU-second of the process, all its
 //                                                 threads, instead of per wall second: on a loaded
 //                                                 machine it ranks the paths by their own cost)
+//              [--stored]                        (also matmul_nt_bf16 and matmul_nt_fp8 on the same
+//                                                 weights kept as stored: the weights are then FP8
+//                                                 values, so all three compute the same product,
+//                                                 and the pool exceeds the cache at one byte each)
 // Candidates also include oneDNN and "selected" (what matmul_nt runs, the rule by rows).
 #include <dlfcn.h>
 #include <unistd.h>
@@ -50,9 +54,11 @@ struct Options {
   int rounds = 3;         // interleaved batches per candidate and shape; the best is reported
   bool detected_core_only = false;
   bool cpu_time = false;
+  bool stored = false;
 };
 
 bool g_cpu_time = false;  // --cpu-time
+bool g_stored = false;    // --stored
 
 // Seconds on the clock the figures use: wall (steady) or the process's CPU time.
 double now_s() {
@@ -84,6 +90,23 @@ void fill(std::vector<float>& v, uint32_t seed) {
   }
 }
 
+// The E4M3 byte of a value in [-1, 1) by truncation (exact for the FP8 values themselves), and
+// the value of a byte.
+uint8_t fp8_byte_near(float f) {
+  const uint8_t sign = f < 0 ? 0x80 : 0;
+  const float a = std::fabs(f);
+  if (a < 0x1p-9f) return sign;
+  int e;
+  const float m = std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
+  if (e - 1 < -6) return static_cast<uint8_t>(sign | static_cast<int>(a * 512.0f));  // subnormal
+  return static_cast<uint8_t>(sign | ((e - 1 + 7) << 3) | (static_cast<int>(m * 16.0f) - 8));
+}
+float fp8_e4m3_value(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  const float v = e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(static_cast<float>(8 + m), e - 10);
+  return (b & 0x80) ? -v : v;
+}
+
 // Worst relative error (to sum |x w|) of 64 sampled elements of y against a double loop.
 double sampled_error(int64_t m, int64_t n, int64_t k, const float* x, const float* w, const float* y) {
   double worst = 0;
@@ -112,12 +135,43 @@ const std::vector<std::vector<float>>& weight_pool(int64_t n, int64_t k) {
   if (pool.empty()) {
     long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
     if (l3 <= 0) l3 = 32 << 20;
-    const int64_t w_bytes = n * k * 4;
+    const int64_t w_bytes = n * k * (g_stored ? 1 : 4);
     const int64_t copies = std::clamp<int64_t>((3 * l3 + w_bytes - 1) / w_bytes, 1, 64);
     pool.assign(copies, std::vector<float>(n * k));
     for (int64_t i = 0; i < copies; ++i) fill(pool[i], 7 + static_cast<uint32_t>(i));
+    if (g_stored)
+      for (auto& w : pool)
+        for (float& f : w) f = fp8_e4m3_value(fp8_byte_near(f));
   }
   return pool;
+}
+
+// The weights of the pool as stored: bf16 (exact: FP8 values have 3 mantissa bits) and E4M3
+// with scales of 1 in 128 x 128 blocks, made on first use.
+struct StoredWeight {
+  std::vector<uint16_t> bf16;
+  std::vector<uint8_t> fp8;
+  std::vector<float> scale;
+  Fp8Weight view;
+};
+const StoredWeight& stored(const float* w, int64_t n, int64_t k) {
+  static std::map<const float*, StoredWeight> made;
+  StoredWeight& s = made[w];
+  if (s.fp8.empty()) {
+    s.bf16.resize(static_cast<size_t>(n * k));
+    s.fp8.resize(static_cast<size_t>(n * k));
+    for (int64_t i = 0; i < n * k; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &w[i], 4);
+      s.bf16[static_cast<size_t>(i)] = static_cast<uint16_t>(bits >> 16);
+      s.fp8[static_cast<size_t>(i)] = fp8_byte_near(w[i]);
+    }
+    s.scale.assign(static_cast<size_t>((n + 127) / 128 * ((k + 127) / 128)), 1.0f);
+    s.view.q = s.fp8.data();
+    s.view.scale = s.scale.data();
+    s.view.scale_cols = (k + 127) / 128;
+  }
+  return s;
 }
 
 // GFLOP/s of one timed batch (at least `seconds`, at least one call) after one untimed call.
@@ -149,6 +203,7 @@ int main(int argc, char** argv) {
     else if (!std::strncmp(a, "--rounds=", 9)) opt.rounds = std::max(1, std::atoi(a + 9));
     else if (!std::strcmp(a, "--detected-core-only")) opt.detected_core_only = true;
     else if (!std::strcmp(a, "--cpu-time")) opt.cpu_time = g_cpu_time = true;
+    else if (!std::strcmp(a, "--stored")) opt.stored = g_stored = true;
     else if (!std::strncmp(a, "--shapes=", 9)) {
       std::stringstream ss(a + 9);
       for (std::string item; std::getline(ss, item, ',');) {
@@ -160,7 +215,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--threads=1,2] [--m=1,16,128,512] [--nk=1024,2816,4096] [--seconds=0.05] "
-                   "[--rounds=3]\n",
+                   "[--rounds=3] [--stored]\n",
                    argv[0]);
       return 2;
     }
@@ -245,6 +300,16 @@ int main(int argc, char** argv) {
                         [](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
                           matmul_nt(m, n, k, x, w, y);
                         }});
+  if (opt.stored) {
+    candidates.push_back({"selected bf16", &info, [] {}, [](int t) { gemm_set_threads(t); },
+                          [](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
+                            matmul_nt_bf16(m, n, k, x, stored(w, n, k).bf16.data(), y);
+                          }});
+    candidates.push_back({"selected fp8", &info, [] {}, [](int t) { gemm_set_threads(t); },
+                          [](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
+                            matmul_nt_fp8(m, n, k, x, stored(w, n, k).view, y);
+                          }});
+  }
   gemm::GemmPath* own = gemm::builtin();
   candidates.push_back({own->name(), own, [] {}, [own](int t) { own->set_threads(t); },
                         [own](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
@@ -270,6 +335,8 @@ int main(int argc, char** argv) {
     for (size_t s = 0; s < shapes.size(); ++s) {
       const auto [m, n, k] = shapes[s];
       const auto& ws = weight_pool(n, k);
+      if (opt.stored)
+        for (const auto& w : ws) stored(w.data(), n, k);  // made before any timing
       std::vector<float> x(m * k), y(m * n);
       fill(x, 3);
       const void* running = nullptr;

@@ -30,15 +30,46 @@ void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, 
 void matmul_nt_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y,
                     bool accumulate = false);
 
-// One product of matmul_nt_shared_x: y[m, n] = x · w[n, k]^T, w f32 or bf16 as stored.
+// A block-scaled FP8 Linear weight as stored (DeepSeek-V3's layout; checkpoint/fp8.h), or one
+// rank's slice of it: q[n, k] E4M3 (or E5M2) bytes, and the f32 scales of the blocks of
+// block_rows x block_cols that cover the slice, [scale_rows, scale_cols] row-major, the first
+// being the block that holds the slice's element (0, 0). row0, col0: where the slice starts in
+// the whole weight, which places the block boundaries. Its element (i, j) is f32(q[i, j]) *
+// scale[block of (row0 + i, col0 + j)], one f32 multiply (one rounding): the value the
+// dequantising load gives (checkpoint::load_fp8_dequant_f32). NaN bytes are refused on load.
+struct Fp8Weight {
+  const uint8_t* q = nullptr;
+  const float* scale = nullptr;
+  int64_t scale_cols = 0;
+  int64_t row0 = 0, col0 = 0;
+  int64_t block_rows = 128, block_cols = 128;
+  bool e5m2 = false;
+};
+
+// Rows [j0, j0 + rows) of an FP8 weight w[n, k] dequantised into out[rows, k]: the bits the
+// dequantising load gives them.
+void dequantise_fp8_rows(const Fp8Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
+
+// matmul_nt with w a block-scaled FP8 weight as stored, read at one byte an element (and its
+// scales). Where matmul_nt takes the built-in small-M kernel (m <= 16) each element is converted
+// inside the GEMM and the result has the bits of matmul_nt on the dequantised weight; above,
+// panels of w are dequantised into a buffer and take the large-M path, as matmul_nt_bf16's do.
+void matmul_nt_fp8(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y,
+                   bool accumulate = false);
+
+// The weight of a product: f32, bf16 as stored, or block-scaled FP8 as stored.
+enum class WeightKind : uint8_t { kF32, kBF16, kFp8 };
+
+// One product of matmul_nt_shared_x: y[m, n] = x · w[n, k]^T. w points to the elements (f32,
+// bf16) or to the Fp8Weight (FP8).
 struct NtProduct {
   int64_t n = 0;
   const void* w = nullptr;
-  bool bf16 = false;
+  WeightKind kind = WeightKind::kF32;
   float* y = nullptr;
 };
 // Several products of one x[m, k] (q, k and v; gate and up), each with the bits of its own
-// matmul_nt / matmul_nt_bf16 call. Where those take the built-in small-M kernel (decode batches)
+// matmul_nt / matmul_nt_bf16 / matmul_nt_fp8 call. Where those take the built-in small-M kernel (decode batches)
 // the columns of all of them run as one parallel loop: one wait for the worker pool instead of
 // one per product, which at batch 1 is a measurable share of a small product's time. At most
 // kMaxSharedXProducts products (the callers have 2 or 3); no allocation on this decode path.

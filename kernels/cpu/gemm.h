@@ -94,6 +94,14 @@ void set_small_m_settings(const SmallMSettings& s);
 // widened on load, so y has the bits builtin()->matmul_nt gives on w widened to f32.
 void matmul_nt_small_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, float beta);
 
+// The same on a block-scaled FP8 weight as stored (ops.h Fp8Weight): each element converted on
+// load to the value its dequantisation gives, so y has the bits builtin()->matmul_nt gives on the
+// dequantised weight.
+void matmul_nt_small_fp8(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y, float beta);
+// Rows [j0, j0 + rows) of the FP8 weight w[n, k] dequantised into out[rows, k] (ops.h
+// dequantise_fp8_rows), with the kernel's own conversion.
+void dequantise_fp8_rows_builtin(const Fp8Weight& w, int64_t n, int64_t k, int64_t j0, int64_t rows, float* out);
+
 // The built-in small-M kernel over several weights of one x (ops.h matmul_nt_shared_x): one
 // parallel loop over the column tiles of all of them, each weight's tiles those of its own call.
 void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count, float beta);

@@ -5,6 +5,8 @@
 // and the second opinion in the tests; there it does not compete with packed BLAS kernels.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <vector>
 #include <cstring>
 #include <string>
 
@@ -38,7 +40,17 @@ static_assert(kKc % simd::kLanes == 0, "only the last k block may have a scalar 
 // A row of y therefore sums in the same order at m <= kSmallMaxM and above only when k <= kKc;
 // like the BLAS libraries (sgemv vs sgemm), the two are not bit-identical in general.
 
-// A weight element as f32: w is f32, or bf16 widened (exactly) on load.
+// The weight operand of the tiles. A matrix view W (rows k elements apart) and the view of one
+// of its rows: w_rows(w, j, k) is w from its row j on, w_row(w, j, k) row j itself; w_load(r, p)
+// the kLanes elements of row r from column p as f32, w_at(r, p) one of them, w_addr(r, p) where
+// its bytes are (for the prefetch); kWeightBytes<W> bytes an element. f32 and bf16 weights are
+// plain pointers (bf16 widened, exactly, on load); an FP8 weight as stored (Fp8Tiles) converts
+// each element to the value its dequantisation gives. Every view gives the tiles the same f32
+// values in the same order, so a weight as stored has the bits of its f32 form.
+inline const float* w_rows(const float* w, int64_t j, int64_t k) { return w + j * k; }
+inline const uint16_t* w_rows(const uint16_t* w, int64_t j, int64_t k) { return w + j * k; }
+inline const float* w_row(const float* w, int64_t j, int64_t k) { return w + j * k; }
+inline const uint16_t* w_row(const uint16_t* w, int64_t j, int64_t k) { return w + j * k; }
 inline float w_at(const float* w, int64_t i) { return w[i]; }
 inline float w_at(const uint16_t* w, int64_t i) {
   const uint32_t bits = static_cast<uint32_t>(w[i]) << 16;
@@ -46,19 +58,77 @@ inline float w_at(const uint16_t* w, int64_t i) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
-inline Vec w_load(const float* w) { return simd::load(w); }
-inline Vec w_load(const uint16_t* w) { return simd::load_bf16(w); }
+inline Vec w_load(const float* w, int64_t p) { return simd::load(w + p); }
+inline Vec w_load(const uint16_t* w, int64_t p) { return simd::load_bf16(w + p); }
+inline const char* w_addr(const float* w, int64_t p) { return reinterpret_cast<const char*>(w + p); }
+inline const char* w_addr(const uint16_t* w, int64_t p) { return reinterpret_cast<const char*>(w + p); }
+
+// An FP8 weight's scales as one call uses them (Fp8Prepared): each covering block's scale
+// times 2^8 for E4M3 (exact: load_fp8 gives the value times 2^-8, so one multiply still rounds
+// f32(byte) * scale once), and the block column of each vector step of a row, -1 where the step
+// straddles two blocks (a slice that starts inside a block at a column not a multiple of kLanes,
+// or blocks narrower than a vector).
+struct Fp8Prepared {
+  const Fp8Weight* w = nullptr;
+  const float* scale = nullptr;  // [scale rows, w->scale_cols], prescaled
+  const int32_t* step_block = nullptr;  // [k / kLanes]
+  int shift = 7;  // load_fp8's: 7 E4M3, 8 E5M2
+};
+// Rows of an FP8 weight from row `row` (of the slice) on.
+struct Fp8Tiles {
+  const Fp8Prepared* f;
+  int64_t row;
+};
+struct Fp8Row {
+  const uint8_t* q;     // the row's bytes
+  const float* srow;    // the prescaled scales of its row of blocks
+  const Fp8Prepared* f;
+};
+template <typename W>
+inline constexpr int kWeightBytes = static_cast<int>(sizeof(W));
+template <>
+inline constexpr int kWeightBytes<Fp8Tiles> = 1;
+
+inline Fp8Tiles w_rows(const Fp8Tiles& w, int64_t j, int64_t k) {
+  (void)k;
+  return {w.f, w.row + j};
+}
+inline Fp8Row w_row(const Fp8Tiles& w, int64_t j, int64_t k) {
+  const Fp8Weight& q = *w.f->w;
+  const int64_t r = w.row + j;
+  const int64_t block_row = (q.row0 + r) / q.block_rows - q.row0 / q.block_rows;
+  return {q.q + r * k, w.f->scale + block_row * q.scale_cols, w.f};
+}
+// The scale of column p of a row (its block relative to the first covering block).
+inline float fp8_scale_at(const Fp8Row& r, int64_t p) {
+  const Fp8Weight& q = *r.f->w;
+  return r.srow[(q.col0 + p) / q.block_cols - q.col0 / q.block_cols];
+}
+inline float w_at(const Fp8Row& r, int64_t p) { return simd::fp8_bits_to_f32(r.q[p], r.f->shift) * fp8_scale_at(r, p); }
+inline Vec w_load(const Fp8Row& r, int64_t p) {
+  const int32_t b = r.f->step_block[p / simd::kLanes];
+  Vec s;
+  if (b >= 0) [[likely]] {
+    s = simd::load_scalar(r.srow[b]);
+  } else {
+    float lanes[simd::kLanes];
+    for (int l = 0; l < simd::kLanes; ++l) lanes[l] = fp8_scale_at(r, p + l);
+    s = simd::load(lanes);
+  }
+  return simd::mul(simd::load_fp8(r.q + p, r.f->shift), s);
+}
+inline const char* w_addr(const Fp8Row& r, int64_t p) { return reinterpret_cast<const char*>(r.q + p); }
 
 // The end of every tile: each y element is its lanes summed by hsum, then the scalar tail
 // [p, kc) of its dot product, then stored or added to y. One order for every tile shape and
-// both weight types, so a bf16 weight gives the bits of its f32 widening.
-template <int MR, int NR, typename W>
-inline void finish_tile(const Vec (&acc)[MR][NR], int64_t p, int64_t kc, const float* x, const W* w, int64_t ld,
-                        float* y, int64_t ldy, bool add) {
+// every weight type, so a weight as stored gives the bits of its f32 form. rows: the NR rows of w.
+template <int MR, int NR, typename R>
+inline void finish_tile(const Vec (&acc)[MR][NR], int64_t p, int64_t kc, const float* x, const R (&rows)[NR],
+                        int64_t ld, float* y, int64_t ldy, bool add) {
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
       float s = simd::hsum(acc[i][j]);
-      for (int64_t q = p; q < kc; ++q) s += x[i * ld + q] * w_at(w, j * ld + q);
+      for (int64_t q = p; q < kc; ++q) s += x[i * ld + q] * w_at(rows[j], q);
       float& out = y[i * ldy + j];
       out = add ? out + s : s;
     }
@@ -89,7 +159,10 @@ void tile(const float* x, const float* w, int64_t ld, int64_t kc, float* y, int6
       for (int i = 0; i < MR; ++i) acc[i][j] = simd::fma(xv[i], wv, acc[i][j]);
     }
   }
-  finish_tile<MR, NR, float>(acc, p, kc, x, w, ld, y, ldy, add);
+  const float* rows[NR];
+#pragma GCC unroll 16
+  for (int j = 0; j < NR; ++j) rows[j] = w + j * ld;
+  finish_tile<MR, NR, const float*>(acc, p, kc, x, rows, ld, y, ldy, add);
 }
 
 // Runs the MR' x NR' tile for mr <= MR, nr <= NR (edges of the matrix).
@@ -126,11 +199,11 @@ std::atomic<int> g_m1_rows{kNrGemv};
 std::atomic<int64_t> g_prefetch_bytes{2048 * 4};
 
 // One step of a small tile: NR vectors of w at p, each multiplied into MR accumulators.
-template <int MR, int NR, typename W>
-inline void tile_small_step(const float* x, const W* w, int64_t k, int64_t p, Vec (&acc)[MR][NR]) {
+template <int MR, int NR, typename R>
+inline void tile_small_step(const float* x, const R (&rows)[NR], int64_t k, int64_t p, Vec (&acc)[MR][NR]) {
   Vec wv[NR];
 #pragma GCC unroll 16
-  for (int j = 0; j < NR; ++j) wv[j] = w_load(w + j * k + p);
+  for (int j = 0; j < NR; ++j) wv[j] = w_load(rows[j], p);
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
     const Vec xv = simd::load(x + i * k + p);
@@ -140,12 +213,16 @@ inline void tile_small_step(const float* x, const W* w, int64_t k, int64_t p, Ve
 }
 
 template <int MR, int NR, typename W>
-void tile_small(const float* x, const W* w, int64_t k, float* y, int64_t ldy, bool add, int64_t prefetch_bytes) {
+void tile_small(const float* x, const W& w, int64_t k, float* y, int64_t ldy, bool add, int64_t prefetch_bytes) {
   // The steps of one 64-byte line of each w row go together behind one prefetch per row (a
   // bf16 row on AVX2 is 4 vectors a line: a prefetch per vector cost a quarter of the loads).
   // Unrolling keeps every accumulator's order, so the bits do not change.
-  constexpr int kStepsPerLine = std::max<int>(1, 64 / (simd::kLanes * static_cast<int>(sizeof(W))));
+  constexpr int kStepsPerLine = std::max<int>(1, 64 / (simd::kLanes * kWeightBytes<W>));
   constexpr int64_t kLine = int64_t{kStepsPerLine} * simd::kLanes;
+  using R = decltype(w_row(w, 0, k));
+  R rows[NR];
+#pragma GCC unroll 16
+  for (int j = 0; j < NR; ++j) rows[j] = w_row(w, j, k);
   Vec acc[MR][NR];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -155,17 +232,17 @@ void tile_small(const float* x, const W* w, int64_t k, float* y, int64_t ldy, bo
   for (; p + kLine <= k; p += kLine) {
     if (prefetch_bytes) {
 #pragma GCC unroll 16
-      for (int j = 0; j < NR; ++j) __builtin_prefetch(reinterpret_cast<const char*>(w + j * k + p) + prefetch_bytes, 0, 3);
+      for (int j = 0; j < NR; ++j) __builtin_prefetch(w_addr(rows[j], p) + prefetch_bytes, 0, 3);
     }
 #pragma GCC unroll 8
-    for (int u = 0; u < kStepsPerLine; ++u) tile_small_step<MR, NR, W>(x, w, k, p + u * simd::kLanes, acc);
+    for (int u = 0; u < kStepsPerLine; ++u) tile_small_step<MR, NR, R>(x, rows, k, p + u * simd::kLanes, acc);
   }
-  for (; p + simd::kLanes <= k; p += simd::kLanes) tile_small_step<MR, NR, W>(x, w, k, p, acc);
-  finish_tile<MR, NR, W>(acc, p, k, x, w, k, y, ldy, add);
+  for (; p + simd::kLanes <= k; p += simd::kLanes) tile_small_step<MR, NR, R>(x, rows, k, p, acc);
+  finish_tile<MR, NR, R>(acc, p, k, x, rows, k, y, ldy, add);
 }
 
 template <int MR, int NR, typename W>
-void tile_small_edge(int mr, int nr, const float* x, const W* w, int64_t k, float* y, int64_t ldy, bool add,
+void tile_small_edge(int mr, int nr, const float* x, const W& w, int64_t k, float* y, int64_t ldy, bool add,
                      int64_t pf) {
   if constexpr (MR > 1) {
     if (mr < MR) return tile_small_edge<MR - 1, NR, W>(mr, nr, x, w, k, y, ldy, add, pf);
@@ -178,18 +255,18 @@ void tile_small_edge(int mr, int nr, const float* x, const W* w, int64_t k, floa
 
 // m = 1 over columns [j0, j1) in 1 x NR tiles.
 template <int NR, typename W>
-void gemv_columns(int64_t n, int64_t k, const float* x, const W* w, float* y, bool add, int64_t j0, int64_t j1,
+void gemv_columns(int64_t n, int64_t k, const float* x, const W& w, float* y, bool add, int64_t j0, int64_t j1,
                   int64_t pf) {
   for (int64_t j = j0; j < j1; j += NR) {
     const int jn = static_cast<int>(std::min<int64_t>(NR, j1 - j));
-    tile_small_edge<1, NR, W>(1, jn, x, w + j * k, k, y + j, n, add, pf);
+    tile_small_edge<1, NR, W>(1, jn, x, w_rows(w, j, k), k, y + j, n, add, pf);
   }
   (void)n;
 }
 
 // Columns [j0, j1) of y for 1 <= m <= kSmallMaxM.
 template <typename W>
-void gemm_columns_small(int64_t m, int64_t n, int64_t k, const float* x, const W* w, float* y, float beta,
+void gemm_columns_small(int64_t m, int64_t n, int64_t k, const float* x, const W& w, float* y, float beta,
                         int64_t j0, int64_t j1) {
   const bool add = beta != 0.0f;
   const int64_t pf = g_prefetch_bytes.load(std::memory_order_relaxed);
@@ -205,7 +282,7 @@ void gemm_columns_small(int64_t m, int64_t n, int64_t k, const float* x, const W
     const int jn = static_cast<int>(std::min<int64_t>(kNrSmall, j1 - j));
     for (int64_t i = 0; i < m; i += kMrSmall) {
       const int in = static_cast<int>(std::min<int64_t>(kMrSmall, m - i));
-      tile_small_edge<kMrSmall, kNrSmall, W>(in, jn, x + i * k, w + j * k, k, y + i * n + j, n, add, pf);
+      tile_small_edge<kMrSmall, kNrSmall, W>(in, jn, x + i * k, w_rows(w, j, k), k, y + i * n + j, n, add, pf);
     }
   }
 }
@@ -213,7 +290,7 @@ void gemm_columns_small(int64_t m, int64_t n, int64_t k, const float* x, const W
 // Columns [j0, j1) of y, all rows.
 void gemm_columns(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, float beta,
                   int64_t j0, int64_t j1) {
-  if (m <= kSmallMaxM) return gemm_columns_small<float>(m, n, k, x, w, y, beta, j0, j1);
+  if (m <= kSmallMaxM) return gemm_columns_small<const float*>(m, n, k, x, w, y, beta, j0, j1);
   for (int64_t kb = 0; kb < k; kb += kKc) {
     const int64_t kc = std::min(kKc, k - kb);
     const bool add = kb > 0 || beta != 0.0f;
@@ -285,7 +362,68 @@ void set_small_m_settings(const SmallMSettings& s) {
 void matmul_nt_small_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, float beta) {
   DZ_CHECK(m >= 1 && m <= kSmallMaxM, "matmul_nt_small_bf16: m " << m << " outside 1.." << kSmallMaxM);
   for_column_chunks(m, n, k, m == 1 ? g_m1_rows.load() : kNrSmall, [&](int64_t j0, int64_t j1) {
-    gemm_columns_small<uint16_t>(m, n, k, x, w, y, beta, j0, j1);
+    gemm_columns_small<const uint16_t*>(m, n, k, x, w, y, beta, j0, j1);
+  });
+}
+
+namespace {
+
+// Scales and step table of an FP8 weight w[n, k] for one call (Fp8Prepared), in the buffers given.
+void prepare_fp8(const Fp8Weight& w, int64_t n, int64_t k, std::vector<float>& scale, std::vector<int32_t>& steps,
+                 Fp8Prepared& out) {
+  DZ_CHECK(w.block_rows > 0 && w.block_cols > 0 && w.row0 >= 0 && w.col0 >= 0 && n >= 1 && k >= 1,
+           "fp8 weight " << n << " x " << k << " at (" << w.row0 << ", " << w.col0 << ") in blocks of " << w.block_rows
+                         << " x " << w.block_cols);
+  const int64_t first_col = w.col0 / w.block_cols;
+  const int64_t scale_rows = (w.row0 + n - 1) / w.block_rows + 1 - w.row0 / w.block_rows;
+  const int64_t scale_cols = (w.col0 + k - 1) / w.block_cols + 1 - first_col;
+  DZ_CHECK(w.scale_cols == scale_cols,
+           "fp8 weight " << n << " x " << k << ": " << w.scale_cols << " scale columns, its blocks need " << scale_cols);
+  const bool e5m2 = w.e5m2;
+  scale.resize(static_cast<size_t>(scale_rows * scale_cols));
+  for (size_t i = 0; i < scale.size(); ++i) {
+    const float s = w.scale[i];
+    scale[i] = e5m2 ? s : s * 256.0f;
+    DZ_CHECK(std::isfinite(scale[i]) || !std::isfinite(s), "fp8 weight: block scale " << s << " is too large (above 2^119)");
+  }
+  const int64_t nv = k / simd::kLanes;
+  steps.resize(static_cast<size_t>(std::max<int64_t>(nv, 1)));
+  int64_t block = first_col, end = (block + 1) * w.block_cols;
+  for (int64_t v = 0; v < nv; ++v) {
+    const int64_t c = w.col0 + v * simd::kLanes;
+    while (c >= end) ++block, end += w.block_cols;
+    steps[static_cast<size_t>(v)] = c + simd::kLanes <= end ? static_cast<int32_t>(block - first_col) : -1;
+  }
+  out = {&w, scale.data(), steps.data(), e5m2 ? 8 : 7};
+}
+
+}  // namespace
+
+void dequantise_fp8_rows_builtin(const Fp8Weight& w, int64_t n, int64_t k, int64_t j0, int64_t rows, float* out) {
+  if (rows <= 0 || k <= 0) return;
+  thread_local std::vector<float> scale;
+  thread_local std::vector<int32_t> steps;
+  Fp8Prepared f;
+  prepare_fp8(w, n, k, scale, steps, f);
+  const Fp8Tiles t{&f, 0};
+  for (int64_t j = j0; j < j0 + rows; ++j) {
+    const Fp8Row r = w_row(t, j, k);
+    float* dst = out + (j - j0) * k;
+    int64_t p = 0;
+    for (; p + simd::kLanes <= k; p += simd::kLanes) simd::store(dst + p, w_load(r, p));
+    for (; p < k; ++p) dst[p] = w_at(r, p);
+  }
+}
+
+void matmul_nt_small_fp8(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y, float beta) {
+  DZ_CHECK(m >= 1 && m <= kSmallMaxM, "matmul_nt_small_fp8: m " << m << " outside 1.." << kSmallMaxM);
+  thread_local std::vector<float> scale;
+  thread_local std::vector<int32_t> steps;
+  Fp8Prepared f;
+  prepare_fp8(w, n, k, scale, steps, f);
+  const Fp8Tiles t{&f, 0};
+  for_column_chunks(m, n, k, m == 1 ? g_m1_rows.load() : kNrSmall, [&](int64_t j0, int64_t j1) {
+    gemm_columns_small<Fp8Tiles>(m, n, k, x, t, y, beta, j0, j1);
   });
 }
 
@@ -298,9 +436,15 @@ void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProd
   const int64_t nr = m == 1 ? g_m1_rows.load() : kNrSmall;
   int64_t first[kMaxSharedXProducts + 1] = {0};
   int64_t work = 0;
+  // The FP8 products' scales and step tables, prepared once for all the threads.
+  thread_local std::vector<float> scale[kMaxSharedXProducts];
+  thread_local std::vector<int32_t> steps[kMaxSharedXProducts];
+  Fp8Prepared fp8[kMaxSharedXProducts];
   for (int i = 0; i < count; ++i) {
     first[i + 1] = first[i] + (products[i].n + nr - 1) / nr;
     work += m * products[i].n * k;
+    if (products[i].kind == WeightKind::kFp8 && products[i].n > 0)
+      prepare_fp8(*static_cast<const Fp8Weight*>(products[i].w), products[i].n, k, scale[i], steps[i], fp8[i]);
   }
   for_tile_chunks(work, first[count], [&](int64_t t0, int64_t t1) {
     for (int i = 0; i < count; ++i) {
@@ -308,10 +452,17 @@ void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProd
       if (a >= b) continue;
       const NtProduct& pr = products[i];
       const int64_t j0 = (a - first[i]) * nr, j1 = std::min(pr.n, (b - first[i]) * nr);
-      if (pr.bf16)
-        gemm_columns_small<uint16_t>(m, pr.n, k, x, static_cast<const uint16_t*>(pr.w), pr.y, beta, j0, j1);
-      else
-        gemm_columns_small<float>(m, pr.n, k, x, static_cast<const float*>(pr.w), pr.y, beta, j0, j1);
+      switch (pr.kind) {
+        case WeightKind::kBF16:
+          gemm_columns_small<const uint16_t*>(m, pr.n, k, x, static_cast<const uint16_t*>(pr.w), pr.y, beta, j0, j1);
+          break;
+        case WeightKind::kFp8:
+          gemm_columns_small<Fp8Tiles>(m, pr.n, k, x, Fp8Tiles{&fp8[i], 0}, pr.y, beta, j0, j1);
+          break;
+        case WeightKind::kF32:
+          gemm_columns_small<const float*>(m, pr.n, k, x, static_cast<const float*>(pr.w), pr.y, beta, j0, j1);
+          break;
+      }
     }
   });
 }

@@ -1,7 +1,7 @@
 // Picks the GEMM paths once per process and implements the ops.h GEMM entry points
-// (gemm_info, gemm_set_threads, matmul_nt, matmul_nt_bf16, matmul_nt_shared_x). The rule is fixed,
-// so the same shape takes the same path (and bits); a run's start-up timing (gemm_tune.cpp) may
-// then replace its large-M path (set_large_m_path: one choice per job, cached per machine) and
+// (gemm_info, gemm_set_threads, matmul_nt, matmul_nt_bf16, matmul_nt_fp8, matmul_nt_shared_x). The rule
+// is fixed, so the same shape takes the same path (and bits); a run's start-up timing (gemm_tune.cpp)
+// may then replace its large-M path (set_large_m_path: one choice per job, cached per machine) and
 // picks how the small-M kernel streams w, never what it sums. The rule: the built-in kernel for
 // small M (1 <= m <= kSmallM, decode batches), and for the rest OpenBLAS on the widest core this CPU
 // runs (forcing it when the library's own detection fell back), else BLIS, else the built-in
@@ -435,20 +435,23 @@ void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, 
   gemm::selected_path().matmul_nt(m, n, k, x, w, y, accumulate ? 1.0f : 0.0f);
 }
 
-void matmul_nt_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, bool accumulate) {
-  if (empty_product("matmul_nt_bf16", m, n, k, y, accumulate)) return;
+namespace {
+
+// y (+)= x · w^T above the small-M kernel, for a weight not stored in f32: panels of about 2 MiB
+// of rows of w converted to f32 (convert(j0, rows, out)) take the selected path's large-M GEMM.
+// The conversion (n * k once) is small beside the m * n * k multiply-adds of the GEMM it feeds,
+// and the panel stays in L2/L3 for it.
+template <typename Convert>
+void matmul_nt_panels(int64_t m, int64_t n, int64_t k, const float* x, float* y, bool accumulate,
+                      const Convert& convert) {
   const gemm::Selection& s = gemm::selection();
-  const float beta = accumulate ? 1.0f : 0.0f;
-  if (m <= gemm::kSmallM && s.small_m_builtin) return gemm::matmul_nt_small_bf16(m, n, k, x, w, y, beta);
-  // Panels of about 2 MiB of widened rows: the conversion (n * k once) is small beside the
-  // m * n * k multiply-adds of the GEMM it feeds, and the panel stays in L2/L3 for it.
   const int64_t nb = std::clamp<int64_t>((int64_t{2} << 20) / (4 * k), 16, n);
   thread_local std::vector<float> wf, yf;
   wf.resize(static_cast<size_t>(nb * k));
   yf.resize(static_cast<size_t>(m * nb));
   for (int64_t j0 = 0; j0 < n; j0 += nb) {
     const int64_t jn = std::min(nb, n - j0);
-    convert_to_f32(DType::kBF16, w + j0 * k, wf.data(), static_cast<size_t>(jn * k));
+    convert(j0, jn, wf.data());
     s.path->matmul_nt(m, jn, k, x, wf.data(), yf.data(), 0.0f);
     for (int64_t i = 0; i < m; ++i) {
       float* yr = y + i * n + j0;
@@ -461,14 +464,42 @@ void matmul_nt_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint1
   }
 }
 
+}  // namespace
+
+void matmul_nt_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, bool accumulate) {
+  if (empty_product("matmul_nt_bf16", m, n, k, y, accumulate)) return;
+  if (m <= gemm::kSmallM && gemm::selection().small_m_builtin)
+    return gemm::matmul_nt_small_bf16(m, n, k, x, w, y, accumulate ? 1.0f : 0.0f);
+  matmul_nt_panels(m, n, k, x, y, accumulate, [&](int64_t j0, int64_t rows, float* out) {
+    convert_to_f32(DType::kBF16, w + j0 * k, out, static_cast<size_t>(rows * k));
+  });
+}
+
+void dequantise_fp8_rows(const Fp8Weight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
+  DZ_CHECK(j0 >= 0 && rows >= 0 && k >= 0, "dequantise_fp8_rows: rows [" << j0 << ", " << j0 + rows << ") of k " << k);
+  gemm::dequantise_fp8_rows_builtin(w, j0 + rows, k, j0, rows, out);
+}
+
+void matmul_nt_fp8(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y, bool accumulate) {
+  if (empty_product("matmul_nt_fp8", m, n, k, y, accumulate)) return;
+  if (m <= gemm::kSmallM && gemm::selection().small_m_builtin)
+    return gemm::matmul_nt_small_fp8(m, n, k, x, w, y, accumulate ? 1.0f : 0.0f);
+  matmul_nt_panels(m, n, k, x, y, accumulate, [&](int64_t j0, int64_t rows, float* out) {
+    gemm::dequantise_fp8_rows_builtin(w, j0 + rows, k, j0, rows, out);
+  });
+}
+
 void matmul_nt_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count, bool accumulate) {
   DZ_CHECK(m >= 0 && k >= 0 && count >= 0, "matmul_nt_shared_x " << m << "x" << k << ", " << count << " products");
   if (m >= 1 && k >= 1 && m <= gemm::kSmallM && gemm::selection().small_m_builtin)
     return gemm::matmul_nt_small_shared_x(m, k, x, products, count, accumulate ? 1.0f : 0.0f);
   for (int i = 0; i < count; ++i) {
     const NtProduct& p = products[i];
-    if (p.bf16) matmul_nt_bf16(m, p.n, k, x, static_cast<const uint16_t*>(p.w), p.y, accumulate);
-    else matmul_nt(m, p.n, k, x, static_cast<const float*>(p.w), p.y, accumulate);
+    switch (p.kind) {
+      case WeightKind::kBF16: matmul_nt_bf16(m, p.n, k, x, static_cast<const uint16_t*>(p.w), p.y, accumulate); break;
+      case WeightKind::kFp8: matmul_nt_fp8(m, p.n, k, x, *static_cast<const Fp8Weight*>(p.w), p.y, accumulate); break;
+      case WeightKind::kF32: matmul_nt(m, p.n, k, x, static_cast<const float*>(p.w), p.y, accumulate); break;
+    }
   }
 }
 

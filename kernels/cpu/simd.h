@@ -38,6 +38,18 @@ inline float hsum(Vec v) { return _mm512_reduce_add_ps(v); }
 inline Vec load_bf16(const uint16_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
 }
+// kLanes FP8 bytes as f32 times 2^-8 (E4M3, shift 7) or exactly (E5M2, shift 8), exact: the
+// byte's bits below the sign moved up by `shift`, the sign at bit 15, are that f16. The byte is
+// sign-extended and shifted: the sign lands at bit 15 and, for E4M3, a copy at bit 14, which
+// the mask clears (fp8_f16_mask).
+inline int fp8_f16_mask(int shift) { return shift == 7 ? 0xbf80 : 0xffff; }
+inline Vec load_fp8(const uint8_t* p, int shift) {
+  const __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i h = _mm256_and_si256(_mm256_sll_epi16(b, _mm_cvtsi32_si128(shift)),
+                                     _mm256_set1_epi16(static_cast<short>(fp8_f16_mask(shift))));
+  return _mm512_cvtph_ps(h);
+}
+inline Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
 #elif defined(__AVX2__) && defined(__FMA__)
 inline constexpr int kLanes = 8;
 inline constexpr const char* kIsaName = "avx2";
@@ -51,6 +63,19 @@ inline Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
 inline Vec load_bf16(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
 }
+#if defined(__F16C__)
+// load_fp8 as on AVX-512 (there: why the mask).
+inline int fp8_f16_mask(int shift) { return shift == 7 ? 0xbf80 : 0xffff; }
+inline Vec load_fp8(const uint8_t* p, int shift) {
+  const __m128i b = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m128i h = _mm_and_si128(_mm_sll_epi16(b, _mm_cvtsi32_si128(shift)),
+                                  _mm_set1_epi16(static_cast<short>(fp8_f16_mask(shift))));
+  return _mm256_cvtph_ps(h);
+}
+#else
+#define DAYZERO_SIMD_SCALAR_FP8 1
+#endif
+inline Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
 inline float hsum(Vec v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -87,6 +112,37 @@ inline Vec load_bf16(const uint16_t* p) {
     std::memcpy(&r.v[i], &bits, 4);
   }
   return r;
+}
+inline Vec mul(Vec a, Vec b) {
+  for (int i = 0; i < 4; ++i) a.v[i] *= b.v[i];
+  return a;
+}
+#define DAYZERO_SIMD_SCALAR_FP8 1
+#endif
+
+// An f16 (its bits) as f32: exact.
+inline float f16_bits_to_f32(uint16_t h) {
+  const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) {
+    const float f = static_cast<float>(m) * 0x1p-24f;  // subnormal (or zero): exact
+    return (h & 0x8000u) ? -f : f;
+  }
+  const uint32_t bits = (static_cast<uint32_t>(h & 0x8000u) << 16) |
+                        (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+// One FP8 byte as load_fp8 converts it: its value times 2^-8 (E4M3, shift 7) or its value (E5M2,
+// shift 8), exact.
+inline float fp8_bits_to_f32(uint8_t b, int shift) {
+  return f16_bits_to_f32(static_cast<uint16_t>(((b & 0x7fu) << shift) | ((b & 0x80u) << 8)));
+}
+#if defined(DAYZERO_SIMD_SCALAR_FP8)
+inline Vec load_fp8(const uint8_t* p, int shift) {
+  float v[kLanes];
+  for (int i = 0; i < kLanes; ++i) v[i] = fp8_bits_to_f32(p[i], shift);
+  return load(v);
 }
 #endif
 

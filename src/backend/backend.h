@@ -23,8 +23,12 @@ struct MemoryInfo {
   int64_t peak_bytes = 0;   // peak of this process so far (CPU: peak RSS)
   // Bytes of the weights placed so far and still live (to_device_weight, to_device_fp8_weight):
   // CUDA: their device allocations, which equal what the plan counted (plan::held_bytes);
-  // CPU: 0 (not counted: the CPU keeps every weight in f32, whatever the plan counted).
+  // CPU: 0 (the CPU's weights are the loader's tensors; their bytes() and weight_scale_bytes
+  // make what the plan counted).
   int64_t weight_bytes = 0;
+  // CPU: the block scales held with the FP8 weights kept as stored (to_device_fp8_weight), which
+  // those tensors' bytes() (one byte an element) do not count. CUDA: 0 (in weight_bytes).
+  int64_t weight_scale_bytes = 0;
 };
 
 // A block-scaled FP8 weight slice as stored (checkpoint::Fp8AsStored), for to_device_fp8_weight.
@@ -95,12 +99,13 @@ class Backend {
   // float tensor over as host f32 (checkpoint::Loader::set_keep_stored_float). Either way the
   // device holds the same bits.
   virtual bool wants_stored_dtype() const { return false; }
-  // Whether to_device_fp8_weight keeps FP8 weights as stored (CUDA); otherwise the loader
-  // dequantises them on the host and calls to_device_weight.
+  // Whether to_device_fp8_weight keeps block-scaled FP8 weights as stored (CUDA; the CPU with
+  // cpu_keeps_stored); otherwise the loader dequantises them on the host and calls to_device_weight.
   virtual bool keeps_fp8_weights() const { return false; }
   // A device weight holding the FP8 bytes and their covering scales in one allocation of
   // slice.device_bytes() bytes (core/block_scale.h): dtype F8, shape [rows, cols]. matmul
-  // dequantises it into a workspace just before its GEMM; to_host widens it (dequantised).
+  // dequantises it (CUDA: into a workspace just before its GEMM; CPU: inside its small-M GEMM,
+  // in panels above); to_host widens it (dequantised).
   // REQUIRES: keeps_fp8_weights().
   virtual Tensor to_device_fp8_weight(const Fp8WeightSlice& w);
   // Pre-sizes the caches and workspaces from the plan (CUDA: the stream-ordered pool holds
@@ -209,7 +214,8 @@ struct BackendOptions {
   int64_t required_bytes = 0;     // CUDA: the plan's bytes for this rank, checked against the
                                   // device's free memory before anything is allocated (0: no check)
   bool cpu_keeps_stored = false;  // CPU: BF16/F16 weights handed over as stored (weights kept in
-                                  // bf16 where the plan counts bf16); otherwise every weight is f32
+                                  // bf16 where the plan counts bf16) and block-scaled FP8 weights
+                                  // kept as stored; otherwise every weight is f32
 };
 
 // CUDA devices visible to this process: 0 when none is (or when CUDA is not built in); an

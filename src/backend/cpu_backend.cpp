@@ -5,10 +5,15 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
+#include "core/block_scale.h"
 #include "core/clock.h"
 #include "core/dtype.h"
 #include "kernels/cpu/gemm_tune.h"
@@ -65,6 +70,52 @@ const float* f32_operand(const Tensor& t, std::vector<float>& scratch) {
   widen(t, scratch.data());
   return scratch.data();
 }
+
+bool is_fp8(DType t) { return t == DType::kF8_E4M3 || t == DType::kF8_E5M2; }
+
+// An FP8 weight kept as stored: one host allocation of slice.device_bytes(), the f32 scales
+// [scale_rows, scale_cols] first, then the bytes [rows, cols] (the tensor views these, at offset
+// slice.scale_bytes()). The backend finds the layout of a weight it is handed by the address of
+// its bytes (Tensor carries no layout): Fp8Weights maps it while the storage lives.
+struct Fp8Layout {
+  kc::Fp8Weight w;  // q and scale point into the storage
+  int64_t rows = 0, cols = 0;
+  int64_t scale_bytes = 0;
+};
+struct Fp8Weights {
+  std::mutex mu;
+  std::unordered_map<const void*, Fp8Layout> by_bytes;
+  std::atomic<int64_t> scale_bytes{0};  // of the live ones
+};
+
+class Fp8HostStorage final : public Storage {
+ public:
+  Fp8HostStorage(size_t bytes, std::shared_ptr<Fp8Weights> registry)
+      : inner_(bytes, false), registry_(std::move(registry)) {}
+  // Registers the layout once the bytes and scales are in place.
+  void publish(const Fp8Layout& layout) {
+    key_ = layout.w.q;
+    scale_bytes_ = layout.scale_bytes;
+    registry_->scale_bytes.fetch_add(scale_bytes_);
+    std::lock_guard<std::mutex> lock(registry_->mu);
+    registry_->by_bytes[key_] = layout;
+  }
+  ~Fp8HostStorage() override {
+    if (!key_) return;
+    registry_->scale_bytes.fetch_sub(scale_bytes_);
+    std::lock_guard<std::mutex> lock(registry_->mu);
+    registry_->by_bytes.erase(key_);
+  }
+  void* data() override { return inner_.data(); }
+  size_t bytes() const override { return inner_.bytes(); }
+  Device device() const override { return {}; }
+
+ private:
+  HostStorage inner_;
+  std::shared_ptr<Fp8Weights> registry_;
+  const void* key_ = nullptr;
+  int64_t scale_bytes_ = 0;
+};
 
 class CpuBackend final : public Backend {
  public:
@@ -123,9 +174,58 @@ class CpuBackend final : public Backend {
     return t;
   }
   bool wants_stored_dtype() const override { return keeps_stored_; }
-  // A bf16 weight into an f32 host tensor is widened; otherwise the bytes are copied.
+  bool keeps_fp8_weights() const override { return keeps_stored_; }
+  // The scales and bytes copied as they are into one allocation (Fp8HostStorage). A NaN byte
+  // (E4M3 0x7f / 0xff; E5M2 exponent all ones) has no value to keep: the loader refuses such a
+  // weight by name (its NaN count) before it gets here; refused here too.
+  Tensor to_device_fp8_weight(const Fp8WeightSlice& w) override {
+    const BlockScaledSlice& sl = w.slice;
+    DZ_CHECK(keeps_stored_, "cpu to_device_fp8_weight: this backend keeps weights in f32 (cpu_keeps_stored is off)");
+    DZ_CHECK(w.bytes && w.scale && w.bytes->device().is_cpu() && w.scale->device().is_cpu() && is_fp8(w.bytes->dtype()),
+             "cpu to_device_fp8_weight: expects host FP8 bytes and host f32 scales");
+    DZ_CHECK(w.bytes->rank() == 2 && w.bytes->dim(0) == sl.rows && w.bytes->dim(1) == sl.cols,
+             "cpu to_device_fp8_weight: bytes " << shape_str(w.bytes->shape()) << " for a slice of " << sl.rows << " x "
+                                                << sl.cols);
+    DZ_CHECK(w.scale->dtype() == DType::kF32 && w.scale->numel() == sl.scale_rows() * sl.scale_cols(),
+             "cpu to_device_fp8_weight: scale " << shape_str(w.scale->shape()) << " for " << sl.scale_rows() << " x "
+                                                << sl.scale_cols() << " blocks");
+    const bool e5m2 = w.bytes->dtype() == DType::kF8_E5M2;
+    const auto* q = static_cast<const uint8_t*>(w.bytes->data());
+    const int64_t n = sl.rows * sl.cols;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool nan = e5m2 ? (q[i] & 0x7c) == 0x7c : (q[i] & 0x7f) == 0x7f;
+      DZ_CHECK(!nan, "cpu to_device_fp8_weight: byte " << i << " of an FP8 weight " << sl.rows << " x " << sl.cols
+                                                       << " is 0x" << std::hex << int{q[i]} << std::dec
+                                                       << " (not a finite value)");
+    }
+    const size_t scale_bytes = static_cast<size_t>(sl.scale_bytes());
+    auto st = std::make_shared<Fp8HostStorage>(std::max<size_t>(1, static_cast<size_t>(sl.device_bytes())), fp8_);
+    auto* base = static_cast<char*>(st->data());
+    if (scale_bytes) std::memcpy(base, w.scale->data(), scale_bytes);
+    if (n) std::memcpy(base + scale_bytes, q, static_cast<size_t>(n));
+    Fp8Layout layout;
+    layout.w.q = reinterpret_cast<const uint8_t*>(base + scale_bytes);
+    layout.w.scale = reinterpret_cast<const float*>(base);
+    layout.w.scale_cols = sl.scale_cols();
+    layout.w.row0 = sl.row0;
+    layout.w.col0 = sl.col0;
+    layout.w.block_rows = sl.block_rows;
+    layout.w.block_cols = sl.block_cols;
+    layout.w.e5m2 = e5m2;
+    layout.rows = sl.rows;
+    layout.cols = sl.cols;
+    layout.scale_bytes = sl.scale_bytes();
+    st->publish(layout);
+    return Tensor(w.bytes->dtype(), {sl.rows, sl.cols}, std::move(st), scale_bytes);
+  }
+  // A bf16 weight into an f32 host tensor is widened, an FP8 one dequantised; otherwise the
+  // bytes are copied.
   void to_host(const Tensor& src, Tensor& dst) override { copy(src, dst); }
   void copy(const Tensor& src, Tensor& dst) override {
+    if (is_fp8(src.dtype()) && dst.dtype() == DType::kF32 && src.numel() == dst.numel()) {
+      const Fp8Layout l = fp8_of(src, "copy");
+      return kc::dequantise_fp8_rows(l.w, l.cols, 0, l.rows, f(dst));
+    }
     if (src.dtype() != dst.dtype() && dst.dtype() == DType::kF32 && src.numel() == dst.numel())
       return widen(src, f(dst));
     DZ_CHECK(src.bytes() == dst.bytes(), "copy " << shape_str(src.shape()) << " -> " << shape_str(dst.shape()));
@@ -134,7 +234,9 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
   MemoryInfo memory_info() const override {
     const int64_t peak = peak_rss_bytes();
-    return {budget_, budget_ - peak, peak};
+    MemoryInfo m{budget_, budget_ - peak, peak};
+    m.weight_scale_bytes = fp8_->scale_bytes.load();
+    return m;
   }
 
   void matmul(const Tensor& x, const Tensor& w, Tensor& y, bool accumulate) override {
@@ -142,20 +244,28 @@ class CpuBackend final : public Backend {
     DZ_CHECK(x.numel() == m * k && y.numel() == m * n,
              "matmul x" << shape_str(x.shape()) << " w" << shape_str(w.shape()) << " y" << shape_str(y.shape()));
     if (w.dtype() == DType::kBF16) return kc::matmul_nt_bf16(m, n, k, f(x), u16(w), f(y), accumulate);
+    if (is_fp8(w.dtype())) return kc::matmul_nt_fp8(m, n, k, f(x), fp8_of(w, "matmul").w, f(y), accumulate);
     kc::matmul_nt(m, n, k, f(x), f(w), f(y), accumulate);
   }
   void matmul_shared_x(const Tensor& x, std::span<const Tensor* const> ws, std::span<Tensor* const> ys) override {
     DZ_CHECK(ws.size() == ys.size() && !ws.empty() && ws.size() <= kc::kMaxSharedXProducts);
     const int64_t k = ws[0]->dim(1), m = x.numel() / k;
     std::array<kc::NtProduct, kc::kMaxSharedXProducts> products;
+    std::array<kc::Fp8Weight, kc::kMaxSharedXProducts> fp8;
     for (size_t i = 0; i < ws.size(); ++i) {
       const Tensor& w = *ws[i];
       Tensor& y = *ys[i];
       DZ_CHECK(w.dim(1) == k && x.numel() == m * k && y.numel() == m * w.dim(0) &&
-                   (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16),
+                   (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16 || is_fp8(w.dtype())),
                "matmul_shared_x x" << shape_str(x.shape()) << " w" << shape_str(w.shape()) << " y"
                                    << shape_str(y.shape()));
-      products[i] = {w.dim(0), w.data(), w.dtype() == DType::kBF16, f(y)};
+      if (is_fp8(w.dtype())) {
+        fp8[i] = fp8_of(w, "matmul_shared_x").w;
+        products[i] = {w.dim(0), &fp8[i], kc::WeightKind::kFp8, f(y)};
+      } else {
+        products[i] = {w.dim(0), w.data(), w.dtype() == DType::kBF16 ? kc::WeightKind::kBF16 : kc::WeightKind::kF32,
+                       f(y)};
+      }
     }
     kc::matmul_nt_shared_x(m, k, f(x), products.data(), static_cast<int>(ws.size()));
   }
@@ -263,8 +373,21 @@ class CpuBackend final : public Backend {
     std::vector<int32_t> positions;
     std::vector<float> inv_freq, cos, sin;  // cos, sin [positions, inv_freq]
   };
+  // The layout of the FP8 weight a tensor views, whole (a view of part of one has no layout).
+  Fp8Layout fp8_of(const Tensor& w, const char* op) const {
+    std::lock_guard<std::mutex> lock(fp8_->mu);
+    const auto it = fp8_->by_bytes.find(w.data());
+    DZ_CHECK(it != fp8_->by_bytes.end(),
+             "cpu " << op << ": an FP8 tensor " << shape_str(w.shape()) << " that is not a whole FP8 weight of this backend");
+    DZ_CHECK(w.numel() == it->second.rows * it->second.cols && w.rank() == 2 && w.dim(1) == it->second.cols,
+             "cpu " << op << ": an FP8 weight of " << it->second.rows << " x " << it->second.cols << " viewed as "
+                    << shape_str(w.shape()));
+    return it->second;
+  }
+
   int64_t budget_;
   bool keeps_stored_;
+  std::shared_ptr<Fp8Weights> fp8_ = std::make_shared<Fp8Weights>();
   // The 2-D f32 and bf16 weights, as the GEMM tuning takes them.
   static std::vector<kc::gemm::TuneWeight> tune_weights(const std::vector<const Tensor*>& weights) {
     std::vector<kc::gemm::TuneWeight> tw;

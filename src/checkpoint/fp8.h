@@ -56,8 +56,8 @@ Result<Tensor> load_fp8_dequant_f32(const Catalog& catalog, const std::string& w
                                     ByteReader& reader, WeightRecord* rec, int dim = -1, int64_t begin = 0,
                                     int64_t end = 0, size_t staging_bytes = kDefaultStagingBytes);
 
-// One rank's slice of a block-scaled FP8 weight as the checkpoint stores it, for a device that
-// keeps FP8 (model.weights_on_device: as_stored on CUDA).
+// One rank's slice of a block-scaled FP8 weight as the checkpoint stores it, for a backend that
+// keeps FP8 (model.weights_on_device: as_stored on CUDA and on the CPU).
 struct Fp8AsStored {
   Tensor bytes;  // host F8_E4M3 or F8_E5M2 [slice.rows, slice.cols]: the stored bytes
   Tensor scale;  // host f32 [slice.scale_rows(), slice.scale_cols()]: the blocks covering the slice

@@ -41,7 +41,7 @@ struct PlanArgs {
   int batch = 1;
   std::string headroom = "1GiB";
   std::string weights_dtype = "as_stored";
-  std::string backend = "cuda";  // cpu: FP8/INT4 weights dequantised to f32 on load, as the CPU backend does
+  std::string backend = "cuda";  // cpu: INT4 weights dequantised to f32 on load, as the CPU backend does
   std::string compute_dtype = "bfloat16";
   std::string out, report;
   bool yaml = false;
@@ -266,7 +266,7 @@ int run_plan(const PlanArgs& a) {
   auto weights = plan::parse_weights_on_device(a.weights_dtype, "--weights-dtype");
   if (!weights.ok()) return report_failure("plan", weights.status());
   in.weights = *weights;
-  in.keeps_quantized = a.backend == "cuda";
+  in.keeps_quantized = a.backend == "cuda" ? plan::kCudaKeepsQuantized : plan::kCpuKeepsQuantized;
   if (a.compute_dtype == "bfloat16" || a.compute_dtype == "float16") in.bytes_per_activation = 2;
   else if (a.compute_dtype == "float32") in.bytes_per_activation = 4;
   else return report_failure("plan", Status::InvalidArgument("--compute-dtype " + a.compute_dtype + ": expected bfloat16, float16 or float32"));
@@ -373,7 +373,7 @@ void add_plan_command(CLI::App& app, Commands& commands) {
   cmd->add_option("--context", a->context, "Longest context in tokens (KV cache, prefill)")->capture_default_str();
   cmd->add_option("--batch", a->batch, "Sequences resident at once")->capture_default_str();
   cmd->add_option("--weights-dtype", a->weights_dtype, "as_stored | bfloat16 | float32")->capture_default_str();
-  cmd->add_option("--backend", a->backend, "cuda | cpu: what a rank holds of FP8/INT4 weights (cpu: f32)")
+  cmd->add_option("--backend", a->backend, "cuda | cpu: what a rank holds of FP8/INT4 weights (cpu: FP8 as stored, INT4 f32)")
       ->check(CLI::IsMember({"cuda", "cpu"}))
       ->capture_default_str();
   cmd->add_option("--compute-dtype", a->compute_dtype, "KV cache and activations: bfloat16 | float16 | float32")

@@ -57,7 +57,8 @@ struct TensorSpec {
   // prediction layers, and the block scales of FP8 weights (read with their weight).
   bool skip_load = false;
   // Block-quantized FP8 weight: its `<name>_scale_inv` companion [ceil(rows / br), ceil(cols / bc)]
-  // and the block size; the loader dequantizes to f32 (checkpoint/fp8.h). Empty: not quantized.
+  // and the block size; the loader dequantizes to f32 (checkpoint/fp8.h) unless the backend keeps
+  // it as stored (Backend::keeps_fp8_weights). Empty: not quantized.
   std::string scale_name = {};
   int64_t quant_block_rows = 0, quant_block_cols = 0;
   // Pack-quantized INT4 Linear (compressed-tensors, checkpoint/pack_quantized.h): name and shape

@@ -72,12 +72,12 @@ BlockScaledSlice block_scaled_slice(const model::TensorSpec& spec, const Slice& 
   return b;
 }
 
-DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights, bool keeps_quantized) {
+DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights, KeepsQuantized keeps) {
   if (weights == WeightsOnDevice::kBF16) return DType::kBF16;
   if (weights == WeightsOnDevice::kF32) return DType::kF32;
   const bool fp8 = stored == DType::kF8_E4M3 || stored == DType::kF8_E5M2;
-  if (!keeps_quantized && (spec.pack_group > 0 || fp8)) return DType::kF32;
-  if (fp8 && !spec.scale_name.empty()) return stored;
+  if (fp8 && !spec.scale_name.empty()) return keeps.fp8_blocks ? stored : DType::kF32;
+  if (!keeps.others && (spec.pack_group > 0 || fp8)) return DType::kF32;
   if (stored == DType::kF32) return DType::kF32;
   return DType::kBF16;
 }

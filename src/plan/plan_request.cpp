@@ -76,22 +76,25 @@ Result<WeightSizes> stored_weight_sizes(const model::ModelFolder& m) {
 
 }  // namespace
 
-Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice weights, bool keeps_quantized) {
+Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice weights, KeepsQuantized keeps) {
   if (weights == WeightsOnDevice::kBF16) return WeightSizes{2, {}, "bfloat16"};
   if (weights == WeightsOnDevice::kF32) return WeightSizes{4, {}, "float32"};
   DZ_ASSIGN_OR_RETURN(WeightSizes w, stored_weight_sizes(m));
-  if (keeps_quantized) return w;
-  bool dequantised = false;
+  if (keeps.fp8_blocks && keeps.others) return w;
+  bool fp8_dequantised = false, int4_dequantised = false;
   for (size_t i = 0; i < m.specs.size(); ++i) {
     const model::TensorSpec& s = m.specs[i];
     const checkpoint::TensorInfo* t = m.has_weights ? m.catalog.find(s.name) : nullptr;
     const bool fp8 = t ? t->dtype == DType::kF8_E4M3 || t->dtype == DType::kF8_E5M2 : !s.scale_name.empty();
-    if (s.pack_group > 0 || (fp8 && s.component != model::Component::kQuantScale)) {
-      w.stored_bytes.at(i) = 4;
-      dequantised = true;
-    }
+    if (s.component == model::Component::kQuantScale) continue;
+    const bool kept = s.pack_group > 0 ? keeps.others : fp8 ? (s.scale_name.empty() ? keeps.others : keeps.fp8_blocks) : true;
+    if (kept) continue;
+    w.stored_bytes.at(i) = 4;
+    (s.pack_group > 0 ? int4_dequantised : fp8_dequantised) = true;
   }
-  if (dequantised) w.label += "; fp8/int4 weights dequantised to float32 on load";
+  if (fp8_dequantised || int4_dequantised)
+    w.label += std::string("; ") + (fp8_dequantised && int4_dequantised ? "fp8/int4" : fp8_dequantised ? "fp8" : "int4") +
+               " weights dequantised to float32 on load";
   return w;
 }
 

@@ -35,9 +35,10 @@ struct WeightSizes {
 // from config.json alone: torch_dtype (or dtype; bfloat16 when neither says) for every spec,
 // except that block-quantized FP8 Linears (specs with a scale_name) count 1 byte plus their
 // f32 block scales (stored_bytes_from_config). Unsupported when torch_dtype names no known dtype.
-// keeps_quantized false (the CPU backend): FP8 and pack-quantized INT4 weights count 4 bytes an
-// element as stored, the f32 they are dequantised to on load (kept_dtype).
-Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice weights, bool keeps_quantized = true);
+// The quantized weights a backend does not keep (keeps: kept_dtype; the CPU dequantises
+// pack-quantized INT4 and FP8 without block scales) count 4 bytes an element as stored, the f32
+// they are dequantised to on load.
+Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice weights, KeepsQuantized keeps = {});
 
 // Element size of a torch dtype name ("bfloat16", "torch.float32", "float8_e4m3fn"); 0 when unknown.
 int64_t torch_dtype_size(std::string name);
@@ -47,7 +48,7 @@ struct RequestInputs {
   int world_size = 0;                      // 0: every rank of the topology
   std::optional<int> dp, pp, tp, ep, etp;  // sizes fixed by the user
   WeightsOnDevice weights = WeightsOnDevice::kAsStored;
-  bool keeps_quantized = true;             // false: FP8/INT4 dequantised to f32 on load (the CPU backend)
+  KeepsQuantized keeps_quantized;          // what is dequantised to f32 on load (kept_dtype)
   int64_t bytes_per_activation = 2;        // compute dtype of KV cache and activations (CPU f32: 4)
   int64_t context_tokens = 4096;           // the longest sequence: prompt + reference + new tokens
   int batch = 1;                           // sequences resident at once (each with its KV cache)

@@ -116,10 +116,15 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
     if (on_tensor) on_tensor(rec);
     records.push_back(std::move(rec));
   };
+  // What the backend keeps of quantized weights (plan::kept_dtype): the CPU keeps block-scaled
+  // FP8 as stored only when it keeps weights as stored, and dequantises the others.
+  const plan::KeepsQuantized keeps = !be.keeps_fp8_weights()                 ? plan::KeepsQuantized{false, false}
+                                     : be.device().kind == DeviceKind::kCpu ? plan::kCpuKeepsQuantized
+                                                                             : plan::kCudaKeepsQuantized;
   const auto place = [&](const model::TensorSpec& spec, Tensor host, checkpoint::WeightRecord rec) -> Status {
     DZ_RETURN_IF_ERROR(finite(spec, rec));
     if (weights_on_device) {
-      const DType kept = plan::kept_dtype(spec, stored(spec), *weights_on_device, be.keeps_fp8_weights());
+      const DType kept = plan::kept_dtype(spec, stored(spec), *weights_on_device, keeps);
       // An FP8 weight dequantised on the host (a backend that keeps no FP8) takes the compute dtype's place.
       weights.put(spec.name, be.to_device_weight(host, kept == DType::kF32 ? DType::kF32 : DType::kBF16));
     } else {
@@ -170,7 +175,7 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
       checkpoint::WeightRecord rec;
       const checkpoint::BlockQuant q{spec.quant_block_rows, spec.quant_block_cols};
       if (weights_on_device && be.keeps_fp8_weights() &&
-          plan::kept_dtype(spec, stored(spec), *weights_on_device) == stored(spec)) {
+          plan::kept_dtype(spec, stored(spec), *weights_on_device, keeps) == stored(spec)) {
         // Kept as stored: the FP8 bytes and the scale blocks covering this slice go to the device.
         DZ_ASSIGN_OR_RETURN(checkpoint::Fp8AsStored a,
                             checkpoint::load_fp8_as_stored(m.catalog, spec.name, spec.scale_name, q, reader, &rec,

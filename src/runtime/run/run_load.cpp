@@ -123,7 +123,8 @@ Status Run::check_device_weights_and_reserve() {
   const plan::RankMemory& planned = plan_.memory.at(static_cast<size_t>(env_.rank()));
   if (planned.total() == 0) return Status::Ok();  // a plan without an estimate
   const bool cpu = be_->name() == "cpu";
-  device_weight_bytes_ = cpu ? weights_.bytes() : be_->memory_info().weight_bytes;
+  // CPU: the weight tensors' own bytes and the block scales held with its FP8 weights.
+  device_weight_bytes_ = cpu ? weights_.bytes() + be_->memory_info().weight_scale_bytes : be_->memory_info().weight_bytes;
   // The allocation and the plan count the same slices by the same rule (plan::kept_dtype,
   // BlockScaledSlice::device_bytes): a difference is a defect, not an estimate's slack.
   if (device_weight_bytes_ != planned.weights)

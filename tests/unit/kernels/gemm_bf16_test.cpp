@@ -112,7 +112,8 @@ TEST(GemmSharedX, EachProductHasTheBitsOfItsOwnCall) {
           got[i] = want[i] = random_vector(m * ns[i], ++seed);
           if (bf16) cpu::matmul_nt_bf16(m, ns[i], k, x.data(), wb[i].data(), want[i].data(), acc);
           else cpu::matmul_nt(m, ns[i], k, x.data(), wf[i].data(), want[i].data(), acc);
-          products.push_back({ns[i], bf16 ? static_cast<const void*>(wb[i].data()) : wf[i].data(), bf16, got[i].data()});
+          products.push_back({ns[i], bf16 ? static_cast<const void*>(wb[i].data()) : wf[i].data(),
+                              bf16 ? cpu::WeightKind::kBF16 : cpu::WeightKind::kF32, got[i].data()});
         }
         cpu::matmul_nt_shared_x(m, k, x.data(), products.data(), static_cast<int>(products.size()), acc);
         for (size_t i = 0; i < ns.size(); ++i)
@@ -128,7 +129,8 @@ TEST(GemmSharedX, NegativeControl) {
   const auto w0 = random_vector(8 * k, 42), w1 = random_vector(8 * k, 43);
   std::vector<float> y0(8), y1(8), want0(8);
   cpu::matmul_nt(m, 8, k, x.data(), w0.data(), want0.data());
-  const cpu::NtProduct swapped[] = {{8, w1.data(), false, y0.data()}, {8, w0.data(), false, y1.data()}};
+  const cpu::NtProduct swapped[] = {{8, w1.data(), cpu::WeightKind::kF32, y0.data()},
+                                      {8, w0.data(), cpu::WeightKind::kF32, y1.data()}};
   cpu::matmul_nt_shared_x(m, k, x.data(), swapped, 2);
   EXPECT_FALSE(identical("outputs swapped", y0, want0, {m, 8}));
 }

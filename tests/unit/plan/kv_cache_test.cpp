@@ -86,6 +86,52 @@ TEST(PlanRequestBuilder, WeightSizesFromConfigAlone) {
   EXPECT_TRUE(f->stored_bytes.empty());
 }
 
+// The CPU keeps block-scaled FP8 as stored (1 B an element plus its f32 block scales) and
+// dequantises pack-quantized INT4 to f32 (4 B); a backend that keeps neither counts both at 4 B.
+TEST(PlanRequestBuilder, CpuCountsFp8AsStoredAndInt4Dequantised) {
+  const model::ModelFolder ds = open_fixture("DeepSeek-V3");
+  auto cpu = weight_sizes(ds, WeightsOnDevice::kAsStored, kCpuKeepsQuantized);
+  auto none = weight_sizes(ds, WeightsOnDevice::kAsStored, KeepsQuantized{false, false});
+  ASSERT_TRUE(cpu.ok() && none.ok());
+  MemoryParams kept, f32;
+  kept.stored_bytes = cpu->stored_bytes;
+  f32.stored_bytes = none->stored_bytes;
+  int64_t fp8_kept = 0, fp8_f32 = 0, want_kept = 0, n_fp8 = 0;
+  for (size_t i = 0; i < ds.specs.size(); ++i) {
+    const model::TensorSpec& s = ds.specs[i];
+    if (s.scale_name.empty() || s.skip_load) continue;
+    const Slice whole{true};
+    const int64_t numel = s.shape[0] * s.shape[1];
+    fp8_kept += held_bytes(s, i, whole, kept);
+    fp8_f32 += held_bytes(s, i, whole, f32);
+    want_kept += numel + (s.shape[0] + 127) / 128 * ((s.shape[1] + 127) / 128) * kScaleBytes;
+    ++n_fp8;
+    EXPECT_EQ(kept_dtype(s, DType::kF8_E4M3, WeightsOnDevice::kAsStored, kCpuKeepsQuantized), DType::kF8_E4M3);
+  }
+  ASSERT_GT(n_fp8, 1000);
+  EXPECT_EQ(fp8_kept, want_kept);
+  EXPECT_GT(fp8_f32, 0);
+  // 4 B against 1 B + 4 B per 128 x 128 block: a factor just under 4.
+  EXPECT_GT(static_cast<double>(fp8_f32) / static_cast<double>(fp8_kept), 3.99);
+  EXPECT_LT(static_cast<double>(fp8_f32) / static_cast<double>(fp8_kept), 4.0);
+
+  // Kimi-K2.5's INT4 experts: 0.5 B + scales kept (CUDA's count), 4 B on the CPU.
+  const model::ModelFolder kimi = open_fixture("Kimi-K2.5");
+  auto int4_cpu = weight_sizes(kimi, WeightsOnDevice::kAsStored, kCpuKeepsQuantized);
+  auto int4_cuda = weight_sizes(kimi, WeightsOnDevice::kAsStored, kCudaKeepsQuantized);
+  ASSERT_TRUE(int4_cpu.ok() && int4_cuda.ok()) << int4_cpu.status().message();
+  int packed = 0;
+  for (size_t i = 0; i < kimi.specs.size(); ++i) {
+    if (kimi.specs[i].pack_group <= 0) continue;
+    ++packed;
+    EXPECT_EQ(int4_cpu->stored_bytes[i], 4) << kimi.specs[i].name;
+    EXPECT_NE(int4_cuda->stored_bytes[i], 4) << kimi.specs[i].name;
+    EXPECT_EQ(kept_dtype(kimi.specs[i], DType::kI32, WeightsOnDevice::kAsStored, kCpuKeepsQuantized), DType::kF32);
+  }
+  EXPECT_GT(packed, 0);
+  EXPECT_NE(int4_cpu->label.find("int4 weights dequantised to float32 on load"), std::string::npos) << int4_cpu->label;
+}
+
 TEST(PlanRequestBuilder, ResidentBatch) {
   EXPECT_EQ(resident_batch(8, 3), 3);   // fewer prompts than max_batch: all resident
   EXPECT_EQ(resident_batch(8, 20), 8);  // more: max_batch at a time

@@ -88,6 +88,69 @@ TEST_F(StoredDtypeLoadCpu, SameWeightsAndRecordsAsTheF32HandOver) {
   }
 }
 
+// The CPU backend keeping block-scaled FP8 as stored (cpu_keeps_stored): a tiny FP8 deepseek_v3,
+// whole and split over tp 2 (slices that start inside a block), against the same backend
+// dequantising on load (float32). Each FP8 weight widens (to_host) to the dequantised weight's
+// bits, and its products at m = 1, 5 (the small-M kernel) and 20 (the dequantised panels) have
+// the f32 weight's bits; the scales it holds are counted for the plan (weight_scale_bytes).
+TEST_F(StoredDtypeLoadCpu, Fp8KeptAsStoredHasTheDequantisedBits) {
+  const runtime::ModelInfo m = models_.make("deepseek_v3", DType::kF8_E4M3);
+  for (bool split : {false, true}) {
+    const runtime::SliceFn slice_of = [&](const model::TensorSpec& spec) -> runtime::TensorSlice {
+      if (!split || spec.shape.size() != 2) return {};
+      const int dim = spec.name.find("o_proj") != std::string::npos || spec.name.find("down_proj") != std::string::npos
+                          ? 1
+                          : 0;
+      return {true, dim, spec.shape[dim] / 2, spec.shape[dim]};
+    };
+    const std::string what = split ? "split" : "whole";
+    backend::BackendOptions keep;
+    keep.cpu_keeps_stored = true;
+    auto kept = backend::make_backend(keep);
+    auto ref = backend::make_backend({});
+    ASSERT_TRUE(kept.ok() && ref.ok());
+    ASSERT_TRUE((*kept)->keeps_fp8_weights());
+    ASSERT_FALSE((*ref)->keeps_fp8_weights());
+    model::Weights a, b;
+    std::vector<checkpoint::WeightRecord> ra, rb;
+    ASSERT_TRUE(runtime::load_weights(m, **ref, a, ra, {}, slice_of, checkpoint::kDefaultStagingBytes, 2,
+                                      plan::WeightsOnDevice::kF32)
+                    .ok());
+    ASSERT_TRUE(runtime::load_weights(m, **kept, b, rb, {}, slice_of, checkpoint::kDefaultStagingBytes, 2,
+                                      plan::WeightsOnDevice::kAsStored)
+                    .ok());
+    int fp8 = 0;
+    int64_t scale_bytes = 0;
+    uint32_t seed = 1;
+    test_util::each_weight_pair(m, a, b, what, [&](const std::string& name, const Tensor& ta, const Tensor& tb) {
+      if (tb.dtype() != DType::kF8_E4M3) return;
+      ++fp8;
+      ASSERT_EQ(ta.dtype(), DType::kF32);
+      ASSERT_EQ(ta.shape(), tb.shape()) << what << ": " << name;
+      Tensor wide = Tensor::host(DType::kF32, tb.shape());
+      (*kept)->to_host(tb, wide);
+      EXPECT_EQ(std::memcmp(ta.data(), wide.data(), ta.bytes()), 0) << what << ": " << name << " widened";
+      const int64_t n = tb.dim(0), k = tb.dim(1);
+      for (int64_t rows : {1, 5, 20}) {
+        Tensor x = Tensor::host(DType::kF32, {rows, k});
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          seed = seed * 1664525u + 1013904223u;
+          x.f32()[i] = static_cast<float>(seed >> 8) / 8388608.0f - 1.0f;
+        }
+        Tensor ya = Tensor::host(DType::kF32, {rows, n}), yb = Tensor::host(DType::kF32, {rows, n});
+        (*ref)->matmul(x, ta, ya);
+        (*kept)->matmul(x, tb, yb);
+        EXPECT_EQ(std::memcmp(ya.data(), yb.data(), ya.bytes()), 0) << what << ": " << name << " m=" << rows;
+      }
+      const BlockScaledSlice sl{n, k, 0, 0, 128, 128};
+      scale_bytes += sl.scale_bytes();  // at least one block each
+    });
+    EXPECT_GT(fp8, 5) << what << ": the FP8 Linears kept as stored";
+    EXPECT_GE((*kept)->memory_info().weight_scale_bytes, scale_bytes) << what;
+    EXPECT_EQ((*ref)->memory_info().weight_scale_bytes, 0) << what;
+  }
+}
+
 // The staging arithmetic the CUDA backend's to_device_weight follows.
 TEST(WeightStaging, ChunksAndBytes) {
   const backend::WeightStaging bf16{DType::kBF16, DType::kBF16, 32 << 20}, f16{DType::kF16, DType::kBF16, 32 << 20},

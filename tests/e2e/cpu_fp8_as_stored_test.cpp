@@ -1,0 +1,94 @@
+// Block-scaled FP8 weights kept as stored on the CPU (model.weights_on_device: as_stored): a tiny
+// 4-layer FP8 deepseek_v3 (MLA, MoE, 128 x 128 blocks) run with its FP8 weights kept, converted
+// inside the GEMM, and run with every weight dequantised to float32 on load. Every activation,
+// the logits and the generated and top-k ids must be bit-identical: decode batches and these
+// prompts' prefills (7 and 20 tokens: the small-M kernel and the dequantised panels of the
+// large-M path) on one rank, and under tp2 (slices that start inside a block). The weights the
+// rank holds are the plan's (the run checks that) and under a third of the float32 run's.
+#include <cstdio>
+#include <regex>
+
+#include "e2e_util.h"
+
+namespace dayzero::e2e {
+namespace {
+
+std::string run_config(const fs::path& model, const std::string& weights, const std::string& parallel) {
+  return "model: {path: " + model.string() + ", dtype: float32, weights_on_device: " + weights + "}\n" +
+         (parallel.empty() ? "" : "parallel: " + parallel + "\n") +
+         "prompts:\n"
+         "  - {id: short, tokens: [3, 17, 42, 99, 5, 250, 11]}\n"
+         "  - {id: long, tokens: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]}\n"
+         "generate: {max_new_tokens: 5, stop_at_eos: false, top_k_record: 5}\n"
+         "dump:\n"
+         "  dir: unused-overridden-by-dump-dir\n"
+         "  activations: {layers: all, phase: both, mode: full}\n";
+}
+
+// The weight bytes the run logs ("cpu: weights N bytes as the plan counted"), -1 when absent.
+int64_t logged_weight_bytes(const std::string& output) {
+  std::smatch m;
+  static const std::regex re("cpu: weights ([0-9]+) bytes as the plan counted");
+  return std::regex_search(output, m, re) ? std::stoll(m[1].str()) : -1;
+}
+
+struct Ran {
+  MergedDump dump;
+  int64_t weight_bytes = -1;
+};
+
+Ran run(const fs::path& dir, const fs::path& model, const std::string& weights, const std::string& parallel, int world) {
+  const std::string name = weights + (parallel.empty() ? "" : "-tp2");
+  write_file(dir / (name + ".yaml"), run_config(model, weights, parallel));
+  const std::string args = "run " + (dir / (name + ".yaml")).string() + " --dump-dir " + (dir / name).string();
+  const Outcome o = world == 1 ? run_dayzero(args) : run_dayzero_mpi(world, args);
+  Ran r;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  if (o.exit_code != 0) return r;
+  r.weight_bytes = logged_weight_bytes(o.output);
+  merge_rank_files(dir / name, world, r.dump);
+  return r;
+}
+
+TEST(CpuFp8AsStored, BitIdenticalToTheDequantisedRun) {
+  const fs::path dir = scratch_dir("cpu-fp8-as-stored");
+  const fs::path model = dir / "model";
+  write_file(dir / "sizes.yaml",
+             "family: deepseek_v3\ndtype: fp8\nn_vocab: 512\nn_embd: 64\nn_layer: 4\nn_head: 4\nn_head_kv: 2\n"
+             "n_ff: 128\nseed: 23\nn_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n");
+  make_model_from_yaml(dir / "sizes.yaml", model);
+  for (const auto& [parallel, world] : {std::pair<std::string, int>{"", 1}, {"{tp: 2}", 2}}) {
+    const Ran f32 = run(dir, model, "float32", parallel, world);
+    const Ran fp8 = run(dir, model, "as_stored", parallel, world);
+    ASSERT_FALSE(HasFailure());
+    ASSERT_GT(f32.dump.size(), 100u);
+    ASSERT_EQ(fp8.dump.size(), f32.dump.size());
+    const DumpDiff d = diff_dumps(f32.dump, fp8.dump, 0.0);
+    EXPECT_TRUE(d.mismatches.empty()) << first_lines(parallel + " datasets not bit-identical", d.mismatches);
+    EXPECT_TRUE(d.worst_key.empty()) << parallel << ": worst " << d.worst << " at " << d.worst_key;
+    // The FP8 Linears at one byte (and their scales) instead of four; the rest is the same f32.
+    ASSERT_GT(f32.weight_bytes, 0);
+    ASSERT_GT(fp8.weight_bytes, 0);
+    EXPECT_LT(fp8.weight_bytes * 3, f32.weight_bytes) << parallel;
+    std::printf("%s: %zu datasets bit-identical; rank 0 weights %lld bytes as stored, %lld float32\n",
+                parallel.empty() ? "one rank" : parallel.c_str(), f32.dump.size(),
+                static_cast<long long>(fp8.weight_bytes), static_cast<long long>(f32.weight_bytes));
+  }
+}
+
+// Negative control: the comparison sees a run whose weights differ (bfloat16 on load).
+TEST(CpuFp8AsStored, ComparisonSeesBfloat16Weights) {
+  const fs::path dir = scratch_dir("cpu-fp8-as-stored-control");
+  const fs::path model = dir / "model";
+  write_file(dir / "sizes.yaml",
+             "family: deepseek_v3\ndtype: fp8\nn_vocab: 512\nn_embd: 64\nn_layer: 4\nn_head: 4\nn_head_kv: 2\n"
+             "n_ff: 128\nseed: 23\nn_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n");
+  make_model_from_yaml(dir / "sizes.yaml", model);
+  const Ran f32 = run(dir, model, "float32", "", 1);
+  const Ran bf16 = run(dir, model, "bfloat16", "", 1);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_FALSE(diff_dumps(f32.dump, bf16.dump, 0.0).mismatches.empty());
+}
+
+}  // namespace
+}  // namespace dayzero::e2e
