@@ -1,14 +1,15 @@
 // The built-in GEMM path: y = x · w^T as register-tiled dot products (x and w are both
 // contiguous along k), split over n across dayzero's thread pool. At m <= 16 (decode) it is the
-// selected path: x stays in cache and w streams once, prefetched (docs/gemm.md, "Small M").
+// selected path: x stays in cache and w streams once, prefetched (docs/gemm.md, "Small M"), on
+// f32 weights and on bf16 and block-scaled FP8 weights as stored (matmul_nt_bf16, matmul_nt_fp8).
 // Above, it is blocked over k and rows of x and is the fallback when no BLAS library loads
 // and the second opinion in the tests; there it does not compete with packed BLAS kernels.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <vector>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/check.h"
 
