@@ -1,14 +1,15 @@
 // The built-in GEMM path: y = x · w^T as register-tiled dot products (x and w are both
 // contiguous along k), split over n across dayzero's thread pool. At m <= 16 (decode) it is the
-// selected path: x stays in cache and w streams once, prefetched (docs/gemm.md, "Small M").
+// selected path: x stays in cache and w streams once, prefetched (docs/gemm.md, "Small M"), on
+// f32 weights and on bf16 and block-scaled FP8 weights as stored (matmul_nt_bf16, matmul_nt_fp8).
 // Above, it is blocked over k and rows of x and is the fallback when no BLAS library loads
 // and the second opinion in the tests; there it does not compete with packed BLAS kernels.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <vector>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/check.h"
 
@@ -79,9 +80,12 @@ struct Fp8Tiles {
   const Fp8Prepared* f;
   int64_t row;
 };
+// The fields the loads use are copied in, so the inner loop reads them from registers.
 struct Fp8Row {
-  const uint8_t* q;     // the row's bytes
-  const float* srow;    // the prescaled scales of its row of blocks
+  const uint8_t* q;            // the row's bytes
+  const float* srow;           // the prescaled scales of its row of blocks
+  const int32_t* step_block;   // Fp8Prepared's
+  int shift;                   // Fp8Prepared's
   const Fp8Prepared* f;
 };
 template <typename W>
@@ -97,16 +101,16 @@ inline Fp8Row w_row(const Fp8Tiles& w, int64_t j, int64_t k) {
   const Fp8Weight& q = *w.f->w;
   const int64_t r = w.row + j;
   const int64_t block_row = (q.row0 + r) / q.block_rows - q.row0 / q.block_rows;
-  return {q.q + r * k, w.f->scale + block_row * q.scale_cols, w.f};
+  return {q.q + r * k, w.f->scale + block_row * q.scale_cols, w.f->step_block, w.f->shift, w.f};
 }
 // The scale of column p of a row (its block relative to the first covering block).
 inline float fp8_scale_at(const Fp8Row& r, int64_t p) {
   const Fp8Weight& q = *r.f->w;
   return r.srow[(q.col0 + p) / q.block_cols - q.col0 / q.block_cols];
 }
-inline float w_at(const Fp8Row& r, int64_t p) { return simd::fp8_bits_to_f32(r.q[p], r.f->shift) * fp8_scale_at(r, p); }
+inline float w_at(const Fp8Row& r, int64_t p) { return simd::fp8_bits_to_f32(r.q[p], r.shift) * fp8_scale_at(r, p); }
 inline Vec w_load(const Fp8Row& r, int64_t p) {
-  const int32_t b = r.f->step_block[p / simd::kLanes];
+  const int32_t b = r.step_block[p / simd::kLanes];
   Vec s;
   if (b >= 0) [[likely]] {
     s = simd::load_scalar(r.srow[b]);
@@ -115,7 +119,7 @@ inline Vec w_load(const Fp8Row& r, int64_t p) {
     for (int l = 0; l < simd::kLanes; ++l) lanes[l] = fp8_scale_at(r, p + l);
     s = simd::load(lanes);
   }
-  return simd::mul(simd::load_fp8(r.q + p, r.f->shift), s);
+  return simd::mul(simd::load_fp8(r.q + p, r.shift), s);
 }
 inline const char* w_addr(const Fp8Row& r, int64_t p) { return reinterpret_cast<const char*>(r.q + p); }
 
@@ -264,6 +268,13 @@ void gemv_columns(int64_t n, int64_t k, const float* x, const W& w, float* y, bo
   (void)n;
 }
 
+// Row r of an FP8 weight as f32 into out[k]: the values the tiles' loads give.
+inline void fp8_row_to_f32(const Fp8Row& r, int64_t k, float* out) {
+  int64_t p = 0;
+  for (; p + simd::kLanes <= k; p += simd::kLanes) simd::store(out + p, w_load(r, p));
+  for (; p < k; ++p) out[p] = w_at(r, p);
+}
+
 // Columns [j0, j1) of y for 1 <= m <= kSmallMaxM.
 template <typename W>
 void gemm_columns_small(int64_t m, int64_t n, int64_t k, const float* x, const W& w, float* y, float beta,
@@ -406,13 +417,7 @@ void dequantise_fp8_rows_builtin(const Fp8Weight& w, int64_t n, int64_t k, int64
   Fp8Prepared f;
   prepare_fp8(w, n, k, scale, steps, f);
   const Fp8Tiles t{&f, 0};
-  for (int64_t j = j0; j < j0 + rows; ++j) {
-    const Fp8Row r = w_row(t, j, k);
-    float* dst = out + (j - j0) * k;
-    int64_t p = 0;
-    for (; p + simd::kLanes <= k; p += simd::kLanes) simd::store(dst + p, w_load(r, p));
-    for (; p < k; ++p) dst[p] = w_at(r, p);
-  }
+  for (int64_t j = j0; j < j0 + rows; ++j) fp8_row_to_f32(w_row(t, j, k), k, out + (j - j0) * k);
 }
 
 void matmul_nt_small_fp8(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y, float beta) {
