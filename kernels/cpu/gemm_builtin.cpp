@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
@@ -88,10 +89,13 @@ struct Fp8Row {
   int shift;                   // Fp8Prepared's
   const Fp8Prepared* f;
 };
+// Bytes an element: of the pointee for the f32 and bf16 views (plain pointers).
 template <typename W>
-inline constexpr int kWeightBytes = static_cast<int>(sizeof(W));
+inline constexpr int kWeightBytes = static_cast<int>(sizeof(std::remove_pointer_t<W>));
 template <>
 inline constexpr int kWeightBytes<Fp8Tiles> = 1;
+static_assert(kWeightBytes<const float*> == 4 && kWeightBytes<const uint16_t*> == 2,
+              "an element's bytes, not its pointer's: one prefetch per 64-byte line of w, not per step");
 
 inline Fp8Tiles w_rows(const Fp8Tiles& w, int64_t j, int64_t k) {
   (void)k;
