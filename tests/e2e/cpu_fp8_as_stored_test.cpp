@@ -50,13 +50,19 @@ Ran run(const fs::path& dir, const fs::path& model, const std::string& weights, 
   return r;
 }
 
-TEST(CpuFp8AsStored, BitIdenticalToTheDequantisedRun) {
-  const fs::path dir = scratch_dir("cpu-fp8-as-stored");
+// A tiny 4-layer FP8 deepseek_v3 (128 x 128 blocks) in dir/model.
+fs::path make_fp8_model(const fs::path& dir) {
   const fs::path model = dir / "model";
   write_file(dir / "sizes.yaml",
              "family: deepseek_v3\ndtype: fp8\nn_vocab: 512\nn_embd: 64\nn_layer: 4\nn_head: 4\nn_head_kv: 2\n"
              "n_ff: 128\nseed: 23\nn_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n");
   make_model_from_yaml(dir / "sizes.yaml", model);
+  return model;
+}
+
+TEST(CpuFp8AsStored, BitIdenticalToTheDequantisedRun) {
+  const fs::path dir = scratch_dir("cpu-fp8-as-stored");
+  const fs::path model = make_fp8_model(dir);
   for (const auto& [parallel, world] : {std::pair<std::string, int>{"", 1}, {"{tp: 2}", 2}}) {
     const Ran f32 = run(dir, model, "float32", parallel, world);
     const Ran fp8 = run(dir, model, "as_stored", parallel, world);
@@ -79,11 +85,7 @@ TEST(CpuFp8AsStored, BitIdenticalToTheDequantisedRun) {
 // Negative control: the comparison sees a run whose weights differ (bfloat16 on load).
 TEST(CpuFp8AsStored, ComparisonSeesBfloat16Weights) {
   const fs::path dir = scratch_dir("cpu-fp8-as-stored-control");
-  const fs::path model = dir / "model";
-  write_file(dir / "sizes.yaml",
-             "family: deepseek_v3\ndtype: fp8\nn_vocab: 512\nn_embd: 64\nn_layer: 4\nn_head: 4\nn_head_kv: 2\n"
-             "n_ff: 128\nseed: 23\nn_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n");
-  make_model_from_yaml(dir / "sizes.yaml", model);
+  const fs::path model = make_fp8_model(dir);
   const Ran f32 = run(dir, model, "float32", "", 1);
   const Ran bf16 = run(dir, model, "bfloat16", "", 1);
   ASSERT_FALSE(HasFailure());

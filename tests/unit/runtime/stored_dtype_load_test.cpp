@@ -42,6 +42,17 @@ class StoredDevice final : public test_util::ForwardingBackend {
   int as_stored_ = 0;
 };
 
+// Rank 1 of a tp 2 split when `split` (the second half of o_proj's and down_proj's columns and
+// of every other matrix's rows), else every tensor whole.
+runtime::SliceFn tp2_rank1_slices(bool split) {
+  return [split](const model::TensorSpec& spec) -> runtime::TensorSlice {
+    if (!split || spec.shape.size() != 2) return {};
+    const int dim =
+        spec.name.find("o_proj") != std::string::npos || spec.name.find("down_proj") != std::string::npos ? 1 : 0;
+    return {true, dim, spec.shape[dim] / 2, spec.shape[dim]};
+  };
+}
+
 class StoredDtypeLoadCpu : public ::testing::Test {
  protected:
   runtime::ModelInfo make(DType dtype) { return models_.make("llama", dtype); }
@@ -53,13 +64,7 @@ TEST_F(StoredDtypeLoadCpu, SameWeightsAndRecordsAsTheF32HandOver) {
     const runtime::ModelInfo m = make(stored);
     // A column and a row split (tp 2, rank 1 of 2): the second half of every split dim.
     for (bool split : {false, true}) {
-      const runtime::SliceFn slice_of = [&](const model::TensorSpec& spec) -> runtime::TensorSlice {
-        if (!split || spec.shape.size() != 2) return {};
-        const int dim = spec.name.find("o_proj") != std::string::npos || spec.name.find("down_proj") != std::string::npos
-                            ? 1
-                            : 0;
-        return {true, dim, spec.shape[dim] / 2, spec.shape[dim]};
-      };
+      const runtime::SliceFn slice_of = tp2_rank1_slices(split);
       const std::string what = std::string(dtype_name(stored)) + (split ? ", split" : ", whole");
       auto cpu = backend::make_backend({});
       ASSERT_TRUE(cpu.ok());
@@ -96,13 +101,7 @@ TEST_F(StoredDtypeLoadCpu, SameWeightsAndRecordsAsTheF32HandOver) {
 TEST_F(StoredDtypeLoadCpu, Fp8KeptAsStoredHasTheDequantisedBits) {
   const runtime::ModelInfo m = models_.make("deepseek_v3", DType::kF8_E4M3);
   for (bool split : {false, true}) {
-    const runtime::SliceFn slice_of = [&](const model::TensorSpec& spec) -> runtime::TensorSlice {
-      if (!split || spec.shape.size() != 2) return {};
-      const int dim = spec.name.find("o_proj") != std::string::npos || spec.name.find("down_proj") != std::string::npos
-                          ? 1
-                          : 0;
-      return {true, dim, spec.shape[dim] / 2, spec.shape[dim]};
-    };
+    const runtime::SliceFn slice_of = tp2_rank1_slices(split);
     const std::string what = split ? "split" : "whole";
     backend::BackendOptions keep;
     keep.cpu_keeps_stored = true;
