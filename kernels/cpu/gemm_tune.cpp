@@ -37,6 +37,14 @@ std::vector<SmallMSettings> candidate_settings() {
   return out;
 }
 
+// v filled with values in [-0.5, 0.5) from a seed (an LCG: the same data on every machine).
+void fill_uniform(std::vector<float>& v, uint32_t s) {
+  for (float& f : v) {
+    s = s * 1664525u + 1013904223u;
+    f = static_cast<float>(s >> 8) / 16777216.0f - 0.5f;
+  }
+}
+
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -166,11 +174,7 @@ SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::str
   int64_t k_max = 0, n_max = 0;
   for (const auto& w : weights) k_max = std::max(k_max, w.k), n_max = std::max(n_max, w.n);
   std::vector<float> x(static_cast<size_t>(k_max)), y(static_cast<size_t>(n_max)), y0(static_cast<size_t>(n_max));
-  uint32_t s = 12345;
-  for (float& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = static_cast<float>(s >> 8) / 16777216.0f - 0.5f;
-  }
+  fill_uniform(x, 12345);
   // Correctness first, on the first weight: the default setting against the reference twin on
   // its first rows, and every candidate against the default bit for bit.
   const TuneWeight& first = weights.front();
@@ -342,12 +346,8 @@ LargeMTuning tune_large_m(const std::vector<TuneWeight>& weights, const std::str
   }
   std::vector<float> w(static_cast<size_t>(max_wk)), x(static_cast<size_t>(kLargeMRows * max_k)),
       y(static_cast<size_t>(kLargeMRows * max_n));
-  uint32_t s = 777;
-  for (auto* v : {&w, &x})
-    for (float& f : *v) {
-      s = s * 1664525u + 1013904223u;
-      f = static_cast<float>(s >> 8) / 16777216.0f - 0.5f;
-    }
+  fill_uniform(w, 777);
+  fill_uniform(x, 778);
   std::vector<double> best(paths.size(), 1e30);
   bool spent = false;
   for (int round = 0; !spent; ++round) {
