@@ -39,8 +39,14 @@ void attention_causal_rows(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, 
   }
   const int64_t n_slices = (group + slice - 1) / slice;
   const int64_t items = n_tokens * n_head_kv * n_slices;  // (t, g, slice), slice fastest
-  // About 1 MFLOP of the longest rows per chunk.
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 19) / std::max<int64_t>(1, n_ctx * head_dim * slice));
+  // About 1 MFLOP of the longest rows per chunk; but a decode step's few items (one token, a
+  // few heads: 0.3 MFLOP at 128 cached tokens) are spread over the threads once they are worth
+  // a wake-up (~64 KFLOP), as the products around them are.
+  const int64_t item_flops = std::max<int64_t>(1, n_ctx * head_dim * slice * 4);
+  int64_t grain = std::max<int64_t>(1, (int64_t{1} << 21) / item_flops);
+  if (items * item_flops >= (int64_t{1} << 16)) {
+    grain = std::clamp<int64_t>(items / (2 * int64_t{kernel_threads()}), 1, grain);
+  }
   parallel_for(items, grain, [&](int64_t i0, int64_t i1) {
     std::vector<float> p(slice * n_ctx);        // [slice, n_kv] scores, then exp(score - max)
     std::vector<float> acc(slice * head_dim);   // [slice, head_dim]

@@ -329,10 +329,11 @@ void for_tile_chunks(int64_t work, int64_t n_tiles, const Tiles& tiles) {
   // Below ~64 K multiply-adds per thread (about 10 us), handing work to the pool costs more
   // than it saves; at m = 1 that is 256 KiB of weights, whose reading two threads share.
   const int64_t threads = std::clamp<int64_t>(work >> 16, 1, kernel_threads());
-  // Several chunks per thread, taken in turn: a thread the OS descheduled (other ranks or
-  // processes on the node) holds up one small chunk, not half of the product.
-  const int64_t chunks = threads == 1 ? 1 : threads * 4;
-  parallel_for(n_tiles, (n_tiles + chunks - 1) / chunks, tiles);
+  if (threads == 1) return tiles(int64_t{0}, n_tiles);
+  // Guided chunks, taken in turn: large first (few claims), then shrinking to a 1/16 share a
+  // thread, so a thread the OS descheduled (other ranks or processes on the node) holds up one
+  // small chunk, and the threads finish within a small chunk of each other.
+  parallel_for_guided(n_tiles, std::max<int64_t>(1, n_tiles / (threads * 16)), tiles);
 }
 
 // Runs columns(j0, j1) over [0, n) in chunks of whole nr-wide tiles across kernel_threads().

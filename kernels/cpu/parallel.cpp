@@ -125,12 +125,14 @@ struct alignas(64) Slot {
 class Pool {
  public:
   // Runs the job on n_threads threads (caller included). REQUIRES: 2 <= n_threads.
-  void run(int64_t n, int64_t grain, int n_threads, const std::function<void(int64_t, int64_t)>& fn) {
+  void run(int64_t n, int64_t grain, bool guided, int n_threads, const std::function<void(int64_t, int64_t)>& fn) {
     ensure_workers(n_threads - 1);
     fn_ = &fn;
     n_ = n;
     grain_ = grain;
     n_chunks_ = (n + grain - 1) / grain;
+    guided_ = guided;
+    n_threads_ = n_threads;
     next_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
     pending_.store(static_cast<uint32_t>(n_threads - 1), std::memory_order_relaxed);
@@ -159,14 +161,35 @@ class Pool {
 
  private:
   void run_chunks() {
-    for (int64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < n_chunks_;) {
+    int64_t begin, end;
+    while (claim(begin, end)) {
       try {
-        (*fn_)(c * grain_, std::min(n_, (c + 1) * grain_));
+        (*fn_)(begin, end);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mu_);
         if (!error_) error_ = std::current_exception();
       }
     }
+  }
+
+  // The next chunk [begin, end), false when none is left. Fixed: chunk c is [c * grain,
+  // (c + 1) * grain). Guided: a 1/(2 * threads) share of what is left, never under grain, so
+  // the chunks shrink as the work runs out and the threads finish within a small chunk of
+  // each other. `next_` counts chunks (fixed) or indices (guided).
+  bool claim(int64_t& begin, int64_t& end) {
+    if (!guided_) {
+      const int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
+      if (c >= n_chunks_) return false;
+      begin = c * grain_;
+      end = std::min(n_, begin + grain_);
+      return true;
+    }
+    begin = next_.load(std::memory_order_relaxed);
+    do {
+      if (begin >= n_) return false;
+      end = std::min(n_, begin + std::max(grain_, (n_ - begin) / (2 * n_threads_)));
+    } while (!next_.compare_exchange_weak(begin, end, std::memory_order_relaxed));
+    return true;
   }
 
   void worker(Slot* slot, uint32_t seen) {
@@ -206,6 +229,8 @@ class Pool {
   std::vector<std::unique_ptr<Slot>> slots_;
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, grain_ = 1, n_chunks_ = 0;
+  bool guided_ = false;
+  int n_threads_ = 1;
   alignas(64) std::atomic<int64_t> next_{0};
   alignas(64) std::atomic<uint32_t> pending_{0};  // futex word: workers still on the job
   std::atomic<uint32_t> caller_sleeping_{0};
@@ -249,7 +274,9 @@ void set_kernel_threads(int n) { threads_setting().store(std::max(1, n), std::me
 
 void set_pool_spin_us(int us) { g_spin_us.store(std::max(0, us), std::memory_order_relaxed); }
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+namespace {
+
+void run_on_pool(int64_t n, int64_t grain, bool guided, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t n_chunks = (n + grain - 1) / grain;
@@ -266,7 +293,17 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   }
   // Chunks are handed out in order from a shared counter: the causal attention rows grow in
   // cost, so a static split would leave one thread with most of the work.
-  p.run(n, grain, n_threads, fn);
+  p.run(n, grain, guided, n_threads, fn);
+}
+
+}  // namespace
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  run_on_pool(n, grain, false, fn);
+}
+
+void parallel_for_guided(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn) {
+  run_on_pool(n, min_grain, true, fn);
 }
 
 }  // namespace dayzero::kernels::cpu

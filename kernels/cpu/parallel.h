@@ -26,6 +26,11 @@ int default_kernel_threads();
 // An exception thrown by fn is rethrown to the caller after every chunk has been claimed.
 // Thread-safe; fork-safe (a child process starts a fresh pool on its first call).
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+// parallel_for with guided chunks: each claim takes 1/(2 * threads) of the indices left, at
+// least min_grain, so chunks start large (few claims) and shrink towards the end (the threads
+// finish within one small chunk of each other). For work whose result per index does not
+// depend on the chunk it falls in (each GEMM column tile).
+void parallel_for_guided(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn);
 
 // How long an idle worker spins before it sleeps, in microseconds (tests and the bench;
 // default kPoolSpinUs). 0 = sleep at once.

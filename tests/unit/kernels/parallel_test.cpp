@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -27,9 +29,9 @@ struct PoolSettings {
 };
 
 // Counts how often each index of [0, n) was visited; all must be 1.
-void expect_each_index_once(int64_t n, int64_t grain) {
+void expect_each_index_once(int64_t n, int64_t grain, bool guided = false) {
   std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
-  parallel_for(n, grain, [&](int64_t b, int64_t e) {
+  (guided ? parallel_for_guided : parallel_for)(n, grain, [&](int64_t b, int64_t e) {
     ASSERT_LE(0, b);
     ASSERT_LT(b, e);
     ASSERT_LE(e, n);
@@ -44,6 +46,47 @@ TEST(ParallelFor, EveryIndexOnceForEveryThreadCountAndGrain) {
     set_kernel_threads(threads);
     for (int64_t n : {1, 2, 7, 64, 1000}) {
       for (int64_t grain : {1, 3, 64, 5000}) expect_each_index_once(n, grain);
+    }
+  }
+}
+
+TEST(ParallelForGuided, EveryIndexOnceForEveryThreadCountAndGrain) {
+  PoolSettings restore;
+  for (int threads : {1, 2, 3, 5, 8}) {
+    set_kernel_threads(threads);
+    for (int64_t n : {1, 2, 7, 64, 1000}) {
+      for (int64_t grain : {1, 3, 64, 5000}) expect_each_index_once(n, grain, true);
+    }
+  }
+}
+
+TEST(ParallelForGuided, ChunksShrinkFromAShareOfTheRestToTheMinimum) {
+  // With 2 threads a claim takes a quarter of what is left, never under min_grain but for the
+  // last: the chunks in order are 250, 187, 140, ... down to 8 (then the remainder). The fixed
+  // schedule is the negative control: its chunks are all 8 long.
+  PoolSettings restore;
+  set_kernel_threads(2);
+  for (bool guided : {true, false}) {
+    std::mutex mu;
+    std::vector<std::pair<int64_t, int64_t>> chunks;
+    (guided ? parallel_for_guided : parallel_for)(1000, 8, [&](int64_t b, int64_t e) {
+      std::lock_guard<std::mutex> lock(mu);
+      chunks.push_back({b, e});
+    });
+    std::sort(chunks.begin(), chunks.end());
+    ASSERT_FALSE(chunks.empty());
+    EXPECT_EQ(chunks.front().first, 0);
+    EXPECT_EQ(chunks.back().second, 1000);
+    for (size_t i = 0; i + 1 < chunks.size(); ++i) {
+      const int64_t len = chunks[i].second - chunks[i].first, rest = 1000 - chunks[i].first;
+      ASSERT_EQ(chunks[i].second, chunks[i + 1].first);
+      EXPECT_EQ(len, guided ? std::max<int64_t>(8, rest / 4) : 8) << "chunk " << i << (guided ? " guided" : " fixed");
+    }
+    if (guided) {
+      EXPECT_EQ(chunks.front().second, 250);
+      EXPECT_LT(chunks.size(), 40u);  // fixed: 125 claims
+    } else {
+      EXPECT_EQ(chunks.size(), 125u);
     }
   }
 }
