@@ -102,6 +102,10 @@ void matmul_nt_small_fp8(int64_t m, int64_t n, int64_t k, const float* x, const 
 // dequantise_fp8_rows), with the kernel's own conversion.
 void dequantise_fp8_rows_builtin(const Fp8Weight& w, int64_t n, int64_t k, int64_t j0, int64_t rows, float* out);
 
+// The same on an INT4 weight as the CPU keeps it (ops.h Int4Weight).
+void matmul_nt_small_int4(int64_t m, int64_t n, int64_t k, const float* x, const Int4Weight& w, float* y, float beta);
+void dequantise_int4_rows_builtin(const Int4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
+
 // The built-in small-M kernel over several weights of one x (ops.h matmul_nt_shared_x): one
 // parallel loop over the column tiles of all of them, each weight's tiles those of its own call.
 void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count, float beta);

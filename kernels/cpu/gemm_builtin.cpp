@@ -1,7 +1,8 @@
 // The built-in GEMM path: y = x · w^T as register-tiled dot products (x and w are both
 // contiguous along k), split over n across dayzero's thread pool. At m <= 16 (decode) it is the
 // selected path: x stays in cache and w streams once, prefetched (docs/gemm.md, "Small M"), on
-// f32 weights and on bf16 and block-scaled FP8 weights as stored (matmul_nt_bf16, matmul_nt_fp8).
+// f32 weights, on bf16 and block-scaled FP8 weights as stored and on pack-quantized INT4 weights
+// (matmul_nt_bf16, matmul_nt_fp8, matmul_nt_int4).
 // Above, it is blocked over k and rows of x and is the fallback when no BLAS library loads
 // and the second opinion in the tests; there it does not compete with packed BLAS kernels.
 #include <algorithm>
@@ -45,9 +46,9 @@ static_assert(kKc % simd::kLanes == 0, "only the last k block may have a scalar 
 // The weight operand of the tiles. A matrix view W (rows k elements apart) and the view of one
 // of its rows: w_rows(w, j, k) is w from its row j on, w_row(w, j, k) row j itself; w_load(r, p)
 // the kLanes elements of row r from column p as f32, w_at(r, p) one of them, w_addr(r, p) where
-// its bytes are (for the prefetch); kWeightBytes<W> bytes an element. f32 and bf16 weights are
-// plain pointers (bf16 widened, exactly, on load); an FP8 weight as stored (Fp8Tiles) converts
-// each element to the value its dequantisation gives. Every view gives the tiles the same f32
+// its bytes are (for the prefetch); kWeightBits<W> bits an element. f32 and bf16 weights are
+// plain pointers (bf16 widened, exactly, on load); an FP8 weight as stored (Fp8Tiles) and an
+// INT4 one (Int4Tiles) convert each element to the value its dequantisation gives. Every view gives the tiles the same f32
 // values in the same order, so a weight as stored has the bits of its f32 form.
 inline const float* w_rows(const float* w, int64_t j, int64_t k) { return w + j * k; }
 inline const uint16_t* w_rows(const uint16_t* w, int64_t j, int64_t k) { return w + j * k; }
@@ -89,13 +90,33 @@ struct Fp8Row {
   int shift;                   // Fp8Prepared's
   const Fp8Prepared* f;
 };
-// Bytes an element: of the pointee for the f32 and bf16 views (plain pointers).
+// An INT4 weight's per-call table (Int4Prepared): the group column of each vector step of a row,
+// -1 where the step straddles two groups (a slice that starts inside a group at a column not a
+// multiple of kLanes, or groups narrower than a vector).
+struct Int4Prepared {
+  const Int4Weight* w = nullptr;
+  const int32_t* step_group = nullptr;  // [k / kLanes]
+  int64_t row_bytes = 0;
+};
+struct Int4Tiles {
+  const Int4Prepared* f;
+  int64_t row;
+};
+struct Int4Row {
+  const uint8_t* q;             // the row's nibbles
+  const float* srow;            // the scales of its groups
+  const int32_t* step_group;    // Int4Prepared's
+  const Int4Prepared* f;
+};
+// Bits an element: of the pointee for the f32 and bf16 views (plain pointers).
 template <typename W>
-inline constexpr int kWeightBytes = static_cast<int>(sizeof(std::remove_pointer_t<W>));
+inline constexpr int kWeightBits = 8 * static_cast<int>(sizeof(std::remove_pointer_t<W>));
 template <>
-inline constexpr int kWeightBytes<Fp8Tiles> = 1;
-static_assert(kWeightBytes<const float*> == 4 && kWeightBytes<const uint16_t*> == 2,
-              "an element's bytes, not its pointer's: one prefetch per 64-byte line of w, not per step");
+inline constexpr int kWeightBits<Fp8Tiles> = 8;
+template <>
+inline constexpr int kWeightBits<Int4Tiles> = 4;
+static_assert(kWeightBits<const float*> == 32 && kWeightBits<const uint16_t*> == 16,
+              "an element's bits, not its pointer's: one prefetch per 64-byte line of w, not per step");
 
 inline Fp8Tiles w_rows(const Fp8Tiles& w, int64_t j, int64_t k) {
   (void)k;
@@ -126,6 +147,37 @@ inline Vec w_load(const Fp8Row& r, int64_t p) {
   return simd::mul(simd::load_fp8(r.q + p, r.shift), s);
 }
 inline const char* w_addr(const Fp8Row& r, int64_t p) { return reinterpret_cast<const char*>(r.q + p); }
+
+inline Int4Tiles w_rows(const Int4Tiles& w, int64_t j, int64_t k) {
+  (void)k;
+  return {w.f, w.row + j};
+}
+inline Int4Row w_row(const Int4Tiles& w, int64_t j, int64_t k) {
+  (void)k;
+  const int64_t r = w.row + j;
+  const Int4Weight& q = *w.f->w;
+  return {q.q + r * w.f->row_bytes, q.scale + r * q.scale_cols, w.f->step_group, w.f};
+}
+inline float int4_scale_at(const Int4Row& r, int64_t p) {
+  const Int4Weight& q = *r.f->w;
+  return r.srow[(q.col0 + p) / q.group_size - q.col0 / q.group_size];
+}
+inline float w_at(const Int4Row& r, int64_t p) {
+  return static_cast<float>(simd::int4_at(r.q, p)) * int4_scale_at(r, p);
+}
+inline Vec w_load(const Int4Row& r, int64_t p) {
+  const int32_t g = r.step_group[p / simd::kLanes];
+  Vec s;
+  if (g >= 0) [[likely]] {
+    s = simd::load_scalar(r.srow[g]);
+  } else {
+    float lanes[simd::kLanes];
+    for (int l = 0; l < simd::kLanes; ++l) lanes[l] = int4_scale_at(r, p + l);
+    s = simd::load(lanes);
+  }
+  return simd::mul(simd::load_int4(r.q + p / 2), s);
+}
+inline const char* w_addr(const Int4Row& r, int64_t p) { return reinterpret_cast<const char*>(r.q + p / 2); }
 
 // The end of every tile: each y element is its lanes summed by hsum, then the scalar tail
 // [p, kc) of its dot product, then stored or added to y. One order for every tile shape and
@@ -225,7 +277,7 @@ void tile_small(const float* x, const W& w, int64_t k, float* y, int64_t ldy, bo
   // The steps of one 64-byte line of each w row go together behind one prefetch per row (a
   // bf16 row on AVX2 is 4 vectors a line: a prefetch per vector cost a quarter of the loads).
   // Unrolling keeps every accumulator's order, so the bits do not change.
-  constexpr int kStepsPerLine = std::max<int>(1, 64 / (simd::kLanes * kWeightBytes<W>));
+  constexpr int kStepsPerLine = std::max<int>(1, 512 / (simd::kLanes * kWeightBits<W>));
   constexpr int64_t kLine = int64_t{kStepsPerLine} * simd::kLanes;
   using R = decltype(w_row(w, 0, k));
   R rows[NR];
@@ -272,8 +324,9 @@ void gemv_columns(int64_t n, int64_t k, const float* x, const W& w, float* y, bo
   (void)n;
 }
 
-// Row r of an FP8 weight as f32 into out[k]: the values the tiles' loads give.
-inline void fp8_row_to_f32(const Fp8Row& r, int64_t k, float* out) {
+// Row r of an FP8 or INT4 weight as f32 into out[k]: the values the tiles' loads give.
+template <typename R>
+inline void row_to_f32(const R& r, int64_t k, float* out) {
   int64_t p = 0;
   for (; p + simd::kLanes <= k; p += simd::kLanes) simd::store(out + p, w_load(r, p));
   for (; p < k; ++p) out[p] = w_at(r, p);
@@ -384,6 +437,20 @@ void matmul_nt_small_bf16(int64_t m, int64_t n, int64_t k, const float* x, const
 
 namespace {
 
+// For each vector step of a row of k columns that starts at column col0 of its weight: the
+// column block (of block_cols columns, counted from the one holding col0) all its lanes are in,
+// or -1 where the step straddles two blocks.
+void column_block_steps(int64_t col0, int64_t block_cols, int64_t k, std::vector<int32_t>& steps) {
+  const int64_t nv = k / simd::kLanes, first = col0 / block_cols;
+  steps.resize(static_cast<size_t>(std::max<int64_t>(nv, 1)));
+  int64_t block = first, end = (block + 1) * block_cols;
+  for (int64_t v = 0; v < nv; ++v) {
+    const int64_t c = col0 + v * simd::kLanes;
+    while (c >= end) ++block, end += block_cols;
+    steps[static_cast<size_t>(v)] = c + simd::kLanes <= end ? static_cast<int32_t>(block - first) : -1;
+  }
+}
+
 // Scales and step table of an FP8 weight w[n, k] for one call (Fp8Prepared), in the buffers given.
 void prepare_fp8(const Fp8Weight& w, int64_t n, int64_t k, std::vector<float>& scale, std::vector<int32_t>& steps,
                  Fp8Prepared& out) {
@@ -402,15 +469,19 @@ void prepare_fp8(const Fp8Weight& w, int64_t n, int64_t k, std::vector<float>& s
     scale[i] = e5m2 ? s : s * 256.0f;
     DZ_CHECK(std::isfinite(scale[i]) || !std::isfinite(s), "fp8 weight: block scale " << s << " is too large (above 2^119)");
   }
-  const int64_t nv = k / simd::kLanes;
-  steps.resize(static_cast<size_t>(std::max<int64_t>(nv, 1)));
-  int64_t block = first_col, end = (block + 1) * w.block_cols;
-  for (int64_t v = 0; v < nv; ++v) {
-    const int64_t c = w.col0 + v * simd::kLanes;
-    while (c >= end) ++block, end += w.block_cols;
-    steps[static_cast<size_t>(v)] = c + simd::kLanes <= end ? static_cast<int32_t>(block - first_col) : -1;
-  }
+  column_block_steps(w.col0, w.block_cols, k, steps);
   out = {&w, scale.data(), steps.data(), e5m2 ? 8 : 7};
+}
+
+// The step table of an INT4 weight w[n, k] for one call (Int4Prepared), in the buffer given.
+void prepare_int4(const Int4Weight& w, int64_t n, int64_t k, std::vector<int32_t>& steps, Int4Prepared& out) {
+  DZ_CHECK(w.group_size > 0 && w.col0 >= 0 && n >= 1 && k >= 1,
+           "int4 weight " << n << " x " << k << " at column " << w.col0 << " in groups of " << w.group_size);
+  const int64_t scale_cols = (w.col0 + k - 1) / w.group_size + 1 - w.col0 / w.group_size;
+  DZ_CHECK(w.scale_cols == scale_cols,
+           "int4 weight " << n << " x " << k << ": " << w.scale_cols << " scale columns, its groups need " << scale_cols);
+  column_block_steps(w.col0, w.group_size, k, steps);
+  out = {&w, steps.data(), (k + 1) / 2};
 }
 
 }  // namespace
@@ -422,7 +493,7 @@ void dequantise_fp8_rows_builtin(const Fp8Weight& w, int64_t n, int64_t k, int64
   Fp8Prepared f;
   prepare_fp8(w, n, k, scale, steps, f);
   const Fp8Tiles t{&f, 0};
-  for (int64_t j = j0; j < j0 + rows; ++j) fp8_row_to_f32(w_row(t, j, k), k, out + (j - j0) * k);
+  for (int64_t j = j0; j < j0 + rows; ++j) row_to_f32(w_row(t, j, k), k, out + (j - j0) * k);
 }
 
 void matmul_nt_small_fp8(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y, float beta) {
@@ -437,6 +508,26 @@ void matmul_nt_small_fp8(int64_t m, int64_t n, int64_t k, const float* x, const 
   });
 }
 
+void dequantise_int4_rows_builtin(const Int4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
+  if (rows <= 0 || k <= 0) return;
+  thread_local std::vector<int32_t> steps;
+  Int4Prepared f;
+  prepare_int4(w, j0 + rows, k, steps, f);
+  const Int4Tiles t{&f, 0};
+  for (int64_t j = j0; j < j0 + rows; ++j) row_to_f32(w_row(t, j, k), k, out + (j - j0) * k);
+}
+
+void matmul_nt_small_int4(int64_t m, int64_t n, int64_t k, const float* x, const Int4Weight& w, float* y, float beta) {
+  DZ_CHECK(m >= 1 && m <= kSmallMaxM, "matmul_nt_small_int4: m " << m << " outside 1.." << kSmallMaxM);
+  thread_local std::vector<int32_t> steps;
+  Int4Prepared f;
+  prepare_int4(w, n, k, steps, f);
+  const Int4Tiles t{&f, 0};
+  for_column_chunks(m, n, k, m == 1 ? g_m1_rows.load() : kNrSmall, [&](int64_t j0, int64_t j1) {
+    gemm_columns_small<Int4Tiles>(m, n, k, x, t, y, beta, j0, j1);
+  });
+}
+
 void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count, float beta) {
   DZ_CHECK(m >= 1 && m <= kSmallMaxM && count >= 0 && count <= kMaxSharedXProducts,
            "matmul_nt_small_shared_x: m " << m << ", " << count << " products");
@@ -446,15 +537,18 @@ void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProd
   const int64_t nr = m == 1 ? g_m1_rows.load() : kNrSmall;
   int64_t first[kMaxSharedXProducts + 1] = {0};
   int64_t work = 0;
-  // The FP8 products' scales and step tables, prepared once for all the threads.
+  // The FP8 and INT4 products' scales and step tables, prepared once for all the threads.
   thread_local std::vector<float> scale[kMaxSharedXProducts];
   thread_local std::vector<int32_t> steps[kMaxSharedXProducts];
   Fp8Prepared fp8[kMaxSharedXProducts];
+  Int4Prepared int4[kMaxSharedXProducts];
   for (int i = 0; i < count; ++i) {
     first[i + 1] = first[i] + (products[i].n + nr - 1) / nr;
     work += m * products[i].n * k;
     if (products[i].kind == WeightKind::kFp8 && products[i].n > 0)
       prepare_fp8(*static_cast<const Fp8Weight*>(products[i].w), products[i].n, k, scale[i], steps[i], fp8[i]);
+    if (products[i].kind == WeightKind::kInt4 && products[i].n > 0)
+      prepare_int4(*static_cast<const Int4Weight*>(products[i].w), products[i].n, k, steps[i], int4[i]);
   }
   for_tile_chunks(work, first[count], [&](int64_t t0, int64_t t1) {
     for (int i = 0; i < count; ++i) {
@@ -468,6 +562,9 @@ void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProd
           break;
         case WeightKind::kFp8:
           gemm_columns_small<Fp8Tiles>(m, pr.n, k, x, Fp8Tiles{&fp8[i], 0}, pr.y, beta, j0, j1);
+          break;
+        case WeightKind::kInt4:
+          gemm_columns_small<Int4Tiles>(m, pr.n, k, x, Int4Tiles{&int4[i], 0}, pr.y, beta, j0, j1);
           break;
         case WeightKind::kF32:
           gemm_columns_small<const float*>(m, pr.n, k, x, static_cast<const float*>(pr.w), pr.y, beta, j0, j1);

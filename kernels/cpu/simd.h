@@ -49,6 +49,15 @@ inline Vec load_fp8(const uint8_t* p, int shift) {
                                      _mm256_set1_epi16(static_cast<short>(fp8_f16_mask(shift))));
   return _mm512_cvtph_ps(h);
 }
+// kLanes INT4 elements (kLanes / 2 bytes, low nibble first, each stored as q + 8) as f32 q,
+// exact: each lane shifts its own nibble down from the 32-bit word that holds it.
+inline Vec load_int4(const uint8_t* p) {
+  int32_t w[2];
+  std::memcpy(w, p, 8);
+  const __m512i words = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(w[0])), _mm256_set1_epi32(w[1]), 1);
+  const __m512i v = _mm512_srlv_epi32(words, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+  return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(v, _mm512_set1_epi32(15)), _mm512_set1_epi32(8)));
+}
 inline Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
 #elif defined(__AVX2__) && defined(__FMA__)
 inline constexpr int kLanes = 8;
@@ -75,6 +84,13 @@ inline Vec load_fp8(const uint8_t* p, int shift) {
 #else
 #define DAYZERO_SIMD_SCALAR_FP8 1
 #endif
+// load_int4 as on AVX-512: one 32-bit word holds the vector's 8 nibbles.
+inline Vec load_int4(const uint8_t* p) {
+  int32_t w;
+  std::memcpy(&w, p, 4);
+  const __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32(w), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+  return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, _mm256_set1_epi32(15)), _mm256_set1_epi32(8)));
+}
 inline Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
 inline float hsum(Vec v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -118,6 +134,17 @@ inline Vec mul(Vec a, Vec b) {
   return a;
 }
 #define DAYZERO_SIMD_SCALAR_FP8 1
+#define DAYZERO_SIMD_SCALAR_INT4 1
+#endif
+
+// Element p of an INT4 row (two a byte, low nibble first, each stored as q + 8) as q.
+inline int int4_at(const uint8_t* row, int64_t p) { return ((row[p >> 1] >> (4 * (p & 1))) & 15) - 8; }
+#if defined(DAYZERO_SIMD_SCALAR_INT4)
+inline Vec load_int4(const uint8_t* p) {
+  float v[kLanes];
+  for (int i = 0; i < kLanes; ++i) v[i] = static_cast<float>(int4_at(p, i));
+  return load(v);
+}
 #endif
 
 // An f16 (its bits) as f32: exact.

@@ -11,18 +11,19 @@ namespace {
 struct DTypeInfo {
   DType t;
   const char* name;
-  size_t size;
+  size_t bits;
   bool numeric;
   bool is_float;
 };
 constexpr DTypeInfo kInfo[] = {
-    {DType::kF32, "F32", 4, true, true},       {DType::kF16, "F16", 2, true, true},
-    {DType::kBF16, "BF16", 2, true, true},     {DType::kF8_E4M3, "F8_E4M3", 1, true, true},
-    {DType::kF8_E5M2, "F8_E5M2", 1, true, true}, {DType::kI8, "I8", 1, true, false},
-    {DType::kI16, "I16", 2, true, false},      {DType::kI32, "I32", 4, true, false},
-    {DType::kI64, "I64", 8, true, false},      {DType::kU8, "U8", 1, true, false},
-    {DType::kBool, "BOOL", 1, false, false},
+    {DType::kF32, "F32", 32, true, true},       {DType::kF16, "F16", 16, true, true},
+    {DType::kBF16, "BF16", 16, true, true},     {DType::kF8_E4M3, "F8_E4M3", 8, true, true},
+    {DType::kF8_E5M2, "F8_E5M2", 8, true, true}, {DType::kI8, "I8", 8, true, false},
+    {DType::kI16, "I16", 16, true, false},      {DType::kI32, "I32", 32, true, false},
+    {DType::kI64, "I64", 64, true, false},      {DType::kU8, "U8", 8, true, false},
+    {DType::kBool, "BOOL", 8, false, false},    {DType::kI4, "I4", 4, false, false},
 };
+static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == static_cast<size_t>(DType::kI4) + 1, "one row per DType, in order");
 const DTypeInfo& info(DType t) { return kInfo[static_cast<int>(t)]; }
 
 float bits_to_f32(uint32_t b) {
@@ -39,11 +40,18 @@ uint32_t f32_to_bits(float f) {
 
 std::optional<DType> parse_dtype(std::string_view s) {
   for (const auto& i : kInfo)
-    if (s == i.name) return i.t;
+    if (s == i.name && i.t != DType::kI4) return i.t;
   return std::nullopt;
 }
 const char* dtype_name(DType t) { return info(t).name; }
-size_t dtype_size(DType t) { return info(t).size; }
+size_t dtype_size(DType t) {
+  DZ_CHECK(info(t).bits % 8 == 0, "dtype_size of " << info(t).name << ": a sub-byte type (dtype_bits)");
+  return info(t).bits / 8;
+}
+size_t dtype_bits(DType t) { return info(t).bits; }
+size_t dtype_row_bytes(DType t, int64_t cols) {
+  return (static_cast<size_t>(cols) * info(t).bits + 7) / 8;
+}
 bool dtype_is_numeric(DType t) { return info(t).numeric; }
 bool dtype_is_float(DType t) { return info(t).is_float; }
 
@@ -154,7 +162,8 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
         dst[i] = static_cast<float>(v);
       }
       return;
-    case DType::kBool: break;
+    case DType::kBool:
+    case DType::kI4: break;  // kI4 has scales besides its nibbles: the kernels' dequantise_int4_rows
   }
   DZ_CHECK(false, "convert_to_f32: dtype " << dtype_name(t) << " is not numeric");
 }

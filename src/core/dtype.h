@@ -10,13 +10,21 @@
 
 namespace dayzero {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kF8_E4M3, kF8_E5M2, kI8, kI16, kI32, kI64, kU8, kBool };
+// kI4 is not a safetensors dtype: a pack-quantized INT4 weight as the CPU backend keeps it (two
+// elements a byte, low nibble first, each stored as q + 8; every row starts on a byte), never
+// read from or written to a file.
+enum class DType : uint8_t { kF32, kF16, kBF16, kF8_E4M3, kF8_E5M2, kI8, kI16, kI32, kI64, kU8, kBool, kI4 };
 
-// Parses a safetensors dtype string ("F32", "BF16", "F8_E4M3", ...); nullopt when unknown.
+// Parses a safetensors dtype string ("F32", "BF16", "F8_E4M3", ...); nullopt when unknown
+// (and for "I4": kI4 has no file form).
 std::optional<DType> parse_dtype(std::string_view s);
-// The safetensors spelling.
+// The safetensors spelling ("I4" for kI4).
 const char* dtype_name(DType t);
+// Bytes an element. REQUIRES: not a sub-byte type (kI4: dtype_bits).
 size_t dtype_size(DType t);
+size_t dtype_bits(DType t);
+// Bytes of a row-major array of `rows` rows of `cols` elements (a sub-byte row starts on a byte).
+size_t dtype_row_bytes(DType t, int64_t cols);
 // Float types and integer types can be converted to f32; BOOL cannot.
 bool dtype_is_numeric(DType t);
 bool dtype_is_float(DType t);

@@ -21,6 +21,13 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
+size_t shape_bytes(DType dtype, const Shape& s) {
+  if (dtype_bits(dtype) % 8 == 0) return static_cast<size_t>(shape_numel(s)) * dtype_size(dtype);
+  if (s.empty()) return dtype_row_bytes(dtype, 1);
+  const int64_t cols = s.back();
+  return cols == 0 ? 0 : static_cast<size_t>(shape_numel(s) / cols) * dtype_row_bytes(dtype, cols);
+}
+
 std::string shape_str(const Shape& s) {
   std::ostringstream os;
   os << '[';
@@ -47,7 +54,7 @@ HostArena::HostArena(size_t bytes) : slab_(std::make_shared<HostStorage>(bytes, 
 size_t HostArena::capacity() const { return slab_->bytes(); }
 
 Tensor HostArena::take(DType dtype, Shape shape) {
-  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const size_t bytes = shape_bytes(dtype, shape);
   if (used_ + bytes > slab_->bytes()) return Tensor::host_uninitialized(dtype, std::move(shape));
   Tensor t(dtype, std::move(shape), slab_, used_);
   used_ += std::min(padded(bytes), slab_->bytes() - used_);
@@ -61,12 +68,12 @@ Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<Storage> storage, size_
 }
 
 Tensor Tensor::host(DType dtype, Shape shape) {
-  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const size_t bytes = shape_bytes(dtype, shape);
   return Tensor(dtype, std::move(shape), std::make_shared<HostStorage>(bytes));
 }
 
 Tensor Tensor::host_uninitialized(DType dtype, Shape shape) {
-  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const size_t bytes = shape_bytes(dtype, shape);
   return Tensor(dtype, std::move(shape), std::make_shared<HostStorage>(bytes, false));
 }
 

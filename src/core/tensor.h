@@ -25,6 +25,9 @@ struct Device {
 
 using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& s);
+// Bytes of a row-major array of this shape: numel x element size; a sub-byte type's rows (the
+// last dimension) each start on a byte (dtype_row_bytes).
+size_t shape_bytes(DType dtype, const Shape& s);
 std::string shape_str(const Shape& s);  // "[4, 128]"
 
 // Owning allocation on one device; freed by its destructor.
@@ -90,7 +93,7 @@ class Tensor {
   int64_t dim(int i) const { return shape_.at(i < 0 ? shape_.size() + i : i); }
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t numel() const { return shape_numel(shape_); }
-  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  size_t bytes() const { return shape_bytes(dtype_, shape_); }
   Device device() const { return storage_ ? storage_->device() : Device{}; }
 
   void* data() { return static_cast<char*>(storage_->data()) + offset_; }
