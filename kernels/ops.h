@@ -57,17 +57,18 @@ void dequantise_fp8_rows(const Fp8Weight& w, int64_t k, int64_t j0, int64_t rows
 void matmul_nt_fp8(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y,
                    bool accumulate = false);
 
-// A pack-quantized INT4 Linear weight as the CPU keeps it (compressed-tensors' format:
+// A pack-quantized INT4 Linear weight as stored (compressed-tensors' format:
 // checkpoint/pack_quantized.h), or one rank's slice of it: q[n, k] nibbles, two a byte, low
-// nibble first, each the element's q + 8, every row starting on a byte ((k + 1) / 2 bytes a row);
-// and the f32 scales of the groups of group_size inputs that cover the slice, [n, scale_cols],
-// the first being the group holding the slice's column 0. col0: where the slice starts in the
-// whole weight's columns, which places the group boundaries. Element (i, j) is f32(q) *
-// scale[i, group of col0 + j], one f32 multiply: the value the dequantising load gives
-// (checkpoint::load_pack_quantized_f32).
+// nibble first, each the element's q + 8, row i at q + i * row_bytes (row_bytes >= (k + 1) / 2:
+// a slice keeps the int32 words covering it); and the bf16 scales of the groups of group_size
+// inputs that cover the slice, [n, scale_cols], the first being the group holding the slice's
+// column 0. col0: where the slice starts in the whole weight's columns, which places the group
+// boundaries. Element (i, j) is f32(q) * f32(scale[i, group of col0 + j]), one f32 multiply: the
+// value the dequantising load gives (checkpoint::load_pack_quantized_f32).
 struct Int4Weight {
   const uint8_t* q = nullptr;
-  const float* scale = nullptr;
+  const uint16_t* scale = nullptr;
+  int64_t row_bytes = 0;
   int64_t scale_cols = 0;
   int64_t col0 = 0;
   int64_t group_size = 32;
@@ -77,8 +78,8 @@ struct Int4Weight {
 // dequantising load gives them.
 void dequantise_int4_rows(const Int4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
 
-// matmul_nt with w an INT4 weight as the CPU keeps it, read at half a byte an element (and its
-// group scales). As matmul_nt_fp8: inside the small-M kernel each element is converted and the
+// matmul_nt with w an INT4 weight as stored, read at half a byte an element (and its group
+// scales). As matmul_nt_fp8: inside the small-M kernel each element is converted and the
 // result has the bits of matmul_nt on the dequantised weight; above, dequantised panels.
 void matmul_nt_int4(int64_t m, int64_t n, int64_t k, const float* x, const Int4Weight& w, float* y,
                     bool accumulate = false);

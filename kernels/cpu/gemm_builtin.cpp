@@ -96,7 +96,6 @@ struct Fp8Row {
 struct Int4Prepared {
   const Int4Weight* w = nullptr;
   const int32_t* step_group = nullptr;  // [k / kLanes]
-  int64_t row_bytes = 0;
 };
 struct Int4Tiles {
   const Int4Prepared* f;
@@ -104,7 +103,7 @@ struct Int4Tiles {
 };
 struct Int4Row {
   const uint8_t* q;             // the row's nibbles
-  const float* srow;            // the scales of its groups
+  const uint16_t* srow;         // the bf16 scales of its groups
   const int32_t* step_group;    // Int4Prepared's
   const Int4Prepared* f;
 };
@@ -156,11 +155,11 @@ inline Int4Row w_row(const Int4Tiles& w, int64_t j, int64_t k) {
   (void)k;
   const int64_t r = w.row + j;
   const Int4Weight& q = *w.f->w;
-  return {q.q + r * w.f->row_bytes, q.scale + r * q.scale_cols, w.f->step_group, w.f};
+  return {q.q + r * q.row_bytes, q.scale + r * q.scale_cols, w.f->step_group, w.f};
 }
 inline float int4_scale_at(const Int4Row& r, int64_t p) {
   const Int4Weight& q = *r.f->w;
-  return r.srow[(q.col0 + p) / q.group_size - q.col0 / q.group_size];
+  return w_at(r.srow, (q.col0 + p) / q.group_size - q.col0 / q.group_size);  // bf16 widened
 }
 inline float w_at(const Int4Row& r, int64_t p) {
   return static_cast<float>(simd::int4_at(r.q, p)) * int4_scale_at(r, p);
@@ -169,7 +168,7 @@ inline Vec w_load(const Int4Row& r, int64_t p) {
   const int32_t g = r.step_group[p / simd::kLanes];
   Vec s;
   if (g >= 0) [[likely]] {
-    s = simd::load_scalar(r.srow[g]);
+    s = simd::load_scalar(w_at(r.srow, g));
   } else {
     float lanes[simd::kLanes];
     for (int l = 0; l < simd::kLanes; ++l) lanes[l] = int4_scale_at(r, p + l);
@@ -475,13 +474,14 @@ void prepare_fp8(const Fp8Weight& w, int64_t n, int64_t k, std::vector<float>& s
 
 // The step table of an INT4 weight w[n, k] for one call (Int4Prepared), in the buffer given.
 void prepare_int4(const Int4Weight& w, int64_t n, int64_t k, std::vector<int32_t>& steps, Int4Prepared& out) {
-  DZ_CHECK(w.group_size > 0 && w.col0 >= 0 && n >= 1 && k >= 1,
-           "int4 weight " << n << " x " << k << " at column " << w.col0 << " in groups of " << w.group_size);
+  DZ_CHECK(w.group_size > 0 && w.col0 >= 0 && n >= 1 && k >= 1 && w.row_bytes >= (k + 1) / 2,
+           "int4 weight " << n << " x " << k << " at column " << w.col0 << " in groups of " << w.group_size << ", "
+                          << w.row_bytes << " bytes a row");
   const int64_t scale_cols = (w.col0 + k - 1) / w.group_size + 1 - w.col0 / w.group_size;
   DZ_CHECK(w.scale_cols == scale_cols,
            "int4 weight " << n << " x " << k << ": " << w.scale_cols << " scale columns, its groups need " << scale_cols);
   column_block_steps(w.col0, w.group_size, k, steps);
-  out = {&w, steps.data(), (k + 1) / 2};
+  out = {&w, steps.data()};
 }
 
 }  // namespace

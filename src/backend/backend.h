@@ -26,8 +26,10 @@ struct MemoryInfo {
   // CPU: 0 (the CPU's weights are the loader's tensors; their bytes() and weight_scale_bytes
   // make what the plan counted).
   int64_t weight_bytes = 0;
-  // CPU: the block scales held with the FP8 weights kept as stored (to_device_fp8_weight), which
-  // those tensors' bytes() (one byte an element) do not count. CUDA: 0 (in weight_bytes).
+  // CPU: the block scales held with the FP8 weights kept as stored (to_device_fp8_weight), and
+  // the group scales and the rest of each row's last word held with the INT4 ones
+  // (to_device_int4_weight), which those tensors' bytes() (one byte, half a byte an element) do
+  // not count. CUDA: 0 (in weight_bytes).
   int64_t weight_scale_bytes = 0;
 };
 
@@ -36,6 +38,16 @@ struct Fp8WeightSlice {
   const Tensor* bytes = nullptr;  // host F8_E4M3 / F8_E5M2 [slice.rows, slice.cols]
   const Tensor* scale = nullptr;  // host f32 [slice.scale_rows(), slice.scale_cols()]
   BlockScaledSlice slice;
+};
+
+// A pack-quantized INT4 weight slice as stored (checkpoint::PackQuantAsStored), for
+// to_device_int4_weight.
+struct Int4WeightSlice {
+  const Tensor* q = nullptr;      // host U8 [rows, row bytes]: the nibbles from the slice's column 0
+  const Tensor* scale = nullptr;  // host BF16 [rows, groups covering the columns]
+  int64_t cols = 0;               // the slice's columns
+  int64_t col0 = 0;               // its first column in the whole weight
+  int64_t group_size = 32;
 };
 
 // What the backend pre-sizes before the first prompt (reserve): from the plan, so that the
@@ -108,6 +120,14 @@ class Backend {
   // in panels above); to_host widens it (dequantised).
   // REQUIRES: keeps_fp8_weights().
   virtual Tensor to_device_fp8_weight(const Fp8WeightSlice& w);
+  // Whether to_device_int4_weight keeps pack-quantized INT4 weights as stored (the CPU with
+  // cpu_keeps_stored; CUDA has no INT4 kernels); otherwise the loader dequantises them on the host.
+  virtual bool keeps_int4_weights() const { return false; }
+  // A weight holding the words and group scales in one allocation of the bytes the plan counts
+  // (plan::pack_quant_bytes): dtype I4, shape [rows, cols]. matmul converts it inside the
+  // small-M GEMM, in dequantised panels above; to_host dequantises it.
+  // REQUIRES: keeps_int4_weights().
+  virtual Tensor to_device_int4_weight(const Int4WeightSlice& w);
   // Pre-sizes the caches and workspaces from the plan (CUDA: the stream-ordered pool holds
   // cache_bytes + activation_bytes from now on, the GEMM workspaces take their bounds from the
   // weights placed so far and max_tokens). Call after the weights are placed. OutOfMemory with

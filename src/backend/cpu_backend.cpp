@@ -73,38 +73,47 @@ const float* f32_operand(const Tensor& t, std::vector<float>& scratch) {
 
 bool is_fp8(DType t) { return t == DType::kF8_E4M3 || t == DType::kF8_E5M2; }
 
-// An FP8 weight kept as stored: one host allocation of slice.device_bytes(), the f32 scales
-// [scale_rows, scale_cols] first, then the bytes [rows, cols] (the tensor views these, at offset
-// slice.scale_bytes()). The backend finds the layout of a weight it is handed by the address of
-// its bytes (Tensor carries no layout): Fp8Weights maps it while the storage lives.
+// A quantized weight kept as stored: one host allocation, the scales first, then the
+// elements (the tensor views these, at offset scale_bytes). The backend finds the layout of a
+// weight it is handed by the address of its elements (Tensor carries no layout): a registry maps
+// it while the storage lives. An FP8 weight: f32 scales [scale_rows, scale_cols] of its blocks,
+// bytes [rows, cols] (slice.device_bytes() in all). An INT4 weight: bf16 scales [rows, groups],
+// the int32 words covering each row (plan::pack_quant_bytes in all).
 struct Fp8Layout {
   kc::Fp8Weight w;  // q and scale point into the storage
   int64_t rows = 0, cols = 0;
   int64_t scale_bytes = 0;
 };
-struct Fp8Weights {
+struct Int4Layout {
+  kc::Int4Weight w;  // q and scale point into the storage
+  int64_t rows = 0, cols = 0;
+  int64_t scale_bytes = 0;  // the storage's bytes beside the tensor's own: scales, rows' padding
+};
+template <typename Layout>
+struct QuantizedWeights {
   std::mutex mu;
-  std::unordered_map<const void*, Fp8Layout> by_bytes;
+  std::unordered_map<const void*, Layout> by_elements;
   std::atomic<int64_t> scale_bytes{0};  // of the live ones
 };
 
-class Fp8HostStorage final : public Storage {
+template <typename Layout>
+class QuantizedHostStorage final : public Storage {
  public:
-  Fp8HostStorage(size_t bytes, std::shared_ptr<Fp8Weights> registry)
+  QuantizedHostStorage(size_t bytes, std::shared_ptr<QuantizedWeights<Layout>> registry)
       : inner_(bytes, false), registry_(std::move(registry)) {}
-  // Registers the layout once the bytes and scales are in place.
-  void publish(const Fp8Layout& layout) {
+  // Registers the layout once the elements and scales are in place.
+  void publish(const Layout& layout) {
     key_ = layout.w.q;
     scale_bytes_ = layout.scale_bytes;
     registry_->scale_bytes.fetch_add(scale_bytes_);
     std::lock_guard<std::mutex> lock(registry_->mu);
-    registry_->by_bytes[key_] = layout;
+    registry_->by_elements[key_] = layout;
   }
-  ~Fp8HostStorage() override {
+  ~QuantizedHostStorage() override {
     if (!key_) return;
     registry_->scale_bytes.fetch_sub(scale_bytes_);
     std::lock_guard<std::mutex> lock(registry_->mu);
-    registry_->by_bytes.erase(key_);
+    registry_->by_elements.erase(key_);
   }
   void* data() override { return inner_.data(); }
   size_t bytes() const override { return inner_.bytes(); }
@@ -112,10 +121,24 @@ class Fp8HostStorage final : public Storage {
 
  private:
   HostStorage inner_;
-  std::shared_ptr<Fp8Weights> registry_;
+  std::shared_ptr<QuantizedWeights<Layout>> registry_;
   const void* key_ = nullptr;
   int64_t scale_bytes_ = 0;
 };
+
+// The layout of the quantized weight a tensor views, whole (a view of part of one has no layout).
+template <typename Layout>
+Layout layout_of(QuantizedWeights<Layout>& reg, const Tensor& w, const char* what, const char* op) {
+  std::lock_guard<std::mutex> lock(reg.mu);
+  const auto it = reg.by_elements.find(w.data());
+  DZ_CHECK(it != reg.by_elements.end(),
+           "cpu " << op << ": an " << what << " tensor " << shape_str(w.shape()) << " that is not a whole " << what
+                  << " weight of this backend");
+  DZ_CHECK(w.numel() == it->second.rows * it->second.cols && w.rank() == 2 && w.dim(1) == it->second.cols,
+           "cpu " << op << ": an " << what << " weight of " << it->second.rows << " x " << it->second.cols
+                  << " viewed as " << shape_str(w.shape()));
+  return it->second;
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -175,7 +198,7 @@ class CpuBackend final : public Backend {
   }
   bool wants_stored_dtype() const override { return keeps_stored_; }
   bool keeps_fp8_weights() const override { return keeps_stored_; }
-  // The scales and bytes copied as they are into one allocation (Fp8HostStorage). A NaN byte
+  // The scales and bytes copied as they are into one allocation (QuantizedHostStorage). A NaN byte
   // (E4M3 0x7f / 0xff; E5M2 exponent all ones) has no value to keep: the loader refuses such a
   // weight by name (its NaN count) before it gets here; refused here too.
   Tensor to_device_fp8_weight(const Fp8WeightSlice& w) override {
@@ -199,7 +222,7 @@ class CpuBackend final : public Backend {
                                                        << " (not a finite value)");
     }
     const size_t scale_bytes = static_cast<size_t>(sl.scale_bytes());
-    auto st = std::make_shared<Fp8HostStorage>(std::max<size_t>(1, static_cast<size_t>(sl.device_bytes())), fp8_);
+    auto st = std::make_shared<QuantizedHostStorage<Fp8Layout>>(std::max<size_t>(1, static_cast<size_t>(sl.device_bytes())), fp8_);
     auto* base = static_cast<char*>(st->data());
     if (scale_bytes) std::memcpy(base, w.scale->data(), scale_bytes);
     if (n) std::memcpy(base + scale_bytes, q, static_cast<size_t>(n));
@@ -218,13 +241,46 @@ class CpuBackend final : public Backend {
     st->publish(layout);
     return Tensor(w.bytes->dtype(), {sl.rows, sl.cols}, std::move(st), scale_bytes);
   }
-  // A bf16 weight into an f32 host tensor is widened, an FP8 one dequantised; otherwise the
-  // bytes are copied.
+  bool keeps_int4_weights() const override { return keeps_stored_; }
+  // The scales and words copied as they are into one allocation (QuantizedHostStorage).
+  Tensor to_device_int4_weight(const Int4WeightSlice& w) override {
+    DZ_CHECK(keeps_stored_, "cpu to_device_int4_weight: this backend keeps weights in f32 (cpu_keeps_stored is off)");
+    DZ_CHECK(w.q && w.scale && w.q->device().is_cpu() && w.scale->device().is_cpu() && w.q->dtype() == DType::kU8 &&
+                 w.q->rank() == 2 && w.scale->dtype() == DType::kBF16 && w.group_size > 0 && w.col0 >= 0 &&
+                 w.cols >= 0 && w.q->dim(1) >= static_cast<int64_t>(dtype_row_bytes(DType::kI4, w.cols)),
+             "cpu to_device_int4_weight: expects host U8 words [rows, row bytes] for " << w.cols
+                                                                                      << " columns and host bf16 scales");
+    const int64_t rows = w.q->dim(0);
+    const int64_t groups = w.cols ? (w.col0 + w.cols - 1) / w.group_size + 1 - w.col0 / w.group_size : 0;
+    DZ_CHECK(w.scale->numel() == rows * groups,
+             "cpu to_device_int4_weight: scale " << shape_str(w.scale->shape()) << " for " << rows << " x " << groups
+                                                 << " groups");
+    const size_t scale_bytes = w.scale->bytes(), q_bytes = w.q->bytes();
+    auto st = std::make_shared<QuantizedHostStorage<Int4Layout>>(std::max<size_t>(1, scale_bytes + q_bytes), int4_);
+    auto* base = static_cast<char*>(st->data());
+    if (scale_bytes) std::memcpy(base, w.scale->data(), scale_bytes);
+    if (q_bytes) std::memcpy(base + scale_bytes, w.q->data(), q_bytes);
+    Tensor t(DType::kI4, {rows, w.cols}, st, scale_bytes);
+    Int4Layout layout;
+    layout.w = {reinterpret_cast<const uint8_t*>(base + scale_bytes), reinterpret_cast<const uint16_t*>(base),
+                w.q->dim(1), groups, w.col0, w.group_size};
+    layout.rows = rows;
+    layout.cols = w.cols;
+    layout.scale_bytes = static_cast<int64_t>(scale_bytes + q_bytes - t.bytes());  // scales, rows' last words
+    st->publish(layout);
+    return t;
+  }
+  // A bf16 weight into an f32 host tensor is widened, an FP8 or INT4 one dequantised; otherwise
+  // the bytes are copied.
   void to_host(const Tensor& src, Tensor& dst) override { copy(src, dst); }
   void copy(const Tensor& src, Tensor& dst) override {
     if (is_fp8(src.dtype()) && dst.dtype() == DType::kF32 && src.numel() == dst.numel()) {
       const Fp8Layout l = fp8_of(src, "copy");
       return kc::dequantise_fp8_rows(l.w, l.cols, 0, l.rows, f(dst));
+    }
+    if (src.dtype() == DType::kI4 && dst.dtype() == DType::kF32 && src.numel() == dst.numel()) {
+      const Int4Layout l = int4_of(src, "copy");
+      return kc::dequantise_int4_rows(l.w, l.cols, 0, l.rows, f(dst));
     }
     if (src.dtype() != dst.dtype() && dst.dtype() == DType::kF32 && src.numel() == dst.numel())
       return widen(src, f(dst));
@@ -235,7 +291,7 @@ class CpuBackend final : public Backend {
   MemoryInfo memory_info() const override {
     const int64_t peak = peak_rss_bytes();
     MemoryInfo m{budget_, budget_ - peak, peak};
-    m.weight_scale_bytes = fp8_->scale_bytes.load();
+    m.weight_scale_bytes = fp8_->scale_bytes.load() + int4_->scale_bytes.load();
     return m;
   }
 
@@ -245,6 +301,7 @@ class CpuBackend final : public Backend {
              "matmul x" << shape_str(x.shape()) << " w" << shape_str(w.shape()) << " y" << shape_str(y.shape()));
     if (w.dtype() == DType::kBF16) return kc::matmul_nt_bf16(m, n, k, f(x), u16(w), f(y), accumulate);
     if (is_fp8(w.dtype())) return kc::matmul_nt_fp8(m, n, k, f(x), fp8_of(w, "matmul").w, f(y), accumulate);
+    if (w.dtype() == DType::kI4) return kc::matmul_nt_int4(m, n, k, f(x), int4_of(w, "matmul").w, f(y), accumulate);
     kc::matmul_nt(m, n, k, f(x), f(w), f(y), accumulate);
   }
   void matmul_shared_x(const Tensor& x, std::span<const Tensor* const> ws, std::span<Tensor* const> ys) override {
@@ -252,16 +309,21 @@ class CpuBackend final : public Backend {
     const int64_t k = ws[0]->dim(1), m = x.numel() / k;
     std::array<kc::NtProduct, kc::kMaxSharedXProducts> products;
     std::array<kc::Fp8Weight, kc::kMaxSharedXProducts> fp8;
+    std::array<kc::Int4Weight, kc::kMaxSharedXProducts> int4;
     for (size_t i = 0; i < ws.size(); ++i) {
       const Tensor& w = *ws[i];
       Tensor& y = *ys[i];
       DZ_CHECK(w.dim(1) == k && x.numel() == m * k && y.numel() == m * w.dim(0) &&
-                   (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16 || is_fp8(w.dtype())),
+                   (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16 || is_fp8(w.dtype()) ||
+                    w.dtype() == DType::kI4),
                "matmul_shared_x x" << shape_str(x.shape()) << " w" << shape_str(w.shape()) << " y"
                                    << shape_str(y.shape()));
       if (is_fp8(w.dtype())) {
         fp8[i] = fp8_of(w, "matmul_shared_x").w;
         products[i] = {w.dim(0), &fp8[i], kc::WeightKind::kFp8, f(y)};
+      } else if (w.dtype() == DType::kI4) {
+        int4[i] = int4_of(w, "matmul_shared_x").w;
+        products[i] = {w.dim(0), &int4[i], kc::WeightKind::kInt4, f(y)};
       } else {
         products[i] = {w.dim(0), w.data(), w.dtype() == DType::kBF16 ? kc::WeightKind::kBF16 : kc::WeightKind::kF32,
                        f(y)};
@@ -373,21 +435,13 @@ class CpuBackend final : public Backend {
     std::vector<int32_t> positions;
     std::vector<float> inv_freq, cos, sin;  // cos, sin [positions, inv_freq]
   };
-  // The layout of the FP8 weight a tensor views, whole (a view of part of one has no layout).
-  Fp8Layout fp8_of(const Tensor& w, const char* op) const {
-    std::lock_guard<std::mutex> lock(fp8_->mu);
-    const auto it = fp8_->by_bytes.find(w.data());
-    DZ_CHECK(it != fp8_->by_bytes.end(),
-             "cpu " << op << ": an FP8 tensor " << shape_str(w.shape()) << " that is not a whole FP8 weight of this backend");
-    DZ_CHECK(w.numel() == it->second.rows * it->second.cols && w.rank() == 2 && w.dim(1) == it->second.cols,
-             "cpu " << op << ": an FP8 weight of " << it->second.rows << " x " << it->second.cols << " viewed as "
-                    << shape_str(w.shape()));
-    return it->second;
-  }
+  Fp8Layout fp8_of(const Tensor& w, const char* op) const { return layout_of(*fp8_, w, "FP8", op); }
+  Int4Layout int4_of(const Tensor& w, const char* op) const { return layout_of(*int4_, w, "INT4", op); }
 
   int64_t budget_;
   bool keeps_stored_;
-  std::shared_ptr<Fp8Weights> fp8_ = std::make_shared<Fp8Weights>();
+  std::shared_ptr<QuantizedWeights<Fp8Layout>> fp8_ = std::make_shared<QuantizedWeights<Fp8Layout>>();
+  std::shared_ptr<QuantizedWeights<Int4Layout>> int4_ = std::make_shared<QuantizedWeights<Int4Layout>>();
   // The 2-D f32 and bf16 weights, as the GEMM tuning takes them.
   static std::vector<kc::gemm::TuneWeight> tune_weights(const std::vector<const Tensor*>& weights) {
     std::vector<kc::gemm::TuneWeight> tw;

@@ -140,9 +140,26 @@ std::string packed_name(const std::string& module) { return module + ".weight_pa
 std::string group_scale_name(const std::string& module) { return module + ".weight_scale"; }
 std::string weight_shape_name(const std::string& module) { return module + ".weight_shape"; }
 
-Result<Tensor> load_pack_quantized_f32(const Catalog& catalog, const std::string& module, const PackQuant& quant,
-                                       int64_t out, int64_t in, ByteReader& reader, WeightRecord* rec, int dim,
-                                       int64_t begin, int64_t end) {
+namespace {
+
+// A pack-quantized weight's slice as read: the int32 words covering its columns in each of its
+// rows, and the f32 scales of the groups covering them, [rows, g1 - g0]; the record of the
+// words' reads (aux_bytes_read: the scales' and weight_shape's).
+struct PackedSlice {
+  int64_t rows = 0, c0 = 0, c1 = 0, w0 = 0, w1 = 0;
+  std::vector<int32_t> words;
+  Tensor scale;
+  WeightRecord rec;
+  // Element j (a column of the whole weight, c0 <= j < c1) of row i as q.
+  int q(int64_t i, int64_t j) const {
+    const auto word = static_cast<uint32_t>(words[static_cast<size_t>(i * (w1 - w0) + j / 8 - w0)]);
+    return static_cast<int>((word >> (4 * (j % 8))) & 0xFu) - 8;
+  }
+};
+
+Result<PackedSlice> read_packed_slice(const Catalog& catalog, const std::string& module, const PackQuant& quant,
+                                      int64_t out, int64_t in, ByteReader& reader, int dim, int64_t begin,
+                                      int64_t end) {
   const std::string pname = packed_name(module), sname = group_scale_name(module), shname = weight_shape_name(module);
   const TensorInfo* p = catalog.find(pname);
   const TensorInfo* s = catalog.find(sname);
@@ -189,17 +206,20 @@ Result<Tensor> load_pack_quantized_f32(const Catalog& catalog, const std::string
                                      "], expected [" + std::to_string(out) + ", " + std::to_string(in) + "]");
   }
   const int64_t n_rows = r1 - r0, n_cols = c1 - c0, W = pshape[1];
+  PackedSlice sl;
+  sl.rows = n_rows, sl.c0 = c0, sl.c1 = c1;
   // Words and groups covering the columns.
   const int64_t w0 = c0 / 8, w1 = n_cols > 0 ? (c1 - 1) / 8 + 1 : w0;
   const int64_t g0 = c0 / quant.group_size, g1 = n_cols > 0 ? (c1 - 1) / quant.group_size + 1 : g0;
-  Tensor result = Tensor::host(DType::kF32, {n_rows, n_cols});
-  WeightRecord wrec;
+  sl.w0 = w0, sl.w1 = w1;
+  WeightRecord& wrec = sl.rec;
   wrec.name = module + ".weight";
   wrec.file = p->file;
   wrec.dtype = DType::kI32;
   wrec.shape = {n_rows, n_cols};
   Xxh64 hash;
-  std::vector<int32_t> words(static_cast<size_t>(n_rows * (w1 - w0)));
+  sl.words.resize(static_cast<size_t>(n_rows * (w1 - w0)));
+  std::vector<int32_t>& words = sl.words;
   if (n_rows > 0 && w1 > w0) {
     if (w0 == 0 && w1 == W) {
       DZ_RETURN_IF_ERROR(read_range(reader, *p, static_cast<uint64_t>(r0 * W * 4), static_cast<uint64_t>(n_rows * W * 4),
@@ -213,28 +233,76 @@ Result<Tensor> load_pack_quantized_f32(const Catalog& catalog, const std::string
   wrec.checksum = hash.digest();
   if (n_rows > 0 && n_cols > 0) {
     WeightRecord srec;
-    DZ_ASSIGN_OR_RETURN(Tensor scale, dim == 1 ? load_slice_f32(catalog, sname, 1, g0, g1, reader, &srec)
-                                               : load_slice_f32(catalog, sname, 0, r0, r1, reader, &srec));
+    // [rows, g1 - g0]: a column slice reads the groups covering it, a row slice (or the whole) all.
+    DZ_ASSIGN_OR_RETURN(sl.scale, dim == 1 ? load_slice_f32(catalog, sname, 1, g0, g1, reader, &srec)
+                                           : load_slice_f32(catalog, sname, 0, r0, r1, reader, &srec));
     aux += srec.bytes_read;
-    const float* sc = scale.f32();  // [n_rows, g1 - g0] or [n_rows, groups]
-    const int64_t sc_cols = scale.dim(1), sg0 = dim == 1 ? g0 : 0;
-    float* dst = result.f32();
-    for (int64_t i = 0; i < n_rows; ++i) {
-      const int32_t* wr = words.data() + i * (w1 - w0);
-      for (int64_t j = c0; j < c1; ++j) {
-        const uint32_t word = static_cast<uint32_t>(wr[j / 8 - w0]);
-        const int q = static_cast<int>((word >> (4 * (j % 8))) & 0xFu) - 8;
-        dst[i * n_cols + (j - c0)] = static_cast<float>(q) * sc[i * sc_cols + (j / quant.group_size - sg0)];
-      }
-    }
-    for (int64_t i = 0; i < result.numel(); ++i) {
-      wrec.nan_count += std::isnan(dst[i]);
-      wrec.inf_count += std::isinf(dst[i]);
-    }
   }
   wrec.aux_bytes_read = aux;
-  if (rec) *rec = std::move(wrec);
+  return sl;
+}
+
+}  // namespace
+
+Result<Tensor> load_pack_quantized_f32(const Catalog& catalog, const std::string& module, const PackQuant& quant,
+                                       int64_t out, int64_t in, ByteReader& reader, WeightRecord* rec, int dim,
+                                       int64_t begin, int64_t end) {
+  DZ_ASSIGN_OR_RETURN(PackedSlice sl, read_packed_slice(catalog, module, quant, out, in, reader, dim, begin, end));
+  const int64_t n_cols = sl.c1 - sl.c0, g0 = sl.c0 / quant.group_size;
+  Tensor result = Tensor::host(DType::kF32, {sl.rows, n_cols});
+  if (sl.rows > 0 && n_cols > 0) {
+    const float* sc = sl.scale.f32();  // [rows, groups covering the columns]
+    const int64_t sc_cols = sl.scale.dim(1);
+    float* dst = result.f32();
+    for (int64_t i = 0; i < sl.rows; ++i)
+      for (int64_t j = sl.c0; j < sl.c1; ++j)
+        dst[i * n_cols + (j - sl.c0)] = static_cast<float>(sl.q(i, j)) * sc[i * sc_cols + (j / quant.group_size - g0)];
+    for (int64_t i = 0; i < result.numel(); ++i) {
+      sl.rec.nan_count += std::isnan(dst[i]);
+      sl.rec.inf_count += std::isinf(dst[i]);
+    }
+  }
+  if (rec) *rec = std::move(sl.rec);
   return result;
+}
+
+Result<PackQuantAsStored> load_pack_quantized_as_stored(const Catalog& catalog, const std::string& module,
+                                                        const PackQuant& quant, int64_t out, int64_t in,
+                                                        ByteReader& reader, WeightRecord* rec, int dim, int64_t begin,
+                                                        int64_t end) {
+  const TensorInfo* s = catalog.find(group_scale_name(module));
+  if (s && s->dtype != DType::kBF16)
+    return Status::InvalidArgument(s->file + ": tensor " + single_quoted(s->name) + ": dtype " + dtype_name(s->dtype) +
+                                   ", kept as stored only in BF16");
+  DZ_ASSIGN_OR_RETURN(PackedSlice sl, read_packed_slice(catalog, module, quant, out, in, reader, dim, begin, end));
+  const int64_t n_cols = sl.c1 - sl.c0, g0 = sl.c0 / quant.group_size, row_bytes = (sl.w1 - sl.w0) * 4;
+  PackQuantAsStored a;
+  a.col0 = sl.c0;
+  a.group_size = quant.group_size;
+  a.q = Tensor::host(DType::kU8, {sl.rows, row_bytes});
+  if (sl.rows == 0 || n_cols == 0) {
+    a.scale = Tensor::host(DType::kBF16, {sl.rows, 0});
+    if (rec) *rec = std::move(sl.rec);
+    return a;
+  }
+  const float* sc = sl.scale.f32();  // widened from bf16: exact, so narrowing back is too
+  const int64_t sc_cols = sl.scale.dim(1);
+  a.scale = Tensor::host(DType::kBF16, {sl.rows, sc_cols});
+  auto* scale = static_cast<uint16_t*>(a.scale.data());
+  for (int64_t i = 0; i < sl.rows * sc_cols; ++i) scale[i] = f32_to_bf16(sc[i]);
+  auto* dst = static_cast<uint8_t*>(a.q.data());
+  for (int64_t i = 0; i < sl.rows; ++i)
+    for (int64_t j = sl.c0; j < sl.c1; ++j) {
+      const int q = sl.q(i, j);
+      const int64_t p = j - sl.c0;
+      dst[i * row_bytes + p / 2] |= static_cast<uint8_t>((q + 8) << (4 * (p % 2)));
+      // The value the dequantising load gives it, for the record's NaN and infinity counts.
+      const float v = static_cast<float>(q) * sc[i * sc_cols + (j / quant.group_size - g0)];
+      sl.rec.nan_count += std::isnan(v);
+      sl.rec.inf_count += std::isinf(v);
+    }
+  if (rec) *rec = std::move(sl.rec);
+  return a;
 }
 
 PackedWeight pack_quantize(const float* w, int64_t rows, int64_t cols, const PackQuant& quant) {

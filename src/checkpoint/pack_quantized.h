@@ -3,7 +3,8 @@
 // a row at bits 4 (j % 8) of word j / 8, stored as q + 8), `M.weight_scale` [out, ceil(in / g)]
 // (one scale per group of g inputs) and `M.weight_shape` int32 [2] = [out, in]; the weight is
 // q * scale (symmetric, no zero point). Parses quantization_config, dequantizes to F32 on load
-// (whole or one rank's rows / columns), packs F32 weights for test checkpoints. Not activation
+// (whole or one rank's rows / columns) or keeps words and scales as stored for the CPU's INT4
+// kernels, packs F32 weights for test checkpoints. Not activation
 // quantization, not the other compressed-tensors formats (int-quantized, float-quantized, ...).
 #pragma once
 
@@ -63,6 +64,24 @@ std::string weight_shape_name(const std::string& module);
 Result<Tensor> load_pack_quantized_f32(const Catalog& catalog, const std::string& module, const PackQuant& quant,
                                        int64_t out, int64_t in, ByteReader& reader, WeightRecord* rec, int dim = -1,
                                        int64_t begin = 0, int64_t end = 0);
+
+// The same weight (or slice) as stored, for the CPU's INT4 kernels (kernels/ops.h Int4Weight):
+// q U8 [rows, 4 x the int32 words covering the columns], each row's nibbles from the slice's
+// first column on (as q + 8, two a byte, low nibble first; moved down when the slice starts
+// inside a byte or word, zero after its last), scale BF16 [rows, groups covering the columns]
+// as stored. Its elements' values are the dequantising load's, bit for bit; the same validation,
+// errors and record (NaN and infinity counts of those values), and InvalidArgument when the
+// scales are not BF16 (F16 and F32 scales are dequantised on load: plan::kept_dtype).
+struct PackQuantAsStored {
+  Tensor q;
+  Tensor scale;
+  int64_t col0 = 0;
+  int64_t group_size = 32;
+};
+Result<PackQuantAsStored> load_pack_quantized_as_stored(const Catalog& catalog, const std::string& module,
+                                                        const PackQuant& quant, int64_t out, int64_t in,
+                                                        ByteReader& reader, WeightRecord* rec, int dim = -1,
+                                                        int64_t begin = 0, int64_t end = 0);
 
 // Quantizes w [rows, cols] as compressed-tensors' minmax observer does: per group, scale =
 // amax / 7.5 (BF16-rounded; 1 for an all-zero group), q = clamp(round_half_even(w / scale),

@@ -1,6 +1,8 @@
 // Pack-quantized INT4 Linears in a tensor list (pack_quant_specs.h).
 #include "model/pack_quant_specs.h"
 
+#include "core/check.h"
+
 namespace dayzero::model {
 
 void apply_pack_quant(std::vector<TensorSpec>& specs, const checkpoint::PackQuant& quant, const std::string& prefix) {
@@ -29,6 +31,18 @@ void apply_pack_quant(std::vector<TensorSpec>& specs, const checkpoint::PackQuan
     }
   }
   for (auto& t : companions) specs.push_back(std::move(t));
+}
+
+std::string pack_quant_module(const TensorSpec& spec) {
+  static const std::string kSuffix = ".weight";
+  DZ_CHECK(spec.pack_group > 0 && spec.name.size() > kSuffix.size() &&
+               spec.name.compare(spec.name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0,
+           spec.name << " is not a pack-quantized weight");
+  return spec.name.substr(0, spec.name.size() - kSuffix.size());
+}
+
+std::string pack_quant_scale_name(const TensorSpec& spec) {
+  return checkpoint::group_scale_name(pack_quant_module(spec));
 }
 
 }  // namespace dayzero::model

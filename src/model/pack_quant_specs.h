@@ -21,4 +21,9 @@ namespace dayzero::model {
 void apply_pack_quant(std::vector<TensorSpec>& specs, const checkpoint::PackQuant& quant,
                       const std::string& prefix = "");
 
+// The module of a pack-quantized weight spec ("<module>.weight"), and its group scales' name.
+// REQUIRES: spec.pack_group > 0.
+std::string pack_quant_module(const TensorSpec& spec);
+std::string pack_quant_scale_name(const TensorSpec& spec);
+
 }  // namespace dayzero::model

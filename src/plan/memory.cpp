@@ -75,9 +75,10 @@ BlockScaledSlice block_scaled_slice(const model::TensorSpec& spec, const Slice& 
 DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights, KeepsQuantized keeps) {
   if (weights == WeightsOnDevice::kBF16) return DType::kBF16;
   if (weights == WeightsOnDevice::kF32) return DType::kF32;
+  if (spec.pack_group > 0) return keeps.int4 && stored == DType::kBF16 ? DType::kI4 : DType::kF32;
   const bool fp8 = stored == DType::kF8_E4M3 || stored == DType::kF8_E5M2;
   if (fp8 && !spec.scale_name.empty()) return keeps.fp8_blocks ? stored : DType::kF32;
-  if (!keeps.others && (spec.pack_group > 0 || fp8)) return DType::kF32;
+  if (fp8 && !keeps.fp8_unscaled) return DType::kF32;
   if (stored == DType::kF32) return DType::kF32;
   return DType::kBF16;
 }

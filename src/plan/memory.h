@@ -78,22 +78,26 @@ inline constexpr int64_t kScaleBytes = kBlockScaleBytes;
 BlockScaledSlice block_scaled_slice(const model::TensorSpec& spec, const Slice& slice);
 
 // Which quantized weights a backend keeps as stored under model.weights_on_device: as_stored;
-// the others it dequantises to f32 on load. CUDA ({true, true}) keeps block-scaled FP8 and
-// counts a pack-quantized INT4 weight and an FP8 tensor without block scales as stored too
-// (the run refuses them: they have no device form); the CPU ({true, false}) keeps block-scaled
-// FP8 (converted inside its GEMM) and dequantises the others.
+// the others it dequantises to f32 on load. CUDA ({true, true, true}) keeps block-scaled FP8
+// and counts a pack-quantized INT4 weight and an FP8 tensor without block scales as stored too
+// (the run refuses them: they have no device form); the CPU ({true, true, false}) keeps
+// block-scaled FP8 and pack-quantized INT4 (both converted inside its GEMM) and dequantises FP8
+// without block scales.
 struct KeepsQuantized {
-  bool fp8_blocks = true;  // block-scaled FP8 (a spec with a scale_name)
-  bool others = true;      // pack-quantized INT4; FP8 without block scales
+  bool fp8_blocks = true;    // block-scaled FP8 (a spec with a scale_name)
+  bool int4 = true;          // pack-quantized INT4 (a spec with a pack_group)
+  bool fp8_unscaled = true;  // FP8 without block scales
 };
-inline constexpr KeepsQuantized kCudaKeepsQuantized{true, true};
-inline constexpr KeepsQuantized kCpuKeepsQuantized{true, false};
+inline constexpr KeepsQuantized kCudaKeepsQuantized{true, true, true};
+inline constexpr KeepsQuantized kCpuKeepsQuantized{true, true, false};
 
 // What a backend keeps of a weight stored as `stored` under model.weights_on_device: as stored,
 // a block-scaled FP8 weight (a spec with a scale_name) stays FP8 with its scales (held_bytes:
 // BlockScaledSlice::device_bytes) where the backend keeps it (keeps.fp8_blocks) and is
-// dequantised to F32 where it does not; a pack-quantized INT4 weight or an FP8 tensor without
-// block scales is F32 unless keeps.others; BF16 and F32 stay as they are, F16 becomes BF16 (the
+// dequantised to F32 where it does not; a pack-quantized INT4 weight (`stored`: the dtype of its
+// group scales) is I4, its int32 words and BF16 scales as stored (held_bytes:
+// pack_quant_bytes), where keeps.int4 and its scales are BF16, else F32; an FP8 tensor without
+// block scales is F32 unless keeps.fp8_unscaled; BF16 and F32 stay as they are, F16 becomes BF16 (the
 // same two bytes; no backend has F16 kernels); bfloat16 / float32: every weight in that dtype.
 DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights, KeepsQuantized keeps = {});
 

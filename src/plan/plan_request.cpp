@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/dtype.h"
+#include "model/pack_quant_specs.h"
 #include "plan/memory.h"
 
 namespace dayzero::plan {
@@ -80,14 +81,22 @@ Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice we
   if (weights == WeightsOnDevice::kBF16) return WeightSizes{2, {}, "bfloat16"};
   if (weights == WeightsOnDevice::kF32) return WeightSizes{4, {}, "float32"};
   DZ_ASSIGN_OR_RETURN(WeightSizes w, stored_weight_sizes(m));
-  if (keeps.fp8_blocks && keeps.others) return w;
+  if (keeps.fp8_blocks && keeps.int4 && keeps.fp8_unscaled) return w;
   bool fp8_dequantised = false, int4_dequantised = false;
   for (size_t i = 0; i < m.specs.size(); ++i) {
     const model::TensorSpec& s = m.specs[i];
     const checkpoint::TensorInfo* t = m.has_weights ? m.catalog.find(s.name) : nullptr;
     const bool fp8 = t ? t->dtype == DType::kF8_E4M3 || t->dtype == DType::kF8_E5M2 : !s.scale_name.empty();
     if (s.component == model::Component::kQuantScale) continue;
-    const bool kept = s.pack_group > 0 ? keeps.others : fp8 ? (s.scale_name.empty() ? keeps.others : keeps.fp8_blocks) : true;
+    // A pack-quantized weight is kept with BF16 group scales only (from config.json alone the
+    // format's BF16 is assumed, as the label says).
+    const checkpoint::TensorInfo* scale =
+        s.pack_group > 0 && m.has_weights
+            ? m.catalog.find(model::pack_quant_scale_name(s))
+            : nullptr;
+    const bool kept = s.pack_group > 0 ? keeps.int4 && (!scale || scale->dtype == DType::kBF16)
+                      : fp8            ? (s.scale_name.empty() ? keeps.fp8_unscaled : keeps.fp8_blocks)
+                                       : true;
     if (kept) continue;
     w.stored_bytes.at(i) = 4;
     (s.pack_group > 0 ? int4_dequantised : fp8_dequantised) = true;

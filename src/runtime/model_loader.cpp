@@ -10,6 +10,7 @@
 #include "checkpoint/pack_quantized.h"
 #include "core/clock.h"
 #include "kernels/ops.h"
+#include "model/pack_quant_specs.h"
 #include "model/registry.h"
 #include "plan/slicing.h"
 
@@ -106,8 +107,9 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
                              " NaN and " + std::to_string(rec.inf_count) + " infinite values");
     return Status::Ok();
   };
+  // A spec's stored dtype; a pack-quantized weight's (never on disk) is its group scales'.
   const auto stored = [&](const model::TensorSpec& spec) {
-    const checkpoint::TensorInfo* t = m.catalog.find(spec.name);
+    const checkpoint::TensorInfo* t = m.catalog.find(spec.pack_group > 0 ? model::pack_quant_scale_name(spec) : spec.name);
     return t ? t->dtype : DType::kF32;
   };
   const auto record = [&](checkpoint::WeightRecord rec) {
@@ -117,10 +119,12 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
     records.push_back(std::move(rec));
   };
   // What the backend keeps of quantized weights (plan::kept_dtype): the CPU keeps block-scaled
-  // FP8 as stored only when it keeps weights as stored, and dequantises the others.
-  const plan::KeepsQuantized keeps = !be.keeps_fp8_weights()                 ? plan::KeepsQuantized{false, false}
-                                     : be.device().kind == DeviceKind::kCpu ? plan::kCpuKeepsQuantized
-                                                                             : plan::kCudaKeepsQuantized;
+  // FP8 and pack-quantized INT4 as stored only when it keeps weights as stored, and dequantises
+  // FP8 without block scales.
+  const plan::KeepsQuantized keeps =
+      be.device().kind == DeviceKind::kCpu
+          ? plan::KeepsQuantized{be.keeps_fp8_weights(), be.keeps_int4_weights(), false}
+          : (be.keeps_fp8_weights() ? plan::kCudaKeepsQuantized : plan::KeepsQuantized{false, false, false});
   const auto place = [&](const model::TensorSpec& spec, Tensor host, checkpoint::WeightRecord rec) -> Status {
     DZ_RETURN_IF_ERROR(finite(spec, rec));
     if (weights_on_device) {
@@ -157,12 +161,27 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
       continue;
     }
     if (spec.pack_group > 0) {
-      // Pack-quantized INT4: dequantized with its group scales, only this slice's words read.
+      // Pack-quantized INT4: only this slice's words (and covering group scales) read.
       DZ_RETURN_IF_ERROR(take_queued());
       checkpoint::WeightRecord rec;
       checkpoint::PackQuant q;
       q.group_size = spec.pack_group;
-      const std::string module = spec.name.substr(0, spec.name.size() - std::string(".weight").size());
+      const std::string module = model::pack_quant_module(spec);
+      if (weights_on_device && be.keeps_int4_weights() &&
+          plan::kept_dtype(spec, stored(spec), *weights_on_device, keeps) == DType::kI4) {
+        // Kept as stored: the words and group scales, converted inside the backend's GEMM.
+        DZ_ASSIGN_OR_RETURN(checkpoint::PackQuantAsStored a,
+                            checkpoint::load_pack_quantized_as_stored(m.catalog, module, q, spec.shape[0],
+                                                                      spec.shape[1], reader, &rec, slice.dim,
+                                                                      slice.begin, slice.end));
+        DZ_RETURN_IF_ERROR(finite(spec, rec));
+        weights.put(spec.name, be.to_device_int4_weight({&a.q, &a.scale, slice.dim == 1 ? slice.end - slice.begin
+                                                                                        : spec.shape[1],
+                                                         a.col0, a.group_size}));
+        record(std::move(rec));
+        continue;
+      }
+      // Otherwise dequantized with its group scales.
       DZ_ASSIGN_OR_RETURN(Tensor host, checkpoint::load_pack_quantized_f32(m.catalog, module, q, spec.shape[0],
                                                                            spec.shape[1], reader, &rec, slice.dim,
                                                                            slice.begin, slice.end));

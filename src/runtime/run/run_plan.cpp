@@ -72,7 +72,7 @@ Status Run::plan_and_partition() {
     case config::WeightsOnDevice::kF32: in.weights = plan::WeightsOnDevice::kF32; break;
   }
   DZ_ASSIGN_OR_RETURN(const bool cuda, uses_cuda());
-  // The CPU keeps block-scaled FP8 as stored and dequantises pack-quantized INT4 to f32 on load.
+  // The CPU keeps block-scaled FP8 and pack-quantized INT4 as stored (plan::kCpuKeepsQuantized).
   in.keeps_quantized = cuda ? plan::kCudaKeepsQuantized : plan::kCpuKeepsQuantized;
   in.bytes_per_activation = 4;  // the CPU computes in f32
   if (cfg_.runtime.headroom_mib) in.headroom_bytes = int64_t{*cfg_.runtime.headroom_mib} << 20;

@@ -1,16 +1,17 @@
-// matmul_nt_int4: a pack-quantized INT4 weight as the CPU keeps it (nibbles two a byte, f32 group
-// scales), converted inside the GEMM. Where matmul_nt takes the built-in small-M kernel (m <= 16)
+// matmul_nt_int4: a pack-quantized INT4 weight as stored (nibbles two a byte, bf16 group scales),
+// converted inside the GEMM. Where matmul_nt takes the built-in small-M kernel (m <= 16)
 // the result must carry its bits on the weight dequantised as the loader does it (f32(q) * scale,
 // one rounding), here by a decoder of its own; above, the dequantised panels take the large-M
 // path, checked against the double-precision twin. Slices that start inside a group at an odd
-// column, groups narrower than a vector, odd k (a row's last byte half used) and scalar tails
-// reach every nibble and scale lookup. Negative controls: one nibble changed, and a group read
+// column, groups narrower than a vector, odd k (a row's last byte half used), rows padded to
+// whole int32 words and scalar tails reach every nibble and scale lookup. Negative controls: one nibble changed, and a group read
 // with its neighbour's scale, each break the bitwise check. matmul_nt_shared_x with INT4 products
 // mixed in: each has the bits of its own call.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -24,54 +25,71 @@ using test::close;
 using test::identical;
 using test::random_vector;
 
-// One INT4 slice [n, k] starting at column col0 of a weight in groups of g, with the scales of
-// the groups that cover it, and its dequantised f32 form.
+// One INT4 slice [n, k] starting at column col0 of a weight in groups of g, rows padded to
+// row_bytes, with the bf16 scales of the groups that cover it, and its dequantised f32 form.
 struct Int4Case {
-  int64_t n, k, col0, g;
+  int64_t n, k, col0, g, row_bytes;
   std::vector<int> q;          // [n, k], -8..7
-  std::vector<uint8_t> bytes;  // [n, (k + 1) / 2]
-  std::vector<float> scale;
+  std::vector<uint8_t> bytes;  // [n, row_bytes]
+  std::vector<uint16_t> scale;
   int64_t scale_cols = 0;
 
-  Int4Case(int64_t n_, int64_t k_, int64_t col0_, int64_t g_, uint32_t seed) : n(n_), k(k_), col0(col0_), g(g_) {
+  Int4Case(int64_t n_, int64_t k_, int64_t col0_, int64_t g_, bool padded, uint32_t seed)
+      : n(n_), k(k_), col0(col0_), g(g_), row_bytes(padded ? (k_ + 7) / 8 * 4 + 4 : (k_ + 1) / 2) {
     q.resize(static_cast<size_t>(n * k));
     for (auto& v : q) {
       seed = seed * 1664525u + 1013904223u;
       v = static_cast<int>(seed >> 28) - 8;
     }
     scale_cols = (col0 + k - 1) / g + 1 - col0 / g;
-    // Scales with full mantissas (products round), some above 1, one subnormal.
-    scale = random_vector(static_cast<size_t>(n * scale_cols), seed, 1e-4f, 3.0f);
-    if (scale.size() > 1) scale[1] = 3e-39f;
+    // bf16 scales with full mantissas (products with q round in f32 only past 2^-126), some above
+    // 1, one subnormal (its products round).
+    for (float f : random_vector(static_cast<size_t>(n * scale_cols), seed, 1e-4f, 3.0f)) scale.push_back(bf16(f));
+    if (scale.size() > 1) scale[1] = 0x0021;  // a bf16 subnormal
     pack();
   }
-  void pack() {
-    const int64_t rb = (k + 1) / 2;
-    bytes.assign(static_cast<size_t>(n * rb), 0);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < k; ++j)
-        bytes[static_cast<size_t>(i * rb + j / 2)] |= static_cast<uint8_t>((q[i * k + j] + 8) << (j % 2 ? 4 : 0));
+  static uint16_t bf16(float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return static_cast<uint16_t>(b >> 16);
   }
-  cpu::Int4Weight weight() const { return {bytes.data(), scale.data(), scale_cols, col0, g}; }
+  static float widen(uint16_t h) {
+    const uint32_t b = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+  }
+  void pack() {
+    bytes.assign(static_cast<size_t>(n * row_bytes), 0xee);  // padding: never read
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < k; ++j) {
+        uint8_t& b = bytes[static_cast<size_t>(i * row_bytes + j / 2)];
+        if (j % 2 == 0) b = 0;
+        b |= static_cast<uint8_t>((q[i * k + j] + 8) << (j % 2 ? 4 : 0));
+      }
+  }
+  cpu::Int4Weight weight() const { return {bytes.data(), scale.data(), row_bytes, scale_cols, col0, g}; }
   std::vector<float> dequantised() const {
     std::vector<float> out(q.size());
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < k; ++j)
-        out[i * k + j] = static_cast<float>(q[i * k + j]) * scale[i * scale_cols + (col0 + j) / g - col0 / g];
+        out[i * k + j] = static_cast<float>(q[i * k + j]) * widen(scale[i * scale_cols + (col0 + j) / g - col0 / g]);
     return out;
   }
   std::string label() const {
     return "int4 " + std::to_string(n) + "x" + std::to_string(k) + " at column " + std::to_string(col0) +
-           " groups of " + std::to_string(g);
+           " groups of " + std::to_string(g) + ", " + std::to_string(row_bytes) + " bytes a row";
   }
 };
 
 struct Layout {
   int64_t col0, g;
+  bool padded;
 };
 // Whole weights in groups of 32 (the published layout) and 128; a slice starting inside a group
-// at an odd column (steps straddle two groups); groups narrower than a vector.
-const Layout kLayouts[] = {{0, 32}, {0, 128}, {45, 32}, {3, 5}};
+// at an odd column (steps straddle two groups) in rows of whole words plus one; groups narrower
+// than a vector.
+const Layout kLayouts[] = {{0, 32, false}, {0, 128, false}, {45, 32, true}, {3, 5, true}};
 
 std::string label(const Int4Case& c, int64_t m, bool acc, int threads) {
   return c.label() + " m=" + std::to_string(m) + (acc ? " accumulate" : "") + " threads=" + std::to_string(threads);
@@ -81,7 +99,7 @@ TEST(GemmInt4, DequantiseRowsHasTheLoadersBits) {
   uint32_t seed = 10;
   for (const Layout& l : kLayouts)
     for (int64_t k : {1, 15, 600}) {
-      const Int4Case c(37, k, l.col0, l.g, ++seed);
+      const Int4Case c(37, k, l.col0, l.g, l.padded, ++seed);
       const auto want = c.dequantised();
       std::vector<float> got(want.size());
       cpu::dequantise_int4_rows(c.weight(), k, 0, c.n, got.data());
@@ -106,7 +124,7 @@ TEST(GemmInt4, SmallMHasTheBitsOfTheDequantisedWeight) {
           for (int64_t k : {1, 15, 600, 1537})
             for (bool acc : {false, true}) {
               ++seed;
-              const Int4Case c(n, k, l.col0, l.g, seed);
+              const Int4Case c(n, k, l.col0, l.g, l.padded, seed);
               const auto x = random_vector(m * k, seed + 3);
               auto got = random_vector(m * n, seed + 5), want = got;
               cpu::matmul_nt_int4(m, n, k, x.data(), c.weight(), got.data(), acc);
@@ -128,7 +146,7 @@ TEST(GemmInt4, LargeMMatchesTheTwin) {
     for (const Layout& l : kLayouts)
       for (bool acc : {false, true}) {
         ++seed;
-        const Int4Case c(n, k, l.col0, l.g, seed);
+        const Int4Case c(n, k, l.col0, l.g, l.padded, seed);
         const auto x = random_vector(m * k, seed + 3);
         auto got = random_vector(m * n, seed + 5);
         const auto ref = test::matmul_nt_twin(m, n, k, x, c.dequantised(), got, acc);
@@ -145,7 +163,7 @@ TEST(GemmSharedX, Int4ProductsHaveTheBitsOfTheirOwnCall) {
       for (bool acc : {false, true}) {
         const std::vector<int64_t> ns = {130, 7, 64};
         const auto x = random_vector(m * k, ++seed);
-        const Int4Case a(ns[0], k, 45, 32, ++seed), b(ns[2], k, 0, 5, ++seed);
+        const Int4Case a(ns[0], k, 45, 32, true, ++seed), b(ns[2], k, 0, 5, false, ++seed);
         const cpu::Int4Weight wa = a.weight(), wb = b.weight();
         const auto wf = random_vector(ns[1] * k, ++seed);
         std::vector<std::vector<float>> got(3), want(3);
@@ -169,7 +187,7 @@ TEST(GemmInt4, NegativeControls) {
   if (std::getenv("DAYZERO_GEMM")) GTEST_SKIP() << "DAYZERO_GEMM runs one path at every m";
   const int64_t m = 1, n = 64, k = 512;
   const auto x = random_vector(m * k, 3);
-  const Int4Case c(n, k, 0, 32, 4);
+  const Int4Case c(n, k, 0, 32, false, 4);
   std::vector<float> want(m * n), got(m * n);
   cpu::matmul_nt(m, n, k, x.data(), c.dequantised().data(), want.data());
   cpu::matmul_nt_int4(m, n, k, x.data(), c.weight(), got.data());

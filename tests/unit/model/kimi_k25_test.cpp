@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <tuple>
 
 #include "checkpoint/pack_quantized.h"
 #include "checkpoint/writer.h"
@@ -200,6 +201,30 @@ TEST(PackQuantized, BitOrderSignAndSlices) {
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 12; j < 36; ++j) ASSERT_EQ(mid->f32()[i * 24 + (j - 12)], want(i, j));
   EXPECT_EQ(rec.bytes_read, 3u * 4 * 4);  // words 1..4 of each row
+  // As stored (the CPU's INT4 kernels): whole, and columns 13..37 (inside a word, at an odd
+  // column: the nibbles move down half a byte) in the words covering them, bf16 scales as stored,
+  // the same record as the dequantising load's.
+  for (const auto& [dim, c0, c1] : {std::tuple{-1, int64_t{0}, cols}, std::tuple{1, int64_t{13}, int64_t{37}}}) {
+    checkpoint::WeightRecord kept_rec, f32_rec;
+    auto kept = checkpoint::load_pack_quantized_as_stored(*cat, "m", pq, rows, cols, reader, &kept_rec, dim, c0, c1);
+    ASSERT_TRUE(kept.ok()) << kept.status().message();
+    ASSERT_TRUE(checkpoint::load_pack_quantized_f32(*cat, "m", pq, rows, cols, reader, &f32_rec, dim, c0, c1).ok());
+    const int64_t words_covering = (c1 - 1) / 8 + 1 - c0 / 8, groups = (c1 - 1) / 32 + 1 - c0 / 32;
+    ASSERT_EQ(kept->q.shape(), (Shape{rows, words_covering * 4}));
+    ASSERT_EQ(kept->scale.shape(), (Shape{rows, groups}));
+    EXPECT_EQ(kept->col0, c0);
+    const auto* nib = static_cast<const uint8_t*>(kept->q.data());
+    const auto* sc = static_cast<const uint16_t*>(kept->scale.data());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t p = 0; p < c1 - c0; ++p) {
+        const int v = ((nib[i * words_covering * 4 + p / 2] >> (4 * (p % 2))) & 15) - 8;
+        ASSERT_EQ(static_cast<float>(v) * bf16_to_f32(sc[i * groups + (c0 + p) / 32 - c0 / 32]), want(i, c0 + p))
+            << i << "," << c0 + p;
+      }
+    EXPECT_EQ(kept_rec.bytes_read, f32_rec.bytes_read);
+    EXPECT_EQ(kept_rec.checksum, f32_rec.checksum);
+    EXPECT_EQ(kept_rec.aux_bytes_read, f32_rec.aux_bytes_read);
+  }
   // weight_shape disagreeing with the expected shape is refused by name.
   auto bad = checkpoint::load_pack_quantized_f32(*cat, "m", pq, rows, 48, reader, &rec);
   EXPECT_FALSE(bad.ok());

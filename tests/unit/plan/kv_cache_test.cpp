@@ -87,11 +87,12 @@ TEST(PlanRequestBuilder, WeightSizesFromConfigAlone) {
 }
 
 // The CPU keeps block-scaled FP8 as stored (1 B an element plus its f32 block scales) and
-// dequantises pack-quantized INT4 to f32 (4 B); a backend that keeps neither counts both at 4 B.
-TEST(PlanRequestBuilder, CpuCountsFp8AsStoredAndInt4Dequantised) {
+// pack-quantized INT4 too (0.5 B an element plus a bf16 scale per group of 32); a backend that
+// keeps neither counts both at 4 B.
+TEST(PlanRequestBuilder, CpuCountsFp8AndInt4AsStored) {
   const model::ModelFolder ds = open_fixture("DeepSeek-V3");
   auto cpu = weight_sizes(ds, WeightsOnDevice::kAsStored, kCpuKeepsQuantized);
-  auto none = weight_sizes(ds, WeightsOnDevice::kAsStored, KeepsQuantized{false, false});
+  auto none = weight_sizes(ds, WeightsOnDevice::kAsStored, KeepsQuantized{false, false, false});
   ASSERT_TRUE(cpu.ok() && none.ok());
   MemoryParams kept, f32;
   kept.stored_bytes = cpu->stored_bytes;
@@ -115,21 +116,40 @@ TEST(PlanRequestBuilder, CpuCountsFp8AsStoredAndInt4Dequantised) {
   EXPECT_GT(static_cast<double>(fp8_f32) / static_cast<double>(fp8_kept), 3.99);
   EXPECT_LT(static_cast<double>(fp8_f32) / static_cast<double>(fp8_kept), 4.0);
 
-  // Kimi-K2.5's INT4 experts: 0.5 B + scales kept (CUDA's count), 4 B on the CPU.
+  // Kimi-K2.5's INT4 experts: 0.5 B + bf16 group scales kept, 4 B where dequantised on load.
   const model::ModelFolder kimi = open_fixture("Kimi-K2.5");
   auto int4_cpu = weight_sizes(kimi, WeightsOnDevice::kAsStored, kCpuKeepsQuantized);
-  auto int4_cuda = weight_sizes(kimi, WeightsOnDevice::kAsStored, kCudaKeepsQuantized);
-  ASSERT_TRUE(int4_cpu.ok() && int4_cuda.ok()) << int4_cpu.status().message();
+  auto int4_none = weight_sizes(kimi, WeightsOnDevice::kAsStored, KeepsQuantized{false, false, false});
+  ASSERT_TRUE(int4_cpu.ok() && int4_none.ok()) << int4_cpu.status().message();
+  MemoryParams int4_kept, int4_f32;
+  int4_kept.stored_bytes = int4_cpu->stored_bytes;
+  int4_f32.stored_bytes = int4_none->stored_bytes;
   int packed = 0;
   for (size_t i = 0; i < kimi.specs.size(); ++i) {
-    if (kimi.specs[i].pack_group <= 0) continue;
+    const model::TensorSpec& s = kimi.specs[i];
+    if (s.pack_group <= 0) continue;
     ++packed;
-    EXPECT_EQ(int4_cpu->stored_bytes[i], 4) << kimi.specs[i].name;
-    EXPECT_NE(int4_cuda->stored_bytes[i], 4) << kimi.specs[i].name;
-    EXPECT_EQ(kept_dtype(kimi.specs[i], DType::kI32, WeightsOnDevice::kAsStored, kCpuKeepsQuantized), DType::kF32);
+    EXPECT_NE(int4_cpu->stored_bytes[i], 4) << s.name;
+    EXPECT_EQ(int4_none->stored_bytes[i], 4) << s.name;
+    // `stored` of a pack-quantized weight: its group scales' dtype; only BF16 ones are kept.
+    EXPECT_EQ(kept_dtype(s, DType::kBF16, WeightsOnDevice::kAsStored, kCpuKeepsQuantized), DType::kI4);
+    EXPECT_EQ(kept_dtype(s, DType::kF32, WeightsOnDevice::kAsStored, kCpuKeepsQuantized), DType::kF32);
+    EXPECT_EQ(kept_dtype(s, DType::kBF16, WeightsOnDevice::kAsStored, KeepsQuantized{false, false, false}), DType::kF32);
+    const Slice whole{true};
+    const int64_t numel = s.shape[0] * s.shape[1];
+    ASSERT_EQ(s.shape[1] % 32, 0) << s.name;
+    EXPECT_EQ(held_bytes(s, i, whole, int4_kept), numel / 2 + numel / 32 * 2) << s.name;
+    EXPECT_EQ(held_bytes(s, i, whole, int4_f32), numel * 4) << s.name;
+    // A column slice starting inside a word and a group: the 10 words and 3 groups covering it.
+    const Slice cols{true, 1, 45, 45 + 71};
+    EXPECT_EQ(held_bytes(s, i, cols, int4_kept), s.shape[0] * (10 * 4 + 3 * 2)) << s.name;
   }
   EXPECT_GT(packed, 0);
-  EXPECT_NE(int4_cpu->label.find("int4 weights dequantised to float32 on load"), std::string::npos) << int4_cpu->label;
+  EXPECT_NE(int4_cpu->label.find("int4 pack-quantized Linear weights 0.5 B + bf16 group scales"), std::string::npos)
+      << int4_cpu->label;
+  EXPECT_EQ(int4_cpu->label.find("dequantised"), std::string::npos) << int4_cpu->label;
+  EXPECT_NE(int4_none->label.find("int4 weights dequantised to float32 on load"), std::string::npos)
+      << int4_none->label;
 }
 
 TEST(PlanRequestBuilder, ResidentBatch) {
