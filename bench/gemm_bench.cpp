@@ -13,7 +13,10 @@
 //              [--stored]                        (also matmul_nt_bf16 and matmul_nt_fp8 on the same
 //                                                 weights kept as stored: the weights are then FP8
 //                                                 values, so all three compute the same product,
-//                                                 and the pool exceeds the cache at one byte each)
+//                                                 and the pool exceeds the cache at one byte each;
+//                                                 and matmul_nt_int4 on them quantized to INT4 in
+//                                                 groups of 32 with bf16 scales, whose sampled
+//                                                 error is the quantization's)
 // Candidates also include oneDNN and "selected" (what matmul_nt runs, the rule by rows).
 #include <dlfcn.h>
 #include <unistd.h>
@@ -153,7 +156,33 @@ struct StoredWeight {
   std::vector<uint8_t> fp8;
   std::vector<float> scale;
   Fp8Weight view;
+  std::vector<uint8_t> int4;        // [n, (k + 1) / 2] nibbles, q + 8
+  std::vector<uint16_t> int4_scale;  // [n, groups of 32] bf16
+  Int4Weight int4_view;
 };
+
+// Row-wise INT4 in groups of 32 with bf16 scales amax / 7.5 (compressed-tensors' observer).
+void quantize_int4(const float* w, int64_t n, int64_t k, StoredWeight& s) {
+  const int64_t rb = (k + 1) / 2, groups = (k + 31) / 32;
+  s.int4.assign(static_cast<size_t>(n * rb), 0);
+  s.int4_scale.resize(static_cast<size_t>(n * groups));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t g = 0; g < groups; ++g) {
+      float amax = 0;
+      for (int64_t j = g * 32; j < std::min(k, g * 32 + 32); ++j) amax = std::max(amax, std::fabs(w[i * k + j]));
+      float scale = amax > 0 ? amax / 7.5f : 1.0f;
+      uint32_t bits;
+      std::memcpy(&bits, &scale, 4);
+      bits &= 0xffff0000u;  // bf16 by truncation
+      std::memcpy(&scale, &bits, 4);
+      s.int4_scale[static_cast<size_t>(i * groups + g)] = static_cast<uint16_t>(bits >> 16);
+      for (int64_t j = g * 32; j < std::min(k, g * 32 + 32); ++j) {
+        const int q = static_cast<int>(std::clamp(std::nearbyint(w[i * k + j] / scale), -8.0f, 7.0f));
+        s.int4[static_cast<size_t>(i * rb + j / 2)] |= static_cast<uint8_t>((q + 8) << (4 * (j % 2)));
+      }
+    }
+  s.int4_view = {s.int4.data(), s.int4_scale.data(), rb, groups, 0, 32};
+}
 const StoredWeight& stored(const float* w, int64_t n, int64_t k) {
   static std::map<const float*, StoredWeight> made;
   StoredWeight& s = made[w];
@@ -170,6 +199,7 @@ const StoredWeight& stored(const float* w, int64_t n, int64_t k) {
     s.view.q = s.fp8.data();
     s.view.scale = s.scale.data();
     s.view.scale_cols = (k + 127) / 128;
+    quantize_int4(w, n, k, s);
   }
   return s;
 }
@@ -308,6 +338,10 @@ int main(int argc, char** argv) {
     candidates.push_back({"selected fp8", &info, [] {}, [](int t) { gemm_set_threads(t); },
                           [](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
                             matmul_nt_fp8(m, n, k, x, stored(w, n, k).view, y);
+                          }});
+    candidates.push_back({"selected int4", &info, [] {}, [](int t) { gemm_set_threads(t); },
+                          [](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
+                            matmul_nt_int4(m, n, k, x, stored(w, n, k).int4_view, y);
                           }});
   }
   gemm::GemmPath* own = gemm::builtin();

@@ -92,10 +92,13 @@ struct Fp8Row {
 };
 // An INT4 weight's per-call table (Int4Prepared): the group column of each vector step of a row,
 // -1 where the step straddles two groups (a slice that starts inside a group at a column not a
-// multiple of kLanes, or groups narrower than a vector).
+// multiple of kLanes, or groups narrower than a vector). The published layout (groups of 32,
+// slices of whole groups) takes a shift instead of the table: group_shift = log2(group_size) when
+// the slice starts on a group and groups are a power of two of whole vectors, else -1.
 struct Int4Prepared {
   const Int4Weight* w = nullptr;
   const int32_t* step_group = nullptr;  // [k / kLanes]
+  int group_shift = -1;
 };
 struct Int4Tiles {
   const Int4Prepared* f;
@@ -105,6 +108,7 @@ struct Int4Row {
   const uint8_t* q;             // the row's nibbles
   const uint16_t* srow;         // the bf16 scales of its groups
   const int32_t* step_group;    // Int4Prepared's
+  int group_shift;              // Int4Prepared's
   const Int4Prepared* f;
 };
 // Bits an element: of the pointee for the f32 and bf16 views (plain pointers).
@@ -155,7 +159,7 @@ inline Int4Row w_row(const Int4Tiles& w, int64_t j, int64_t k) {
   (void)k;
   const int64_t r = w.row + j;
   const Int4Weight& q = *w.f->w;
-  return {q.q + r * q.row_bytes, q.scale + r * q.scale_cols, w.f->step_group, w.f};
+  return {q.q + r * q.row_bytes, q.scale + r * q.scale_cols, w.f->step_group, w.f->group_shift, w.f};
 }
 inline float int4_scale_at(const Int4Row& r, int64_t p) {
   const Int4Weight& q = *r.f->w;
@@ -165,9 +169,11 @@ inline float w_at(const Int4Row& r, int64_t p) {
   return static_cast<float>(simd::int4_at(r.q, p)) * int4_scale_at(r, p);
 }
 inline Vec w_load(const Int4Row& r, int64_t p) {
+  if (r.group_shift >= 0) [[likely]]
+    return simd::mul(simd::load_int4(r.q + p / 2), simd::load_scalar(w_at(r.srow, p >> r.group_shift)));
   const int32_t g = r.step_group[p / simd::kLanes];
   Vec s;
-  if (g >= 0) [[likely]] {
+  if (g >= 0) {
     s = simd::load_scalar(w_at(r.srow, g));
   } else {
     float lanes[simd::kLanes];
@@ -481,7 +487,11 @@ void prepare_int4(const Int4Weight& w, int64_t n, int64_t k, std::vector<int32_t
   DZ_CHECK(w.scale_cols == scale_cols,
            "int4 weight " << n << " x " << k << ": " << w.scale_cols << " scale columns, its groups need " << scale_cols);
   column_block_steps(w.col0, w.group_size, k, steps);
-  out = {&w, steps.data()};
+  int shift = -1;
+  const bool pow2 = (w.group_size & (w.group_size - 1)) == 0;
+  if (pow2 && w.group_size % simd::kLanes == 0 && w.col0 % w.group_size == 0)
+    for (shift = 0; (int64_t{1} << shift) < w.group_size;) ++shift;
+  out = {&w, steps.data(), shift};
 }
 
 }  // namespace

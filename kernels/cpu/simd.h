@@ -86,9 +86,9 @@ inline Vec load_fp8(const uint8_t* p, int shift) {
 #endif
 // load_int4 as on AVX-512: one 32-bit word holds the vector's 8 nibbles.
 inline Vec load_int4(const uint8_t* p) {
-  int32_t w;
-  std::memcpy(&w, p, 4);
-  const __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32(w), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+  // One broadcast load (vbroadcastss: no alignment needed) of the 4 bytes to every lane.
+  const __m256i words = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p)));
+  const __m256i v = _mm256_srlv_epi32(words, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
   return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, _mm256_set1_epi32(15)), _mm256_set1_epi32(8)));
 }
 inline Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
