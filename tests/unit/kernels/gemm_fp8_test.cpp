@@ -17,6 +17,7 @@
 
 #include "kernels/ops.h"
 #include "tests/unit/kernels/kernel_test_util.h"
+#include "tests/unit/kernels/quantized_gemm_checks.h"
 
 namespace dayzero::kernels {
 namespace {
@@ -95,94 +96,29 @@ struct Layout {
 // vector: steps straddle two blocks); blocks narrower than a vector; E5M2.
 const Layout kLayouts[] = {{0, 0, 128, 128, false}, {70, 45, 128, 128, false}, {3, 2, 5, 3, false}, {0, 0, 16, 24, true}};
 
-std::string label(const Fp8Case& c, int64_t m, bool acc, int threads) {
-  return c.label() + " m=" + std::to_string(m) + (acc ? " accumulate" : "") + " threads=" + std::to_string(threads);
+// A case of a layout, for the shared checks (quantized_gemm_checks.h).
+Fp8Case make_case(int64_t n, int64_t k, const Layout& l, uint32_t seed) {
+  return Fp8Case(n, k, l.row0, l.col0, l.br, l.bc, l.e5m2, seed);
 }
 
 TEST(GemmFp8, DequantiseRowsHasTheLoadersBits) {
-  uint32_t seed = 10;
-  for (const Layout& l : kLayouts)
-    for (int64_t k : {1, 15, 600}) {
-      const Fp8Case c(37, k, l.row0, l.col0, l.br, l.bc, l.e5m2, ++seed);
-      const auto want = c.dequantised();
-      std::vector<float> got(want.size());
-      cpu::dequantise_fp8_rows(c.weight(), k, 0, c.n, got.data());
-      ASSERT_TRUE(identical(c.label(), got, want, {c.n, k}));
-      std::vector<float> part(static_cast<size_t>(5 * k));
-      cpu::dequantise_fp8_rows(c.weight(), k, 30, 5, part.data());
-      ASSERT_TRUE(identical(c.label() + " rows 30..35", part,
-                            std::vector<float>(want.begin() + 30 * k, want.begin() + 35 * k), {5, k}));
-    }
+  test::check_dequantise_rows(kLayouts, make_case, cpu::dequantise_fp8_rows);
 }
 
-// Decode shapes: m of the small-M kernel, n and k with edges and scalar tails, one and two threads.
 TEST(GemmFp8, SmallMHasTheBitsOfTheDequantisedWeight) {
   if (std::getenv("DAYZERO_GEMM")) GTEST_SKIP() << "DAYZERO_GEMM runs one path at every m";
-  const int threads0 = cpu::gemm_info().threads;
-  uint32_t seed = 500;
-  for (int threads : {1, 2}) {
-    cpu::gemm_set_threads(threads);
-    for (const Layout& l : kLayouts)
-      for (int64_t m : {1, 2, 5, 16})
-        for (int64_t n : {1, 7, 130})
-          for (int64_t k : {1, 15, 600, 1537})
-            for (bool acc : {false, true}) {
-              ++seed;
-              const Fp8Case c(n, k, l.row0, l.col0, l.br, l.bc, l.e5m2, seed);
-              const auto x = random_vector(m * k, seed + 3);
-              auto got = random_vector(m * n, seed + 5), want = got;
-              cpu::matmul_nt_fp8(m, n, k, x.data(), c.weight(), got.data(), acc);
-              cpu::matmul_nt(m, n, k, x.data(), c.dequantised().data(), want.data(), acc);
-              ASSERT_TRUE(identical(label(c, m, acc, threads), got, want, {m, n}));
-            }
-  }
-  cpu::gemm_set_threads(threads0);
+  test::check_small_m_bits(kLayouts, make_case, cpu::matmul_nt_fp8);
 }
 
-// Above m = 16: the dequantised panels through the large-M path, against the twin (the
-// tolerance of gemm_bf16_test, whose panels are the same code).
-TEST(GemmFp8, LargeMMatchesTheTwin) {
-  uint32_t seed = 900;
-  struct Shape {
-    int64_t m, n, k;
-  };
-  for (const auto [m, n, k] : {Shape{17, 33, 15}, Shape{17, 700, 4100}, Shape{64, 130, 600}})
-    for (const Layout& l : kLayouts)
-      for (bool acc : {false, true}) {
-        ++seed;
-        const Fp8Case c(n, k, l.row0, l.col0, l.br, l.bc, l.e5m2, seed);
-        const auto x = random_vector(m * k, seed + 3);
-        auto got = random_vector(m * n, seed + 5);
-        const auto ref = test::matmul_nt_twin(m, n, k, x, c.dequantised(), got, acc);
-        cpu::matmul_nt_fp8(m, n, k, x.data(), c.weight(), got.data(), acc);
-        ASSERT_TRUE(close(label(c, m, acc, cpu::gemm_info().threads), got, ref, {m, n}, 4e-7, seed));
-      }
-}
+TEST(GemmFp8, LargeMMatchesTheTwin) { test::check_large_m_twin(kLayouts, make_case, cpu::matmul_nt_fp8); }
 
-// FP8, bf16 and f32 products of one x in one call: each has the bits of its own call.
+// FP8 and f32 products of one x in one call: each has the bits of its own call.
 TEST(GemmSharedX, Fp8ProductsHaveTheBitsOfTheirOwnCall) {
-  uint32_t seed = 1300;
-  for (int64_t m : {1, 3, 16, 17})
-    for (int64_t k : {15, 600})
-      for (bool acc : {false, true}) {
-        const std::vector<int64_t> ns = {130, 7, 64};
-        const auto x = random_vector(m * k, ++seed);
-        const Fp8Case a(ns[0], k, 70, 45, 128, 128, false, ++seed), b(ns[2], k, 0, 0, 16, 24, true, ++seed);
-        const cpu::Fp8Weight wa = a.weight(), wb = b.weight();
-        const auto wf = random_vector(ns[1] * k, ++seed);
-        std::vector<std::vector<float>> got(3), want(3);
-        for (size_t i = 0; i < 3; ++i) got[i] = want[i] = random_vector(m * ns[i], ++seed);
-        cpu::matmul_nt_fp8(m, ns[0], k, x.data(), wa, want[0].data(), acc);
-        cpu::matmul_nt(m, ns[1], k, x.data(), wf.data(), want[1].data(), acc);
-        cpu::matmul_nt_fp8(m, ns[2], k, x.data(), wb, want[2].data(), acc);
-        const cpu::NtProduct products[] = {{ns[0], &wa, cpu::WeightKind::kFp8, got[0].data()},
-                                           {ns[1], wf.data(), cpu::WeightKind::kF32, got[1].data()},
-                                           {ns[2], &wb, cpu::WeightKind::kFp8, got[2].data()}};
-        cpu::matmul_nt_shared_x(m, k, x.data(), products, 3, acc);
-        for (size_t i = 0; i < 3; ++i)
-          ASSERT_TRUE(identical("m=" + std::to_string(m) + " k=" + std::to_string(k) + " product " + std::to_string(i),
-                                got[i], want[i], {m, ns[i]}));
-      }
+  const auto inside_a_block = [](int64_t n, int64_t k, uint32_t seed) {
+    return Fp8Case(n, k, 70, 45, 128, 128, false, seed);
+  };
+  const auto e5m2 = [](int64_t n, int64_t k, uint32_t seed) { return Fp8Case(n, k, 0, 0, 16, 24, true, seed); };
+  test::check_shared_x(cpu::WeightKind::kFp8, inside_a_block, e5m2, cpu::matmul_nt_fp8);
 }
 
 // The bitwise comparison catches one byte one step away, and a block read with its neighbour's

@@ -4,9 +4,9 @@
 // one rounding), here by a decoder of its own; above, the dequantised panels take the large-M
 // path, checked against the double-precision twin. Slices that start inside a group at an odd
 // column, groups narrower than a vector, odd k (a row's last byte half used), rows padded to
-// whole int32 words and scalar tails reach every nibble and scale lookup. Negative controls: one nibble changed, and a group read
-// with its neighbour's scale, each break the bitwise check. matmul_nt_shared_x with INT4 products
-// mixed in: each has the bits of its own call.
+// whole int32 words and scalar tails reach every nibble and scale lookup. Negative controls:
+// one nibble changed, and a group read with its neighbour's scale, each break the bitwise
+// check. matmul_nt_shared_x with INT4 products mixed in: each has the bits of its own call.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 
 #include "kernels/ops.h"
 #include "tests/unit/kernels/kernel_test_util.h"
+#include "tests/unit/kernels/quantized_gemm_checks.h"
 
 namespace dayzero::kernels {
 namespace {
@@ -91,94 +92,27 @@ struct Layout {
 // than a vector.
 const Layout kLayouts[] = {{0, 32, false}, {0, 128, false}, {45, 32, true}, {3, 5, true}};
 
-std::string label(const Int4Case& c, int64_t m, bool acc, int threads) {
-  return c.label() + " m=" + std::to_string(m) + (acc ? " accumulate" : "") + " threads=" + std::to_string(threads);
+// A case of a layout, for the shared checks (quantized_gemm_checks.h).
+Int4Case make_case(int64_t n, int64_t k, const Layout& l, uint32_t seed) {
+  return Int4Case(n, k, l.col0, l.g, l.padded, seed);
 }
 
 TEST(GemmInt4, DequantiseRowsHasTheLoadersBits) {
-  uint32_t seed = 10;
-  for (const Layout& l : kLayouts)
-    for (int64_t k : {1, 15, 600}) {
-      const Int4Case c(37, k, l.col0, l.g, l.padded, ++seed);
-      const auto want = c.dequantised();
-      std::vector<float> got(want.size());
-      cpu::dequantise_int4_rows(c.weight(), k, 0, c.n, got.data());
-      ASSERT_TRUE(identical(c.label(), got, want, {c.n, k}));
-      std::vector<float> part(static_cast<size_t>(5 * k));
-      cpu::dequantise_int4_rows(c.weight(), k, 30, 5, part.data());
-      ASSERT_TRUE(identical(c.label() + " rows 30..35", part,
-                            std::vector<float>(want.begin() + 30 * k, want.begin() + 35 * k), {5, k}));
-    }
+  test::check_dequantise_rows(kLayouts, make_case, cpu::dequantise_int4_rows);
 }
 
-// Decode shapes: m of the small-M kernel, n and k with edges and scalar tails, one and two threads.
 TEST(GemmInt4, SmallMHasTheBitsOfTheDequantisedWeight) {
   if (std::getenv("DAYZERO_GEMM")) GTEST_SKIP() << "DAYZERO_GEMM runs one path at every m";
-  const int threads0 = cpu::gemm_info().threads;
-  uint32_t seed = 500;
-  for (int threads : {1, 2}) {
-    cpu::gemm_set_threads(threads);
-    for (const Layout& l : kLayouts)
-      for (int64_t m : {1, 2, 5, 16})
-        for (int64_t n : {1, 7, 130})
-          for (int64_t k : {1, 15, 600, 1537})
-            for (bool acc : {false, true}) {
-              ++seed;
-              const Int4Case c(n, k, l.col0, l.g, l.padded, seed);
-              const auto x = random_vector(m * k, seed + 3);
-              auto got = random_vector(m * n, seed + 5), want = got;
-              cpu::matmul_nt_int4(m, n, k, x.data(), c.weight(), got.data(), acc);
-              cpu::matmul_nt(m, n, k, x.data(), c.dequantised().data(), want.data(), acc);
-              ASSERT_TRUE(identical(label(c, m, acc, threads), got, want, {m, n}));
-            }
-  }
-  cpu::gemm_set_threads(threads0);
+  test::check_small_m_bits(kLayouts, make_case, cpu::matmul_nt_int4);
 }
 
-// Above m = 16: the dequantised panels through the large-M path, against the twin (the
-// tolerance of gemm_fp8_test, whose panels are the same code).
-TEST(GemmInt4, LargeMMatchesTheTwin) {
-  uint32_t seed = 900;
-  struct Shape {
-    int64_t m, n, k;
-  };
-  for (const auto [m, n, k] : {Shape{17, 33, 15}, Shape{17, 700, 4100}, Shape{64, 130, 600}})
-    for (const Layout& l : kLayouts)
-      for (bool acc : {false, true}) {
-        ++seed;
-        const Int4Case c(n, k, l.col0, l.g, l.padded, seed);
-        const auto x = random_vector(m * k, seed + 3);
-        auto got = random_vector(m * n, seed + 5);
-        const auto ref = test::matmul_nt_twin(m, n, k, x, c.dequantised(), got, acc);
-        cpu::matmul_nt_int4(m, n, k, x.data(), c.weight(), got.data(), acc);
-        ASSERT_TRUE(close(label(c, m, acc, cpu::gemm_info().threads), got, ref, {m, n}, 4e-7, seed));
-      }
-}
+TEST(GemmInt4, LargeMMatchesTheTwin) { test::check_large_m_twin(kLayouts, make_case, cpu::matmul_nt_int4); }
 
 // INT4 and f32 products of one x in one call: each has the bits of its own call.
 TEST(GemmSharedX, Int4ProductsHaveTheBitsOfTheirOwnCall) {
-  uint32_t seed = 1300;
-  for (int64_t m : {1, 3, 16, 17})
-    for (int64_t k : {15, 600})
-      for (bool acc : {false, true}) {
-        const std::vector<int64_t> ns = {130, 7, 64};
-        const auto x = random_vector(m * k, ++seed);
-        const Int4Case a(ns[0], k, 45, 32, true, ++seed), b(ns[2], k, 0, 5, false, ++seed);
-        const cpu::Int4Weight wa = a.weight(), wb = b.weight();
-        const auto wf = random_vector(ns[1] * k, ++seed);
-        std::vector<std::vector<float>> got(3), want(3);
-        for (size_t i = 0; i < 3; ++i) got[i] = want[i] = random_vector(m * ns[i], ++seed);
-        cpu::matmul_nt_int4(m, ns[0], k, x.data(), wa, want[0].data(), acc);
-        cpu::matmul_nt(m, ns[1], k, x.data(), wf.data(), want[1].data(), acc);
-        cpu::matmul_nt_int4(m, ns[2], k, x.data(), wb, want[2].data(), acc);
-        const cpu::NtProduct products[] = {{ns[0], &wa, cpu::WeightKind::kInt4, got[0].data()},
-                                           {ns[1], wf.data(), cpu::WeightKind::kF32, got[1].data()},
-                                           {ns[2], &wb, cpu::WeightKind::kInt4, got[2].data()}};
-        cpu::matmul_nt_shared_x(m, k, x.data(), products, 3, acc);
-        for (size_t i = 0; i < 3; ++i)
-          ASSERT_TRUE(identical("m=" + std::to_string(m) + " k=" + std::to_string(k) + " product " + std::to_string(i),
-                                got[i], want[i], {m, ns[i]}));
-      }
+  const auto inside_a_group = [](int64_t n, int64_t k, uint32_t seed) { return Int4Case(n, k, 45, 32, true, seed); };
+  const auto narrow_groups = [](int64_t n, int64_t k, uint32_t seed) { return Int4Case(n, k, 0, 5, false, seed); };
+  test::check_shared_x(cpu::WeightKind::kInt4, inside_a_group, narrow_groups, cpu::matmul_nt_int4);
 }
 
 // The bitwise comparison catches one nibble one step away (the high nibble of a byte: a

@@ -134,7 +134,8 @@ TEST(PlanRequestBuilder, CpuCountsFp8AndInt4AsStored) {
     // `stored` of a pack-quantized weight: its group scales' dtype; only BF16 ones are kept.
     EXPECT_EQ(kept_dtype(s, DType::kBF16, WeightsOnDevice::kAsStored, kCpuKeepsQuantized), DType::kI4);
     EXPECT_EQ(kept_dtype(s, DType::kF32, WeightsOnDevice::kAsStored, kCpuKeepsQuantized), DType::kF32);
-    EXPECT_EQ(kept_dtype(s, DType::kBF16, WeightsOnDevice::kAsStored, KeepsQuantized{false, false, false}), DType::kF32);
+    const KeepsQuantized none{false, false, false};
+    EXPECT_EQ(kept_dtype(s, DType::kBF16, WeightsOnDevice::kAsStored, none), DType::kF32);
     const Slice whole{true};
     const int64_t numel = s.shape[0] * s.shape[1];
     ASSERT_EQ(s.shape[1] % 32, 0) << s.name;
