@@ -41,7 +41,7 @@ struct PlanArgs {
   int batch = 1;
   std::string headroom = "1GiB";
   std::string weights_dtype = "as_stored";
-  std::string backend = "cuda";  // cpu: INT4 weights dequantised to f32 on load, as the CPU backend does
+  std::string backend = "cuda";  // cpu: what the CPU backend keeps as stored (plan::kCpuKeepsQuantized)
   std::string compute_dtype = "bfloat16";
   std::string out, report;
   bool yaml = false;
@@ -373,7 +373,7 @@ void add_plan_command(CLI::App& app, Commands& commands) {
   cmd->add_option("--context", a->context, "Longest context in tokens (KV cache, prefill)")->capture_default_str();
   cmd->add_option("--batch", a->batch, "Sequences resident at once")->capture_default_str();
   cmd->add_option("--weights-dtype", a->weights_dtype, "as_stored | bfloat16 | float32")->capture_default_str();
-  cmd->add_option("--backend", a->backend, "cuda | cpu: what a rank holds of FP8/INT4 weights (cpu: FP8 as stored, INT4 f32)")
+  cmd->add_option("--backend", a->backend, "cuda | cpu: what a rank holds of FP8/INT4 weights (cpu: both as stored, FP8 without block scales f32)")
       ->check(CLI::IsMember({"cuda", "cpu"}))
       ->capture_default_str();
   cmd->add_option("--compute-dtype", a->compute_dtype, "KV cache and activations: bfloat16 | float16 | float32")

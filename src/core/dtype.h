@@ -11,8 +11,9 @@
 namespace dayzero {
 
 // kI4 is not a safetensors dtype: a pack-quantized INT4 weight as the CPU backend keeps it (two
-// elements a byte, low nibble first, each stored as q + 8; every row starts on a byte), never
-// read from or written to a file.
+// elements a byte, low nibble first, each stored as q + 8; bytes() counts each row from a byte,
+// the backend's layout may pad rows further: kernels/ops.h Int4Weight), never read from or
+// written to a file.
 enum class DType : uint8_t { kF32, kF16, kBF16, kF8_E4M3, kF8_E5M2, kI8, kI16, kI32, kI64, kU8, kBool, kI4 };
 
 // Parses a safetensors dtype string ("F32", "BF16", "F8_E4M3", ...); nullopt when unknown
