@@ -42,6 +42,10 @@ for _ in $(seq 100); do
   sleep 0.2
 done
 scontrol -o show job "$jobid" | grep -o "JobState=[A-Z]* Reason=[A-Za-z]*" || true
+# Not in the second of the requeue: slurmd revoked the first attempt's credential then and
+# compares whole seconds, so an allocation made in that same second is killed ("Job credential
+# revoked", the job FAILED with exit 1), which a loaded machine hit 3 times in 7.
+sleep 2
 scontrol update JobId="$jobid" StartTime=now
 # Wait for the second attempt to have started (its wrapper moved the first aside): until then the
 # job can still show the first attempt's end.
