@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
+#include "checkpoint/pack_quantized.h"
 #include "kernels/ops.h"
 
 namespace {
@@ -156,33 +157,21 @@ struct StoredWeight {
   std::vector<uint8_t> fp8;
   std::vector<float> scale;
   Fp8Weight view;
-  std::vector<uint8_t> int4;        // [n, (k + 1) / 2] nibbles, q + 8
+  std::vector<uint8_t> int4;        // [n, 4 x words(k)]: the packed int32 words' bytes
   std::vector<uint16_t> int4_scale;  // [n, groups of 32] bf16
   Int4Weight int4_view;
 };
 
-// Row-wise INT4 in groups of 32 with bf16 scales amax / 7.5 (compressed-tensors' observer).
+// INT4 in groups of 32 as compressed-tensors' observer packs it (checkpoint::pack_quantize).
 void quantize_int4(const float* w, int64_t n, int64_t k, StoredWeight& s) {
-  const int64_t rb = (k + 1) / 2, groups = (k + 31) / 32;
-  s.int4.assign(static_cast<size_t>(n * rb), 0);
-  s.int4_scale.resize(static_cast<size_t>(n * groups));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t g = 0; g < groups; ++g) {
-      float amax = 0;
-      for (int64_t j = g * 32; j < std::min(k, g * 32 + 32); ++j) amax = std::max(amax, std::fabs(w[i * k + j]));
-      float scale = amax > 0 ? amax / 7.5f : 1.0f;
-      uint32_t bits;
-      std::memcpy(&bits, &scale, 4);
-      bits &= 0xffff0000u;  // bf16 by truncation
-      std::memcpy(&scale, &bits, 4);
-      s.int4_scale[static_cast<size_t>(i * groups + g)] = static_cast<uint16_t>(bits >> 16);
-      for (int64_t j = g * 32; j < std::min(k, g * 32 + 32); ++j) {
-        const int q = static_cast<int>(std::clamp(std::nearbyint(w[i * k + j] / scale), -8.0f, 7.0f));
-        s.int4[static_cast<size_t>(i * rb + j / 2)] |= static_cast<uint8_t>((q + 8) << (4 * (j % 2)));
-      }
-    }
-  s.int4_view = {s.int4.data(), s.int4_scale.data(), rb, groups, 0, 32};
+  const dayzero::checkpoint::PackQuant quant;  // 4 bits, groups of 32
+  dayzero::checkpoint::PackedWeight packed = dayzero::checkpoint::pack_quantize(w, n, k, quant);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(packed.packed.data());
+  s.int4.assign(bytes, bytes + packed.packed.size() * 4);
+  s.int4_scale = std::move(packed.scale_bf16);
+  s.int4_view = {s.int4.data(), s.int4_scale.data(), quant.words(k) * 4, quant.groups(k), 0, quant.group_size};
 }
+
 const StoredWeight& stored(const float* w, int64_t n, int64_t k) {
   static std::map<const float*, StoredWeight> made;
   StoredWeight& s = made[w];

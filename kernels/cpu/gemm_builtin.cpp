@@ -7,6 +7,7 @@
 // and the second opinion in the tests; there it does not compete with packed BLAS kernels.
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -48,8 +49,9 @@ static_assert(kKc % simd::kLanes == 0, "only the last k block may have a scalar 
 // the kLanes elements of row r from column p as f32, w_at(r, p) one of them, w_addr(r, p) where
 // its bytes are (for the prefetch); kWeightBits<W> bits an element. f32 and bf16 weights are
 // plain pointers (bf16 widened, exactly, on load); an FP8 weight as stored (Fp8Tiles) and an
-// INT4 one (Int4Tiles) convert each element to the value its dequantisation gives. Every view gives the tiles the same f32
-// values in the same order, so a weight as stored has the bits of its f32 form.
+// INT4 one (Int4Tiles) convert each element to the value its dequantisation gives. Every view
+// gives the tiles the same f32 values in the same order, so a weight as stored has the bits of
+// its f32 form.
 inline const float* w_rows(const float* w, int64_t j, int64_t k) { return w + j * k; }
 inline const uint16_t* w_rows(const uint16_t* w, int64_t j, int64_t k) { return w + j * k; }
 inline const float* w_row(const float* w, int64_t j, int64_t k) { return w + j * k; }
@@ -487,11 +489,9 @@ void prepare_int4(const Int4Weight& w, int64_t n, int64_t k, std::vector<int32_t
   DZ_CHECK(w.scale_cols == scale_cols,
            "int4 weight " << n << " x " << k << ": " << w.scale_cols << " scale columns, its groups need " << scale_cols);
   column_block_steps(w.col0, w.group_size, k, steps);
-  int shift = -1;
-  const bool pow2 = (w.group_size & (w.group_size - 1)) == 0;
-  if (pow2 && w.group_size % simd::kLanes == 0 && w.col0 % w.group_size == 0)
-    for (shift = 0; (int64_t{1} << shift) < w.group_size;) ++shift;
-  out = {&w, steps.data(), shift};
+  const bool by_shift = std::has_single_bit(static_cast<uint64_t>(w.group_size)) &&
+                        w.group_size % simd::kLanes == 0 && w.col0 % w.group_size == 0;
+  out = {&w, steps.data(), by_shift ? std::countr_zero(static_cast<uint64_t>(w.group_size)) : -1};
 }
 
 }  // namespace

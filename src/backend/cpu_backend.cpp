@@ -222,7 +222,8 @@ class CpuBackend final : public Backend {
                                                        << " (not a finite value)");
     }
     const size_t scale_bytes = static_cast<size_t>(sl.scale_bytes());
-    auto st = std::make_shared<QuantizedHostStorage<Fp8Layout>>(std::max<size_t>(1, static_cast<size_t>(sl.device_bytes())), fp8_);
+    const size_t bytes = std::max<size_t>(1, static_cast<size_t>(sl.device_bytes()));
+    auto st = std::make_shared<QuantizedHostStorage<Fp8Layout>>(bytes, fp8_);
     auto* base = static_cast<char*>(st->data());
     if (scale_bytes) std::memcpy(base, w.scale->data(), scale_bytes);
     if (n) std::memcpy(base + scale_bytes, q, static_cast<size_t>(n));

@@ -277,6 +277,7 @@ Result<PackQuantAsStored> load_pack_quantized_as_stored(const Catalog& catalog, 
   DZ_ASSIGN_OR_RETURN(PackedSlice sl, read_packed_slice(catalog, module, quant, out, in, reader, dim, begin, end));
   const int64_t n_cols = sl.c1 - sl.c0, g0 = sl.c0 / quant.group_size, row_bytes = (sl.w1 - sl.w0) * 4;
   PackQuantAsStored a;
+  a.cols = n_cols;
   a.col0 = sl.c0;
   a.group_size = quant.group_size;
   a.q = Tensor::host(DType::kU8, {sl.rows, row_bytes});

@@ -75,6 +75,7 @@ Result<Tensor> load_pack_quantized_f32(const Catalog& catalog, const std::string
 struct PackQuantAsStored {
   Tensor q;
   Tensor scale;
+  int64_t cols = 0;  // the slice's columns
   int64_t col0 = 0;
   int64_t group_size = 32;
 };

@@ -88,16 +88,13 @@ Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice we
     const checkpoint::TensorInfo* t = m.has_weights ? m.catalog.find(s.name) : nullptr;
     const bool fp8 = t ? t->dtype == DType::kF8_E4M3 || t->dtype == DType::kF8_E5M2 : !s.scale_name.empty();
     if (s.component == model::Component::kQuantScale) continue;
-    // A pack-quantized weight is kept with BF16 group scales only (from config.json alone the
-    // format's BF16 is assumed, as the label says).
+    if (s.pack_group <= 0 && !fp8) continue;
+    // The stored dtype kept_dtype takes: a pack-quantized weight's group scales' (from config.json
+    // alone the format's BF16, as the label says).
     const checkpoint::TensorInfo* scale =
-        s.pack_group > 0 && m.has_weights
-            ? m.catalog.find(model::pack_quant_scale_name(s))
-            : nullptr;
-    const bool kept = s.pack_group > 0 ? keeps.int4 && (!scale || scale->dtype == DType::kBF16)
-                      : fp8            ? (s.scale_name.empty() ? keeps.fp8_unscaled : keeps.fp8_blocks)
-                                       : true;
-    if (kept) continue;
+        s.pack_group > 0 && m.has_weights ? m.catalog.find(model::pack_quant_scale_name(s)) : nullptr;
+    const DType stored = s.pack_group > 0 ? (scale ? scale->dtype : DType::kBF16) : t ? t->dtype : DType::kF8_E4M3;
+    if (kept_dtype(s, stored, WeightsOnDevice::kAsStored, keeps) != DType::kF32) continue;
     w.stored_bytes.at(i) = 4;
     (s.pack_group > 0 ? int4_dequantised : fp8_dequantised) = true;
   }

@@ -175,9 +175,7 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
                                                                       spec.shape[1], reader, &rec, slice.dim,
                                                                       slice.begin, slice.end));
         DZ_RETURN_IF_ERROR(finite(spec, rec));
-        weights.put(spec.name, be.to_device_int4_weight({&a.q, &a.scale, slice.dim == 1 ? slice.end - slice.begin
-                                                                                        : spec.shape[1],
-                                                         a.col0, a.group_size}));
+        weights.put(spec.name, be.to_device_int4_weight({&a.q, &a.scale, a.cols, a.col0, a.group_size}));
         record(std::move(rec));
         continue;
       }

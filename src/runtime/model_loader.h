@@ -59,8 +59,8 @@ using SliceFn = std::function<TensorSlice(const model::TensorSpec&)>;
 // block-scaled FP8 weight kept as stored reaches a backend that keeps_fp8_weights() (CUDA; the
 // CPU under as_stored) as its FP8 bytes and covering scales (checkpoint::load_fp8_as_stored);
 // elsewhere it is dequantised on the host. A pack-quantized INT4 weight kept as stored reaches a
-// backend that keeps_int4_weights() (the CPU under as_stored) as its nibbles and f32 group
-// scales (checkpoint::load_pack_quantized_as_stored); elsewhere it is dequantised on the host.
+// backend that keeps_int4_weights() (the CPU under as_stored) as its int32 words and bf16
+// group scales (checkpoint::load_pack_quantized_as_stored); elsewhere it is dequantised on the host.
 // Absent: the backend's own rule (to_device_weight(host)), FP8 and INT4 dequantised.
 // BF16/F16 tensors reach a backend that wants_stored_dtype() as stored, others as host f32.
 Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::Weights& weights,

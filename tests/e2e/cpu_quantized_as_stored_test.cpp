@@ -8,7 +8,8 @@
 // columns). The weights the rank holds are the plan's (the run checks that) and under a third
 // of the float32 run's for FP8 (measured 3.42x fewer bytes), under 1 / 2.3 for the INT4 model
 // (2.63x on one rank, 2.48x under tp2: its experts are a small share beside the bf16 vision tower,
-// replicated over tp, and the embeddings).
+// replicated over tp, and the embeddings). The rest being bf16 (exactly half of f32), a ratio
+// above 2 holds only if the INT4 experts are kept under half their f32 bytes, i.e. as stored.
 #include <cstdio>
 #include <regex>
 
