@@ -19,6 +19,7 @@
 
 #include "bench_model.h"
 #include "core/clock.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/ops.h"
@@ -129,6 +130,32 @@ double plain_read_gb_s(const std::vector<std::pair<const float*, int64_t>>& span
   return best;
 }
 
+// One weight as the m = 1 GEMM reads it: w[n, k], f32 or bf16 as held.
+struct Gemv {
+  const void* w;
+  int64_t n, k;
+  bool bf16;
+};
+
+// GB/s of the built-in small-M kernel at m = 1 over `gemvs` in turn (the decode step's GEMMs
+// alone, no other kernel between them): what separates the plain read from the decode is the
+// kernel's own streaming below this and the rest of the step above it. Each weight is its own
+// call, where decode fuses q/k/v and gate/up: a weight under 128 K multiply-adds (k and v of the
+// 109 M llama) runs on one thread here, which puts this a few percent under decode's GEMMs.
+double gemv_sweep_gb_s(const std::vector<Gemv>& gemvs) {
+  int64_t k_max = 1, n_max = 1, bytes = 0;
+  for (const auto& g : gemvs) k_max = std::max(k_max, g.k), n_max = std::max(n_max, g.n);
+  std::vector<float> x(static_cast<size_t>(k_max), 0.01f), y(static_cast<size_t>(n_max));
+  const int64_t t0 = monotonic_ns();
+  for (const auto& g : gemvs) {
+    namespace gemm = kernels::cpu::gemm;
+    if (g.bf16) gemm::matmul_nt_small_bf16(1, g.n, g.k, x.data(), static_cast<const uint16_t*>(g.w), y.data(), 0.0f);
+    else gemm::builtin()->matmul_nt(1, g.n, g.k, x.data(), static_cast<const float*>(g.w), y.data(), 0.0f);
+    bytes += g.n * g.k * (g.bf16 ? 2 : 4);
+  }
+  return static_cast<double>(bytes) / (static_cast<double>(monotonic_ns() - t0) * 1e-9) * 1e-9;
+}
+
 Figure median(std::vector<Figure> v) {
   std::sort(v.begin(), v.end(), [](const Figure& a, const Figure& b) { return a.tokens_per_s < b.tokens_per_s; });
   return v[v.size() / 2];
@@ -139,6 +166,7 @@ struct Measured {
   double decode_gb_s = 0, mb_per_token = 0;
   double read_gb_s = 0;       // median of the reads taken between the decode runs
   double read_best_gb_s = 0;  // the fastest of them
+  double gemv_gb_s = 0;       // median of the GEMM-only sweeps taken with the reads
   int reads = 0;
 };
 
@@ -177,21 +205,24 @@ std::optional<Measured> measure(const model::ModelFolder& info, DType kept, int 
   // Batch 1 reads every weight once per token but the embedding table (one row each; all of
   // it when it is also the lm_head): its bytes per token against a plain read of them.
   std::vector<std::pair<const float*, int64_t>> spans;
+  std::vector<Gemv> gemvs;
   int64_t bytes = 0;
   for (const auto& r : recs) {
     if (r.name == "model.embed_tokens.weight" && !hp.tie_embeddings) continue;
     const Tensor& t = w.get(r.name);
     spans.push_back({static_cast<const float*>(t.data()), static_cast<int64_t>(t.bytes() / 4)});
     bytes += static_cast<int64_t>(t.bytes());
+    if (t.shape().size() == 2) gemvs.push_back({t.data(), t.shape()[0], t.shape()[1], t.dtype() == DType::kBF16});
   }
   (void)decode_once(fwd, hp, 1, prompt, 3);  // warm-up: first-touch of buffers and GEMM paths
   // The plain read is taken between the decode runs and summarised as they are (a median): on
   // a shared machine the memory bandwidth drifts by a fifth within a minute, and a best-of
   // read set against a median decode would charge the decode with that drift.
   std::vector<Figure> ones, batched;
-  std::vector<double> reads;
+  std::vector<double> reads, sweeps;
   for (int r = 0; r < repeats; ++r) {
     reads.push_back(plain_read_gb_s(spans, 2));
+    sweeps.push_back(gemv_sweep_gb_s(gemvs));
     ones.push_back(decode_once(fwd, hp, 1, prompt, steps));
     batched.push_back(decode_once(fwd, hp, batch, prompt, steps));
   }
@@ -201,6 +232,7 @@ std::optional<Measured> measure(const model::ModelFolder& info, DType kept, int 
   m.decode_gb_s = static_cast<double>(bytes) * m.one.tokens_per_s * 1e-9;
   m.read_gb_s = median_of(reads);
   m.read_best_gb_s = *std::max_element(reads.begin(), reads.end());
+  m.gemv_gb_s = median_of(sweeps);
   m.reads = static_cast<int>(reads.size());
   return m;
 }
@@ -219,6 +251,9 @@ void print(const char* what, const Measured& m, int batch) {
               "(ratio %.2f; median of %d reads between the runs, the fastest %.1f GB/s: ratio %.2f)\n",
               m.mb_per_token, m.decode_gb_s, m.read_gb_s, m.decode_gb_s / m.read_gb_s, m.reads, m.read_best_gb_s,
               m.decode_gb_s / m.read_best_gb_s);
+  std::printf("  gemms     the step's GEMMs alone at m = 1 over the same weights %.1f GB/s (ratio to the read %.2f; "
+              "median of %d)\n",
+              m.gemv_gb_s, m.gemv_gb_s / m.read_gb_s, m.reads - 1);
 }
 
 }  // namespace
