@@ -29,11 +29,13 @@ namespace fs = std::filesystem;
 // Timing reads at least this much of the weights per candidate, so the rows stream from memory
 // as in decode rather than from a last-level cache (32 MiB on the EPYCs measured).
 constexpr int64_t kSweepBytes = int64_t{64} << 20;
+// Whole rounds before the budget may stop the timing: a median needs three.
+constexpr int kMinRounds = 3;
 
 std::vector<SmallMSettings> candidate_settings() {
   std::vector<SmallMSettings> out;
   for (int rows : {1, 2, 3, 4})
-    for (int64_t pf : {int64_t{0}, int64_t{4096}, int64_t{8192}, int64_t{16384}}) out.push_back({rows, pf});
+    for (int64_t pf : {int64_t{0}, int64_t{8192}, int64_t{16384}}) out.push_back({rows, pf});
   return out;
 }
 
@@ -156,6 +158,40 @@ std::string small_m_cache_key(const std::vector<TuneWeight>& weights) {
   return hex;
 }
 
+namespace {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
+std::vector<double> round_relative_times(const std::vector<std::vector<double>>& times) {
+  size_t rounds = 0;
+  for (const auto& t : times) rounds = std::max(rounds, t.size());
+  std::vector<std::vector<double>> rel(times.size());
+  for (size_t r = 0; r < rounds; ++r) {
+    std::vector<double> round;
+    for (const auto& t : times)
+      if (!t.empty()) round.push_back(t[r]);
+    const double mid = median(round);
+    for (size_t c = 0; c < times.size(); ++c)
+      if (!times[c].empty()) rel[c].push_back(times[c][r] / mid);
+  }
+  std::vector<double> out(times.size(), 0.0);
+  for (size_t c = 0; c < rel.size(); ++c)
+    if (!rel[c].empty()) out[c] = median(rel[c]);
+  return out;
+}
+
+int round_median_choice(const std::vector<std::vector<double>>& times) {
+  const std::vector<double> rel = round_relative_times(times);
+  int chosen = -1;
+  for (size_t c = 0; c < rel.size(); ++c)
+    if (rel[c] > 0 && (chosen < 0 || rel[c] < rel[static_cast<size_t>(chosen)])) chosen = static_cast<int>(c);
+  return chosen;
+}
+
 SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::string& cache_dir, double budget_s) {
   SmallMTuning t;
   if (weights.empty()) {
@@ -201,29 +237,38 @@ SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::str
     sweep.push_back(&w);
     bytes += w.n * w.k * (w.bf16 ? 2 : 4);
   }
-  // Rounds over the candidates in turn, each candidate's best sweep time, until the budget is
-  // spent: after the first round the measurement stops at the first candidate that would start
-  // past it (a later round only refines the best times).
-  std::vector<double> best(t.candidates.size(), 1e30);
-  bool spent = false;
-  for (int round = 0; !spent; ++round) {
-    for (size_t i = 0; i < t.candidates.size() && !spent; ++i) {
-      if (!t.candidates[i].rejected.empty()) continue;
+  // Whole rounds over the candidates, each round starting one candidate later (none always
+  // follows the same other), at least kMinRounds of them and then until the budget is spent.
+  // The choice compares each sweep with the others of its round (round_median_choice): the
+  // memory bandwidth of a shared machine drifts by a fifth within a second, and the fastest
+  // single sweep picked a setting 3-6 % slower in the median (docs/gemm.md, "Chosen by measuring").
+  std::vector<size_t> timed;
+  for (size_t i = 0; i < t.candidates.size(); ++i)
+    if (t.candidates[i].rejected.empty()) timed.push_back(i);
+  std::vector<std::vector<double>> times(t.candidates.size());
+  std::vector<double> round_medians;
+  for (int round = 0; !timed.empty(); ++round) {
+    const int64_t r0 = monotonic_ns();
+    std::vector<double> this_round;
+    for (size_t u = 0; u < timed.size(); ++u) {
+      const size_t i = timed[(u + static_cast<size_t>(round)) % timed.size()];
       set_small_m_settings(t.candidates[i].settings);
       const int64_t s0 = monotonic_ns();
       for (const TuneWeight* w : sweep) gemv(*w, x.data(), y.data());
-      const int64_t s1 = monotonic_ns();
-      best[i] = std::min(best[i], static_cast<double>(s1 - s0) * 1e-9);
-      spent = round >= 1 && static_cast<double>(s1 - t0) * 1e-9 >= budget_s;
+      times[i].push_back(static_cast<double>(monotonic_ns() - s0) * 1e-9);
+      this_round.push_back(times[i].back());
     }
-    if (static_cast<double>(monotonic_ns() - t0) * 1e-9 >= budget_s) spent = true;
+    round_medians.push_back(median(this_round));
+    // Another round only when it ends within the budget (it takes about as long as this one).
+    const int64_t now = monotonic_ns();
+    if (round + 1 >= kMinRounds && static_cast<double>(now + (now - r0) - t0) * 1e-9 > budget_s) break;
   }
-  int chosen = -1;
-  for (size_t i = 0; i < t.candidates.size(); ++i) {
-    if (!t.candidates[i].rejected.empty()) continue;
-    t.candidates[i].gb_s = static_cast<double>(bytes) / best[i] * 1e-9;
-    if (chosen < 0 || t.candidates[i].gb_s > t.candidates[static_cast<size_t>(chosen)].gb_s) chosen = static_cast<int>(i);
-  }
+  const int chosen = round_median_choice(times);
+  // Each candidate's GB/s at the rounds' median speed, scaled by its median time relative to
+  // its rounds: the figures rank as the choice does.
+  const std::vector<double> rel = round_relative_times(times);
+  const double typical = median(round_medians);
+  for (size_t i : timed) t.candidates[i].gb_s = static_cast<double>(bytes) / (rel[i] * typical) * 1e-9;
   t.chosen = chosen < 0 ? before : t.candidates[static_cast<size_t>(chosen)].settings;
   set_small_m_settings(t.chosen);
   t.seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;

@@ -20,7 +20,10 @@ struct TuneWeight {
 
 struct SmallMCandidate {
   SmallMSettings settings;
-  double gb_s = 0;       // weight bytes read per second at m = 1, best sweep
+  // Weight bytes read per second at m = 1: the rounds' median sweep time scaled by this
+  // candidate's median time relative to its rounds (round_relative_times), so the figures
+  // rank the candidates as the choice does.
+  double gb_s = 0;
   std::string rejected;  // why it could not be chosen ("bits differ"), empty when it could
 };
 
@@ -35,10 +38,18 @@ struct SmallMTuning {
 
 // Checks every candidate (the default against the reference twin, every other against the
 // default bit for bit), times the correct ones at m = 1 over the weights (at least 64 MiB of
-// them when held, so they stream from memory), rounds interleaved until budget_s is spent, and
-// sets the fastest (set_small_m_settings). With a cache_dir, a result for the same CPU model,
+// them when held, so they stream from memory) in whole interleaved rounds (three, then more
+// while one more ends within budget_s), and sets the one round_median_choice picks (set_small_m_settings). With a cache_dir, a result for the same CPU model,
 // ISA, thread count and weight shapes is read from there instead, and a new one written there.
 SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::string& cache_dir, double budget_s = 0.2);
+
+// times[c][r]: candidate c's sweep time in round r (empty for a candidate not timed). Each time
+// is divided by its round's median; a candidate's figure is the median of its ratios (0 when not
+// timed). Drift between rounds cancels, and one lucky sweep does not decide as it would under
+// the fastest single time.
+std::vector<double> round_relative_times(const std::vector<std::vector<double>>& times);
+// The timed candidate with the smallest round_relative_times figure, -1 when none was timed.
+int round_median_choice(const std::vector<std::vector<double>>& times);
 
 // The cache file's key: a hash of the CPU model name, ISA, thread count and weight shapes.
 std::string small_m_cache_key(const std::vector<TuneWeight>& weights);
