@@ -79,13 +79,14 @@ GemmPath* onednn(std::string* why);
 // kernel_threads()). Always available; each y element is summed in the same order whatever
 // the thread count.
 GemmPath* builtin();
-// The built-in small-M kernel's free parameters: the width of its m = 1 tiles (rows of w read
-// side by side, 1..4) and its software prefetch distance along w (bytes; 0: none). Neither
-// changes which products an output sums or in which order, so every setting gives the same
-// bits; the start-up tuning (tune_small_m) picks among them by time. Process-wide.
+// The built-in small-M kernel's free parameters at m = 1 (batch-1 decode): the width of its
+// tiles (rows of w read side by side, 1..4) and its software prefetch distance along w (bytes;
+// 0: none). Neither changes which products an output sums or in which order, so every setting
+// gives the same bits; the start-up tuning (tune_small_m) picks among them by timing m = 1.
+// 2 <= m <= 16 keeps its own prefetch distance (8 KiB). Process-wide.
 struct SmallMSettings {
   int m1_rows = 2;
-  int64_t prefetch_bytes = 8192;
+  int64_t m1_prefetch_bytes = 8192;
 };
 SmallMSettings small_m_settings();
 void set_small_m_settings(const SmallMSettings& s);

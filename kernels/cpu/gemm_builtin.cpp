@@ -256,14 +256,18 @@ constexpr int kMrSmall = 8, kNrSmall = 3;
 constexpr int kMrSmall = 4, kNrSmall = 2;
 #endif
 constexpr int64_t kSmallMaxM = 16;
-// Software prefetch distance along w, in floats (8 KiB): w is contiguous, so this runs ahead
-// into the next tiles' rows. Measured at m = 8 on the decode shapes (docs/gemm.md, "Small M"):
-// 4-16 KiB ahead with prefetcht0 is 1.3-1.6x no prefetch; 2 KiB, or the non-temporal hint,
-// gains little. Prefetching past the end of w is harmless (a prefetch never faults).
-// A bf16 weight prefetches the same distance in bytes. The start-up tuning (gemm_tune.cpp) may
-// change the distance and the m = 1 tile width (SmallMSettings): neither changes the bits.
+// Software prefetch distance along w at 2 <= m <= 16, 8 KiB: w is contiguous, so this runs
+// ahead into the next tiles' rows. Measured at m = 8 on the decode shapes (docs/gemm.md, "Small
+// M"): 4-16 KiB ahead with prefetcht0 is 1.3-1.6x no prefetch; 2 KiB, or the non-temporal hint,
+// gains little. Prefetching past the end of w is harmless (a prefetch never faults). A bf16
+// weight prefetches the same distance in bytes.
+constexpr int64_t kSmallPrefetchBytes = 8192;
+// m = 1's tile width and prefetch distance, which the start-up tuning (gemm_tune.cpp) times at
+// m = 1 and may change (SmallMSettings): neither changes the bits. m > 1 keeps its own distance:
+// the tuning does not time it (on the AVX2 EPYC m = 1 read fastest without a prefetch, which
+// cost batch-8 decode a third).
 std::atomic<int> g_m1_rows{kNrGemv};
-std::atomic<int64_t> g_prefetch_bytes{2048 * 4};
+std::atomic<int64_t> g_m1_prefetch_bytes{kSmallPrefetchBytes};
 
 // One step of a small tile: NR vectors of w at p, each multiplied into MR accumulators.
 template <int MR, int NR, typename R>
@@ -346,8 +350,8 @@ template <typename W>
 void gemm_columns_small(int64_t m, int64_t n, int64_t k, const float* x, const W& w, float* y, float beta,
                         int64_t j0, int64_t j1) {
   const bool add = beta != 0.0f;
-  const int64_t pf = g_prefetch_bytes.load(std::memory_order_relaxed);
   if (m == 1) {
+    const int64_t pf = g_m1_prefetch_bytes.load(std::memory_order_relaxed);
     switch (g_m1_rows.load(std::memory_order_relaxed)) {
       case 1: return gemv_columns<1, W>(n, k, x, w, y, add, j0, j1, pf);
       case 3: return gemv_columns<3, W>(n, k, x, w, y, add, j0, j1, pf);
@@ -359,7 +363,8 @@ void gemm_columns_small(int64_t m, int64_t n, int64_t k, const float* x, const W
     const int jn = static_cast<int>(std::min<int64_t>(kNrSmall, j1 - j));
     for (int64_t i = 0; i < m; i += kMrSmall) {
       const int in = static_cast<int>(std::min<int64_t>(kMrSmall, m - i));
-      tile_small_edge<kMrSmall, kNrSmall, W>(in, jn, x + i * k, w_rows(w, j, k), k, y + i * n + j, n, add, pf);
+      tile_small_edge<kMrSmall, kNrSmall, W>(in, jn, x + i * k, w_rows(w, j, k), k, y + i * n + j, n, add,
+                                             kSmallPrefetchBytes);
     }
   }
 }
@@ -428,13 +433,13 @@ GemmPath* builtin() {
   return &path;
 }
 
-SmallMSettings small_m_settings() { return {g_m1_rows.load(), g_prefetch_bytes.load()}; }
+SmallMSettings small_m_settings() { return {g_m1_rows.load(), g_m1_prefetch_bytes.load()}; }
 
 void set_small_m_settings(const SmallMSettings& s) {
-  DZ_CHECK(s.m1_rows >= 1 && s.m1_rows <= 4 && s.prefetch_bytes >= 0,
-           "small-M settings: m = 1 rows " << s.m1_rows << ", prefetch " << s.prefetch_bytes);
+  DZ_CHECK(s.m1_rows >= 1 && s.m1_rows <= 4 && s.m1_prefetch_bytes >= 0,
+           "small-M settings: m = 1 rows " << s.m1_rows << ", prefetch " << s.m1_prefetch_bytes);
   g_m1_rows.store(s.m1_rows);
-  g_prefetch_bytes.store(s.prefetch_bytes);
+  g_m1_prefetch_bytes.store(s.m1_prefetch_bytes);
 }
 
 void matmul_nt_small_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, float beta) {

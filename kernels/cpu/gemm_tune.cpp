@@ -82,7 +82,7 @@ double reference_row(const TuneWeight& t, const float* x, int64_t row) {
 
 std::string settings_name(const SmallMSettings& s) {
   return "1x" + std::to_string(s.m1_rows) + " tiles, prefetch " +
-         (s.prefetch_bytes ? std::to_string(s.prefetch_bytes / 1024) + " KiB" : std::string("off"));
+         (s.m1_prefetch_bytes ? std::to_string(s.m1_prefetch_bytes / 1024) + " KiB" : std::string("off"));
 }
 
 bool read_cache(const fs::path& file, SmallMTuning* out) {
@@ -96,13 +96,13 @@ bool read_cache(const fs::path& file, SmallMTuning* out) {
     ls >> tag;
     SmallMCandidate c;
     if (tag == "chosen") {
-      if (!(ls >> t.chosen.m1_rows >> t.chosen.prefetch_bytes)) return false;
+      if (!(ls >> t.chosen.m1_rows >> t.chosen.m1_prefetch_bytes)) return false;
     } else if (tag == "candidate") {
-      if (!(ls >> c.settings.m1_rows >> c.settings.prefetch_bytes >> c.gb_s)) return false;
+      if (!(ls >> c.settings.m1_rows >> c.settings.m1_prefetch_bytes >> c.gb_s)) return false;
       t.candidates.push_back(c);
     }
   }
-  if (t.candidates.empty() || t.chosen.m1_rows < 1 || t.chosen.m1_rows > 4 || t.chosen.prefetch_bytes < 0)
+  if (t.candidates.empty() || t.chosen.m1_rows < 1 || t.chosen.m1_rows > 4 || t.chosen.m1_prefetch_bytes < 0)
     return false;
   t.source = "cached in " + file.string();
   *out = std::move(t);
@@ -116,10 +116,10 @@ void write_cache(const fs::path& file, const SmallMTuning& t) {
   const fs::path tmp = file.string() + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(tmp);
-    out << "chosen " << t.chosen.m1_rows << " " << t.chosen.prefetch_bytes << "\n";
+    out << "chosen " << t.chosen.m1_rows << " " << t.chosen.m1_prefetch_bytes << "\n";
     for (const auto& c : t.candidates)
       if (c.rejected.empty())
-        out << "candidate " << c.settings.m1_rows << " " << c.settings.prefetch_bytes << " " << c.gb_s << "\n";
+        out << "candidate " << c.settings.m1_rows << " " << c.settings.m1_prefetch_bytes << " " << c.gb_s << "\n";
     if (!out) return;
   }
   fs::rename(tmp, file, ec);  // atomic: ranks starting together read a whole file or none
@@ -130,11 +130,11 @@ void write_cache(const fs::path& file, const SmallMTuning& t) {
 
 std::string SmallMTuning::describe() const {
   std::ostringstream os;
-  os << "small-M kernel " << settings_name(chosen) << " (" << source;
+  os << "small-M kernel at m = 1: " << settings_name(chosen) << " (" << source;
   if (seconds > 0) os << " in " << static_cast<int>(seconds * 1000 + 0.5) << " ms";
   os << "); m = 1 GB/s:";
   for (const auto& c : candidates) {
-    os << " " << c.settings.m1_rows << "/" << c.settings.prefetch_bytes / 1024 << "K ";
+    os << " " << c.settings.m1_rows << "/" << c.settings.m1_prefetch_bytes / 1024 << "K ";
     if (!c.rejected.empty()) os << "rejected (" << c.rejected << ")";
     else {
       char buf[32];

@@ -32,7 +32,7 @@ struct SmallMTuning {
   std::vector<SmallMCandidate> candidates;
   double seconds = 0;  // the measurement's wall time (0 when read from the cache)
   std::string source;  // "measured", "cached in PATH", ...
-  // "small-M kernel 1x2 tiles, prefetch 8 KiB (measured in 150 ms); m = 1 GB/s: 1/0K 18.2 ..."
+  // "small-M kernel at m = 1: 1x2 tiles, prefetch 8 KiB (measured in 150 ms); m = 1 GB/s: 1/0K 18.2 ..."
   std::string describe() const;
 };
 

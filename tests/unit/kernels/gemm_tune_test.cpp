@@ -71,18 +71,18 @@ TEST(GemmTune, ChoosesAMeasuredCandidateAndCachesIt) {
   EXPECT_EQ(first.source, "measured");
   ASSERT_EQ(first.candidates.size(), 12u);
   for (const auto& c : first.candidates) {
-    EXPECT_TRUE(c.rejected.empty()) << c.settings.m1_rows << "/" << c.settings.prefetch_bytes << ": " << c.rejected;
+    EXPECT_TRUE(c.rejected.empty()) << c.settings.m1_rows << "/" << c.settings.m1_prefetch_bytes << ": " << c.rejected;
     EXPECT_GT(c.gb_s, 0);
   }
   EXPECT_EQ(cpu::gemm::small_m_settings().m1_rows, first.chosen.m1_rows);
-  EXPECT_EQ(cpu::gemm::small_m_settings().prefetch_bytes, first.chosen.prefetch_bytes);
+  EXPECT_EQ(cpu::gemm::small_m_settings().m1_prefetch_bytes, first.chosen.m1_prefetch_bytes);
   std::printf("%s\n", first.describe().c_str());
 
   cpu::gemm::set_small_m_settings(SmallMSettings{});
   const auto again = cpu::gemm::tune_small_m(weights, dir.string(), 0.05);
   EXPECT_EQ(again.source.rfind("cached in ", 0), 0u) << again.source;
   EXPECT_EQ(again.chosen.m1_rows, first.chosen.m1_rows);
-  EXPECT_EQ(again.chosen.prefetch_bytes, first.chosen.prefetch_bytes);
+  EXPECT_EQ(again.chosen.m1_prefetch_bytes, first.chosen.m1_prefetch_bytes);
   EXPECT_EQ(cpu::gemm::small_m_settings().m1_rows, first.chosen.m1_rows);
 
   // Other shapes: another key. A corrupt file for these shapes is measured again.
