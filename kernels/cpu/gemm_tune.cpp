@@ -17,6 +17,7 @@
 
 #include <unistd.h>
 
+#include "core/check.h"
 #include "core/clock.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
@@ -169,6 +170,9 @@ double median(std::vector<double> v) {
 std::vector<double> round_relative_times(const std::vector<std::vector<double>>& times) {
   size_t rounds = 0;
   for (const auto& t : times) rounds = std::max(rounds, t.size());
+  for (const auto& t : times)
+    DZ_CHECK(t.empty() || t.size() == rounds,
+             "round_relative_times: a candidate timed in " << t.size() << " of " << rounds << " rounds");
   std::vector<std::vector<double>> rel(times.size());
   for (size_t r = 0; r < rounds; ++r) {
     std::vector<double> round;
@@ -238,10 +242,10 @@ SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::str
     bytes += w.n * w.k * (w.bf16 ? 2 : 4);
   }
   // Whole rounds over the candidates, each round starting one candidate later (none always
-  // follows the same other), at least kMinRounds of them and then until the budget is spent.
-  // The choice compares each sweep with the others of its round (round_median_choice): the
-  // memory bandwidth of a shared machine drifts by a fifth within a second, and the fastest
-  // single sweep picked a setting 3-6 % slower in the median (docs/gemm.md, "Chosen by measuring").
+  // follows the same other): kMinRounds of them, then more while one more ends within the
+  // budget. The choice compares each sweep with the others of its round (round_median_choice):
+  // the memory bandwidth of a shared machine drifts by a fifth within a second, and the fastest
+  // single sweep picked a setting 4-6 % slower in the median (docs/gemm.md, "Chosen by measuring").
   std::vector<size_t> timed;
   for (size_t i = 0; i < t.candidates.size(); ++i)
     if (t.candidates[i].rejected.empty()) timed.push_back(i);

@@ -43,10 +43,10 @@ struct SmallMTuning {
 // ISA, thread count and weight shapes is read from there instead, and a new one written there.
 SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::string& cache_dir, double budget_s = 0.2);
 
-// times[c][r]: candidate c's sweep time in round r (empty for a candidate not timed). Each time
-// is divided by its round's median; a candidate's figure is the median of its ratios (0 when not
-// timed). Drift between rounds cancels, and one lucky sweep does not decide as it would under
-// the fastest single time.
+// times[c][r]: candidate c's sweep time in round r (empty for a candidate not timed; a timed
+// one has a time in every round, else DZ_CHECK fails). Each time is divided by its round's
+// median; a candidate's figure is the median of its ratios (0 when not timed). Drift between
+// rounds cancels, and one lucky sweep does not decide as it would under the fastest single time.
 std::vector<double> round_relative_times(const std::vector<std::vector<double>>& times);
 // The timed candidate with the smallest round_relative_times figure, -1 when none was timed.
 int round_median_choice(const std::vector<std::vector<double>>& times);

@@ -125,6 +125,8 @@ TEST(GemmTune, ChoiceComparesSweepsWithinTheirRound) {
   skipped[1].clear();
   EXPECT_EQ(cpu::gemm::round_median_choice(skipped), 0);
   EXPECT_EQ(cpu::gemm::round_median_choice({{}, {}}), -1);
+  // A candidate missing from a round has no ratio there: refused, not guessed.
+  EXPECT_DEATH(cpu::gemm::round_median_choice({{1.0, 1.1}, {1.0}}), "timed in 1 of 2 rounds");
 }
 
 // Restores the large-M path when a test ends.
