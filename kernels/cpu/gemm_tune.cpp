@@ -27,11 +27,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Timing reads at least this much of the weights per candidate, so the rows stream from memory
-// as in decode rather than from a last-level cache (32 MiB on the EPYCs measured).
-constexpr int64_t kSweepBytes = int64_t{64} << 20;
-// Whole rounds before the budget may stop the timing: a median needs three.
-constexpr int kMinRounds = 3;
+// The timing interleaves the candidates weight by weight (tune_small_m), so each is compared
+// with the others within milliseconds: the memory bandwidth of a shared VM swings by a fifth over
+// tens of milliseconds (64 MiB sweeps one after another on the 2-vCPU EPYC read 12-19 GB/s), and
+// a whole sweep per candidate chose a setting 2-12 % slower than the best in most starts there
+// (docs/gemm.md, "Chosen by measuring").
+// A weight larger than this is timed in pieces of about this size (a decode product's weight
+// is read whole, 1-60 MB).
+constexpr int64_t kPieceBytes = int64_t{16} << 20;
+// Bytes the other candidates read between two reads of the same piece, so every read streams
+// from memory as in decode: four times the 32 MiB L3 of the EPYCs measured (at twice, the reads
+// ran at 27-32 GB/s against a plain read's 22: partly from the L3).
+constexpr int64_t kReuseBytes = int64_t{128} << 20;
 
 std::vector<SmallMSettings> candidate_settings() {
   std::vector<SmallMSettings> out;
@@ -59,11 +66,18 @@ std::string cpu_model_name() {
   return "unknown cpu";
 }
 
-// y[1, n] = x · w^T for one weight, through the built-in small-M kernel.
-void gemv(const TuneWeight& t, const float* x, float* y) {
-  if (t.bf16) matmul_nt_small_bf16(1, t.n, t.k, x, static_cast<const uint16_t*>(t.w), y, 0.0f);
-  else builtin()->matmul_nt(1, t.n, t.k, x, static_cast<const float*>(t.w), y, 0.0f);
+// y[1, rows] = x · w[row0 : row0 + rows]^T for one weight, through the built-in small-M kernel.
+void gemv(const TuneWeight& t, const float* x, float* y, int64_t row0 = 0, int64_t rows = -1) {
+  if (rows < 0) rows = t.n;
+  if (t.bf16) matmul_nt_small_bf16(1, rows, t.k, x, static_cast<const uint16_t*>(t.w) + row0 * t.k, y, 0.0f);
+  else builtin()->matmul_nt(1, rows, t.k, x, static_cast<const float*>(t.w) + row0 * t.k, y, 0.0f);
 }
+
+// Rows [row0, row0 + rows) of one weight: a unit of the timing.
+struct Piece {
+  const TuneWeight* w;
+  int64_t row0, rows;
+};
 
 // The reference twin for a few rows of one weight.
 double reference_row(const TuneWeight& t, const float* x, int64_t row) {
@@ -133,6 +147,7 @@ std::string SmallMTuning::describe() const {
   std::ostringstream os;
   os << "small-M kernel at m = 1: " << settings_name(chosen) << " (" << source;
   if (seconds > 0) os << " in " << static_cast<int>(seconds * 1000 + 0.5) << " ms";
+  if (passes > 0) os << ": " << passes << " passes over " << pieces << " pieces";
   os << "); m = 1 GB/s:";
   for (const auto& c : candidates) {
     os << " " << c.settings.m1_rows << "/" << c.settings.m1_prefetch_bytes / 1024 << "K ";
@@ -167,32 +182,18 @@ double median(std::vector<double> v) {
 }
 }  // namespace
 
-std::vector<double> round_relative_times(const std::vector<std::vector<double>>& times) {
-  size_t rounds = 0;
-  for (const auto& t : times) rounds = std::max(rounds, t.size());
-  for (const auto& t : times)
-    DZ_CHECK(t.empty() || t.size() == rounds,
-             "round_relative_times: a candidate timed in " << t.size() << " of " << rounds << " rounds");
-  std::vector<std::vector<double>> rel(times.size());
-  for (size_t r = 0; r < rounds; ++r) {
-    std::vector<double> round;
-    for (const auto& t : times)
-      if (!t.empty()) round.push_back(t[r]);
-    const double mid = median(round);
-    for (size_t c = 0; c < times.size(); ++c)
-      if (!times[c].empty()) rel[c].push_back(times[c][r] / mid);
+int interleaved_choice(const std::vector<std::vector<double>>& step_times, std::vector<double>* seconds) {
+  const size_t n = step_times.empty() ? 0 : step_times.front().size();
+  std::vector<double> total(n, 0.0);
+  for (const auto& step : step_times) {
+    DZ_CHECK(step.size() == n, "interleaved_choice: a step with " << step.size() << " of " << n << " candidates");
+    const double cap = 2 * median(step);
+    for (size_t u = 0; u < n; ++u) total[u] += std::min(step[u], cap);
   }
-  std::vector<double> out(times.size(), 0.0);
-  for (size_t c = 0; c < rel.size(); ++c)
-    if (!rel[c].empty()) out[c] = median(rel[c]);
-  return out;
-}
-
-int round_median_choice(const std::vector<std::vector<double>>& times) {
-  const std::vector<double> rel = round_relative_times(times);
+  if (seconds) *seconds = total;
   int chosen = -1;
-  for (size_t c = 0; c < rel.size(); ++c)
-    if (rel[c] > 0 && (chosen < 0 || rel[c] < rel[static_cast<size_t>(chosen)])) chosen = static_cast<int>(c);
+  for (size_t u = 0; u < n; ++u)
+    if (chosen < 0 || total[u] < total[static_cast<size_t>(chosen)]) chosen = static_cast<int>(u);
   return chosen;
 }
 
@@ -233,46 +234,67 @@ SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::str
     else if (std::memcmp(y.data(), y0.data(), static_cast<size_t>(first.n) * 4) != 0) cand.rejected = "bits differ";
     t.candidates.push_back(cand);
   }
-  // The weights to sweep: from the first, until kSweepBytes are covered (all of them when fewer).
-  std::vector<const TuneWeight*> sweep;
-  int64_t bytes = 0;
-  for (const auto& w : weights) {
-    if (bytes >= kSweepBytes) break;
-    sweep.push_back(&w);
-    bytes += w.n * w.k * (w.bf16 ? 2 : 4);
-  }
-  // Whole rounds over the candidates, each round starting one candidate later (none always
-  // follows the same other): kMinRounds of them, then more while one more ends within the
-  // budget. The choice compares each sweep with the others of its round (round_median_choice):
-  // the memory bandwidth of a shared machine drifts by a fifth within a second, and the fastest
-  // single sweep picked a setting 4-6 % slower in the median (docs/gemm.md, "Chosen by measuring").
   std::vector<size_t> timed;
   for (size_t i = 0; i < t.candidates.size(); ++i)
     if (t.candidates[i].rejected.empty()) timed.push_back(i);
-  std::vector<std::vector<double>> times(t.candidates.size());
-  std::vector<double> round_medians;
-  for (int round = 0; !timed.empty(); ++round) {
-    const int64_t r0 = monotonic_ns();
-    std::vector<double> this_round;
-    for (size_t u = 0; u < timed.size(); ++u) {
-      const size_t i = timed[(u + static_cast<size_t>(round)) % timed.size()];
-      set_small_m_settings(t.candidates[i].settings);
-      const int64_t s0 = monotonic_ns();
-      for (const TuneWeight* w : sweep) gemv(*w, x.data(), y.data());
-      times[i].push_back(static_cast<double>(monotonic_ns() - s0) * 1e-9);
-      this_round.push_back(times[i].back());
+  const int64_t n_timed = static_cast<int64_t>(timed.size());
+  // The pieces, from the first weight on, enough that the n_timed pieces read at one step are
+  // distinct and a piece comes back (to the next candidate) only after kReuseBytes of others:
+  // `stride` steps of n_timed pieces apart.
+  auto stride_for = [&](int64_t piece_bytes) {
+    const int64_t step_bytes = std::max<int64_t>(1, piece_bytes * std::max<int64_t>(1, n_timed));
+    return std::max<int64_t>(1, (kReuseBytes + step_bytes - 1) / step_bytes);
+  };
+  std::vector<Piece> pieces;
+  int64_t bytes = 0;
+  auto covered = [&] {
+    const int64_t n = static_cast<int64_t>(pieces.size());
+    return n > 0 && n >= std::max<int64_t>(1, n_timed) * stride_for(bytes / n);
+  };
+  for (const auto& w : weights) {
+    const int64_t row_bytes = w.k * (w.bf16 ? 2 : 4);
+    const int64_t rows = std::clamp<int64_t>(kPieceBytes / std::max<int64_t>(1, row_bytes), 1, w.n);
+    for (int64_t r = 0; r < w.n && !covered(); r += rows) {
+      pieces.push_back({&w, r, std::min(rows, w.n - r)});
+      bytes += pieces.back().rows * row_bytes;
     }
-    round_medians.push_back(median(this_round));
-    // Another round only when it ends within the budget (it takes about as long as this one).
-    const int64_t now = monotonic_ns();
-    if (round + 1 >= kMinRounds && static_cast<double>(now + (now - r0) - t0) * 1e-9 > budget_s) break;
+    if (covered()) break;
   }
-  const int chosen = round_median_choice(times);
-  // Each candidate's GB/s at the rounds' median speed, scaled by its median time relative to
-  // its rounds: the figures rank as the choice does.
-  const std::vector<double> rel = round_relative_times(times);
-  const double typical = median(round_medians);
-  for (size_t i : timed) t.candidates[i].gb_s = static_cast<double>(bytes) / (rel[i] * typical) * 1e-9;
+  const int64_t n_pieces = static_cast<int64_t>(pieces.size());
+  // Fewer weights than that (a model the last-level cache holds, in decode too): the candidates
+  // as far apart as the pieces allow.
+  const int64_t stride =
+      covered() ? stride_for(bytes / n_pieces) : std::max<int64_t>(1, n_pieces / std::max<int64_t>(1, n_timed));
+  // Passes: at step i every candidate reads one piece (candidate u the piece u * stride after
+  // i, in an order that rotates with i), so over a pass each reads every piece once and all of
+  // them read at the same moments. One pass, then more while one more ends within the budget.
+  std::vector<std::vector<double>> step_times;  // [step][u]
+  int passes = 0;
+  for (int64_t pass_ns = 0; !timed.empty();) {
+    const int64_t p0 = monotonic_ns();
+    if (passes > 0 && static_cast<double>(p0 + pass_ns - t0) * 1e-9 > budget_s) break;
+    for (int64_t i = 0; i < n_pieces; ++i) {
+      std::vector<double> step(timed.size());
+      for (int64_t v = 0; v < n_timed; ++v) {
+        const int64_t u = (v + i) % n_timed;
+        const Piece& pc = pieces[static_cast<size_t>((i + u * stride) % n_pieces)];
+        set_small_m_settings(t.candidates[timed[static_cast<size_t>(u)]].settings);
+        const int64_t s0 = monotonic_ns();
+        gemv(*pc.w, x.data(), y.data(), pc.row0, pc.rows);
+        step[static_cast<size_t>(u)] = static_cast<double>(monotonic_ns() - s0) * 1e-9;
+      }
+      step_times.push_back(std::move(step));
+    }
+    ++passes;
+    pass_ns = monotonic_ns() - p0;
+  }
+  std::vector<double> seconds;
+  const int u_chosen = interleaved_choice(step_times, &seconds);
+  const int chosen = u_chosen < 0 ? -1 : static_cast<int>(timed[static_cast<size_t>(u_chosen)]);
+  for (size_t u = 0; u < timed.size(); ++u)
+    t.candidates[timed[u]].gb_s = static_cast<double>(bytes) * passes / seconds[u] * 1e-9;
+  t.passes = passes;
+  t.pieces = static_cast<int>(n_pieces);
   t.chosen = chosen < 0 ? before : t.candidates[static_cast<size_t>(chosen)].settings;
   set_small_m_settings(t.chosen);
   t.seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;

@@ -20,9 +20,7 @@ struct TuneWeight {
 
 struct SmallMCandidate {
   SmallMSettings settings;
-  // Weight bytes read per second at m = 1: the rounds' median sweep time scaled by this
-  // candidate's median time relative to its rounds (round_relative_times), so the figures
-  // rank the candidates as the choice does.
+  // Weight bytes read per second at m = 1 over the passes (its interleaved_choice score).
   double gb_s = 0;
   std::string rejected;  // why it could not be chosen ("bits differ"), empty when it could
 };
@@ -31,25 +29,29 @@ struct SmallMTuning {
   SmallMSettings chosen;
   std::vector<SmallMCandidate> candidates;
   double seconds = 0;  // the measurement's wall time (0 when read from the cache)
+  int passes = 0;      // interleaved passes over the pieces (0 when read from the cache)
+  int pieces = 0;      // pieces of the weights a pass reads, per candidate
   std::string source;  // "measured", "cached in PATH", ...
-  // "small-M kernel at m = 1: 1x2 tiles, prefetch 8 KiB (measured in 150 ms); m = 1 GB/s: 1/0K 18.2 ..."
+  // "small-M kernel at m = 1: 1x1 tiles, prefetch off (measured in 180 ms: 3 passes over 36
+  // pieces); m = 1 GB/s: 1/0K 20.4 1/8K 18.4 ..."
   std::string describe() const;
 };
 
 // Checks every candidate (the default against the reference twin, every other against the
 // default bit for bit), times the correct ones at m = 1 over the weights (at least 64 MiB of
-// them when held, so they stream from memory) in whole interleaved rounds (three, then more
-// while one more ends within budget_s), and sets the one round_median_choice picks (set_small_m_settings). With a cache_dir, a result for the same CPU model,
-// ISA, thread count and weight shapes is read from there instead, and a new one written there.
+// them when held) split into pieces of about 2 MiB, the candidates taking turns piece by piece so
+// that all are timed at the same moments and no piece is read again from a cache (one pass, then
+// more while one more ends within budget_s), and sets the one interleaved_choice picks
+// (set_small_m_settings). With a cache_dir, a result for the same CPU model, ISA, thread count
+// and weight shapes is read from there instead, and a new one written there.
 SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::string& cache_dir, double budget_s = 0.2);
 
-// times[c][r]: candidate c's sweep time in round r (empty for a candidate not timed; a timed
-// one has a time in every round, else DZ_CHECK fails). Each time is divided by its round's
-// median; a candidate's figure is the median of its ratios (0 when not timed). Drift between
-// rounds cancels, and one lucky sweep does not decide as it would under the fastest single time.
-std::vector<double> round_relative_times(const std::vector<std::vector<double>>& times);
-// The timed candidate with the smallest round_relative_times figure, -1 when none was timed.
-int round_median_choice(const std::vector<std::vector<double>>& times);
+// step_times[i][u]: candidate u's time for its piece at step i of the interleaved passes
+// (every step holds every candidate, else DZ_CHECK fails). A candidate's score is the sum of its
+// times, each capped at twice its step's median (a thread the OS took away for a while slows
+// whichever candidate was running, not the setting); returns the candidate with the smallest
+// score (-1 when there are none) and the scores in *seconds when given.
+int interleaved_choice(const std::vector<std::vector<double>>& step_times, std::vector<double>* seconds);
 
 // The cache file's key: a hash of the CPU model name, ISA, thread count and weight shapes.
 std::string small_m_cache_key(const std::vector<TuneWeight>& weights);

@@ -3,13 +3,14 @@
 // tails), so choosing by time cannot change a result; a tuning lists every candidate with its
 // GB/s, sets the one it chose, and a second tuning of the same shapes reads the cache (a
 // corrupt cache file is measured again). Speed itself is not asserted: decode_bench shows it.
-// The choice among timed candidates (round_median_choice) is checked on made-up times: drift
-// between rounds and one lucky sweep do not decide it.
+// The choice among timed candidates (interleaved_choice) is checked on made-up times: drift
+// between steps and one held-up call do not decide it.
 // The large-M (prefill) path: timed over the paths that load, the choice set and cached, a
 // switch taking effect in matmul_nt (each path's own bits), an unknown path refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -94,39 +95,37 @@ TEST(GemmTune, ChoosesAMeasuredCandidateAndCachesIt) {
   fs::remove_all(dir);
 }
 
-// Sweep times of three candidates over five rounds whose bandwidth drifts by up to 30 %.
-std::vector<std::vector<double>> drifting_times(const std::vector<double>& base, int lucky, int lucky_round) {
-  const double drift[] = {1.0, 1.3, 0.8, 1.1, 0.9};
-  std::vector<std::vector<double>> t(base.size());
-  for (size_t c = 0; c < base.size(); ++c)
-    for (int r = 0; r < 5; ++r) t[c].push_back(base[c] * drift[r] * (static_cast<int>(c) == lucky && r == lucky_round ? 0.8 : 1.0));
-  return t;
+// Step times of three candidates over 150 steps (three passes over 50 pieces, as a start-up on
+// the 109 M model takes) whose bandwidth drifts by up to 40 %, plus a little jitter of their own.
+std::vector<std::vector<double>> drifting_steps(const std::vector<double>& base) {
+  std::vector<std::vector<double>> steps;
+  for (int i = 0; i < 150; ++i) {
+    const double drift = 1.0 + 0.4 * std::sin(0.5 * i);
+    std::vector<double> step;
+    for (size_t u = 0; u < base.size(); ++u) step.push_back(base[u] * drift * (1.0 + 0.01 * ((i * 7 + static_cast<int>(u) * 3) % 5 - 2)));
+    steps.push_back(step);
+  }
+  return steps;
 }
 
-int fastest_single_sweep(const std::vector<std::vector<double>>& t) {
-  int best = -1;
-  for (size_t c = 0; c < t.size(); ++c)
-    for (double x : t[c])
-      if (best < 0 || x < *std::min_element(t[best].begin(), t[best].end())) best = static_cast<int>(c);
-  return best;
-}
-
-TEST(GemmTune, ChoiceComparesSweepsWithinTheirRound) {
-  // Candidate 1 is 3 % faster than candidate 0 in every round; the rounds drift far more.
-  EXPECT_EQ(cpu::gemm::round_median_choice(drifting_times({1.00, 0.97, 1.10}, -1, 0)), 1);
-  // Candidate 2 is 5 % slower than candidate 0 but had one sweep 20 % faster than its round (in
-  // the fastest round): the median keeps 0, the fastest single sweep (the negative control,
-  // the rule before) takes 2.
-  const auto lucky = drifting_times({1.00, 1.08, 1.05}, 2, 2);
-  EXPECT_EQ(cpu::gemm::round_median_choice(lucky), 0);
-  EXPECT_EQ(fastest_single_sweep(lucky), 2);
-  // Candidates not timed (rejected) are skipped; none timed: -1.
-  auto skipped = drifting_times({1.00, 0.97, 1.10}, -1, 0);
-  skipped[1].clear();
-  EXPECT_EQ(cpu::gemm::round_median_choice(skipped), 0);
-  EXPECT_EQ(cpu::gemm::round_median_choice({{}, {}}), -1);
-  // A candidate missing from a round has no ratio there: refused, not guessed.
-  EXPECT_DEATH(cpu::gemm::round_median_choice({{1.0, 1.1}, {1.0}}), "timed in 1 of 2 rounds");
+TEST(GemmTune, ChoiceComparesCandidatesAtTheSameMoments) {
+  std::vector<double> secs;
+  // Candidate 1 is 3 % faster than candidate 0 at every step; the steps drift far more.
+  EXPECT_EQ(cpu::gemm::interleaved_choice(drifting_steps({1.00, 0.97, 1.10}), &secs), 1);
+  ASSERT_EQ(secs.size(), 3u);
+  EXPECT_LT(secs[1], secs[0]);
+  // The same candidate with one call held up 50x (the OS took its thread away): still chosen,
+  // as the call counts at most twice its step's median. Negative control: summed uncapped,
+  // that one call would lose it the choice.
+  auto held = drifting_steps({1.00, 0.97, 1.10});
+  held[17][1] *= 50;
+  EXPECT_EQ(cpu::gemm::interleaved_choice(held, nullptr), 1);
+  double plain0 = 0, plain1 = 0;
+  for (const auto& step : held) plain0 += step[0], plain1 += step[1];
+  EXPECT_GT(plain1, plain0);
+  // No candidates: -1. A step missing a candidate is refused, not guessed.
+  EXPECT_EQ(cpu::gemm::interleaved_choice({}, nullptr), -1);
+  EXPECT_DEATH(cpu::gemm::interleaved_choice({{1.0, 1.1}, {1.0}}, nullptr), "a step with 1 of 2 candidates");
 }
 
 // Restores the large-M path when a test ends.
