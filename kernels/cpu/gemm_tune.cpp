@@ -147,7 +147,7 @@ std::string SmallMTuning::describe() const {
   std::ostringstream os;
   os << "small-M kernel at m = 1: " << settings_name(chosen) << " (" << source;
   if (seconds > 0) os << " in " << static_cast<int>(seconds * 1000 + 0.5) << " ms";
-  if (passes > 0) os << ": " << passes << " passes over " << pieces << " pieces";
+  if (passes > 0) os << ": " << passes << (passes == 1 ? " pass" : " passes") << " over " << pieces << " pieces";
   os << "); m = 1 GB/s:";
   for (const auto& c : candidates) {
     os << " " << c.settings.m1_rows << "/" << c.settings.m1_prefetch_bytes / 1024 << "K ";
