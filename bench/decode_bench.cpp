@@ -20,6 +20,7 @@
 #include "bench_model.h"
 #include "core/clock.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_tune.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/ops.h"
@@ -130,19 +131,12 @@ double plain_read_gb_s(const std::vector<std::pair<const float*, int64_t>>& span
   return best;
 }
 
-// One weight as the m = 1 GEMM reads it: w[n, k], f32 or bf16 as held.
-struct Gemv {
-  const void* w;
-  int64_t n, k;
-  bool bf16;
-};
-
 // GB/s of the built-in small-M kernel at m = 1 over `gemvs` in turn (the decode step's GEMMs
 // alone, no other kernel between them): what separates the plain read from the decode is the
 // kernel's own streaming below this and the rest of the step above it. Each weight is its own
 // call, where decode fuses q/k/v and gate/up: a weight under 128 K multiply-adds (k and v of the
 // 109 M llama) runs on one thread here, which puts this a few percent under decode's GEMMs.
-double gemv_sweep_gb_s(const std::vector<Gemv>& gemvs) {
+double gemv_sweep_gb_s(const std::vector<kernels::cpu::gemm::TuneWeight>& gemvs) {
   int64_t k_max = 1, n_max = 1, bytes = 0;
   for (const auto& g : gemvs) k_max = std::max(k_max, g.k), n_max = std::max(n_max, g.n);
   std::vector<float> x(static_cast<size_t>(k_max), 0.01f), y(static_cast<size_t>(n_max));
@@ -205,14 +199,14 @@ std::optional<Measured> measure(const model::ModelFolder& info, DType kept, int 
   // Batch 1 reads every weight once per token but the embedding table (one row each; all of
   // it when it is also the lm_head): its bytes per token against a plain read of them.
   std::vector<std::pair<const float*, int64_t>> spans;
-  std::vector<Gemv> gemvs;
+  std::vector<kernels::cpu::gemm::TuneWeight> gemvs;  // w[n, k] as held, f32 or bf16
   int64_t bytes = 0;
   for (const auto& r : recs) {
     if (r.name == "model.embed_tokens.weight" && !hp.tie_embeddings) continue;
     const Tensor& t = w.get(r.name);
     spans.push_back({static_cast<const float*>(t.data()), static_cast<int64_t>(t.bytes() / 4)});
     bytes += static_cast<int64_t>(t.bytes());
-    if (t.shape().size() == 2) gemvs.push_back({t.data(), t.shape()[0], t.shape()[1], t.dtype() == DType::kBF16});
+    if (t.shape().size() == 2) gemvs.push_back({t.shape()[0], t.shape()[1], t.data(), t.dtype() == DType::kBF16});
   }
   (void)decode_once(fwd, hp, 1, prompt, 3);  // warm-up: first-touch of buffers and GEMM paths
   // The plain read is taken between the decode runs and summarised as they are (a median): on

@@ -265,7 +265,7 @@ constexpr int64_t kSmallPrefetchBytes = 8192;
 // m = 1's tile width and prefetch distance, which the start-up tuning (gemm_tune.cpp) times at
 // m = 1 and may change (SmallMSettings): neither changes the bits. m > 1 keeps its own distance:
 // the tuning does not time it (on the AVX2 EPYC m = 1 read fastest without a prefetch, which
-// cost batch-8 decode a third).
+// cost batch-8 decode a fifth to a third).
 std::atomic<int> g_m1_rows{kNrGemv};
 std::atomic<int64_t> g_m1_prefetch_bytes{kSmallPrefetchBytes};
 

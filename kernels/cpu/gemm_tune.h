@@ -32,17 +32,17 @@ struct SmallMTuning {
   int passes = 0;      // interleaved passes over the pieces (0 when read from the cache)
   int pieces = 0;      // pieces of the weights a pass reads, per candidate
   std::string source;  // "measured", "cached in PATH", ...
-  // "small-M kernel at m = 1: 1x1 tiles, prefetch off (measured in 180 ms: 3 passes over 36
-  // pieces); m = 1 GB/s: 1/0K 20.4 1/8K 18.4 ..."
+  // "small-M kernel at m = 1: 1x1 tiles, prefetch off (measured in 169 ms: 2 passes over 72
+  // pieces); m = 1 GB/s: 1/0K 26.3 1/8K 24.8 ..."
   std::string describe() const;
 };
 
 // Checks every candidate (the default against the reference twin, every other against the
-// default bit for bit), times the correct ones at m = 1 over the weights (at least 64 MiB of
-// them when held) split into pieces of about 2 MiB, the candidates taking turns piece by piece so
-// that all are timed at the same moments and no piece is read again from a cache (one pass, then
-// more while one more ends within budget_s), and sets the one interleaved_choice picks
-// (set_small_m_settings). With a cache_dir, a result for the same CPU model, ISA, thread count
+// default bit for bit), times the correct ones at m = 1 on the weights (whole, a weight over
+// 16 MiB in pieces), the candidates taking turns weight by weight so that all are timed at the
+// same moments and a weight comes back to the next candidate only after 128 MiB of others (one
+// pass, then more while one more ends within budget_s), and sets the one interleaved_choice
+// picks (set_small_m_settings). With a cache_dir, a result for the same CPU model, ISA, thread count
 // and weight shapes is read from there instead, and a new one written there.
 SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::string& cache_dir, double budget_s = 0.2);
 
@@ -53,7 +53,8 @@ SmallMTuning tune_small_m(const std::vector<TuneWeight>& weights, const std::str
 // score (-1 when there are none) and the scores in *seconds when given.
 int interleaved_choice(const std::vector<std::vector<double>>& step_times, std::vector<double>* seconds);
 
-// The cache file's key: a hash of the CPU model name, ISA, thread count and weight shapes.
+// The cache file's key: a hash of the CPU model name, ISA, thread count, weight shapes and the
+// timing method (a choice an older method made is measured again).
 std::string small_m_cache_key(const std::vector<TuneWeight>& weights);
 
 struct LargeMCandidate {

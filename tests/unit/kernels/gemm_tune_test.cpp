@@ -95,14 +95,17 @@ TEST(GemmTune, ChoosesAMeasuredCandidateAndCachesIt) {
   fs::remove_all(dir);
 }
 
-// Step times of three candidates over 150 steps (three passes over 50 pieces, as a start-up on
-// the 109 M model takes) whose bandwidth drifts by up to 40 %, plus a little jitter of their own.
+// Step times of three candidates over 150 steps (about two passes over the 72 weights a start-up
+// on the 109 M model times) whose bandwidth drifts by up to 40 %, plus a little jitter of their own.
 std::vector<std::vector<double>> drifting_steps(const std::vector<double>& base) {
   std::vector<std::vector<double>> steps;
   for (int i = 0; i < 150; ++i) {
     const double drift = 1.0 + 0.4 * std::sin(0.5 * i);
     std::vector<double> step;
-    for (size_t u = 0; u < base.size(); ++u) step.push_back(base[u] * drift * (1.0 + 0.01 * ((i * 7 + static_cast<int>(u) * 3) % 5 - 2)));
+    for (size_t u = 0; u < base.size(); ++u) {
+      const double jitter = 0.01 * ((i * 7 + static_cast<int>(u) * 3) % 5 - 2);
+      step.push_back(base[u] * drift * (1.0 + jitter));
+    }
     steps.push_back(step);
   }
   return steps;
