@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +21,9 @@
 
 namespace dayzero::serve {
 namespace {
+
+// How long stop_http() waits for the open streams' last events.
+constexpr std::chrono::seconds kLastEventWait{2};
 
 using nlohmann::json;
 
@@ -86,6 +90,12 @@ void Service::on_abort() {
 }
 
 void Service::stop_http() {
+  // The library stops writing a chunked response once it stops listening, and the stream of a request
+  // the loop has just ended still has its last event (the finish or the error) to write: let the
+  // open streams finish first, bounded so that a client that stopped reading cannot hold the job.
+  const auto until = std::chrono::steady_clock::now() + kLastEventWait;
+  while (open_streams_.load() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (http_) http_->stop();
   if (http_thread_.joinable()) http_thread_.join();
 }
@@ -315,6 +325,7 @@ void Service::handle_generate(Endpoint endpoint, const httplib::Request& req, ht
   res.set_header("Cache-Control", "no-cache");
   auto sent = std::make_shared<size_t>(0);
   auto first = std::make_shared<bool>(true);
+  open_streams_.fetch_add(1);
   res.set_chunked_content_provider(
       "text/event-stream",
       [this, r, sent, first, id, created, endpoint, wait_step](size_t, httplib::DataSink& sink) {
@@ -344,7 +355,8 @@ void Service::handle_generate(Endpoint endpoint, const httplib::Request& req, ht
         }
         if (done) sink.done();
         return true;
-      });
+      },
+      [this](bool) { open_streams_.fetch_sub(1); });
 }
 
 }  // namespace dayzero::serve

@@ -104,6 +104,8 @@ class Service final : public runtime::ServeHooks {
   Metrics metrics_;
   std::unique_ptr<httplib::Server> http_;
   std::thread http_thread_;
+  // Streamed responses not yet released by the library: stop_http() lets them write their last event.
+  std::atomic<int> open_streams_{0};
 };
 
 }  // namespace dayzero::serve

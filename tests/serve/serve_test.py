@@ -330,17 +330,24 @@ class Serve(unittest.TestCase):
 
 
 class Shutdown(unittest.TestCase):
-    """A server that dumps its requests and whose requests time out after 1 s, where rank 1 pauses 3 s
+    """A server that dumps its requests and whose requests time out after 2 s, where rank 1 pauses 3 s
     inside the first request (debug.stall with seconds at tp all_reduce #400: the warm-up's three prompts
     of 9 forwards each took 143 (seq 0-142 in events/rank-00001.jsonl), a token of the request about 5, and
-    the request asks for the whole context, some 2000 tokens), then SIGTERM to rank 0 during a stream."""
+    the request asks for the whole context), then SIGTERM to rank 0 during a stream. The model's context
+    is raised to 32768 tokens: at its own 2048 a whole-context stream ended in 0.45 s on an idle machine,
+    so on a loaded one it could end before the signal landed."""
 
     def test_timeout_then_sigterm_during_stream(self):
         with tempfile.TemporaryDirectory() as d:
             subprocess.run([DAYZERO, "make-model", "--family", "llama", "--out", d + "/model", "--dtype", "float32"],
                            check=True, capture_output=True, timeout=120)
+            with open(d + "/model/config.json") as f:
+                model_config = json.load(f)
+            model_config["max_position_embeddings"] = 32768
+            with open(d + "/model/config.json", "w") as f:
+                json.dump(model_config, f)
             port = free_port()
-            config = write_config(d, "short", port, serve={"request_timeout_s": 1, "drain_s": 0,
+            config = write_config(d, "short", port, serve={"request_timeout_s": 2, "drain_s": 0,
                                                             "max_request_tokens": 100000, "dump_requests": "true"},
                                   dump=", activations: {layers: [0], points: [layer_out], phase: prefill}",
                                   generate=", max_batch: 1, stop_at_eos: false",
@@ -348,7 +355,7 @@ class Shutdown(unittest.TestCase):
             server = Server(config, port, d + "/serve.log")
             try:
                 client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=60, max_retries=0)
-                # As many tokens as the model's context allows (its 400 says how many): far past 1 s.
+                # As many tokens as the model's context allows (its 400 says how many): far past 2 s.
                 status, body = http(port, "POST", "/v1/completions", {"prompt": PROMPTS[0], "max_tokens": 100000 - 16})
                 ctx_tokens = 100000 - 16
                 if status == 400:
