@@ -90,11 +90,12 @@ void Service::on_abort() {
 }
 
 void Service::stop_http() {
-  // The library stops writing a chunked response once it stops listening, and the stream of a request
-  // the loop has just ended still has its last event (the finish or the error) to write: let the
-  // open streams finish first, bounded so that a client that stopped reading cannot hold the job.
+  // The library's chunked writer (as its source reads) stops once the server stops listening, and the
+  // stream of a request the loop has just ended still has its last event (the finish or the error) to
+  // write: let the open streams finish first, bounded so that a client that stopped reading cannot
+  // hold the job. Not after an abort: its requests are never ended, so their streams have no last event.
   const auto until = std::chrono::steady_clock::now() + kLastEventWait;
-  while (open_streams_.load() > 0 && std::chrono::steady_clock::now() < until)
+  while (state_ != State::kFailed && open_streams_.load() > 0 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (http_) http_->stop();
   if (http_thread_.joinable()) http_thread_.join();
