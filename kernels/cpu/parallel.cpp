@@ -16,6 +16,7 @@
 //   and wakes only if it is set. Either the sleeper sees the new word or the waker sees the flag.
 #include "kernels/cpu/parallel.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -27,6 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -78,18 +80,42 @@ void futex_wake(std::atomic<uint32_t>* word, int n) {
 // contended core (other ranks or processes runnable there) the spinning thread burns its own
 // fair share and the scheduler takes it back from the work (measured: 50 us of spin at load
 // average 14 on 2 cores cost a third of decode throughput, docs/gemm.md "One thread pool").
-// The sign of contention is an involuntary context switch of this thread: after one, it does
-// not spin for its next kNoSpinWaits waits.
+// The sign of contention is an involuntary context switch of this thread after which it had
+// waited for a CPU (runnable, not running) for more than a tenth of the time since the one
+// before: then it does not spin for its next kNoSpinWaits waits. The wait is the kernel's own
+// count (/proc/thread-self/schedstat); without it every involuntary switch counts. An idle VM
+// preempts a busy thread some 25 times a second for a few microseconds of its own work: on a
+// 2-vCPU Xeon that alone kept the pool from spinning most of the time: batch-1 decode read its
+// weights at 0.84-0.87 of a plain read, with this rule 0.93-0.97 (docs/performance.md).
 constexpr int kNoSpinWaits = 256;
 thread_local long t_last_nivcsw = -1;
 thread_local int t_no_spin = 0;
 
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The run-queue wait and the time at the thread's last look.
+thread_local int64_t t_last_wait_ns = -1;
+thread_local int64_t t_last_look_ns = 0;
+
+// After an involuntary switch: whether this thread waited for a CPU for more than
+// kContendedWaitShare of the time since the last look.
+bool waited_for_a_cpu() {
+  const int64_t wait = thread_run_delay_ns(), at = now_ns();
+  const int64_t last_wait = std::exchange(t_last_wait_ns, wait), last_at = std::exchange(t_last_look_ns, at);
+  if (wait < 0 || last_wait < 0) return true;
+  return pool_core_contended(wait - last_wait, at - last_at);
+}
+
 bool core_uncontended() {
   rusage ru{};
   if (getrusage(RUSAGE_THREAD, &ru) != 0) return false;
+  if (t_last_nivcsw < 0) t_last_wait_ns = thread_run_delay_ns(), t_last_look_ns = now_ns();
   const bool preempted = t_last_nivcsw >= 0 && ru.ru_nivcsw != t_last_nivcsw;
   t_last_nivcsw = ru.ru_nivcsw;
-  if (preempted) t_no_spin = kNoSpinWaits;
+  if (preempted && waited_for_a_cpu()) t_no_spin = kNoSpinWaits;
   if (t_no_spin > 0) {
     --t_no_spin;
     return false;
@@ -271,6 +297,28 @@ int default_kernel_threads() {
 int kernel_threads() { return threads_setting().load(std::memory_order_relaxed); }
 
 void set_kernel_threads(int n) { threads_setting().store(std::max(1, n), std::memory_order_relaxed); }
+
+int64_t thread_run_delay_ns() {
+  struct Fd {
+    int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);  // thread-self: this thread's
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  thread_local Fd schedstat;
+  char buf[128];
+  const ssize_t n = schedstat.fd >= 0 ? ::pread(schedstat.fd, buf, sizeof buf - 1, 0) : -1;
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  unsigned long long on_cpu = 0, waiting = 0;  // "on-CPU ns, run-queue wait ns, timeslices"
+  if (std::sscanf(buf, "%llu %llu", &on_cpu, &waiting) != 2) return -1;
+  return static_cast<int64_t>(waiting);
+}
+
+bool pool_core_contended(int64_t waited_ns, int64_t wall_ns) {
+  if (waited_ns < 0 || wall_ns <= 0) return true;
+  return static_cast<double>(waited_ns) > kContendedWaitShare * static_cast<double>(wall_ns);
+}
 
 void set_pool_spin_us(int us) { g_spin_us.store(std::max(0, us), std::memory_order_relaxed); }
 

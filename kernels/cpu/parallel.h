@@ -37,4 +37,15 @@ void parallel_for_guided(int64_t n, int64_t min_grain, const std::function<void(
 inline constexpr int kPoolSpinUs = 50;
 void set_pool_spin_us(int us);
 
+// Nanoseconds the calling thread has so far spent runnable but waiting for a CPU (the kernel's
+// /proc/thread-self/schedstat), -1 where the kernel does not say. The pool's sign of a
+// contended core: after an involuntary context switch a thread stops spinning only when it
+// waited for a CPU for more than kContendedWaitShare of the wall time since it last looked
+// (pool_core_contended).
+int64_t thread_run_delay_ns();
+inline constexpr double kContendedWaitShare = 0.1;
+// That rule on the run-queue wait and the wall time between two looks (true where the wait is
+// unknown, -1: every involuntary switch then counts).
+bool pool_core_contended(int64_t waited_ns, int64_t wall_ns);
+
 }  // namespace dayzero::kernels::cpu

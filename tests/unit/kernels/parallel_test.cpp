@@ -3,6 +3,8 @@
 // nested and concurrent callers (inline, no deadlock), exceptions rethrown to the caller,
 // and a forked child that runs kernels on a fresh pool. Not a speed test: bench/ measures.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -166,6 +168,42 @@ TEST(ParallelFor, ExceptionReachesTheCallerAndThePoolStillWorks) {
                }),
                std::runtime_error);
   expect_each_index_once(1000, 7);
+}
+
+// The pool's sign of contention: a thread sharing its CPU with a busy one waits for it about
+// half the time, which the run-queue wait shows and the rule calls contended; the rule's own
+// arithmetic at its edges.
+TEST(PoolContention, RunDelayShowsACpuSharedWithABusyThread) {
+  if (thread_run_delay_ns() < 0) GTEST_SKIP() << "the kernel has no /proc/thread-self/schedstat";
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &mine)) ++cpu;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+  std::atomic<bool> stop{false};
+  std::thread hog([&] {
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  const int64_t wait0 = thread_run_delay_ns();
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(300)) {
+  }
+  const int64_t waited = thread_run_delay_ns() - wait0;
+  const int64_t wall = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  stop = true;
+  hog.join();
+  ASSERT_EQ(sched_setaffinity(0, sizeof mine, &mine), 0);
+  EXPECT_GT(static_cast<double>(waited), 2 * kContendedWaitShare * static_cast<double>(wall))
+      << waited << " ns waited in " << wall << " ns";
+  EXPECT_TRUE(pool_core_contended(waited, wall));
+  EXPECT_FALSE(pool_core_contended(1000, 1000000));  // a 1 us preemption in 1 ms
+  EXPECT_TRUE(pool_core_contended(200000, 1000000));
+  EXPECT_TRUE(pool_core_contended(-1, 1000000));     // unknown wait: contended
 }
 
 TEST(ParallelFor, ForkedChildRunsOnAFreshPool) {
