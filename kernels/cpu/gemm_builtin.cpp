@@ -195,7 +195,10 @@ inline void finish_tile(const Vec (&acc)[MR][NR], int64_t p, int64_t kc, const f
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
       float s = simd::hsum(acc[i][j]);
-      for (int64_t q = p; q < kc; ++q) s += x[i * ld + q] * w_at(rows[j], q);
+      // One explicit fused multiply-add per element: left to -ffp-contract, GCC fused this
+      // line in some weight types' instances and not in others (on AVX-512, where k < 16 is
+      // all tail, an INT4 or FP8 weight then missed its dequantised form's bits).
+      for (int64_t q = p; q < kc; ++q) s = std::fma(x[i * ld + q], w_at(rows[j], q), s);
       float& out = y[i * ldy + j];
       out = add ? out + s : s;
     }
@@ -397,10 +400,11 @@ void for_tile_chunks(int64_t work, int64_t n_tiles, const Tiles& tiles) {
   // than it saves; at m = 1 that is 256 KiB of weights, whose reading two threads share.
   const int64_t threads = std::clamp<int64_t>(work >> 16, 1, kernel_threads());
   if (threads == 1) return tiles(int64_t{0}, n_tiles);
-  // Guided chunks, taken in turn: large first (few claims), then shrinking to a 1/16 share a
-  // thread, so a thread the OS descheduled (other ranks or processes on the node) holds up one
-  // small chunk, and the threads finish within a small chunk of each other.
-  parallel_for_guided(n_tiles, std::max<int64_t>(1, n_tiles / (threads * 16)), tiles);
+  // Each thread streams its own contiguous share of the tiles and then helps with the back of
+  // the others' (parallel_for_shares): interleaved chunks from one counter cost small GEMMs a
+  // fifth to a third of their streaming rate on a 2-vCPU Xeon, each chunk a new place in w
+  // (docs/performance.md). Stealing keeps a thread the OS descheduled from holding up the rest.
+  parallel_for_shares(n_tiles, std::max<int64_t>(1, n_tiles / (threads * 16)), tiles);
 }
 
 // Runs columns(j0, j1) over [0, n) in chunks of whole nr-wide tiles across kernel_threads().

@@ -1,12 +1,14 @@
 // kernel_threads() and parallel_for() over a persistent worker pool: see parallel.h. Not a
-// task system: one job at a time, the caller among its threads, no queue, no work stealing.
+// task system: one job at a time, the caller among its threads, no queue; the only stealing is
+// parallel_for_shares' (a thread done with its share takes from the back of another's).
 //
 // Memory ordering (the whole protocol; a reader should not need a race detector to check it):
 // - The caller holds `busy` for the job. It writes the job fields (fn, n, grain, n_chunks,
 //   next, pending, error) with plain or relaxed stores, then for each participating worker
 //   stores a new value into that worker's `slot.gen` (seq_cst, which includes release). A
 //   worker that loads the new value (acquire or stronger) sees the job fields.
-// - Chunks are handed out by `next.fetch_add` (relaxed: it only decides who computes what).
+// - Chunks are handed out by `next.fetch_add` or by compare-and-swap on a share's range (relaxed:
+//   they only decide who computes what; the shares are written before the job is published).
 // - A worker's last act on a job is `pending.fetch_sub` (seq_cst, includes release); the
 //   caller returns only after loading pending == 0 (acquire), so every worker's writes to the
 //   outputs happen-before the caller's return, and no worker touches the job afterwards.
@@ -148,18 +150,38 @@ struct alignas(64) Slot {
   std::atomic<uint32_t> sleeping{0};  // 1 while the worker is in (or entering) futex_wait on gen
 };
 
+// One thread's share of a parallel_for_shares job: the indices [front, back) not yet claimed,
+// in one word so that its owner (taking from the front) and a thief (from the back) agree by
+// compare-and-swap.
+struct alignas(64) Share {
+  std::atomic<uint64_t> range{0};
+};
+inline uint64_t pack_range(int64_t front, int64_t back) {
+  return static_cast<uint64_t>(front) | (static_cast<uint64_t>(back) << 32);
+}
+inline int64_t range_front(uint64_t v) { return static_cast<int64_t>(v & 0xffffffffu); }
+inline int64_t range_back(uint64_t v) { return static_cast<int64_t>(v >> 32); }
+
+enum class Schedule { kFixed, kShares };
+
 class Pool {
  public:
   // Runs the job on n_threads threads (caller included). REQUIRES: 2 <= n_threads.
-  void run(int64_t n, int64_t grain, bool guided, int n_threads, const std::function<void(int64_t, int64_t)>& fn) {
+  // kShares: REQUIRES n < 2^32.
+  void run(int64_t n, int64_t grain, Schedule schedule, int n_threads, const std::function<void(int64_t, int64_t)>& fn) {
     ensure_workers(n_threads - 1);
     fn_ = &fn;
     n_ = n;
     grain_ = grain;
     n_chunks_ = (n + grain - 1) / grain;
-    guided_ = guided;
+    schedule_ = schedule;
     n_threads_ = n_threads;
     next_.store(0, std::memory_order_relaxed);
+    if (schedule == Schedule::kShares) {
+      if (static_cast<int>(shares_.size()) < n_threads) shares_ = std::vector<Share>(static_cast<size_t>(n_threads));
+      for (int t = 0; t < n_threads; ++t)
+        shares_[t].range.store(pack_range(n * t / n_threads, n * (t + 1) / n_threads), std::memory_order_relaxed);
+    }
     error_ = nullptr;
     pending_.store(static_cast<uint32_t>(n_threads - 1), std::memory_order_relaxed);
     for (int w = 0; w < n_threads - 1; ++w) {
@@ -168,7 +190,7 @@ class Pool {
       if (s.sleeping.load(std::memory_order_seq_cst) != 0) futex_wake(&s.gen, 1);
     }
     t_inside_pool = true;
-    run_chunks();
+    run_chunks(0);
     t_inside_pool = false;
     if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
       for (;;) {
@@ -186,9 +208,11 @@ class Pool {
   std::mutex busy;  // held by the caller whose job the workers run
 
  private:
-  void run_chunks() {
+  // `self`: 0 the caller, w + 1 worker w (its share under kShares).
+  void run_chunks(int self) {
     int64_t begin, end;
-    while (claim(begin, end)) {
+    while (schedule_ == Schedule::kShares ? claim_own(self, begin, end) || claim_stolen(begin, end)
+                                          : claim(begin, end)) {
       try {
         (*fn_)(begin, end);
       } catch (...) {
@@ -198,27 +222,58 @@ class Pool {
     }
   }
 
-  // The next chunk [begin, end), false when none is left. Fixed: chunk c is [c * grain,
-  // (c + 1) * grain). Guided: a 1/(2 * threads) share of what is left, never under grain, so
-  // the chunks shrink as the work runs out and the threads finish within a small chunk of
-  // each other. `next_` counts chunks (fixed) or indices (guided).
+  // kFixed: chunk c is [c * grain, (c + 1) * grain), handed out in order from a shared counter
+  // (the causal attention rows grow in cost, so a static split would leave one thread with most
+  // of the work). False when none is left.
   bool claim(int64_t& begin, int64_t& end) {
-    if (!guided_) {
-      const int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
-      if (c >= n_chunks_) return false;
-      begin = c * grain_;
-      end = std::min(n_, begin + grain_);
-      return true;
-    }
-    begin = next_.load(std::memory_order_relaxed);
-    do {
-      if (begin >= n_) return false;
-      end = std::min(n_, begin + std::max(grain_, (n_ - begin) / (2 * n_threads_)));
-    } while (!next_.compare_exchange_weak(begin, end, std::memory_order_relaxed));
+    const int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= n_chunks_) return false;
+    begin = c * grain_;
+    end = std::min(n_, begin + grain_);
     return true;
   }
 
-  void worker(Slot* slot, uint32_t seen) {
+  // kShares, from the front of the thread's own share: half of what is left of it, never under
+  // grain, so its chunks follow one another in memory order and at most half of its rest is
+  // ever out of a thief's reach.
+  bool claim_own(int self, int64_t& begin, int64_t& end) {
+    std::atomic<uint64_t>& range = shares_[self].range;
+    uint64_t v = range.load(std::memory_order_relaxed);
+    for (;;) {
+      const int64_t f = range_front(v), b = range_back(v);
+      if (f >= b) return false;
+      const int64_t e = std::min(b, f + std::max(grain_, (b - f) / 2));
+      if (range.compare_exchange_weak(v, pack_range(e, b), std::memory_order_relaxed)) {
+        begin = f;
+        end = e;
+        return true;
+      }
+    }
+  }
+
+  // kShares, once the thread's own share is done: half of what is left of the largest share,
+  // never under grain, from its back (its owner keeps reading forward from its front).
+  bool claim_stolen(int64_t& begin, int64_t& end) {
+    for (;;) {
+      int most = -1;
+      uint64_t v = 0;
+      int64_t left = 0;
+      for (int t = 0; t < n_threads_; ++t) {
+        const uint64_t r = shares_[t].range.load(std::memory_order_relaxed);
+        if (range_back(r) - range_front(r) > left) most = t, v = r, left = range_back(r) - range_front(r);
+      }
+      if (most < 0) return false;
+      const int64_t f = range_front(v), b = range_back(v);
+      const int64_t s = std::max(f, b - std::max(grain_, left / 2));
+      if (shares_[most].range.compare_exchange_strong(v, pack_range(f, s), std::memory_order_relaxed)) {
+        begin = s;
+        end = b;
+        return true;
+      }
+    }
+  }
+
+  void worker(Slot* slot, int self, uint32_t seen) {
     t_inside_pool = true;
     for (;;) {
       uint32_t g = 0;
@@ -233,7 +288,7 @@ class Pool {
         slot->sleeping.store(0, std::memory_order_relaxed);
       }
       seen = g;
-      run_chunks();
+      run_chunks(self);
       if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
           caller_sleeping_.load(std::memory_order_seq_cst) != 0) {
         futex_wake(&pending_, 1);
@@ -246,17 +301,20 @@ class Pool {
     while (static_cast<int>(slots_.size()) < n) {
       slots_.push_back(std::make_unique<Slot>());
       Slot* slot = slots_.back().get();
+      const int self = static_cast<int>(slots_.size());  // worker w is thread w + 1
       // Detached and never joined: the pool lives for the process (it is never destroyed, so
       // no static destructor can run while a worker sleeps in it).
-      std::thread([this, slot, seen = slot->gen.load(std::memory_order_relaxed)] { worker(slot, seen); }).detach();
+      std::thread([this, slot, self, seen = slot->gen.load(std::memory_order_relaxed)] { worker(slot, self, seen); })
+          .detach();
     }
   }
 
   std::vector<std::unique_ptr<Slot>> slots_;
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, grain_ = 1, n_chunks_ = 0;
-  bool guided_ = false;
+  Schedule schedule_ = Schedule::kFixed;
   int n_threads_ = 1;
+  std::vector<Share> shares_;
   alignas(64) std::atomic<int64_t> next_{0};
   alignas(64) std::atomic<uint32_t> pending_{0};  // futex word: workers still on the job
   std::atomic<uint32_t> caller_sleeping_{0};
@@ -324,7 +382,7 @@ void set_pool_spin_us(int us) { g_spin_us.store(std::max(0, us), std::memory_ord
 
 namespace {
 
-void run_on_pool(int64_t n, int64_t grain, bool guided, const std::function<void(int64_t, int64_t)>& fn) {
+void run_on_pool(int64_t n, int64_t grain, Schedule schedule, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t n_chunks = (n + grain - 1) / grain;
@@ -339,19 +397,18 @@ void run_on_pool(int64_t n, int64_t grain, bool guided, const std::function<void
     fn(0, n);
     return;
   }
-  // Chunks are handed out in order from a shared counter: the causal attention rows grow in
-  // cost, so a static split would leave one thread with most of the work.
-  p.run(n, grain, guided, n_threads, fn);
+  if (schedule == Schedule::kShares && n >= (int64_t{1} << 32)) schedule = Schedule::kFixed;  // one word a share
+  p.run(n, grain, schedule, n_threads, fn);
 }
 
 }  // namespace
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-  run_on_pool(n, grain, false, fn);
+  run_on_pool(n, grain, Schedule::kFixed, fn);
 }
 
-void parallel_for_guided(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn) {
-  run_on_pool(n, min_grain, true, fn);
+void parallel_for_shares(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn) {
+  run_on_pool(n, min_grain, Schedule::kShares, fn);
 }
 
 }  // namespace dayzero::kernels::cpu

@@ -26,11 +26,13 @@ int default_kernel_threads();
 // An exception thrown by fn is rethrown to the caller after every chunk has been claimed.
 // Thread-safe; fork-safe (a child process starts a fresh pool on its first call).
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
-// parallel_for with guided chunks: each claim takes 1/(2 * threads) of the indices left, at
-// least min_grain, so chunks start large (few claims) and shrink towards the end (the threads
-// finish within one small chunk of each other). For work whose result per index does not
-// depend on the chunk it falls in (each GEMM column tile).
-void parallel_for_guided(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn);
+// parallel_for for work that streams through memory in index order (each GEMM column tile):
+// thread t of T owns the contiguous share [t * n / T, (t + 1) * n / T) and claims it from the
+// front, half of what is left each time (never under min_grain), so each thread reads one
+// stream; a thread whose share is done takes half of what is left of the largest other share
+// (never under min_grain) from its back, so a thread the OS descheduled holds up little. For
+// work whose result per index does not depend on the chunk it falls in.
+void parallel_for_shares(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn);
 
 // How long an idle worker spins before it sleeps, in microseconds (tests and the bench;
 // default kPoolSpinUs). 0 = sleep at once.

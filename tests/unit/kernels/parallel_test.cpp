@@ -31,9 +31,9 @@ struct PoolSettings {
 };
 
 // Counts how often each index of [0, n) was visited; all must be 1.
-void expect_each_index_once(int64_t n, int64_t grain, bool guided = false) {
+void expect_each_index_once(int64_t n, int64_t grain, bool shares = false) {
   std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
-  (guided ? parallel_for_guided : parallel_for)(n, grain, [&](int64_t b, int64_t e) {
+  (shares ? parallel_for_shares : parallel_for)(n, grain, [&](int64_t b, int64_t e) {
     ASSERT_LE(0, b);
     ASSERT_LT(b, e);
     ASSERT_LE(e, n);
@@ -52,7 +52,7 @@ TEST(ParallelFor, EveryIndexOnceForEveryThreadCountAndGrain) {
   }
 }
 
-TEST(ParallelForGuided, EveryIndexOnceForEveryThreadCountAndGrain) {
+TEST(ParallelForShares, EveryIndexOnceForEveryThreadCountAndGrain) {
   PoolSettings restore;
   for (int threads : {1, 2, 3, 5, 8}) {
     set_kernel_threads(threads);
@@ -62,16 +62,18 @@ TEST(ParallelForGuided, EveryIndexOnceForEveryThreadCountAndGrain) {
   }
 }
 
-TEST(ParallelForGuided, ChunksShrinkFromAShareOfTheRestToTheMinimum) {
-  // With 2 threads a claim takes a quarter of what is left, never under min_grain but for the
-  // last: the chunks in order are 250, 187, 140, ... down to 8 (then the remainder). The fixed
-  // schedule is the negative control: its chunks are all 8 long.
+TEST(ParallelForShares, EachShareIsTakenFromItsFrontInHalvingChunks) {
+  // With 2 threads the shares are [0, 500) and [500, 1000). Each owner takes half of what is left
+  // of its share (250, 125, ...), a thief half of what is left of the larger share from its back,
+  // neither under min_grain (8) but for a share's last piece: so both shares' fronts start a chunk
+  // whoever ran what, no chunk is longer than 250 and there are few claims. The fixed schedule
+  // is the negative control: its chunks are all 8 long, 125 of them, and none starts at 500.
   PoolSettings restore;
   set_kernel_threads(2);
-  for (bool guided : {true, false}) {
+  for (bool shares : {true, false}) {
     std::mutex mu;
     std::vector<std::pair<int64_t, int64_t>> chunks;
-    (guided ? parallel_for_guided : parallel_for)(1000, 8, [&](int64_t b, int64_t e) {
+    (shares ? parallel_for_shares : parallel_for)(1000, 8, [&](int64_t b, int64_t e) {
       std::lock_guard<std::mutex> lock(mu);
       chunks.push_back({b, e});
     });
@@ -79,18 +81,58 @@ TEST(ParallelForGuided, ChunksShrinkFromAShareOfTheRestToTheMinimum) {
     ASSERT_FALSE(chunks.empty());
     EXPECT_EQ(chunks.front().first, 0);
     EXPECT_EQ(chunks.back().second, 1000);
-    for (size_t i = 0; i + 1 < chunks.size(); ++i) {
-      const int64_t len = chunks[i].second - chunks[i].first, rest = 1000 - chunks[i].first;
-      ASSERT_EQ(chunks[i].second, chunks[i + 1].first);
-      EXPECT_EQ(len, guided ? std::max<int64_t>(8, rest / 4) : 8) << "chunk " << i << (guided ? " guided" : " fixed");
+    bool starts_at_500 = false;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const int64_t len = chunks[i].second - chunks[i].first;
+      if (i + 1 < chunks.size()) {
+        ASSERT_EQ(chunks[i].second, chunks[i + 1].first);
+      }
+      starts_at_500 |= chunks[i].first == 500;
+      if (shares) {
+        EXPECT_LE(len, 250) << "chunk " << i;
+        EXPECT_TRUE(len >= 8 || chunks[i].second == 500 || chunks[i].second == 1000) << "chunk " << i;
+      } else {
+        EXPECT_EQ(len, 8) << "chunk " << i;
+      }
     }
-    if (guided) {
-      EXPECT_EQ(chunks.front().second, 250);
-      EXPECT_LT(chunks.size(), 40u);  // fixed: 125 claims
+    EXPECT_EQ(starts_at_500, shares);
+    if (shares) {
+      EXPECT_LT(chunks.size(), 40u);
     } else {
       EXPECT_EQ(chunks.size(), 125u);
     }
   }
+}
+
+TEST(ParallelForShares, AThreadDoneWithItsShareTakesFromTheBackOfAnother) {
+  // The caller's share [0, 500) is slow (200 us an index), the worker's [500, 1000) fast: one
+  // thread ends up running indices of the other's share (the worker normally; the caller where
+  // the worker started late), and what a thread ran of another's share is a suffix of it: taken
+  // from the back, while the owner read on from its front. Every index runs once.
+  PoolSettings restore;
+  set_kernel_threads(2);
+  set_pool_spin_us(1000);
+  const auto caller = std::this_thread::get_id();
+  std::vector<std::atomic<int>> by_caller(1000), by_worker(1000);
+  parallel_for_shares(1000, 1, [&](int64_t b, int64_t e) {
+    const bool is_caller = std::this_thread::get_id() == caller;
+    for (int64_t i = b; i < e; ++i) {
+      (is_caller ? by_caller : by_worker)[i].fetch_add(1);
+      if (i < 500 && is_caller) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  int64_t stolen = 0;
+  for (int64_t i = 0; i < 1000; ++i) {
+    ASSERT_EQ(by_caller[i].load() + by_worker[i].load(), 1) << i;
+    const bool foreign = i < 500 ? by_worker[i].load() == 1 : by_caller[i].load() == 1;
+    const int64_t share_end = i < 500 ? 500 : 1000;
+    if (foreign) {
+      ++stolen;
+      for (int64_t j = i; j < share_end; ++j)
+        ASSERT_EQ(i < 500 ? by_worker[j].load() : by_caller[j].load(), 1) << "index " << i << " taken, " << j << " not";
+    }
+  }
+  EXPECT_GT(stolen, 0);
 }
 
 TEST(ParallelFor, ChunksRunOnSeveralThreads) {
