@@ -195,9 +195,9 @@ inline void finish_tile(const Vec (&acc)[MR][NR], int64_t p, int64_t kc, const f
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
       float s = simd::hsum(acc[i][j]);
-      // One explicit fused multiply-add per element: left to -ffp-contract, GCC fused this
-      // line in some weight types' instances and not in others (on AVX-512, where k < 16 is
-      // all tail, an INT4 or FP8 weight then missed its dequantised form's bits).
+      // One explicit fused multiply-add per element: left to -ffp-contract, this line rounded
+      // differently in the f32 instance than in the INT4 and FP8 ones (on AVX-512, where
+      // k < 16 is all tail, they then missed their dequantised form's bits).
       for (int64_t q = p; q < kc; ++q) s = std::fma(x[i * ld + q], w_at(rows[j], q), s);
       float& out = y[i * ldy + j];
       out = add ? out + s : s;
