@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench_model.h"
+#include "plain_read.h"
 #include "core/clock.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_tune.h"
@@ -79,56 +80,6 @@ double load_average() {
     std::fclose(f);
   }
   return l;
-}
-
-// GB/s of a plain read of `spans` (eight sums at the vector width, on dayzero's pool), the faster
-// of `rounds` reads: the bound a batch-1 decode that reads every weight once per token can approach.
-// spans: (pointer, floats): a bf16 tensor is read as half as many floats, its bytes all the same.
-double plain_read_gb_s(const std::vector<std::pair<const float*, int64_t>>& spans, int rounds) {
-  constexpr int64_t kChunk = 65536;  // floats (256 KiB)
-  std::vector<std::pair<const float*, int64_t>> chunks;
-  int64_t total = 0;
-  for (const auto& [p, n] : spans) {
-    for (int64_t i = 0; i < n; i += kChunk) chunks.push_back({p + i, std::min(kChunk, n - i)});
-    total += n;
-  }
-  double best = 0;
-  volatile float sink = 0;
-  // Rounds alternate a read with a software prefetch 8 KiB ahead (as the small-M GEMM kernel
-  // reads w) and one without: which streams faster depends on the machine (on a 2-vCPU AVX2
-  // EPYC the prefetch cost 15-25 %), and the bound is the faster.
-  for (int r = 0; r < rounds; ++r) {
-    const bool prefetch = r % 2 == 0;
-    std::vector<float> part(chunks.size());
-    const int64_t t0 = monotonic_ns();
-    kernels::cpu::parallel_for(static_cast<int64_t>(chunks.size()), 4, [&](int64_t c0, int64_t c1) {
-      // The machine's own vector width (simd::Vec: 16 floats on AVX-512, 8 on AVX2) and eight
-      // independent sums: on AVX2 a 64-byte GCC vector with four sums read at 12.0 GB/s where
-      // this reads 21 GB/s (the bound decode must be held to, not one it beats).
-      namespace simd = kernels::cpu::simd;
-      constexpr int64_t kStep = 8 * simd::kLanes;
-      for (int64_t c = c0; c < c1; ++c) {
-        const auto [p, n] = chunks[c];
-        simd::Vec acc[8];
-        for (auto& v : acc) v = simd::zero();
-        int64_t i = 0;
-        for (; i + kStep <= n; i += kStep) {
-          if (prefetch) __builtin_prefetch(p + i + 2048);
-          for (int k = 0; k < 8; ++k) acc[k] = simd::add(acc[k], simd::load(p + i + k * simd::kLanes));
-        }
-        float sum = 0;
-        for (; i < n; ++i) sum += p[i];
-        for (int k = 0; k < 8; ++k) sum += simd::hsum(acc[k]);
-        part[c] = sum;
-      }
-    });
-    const double sec = static_cast<double>(monotonic_ns() - t0) * 1e-9;
-    float sum = 0;
-    for (float x : part) sum += x;
-    sink = sink + sum;
-    best = std::max(best, static_cast<double>(total) * 4 / sec * 1e-9);
-  }
-  return best;
 }
 
 // GB/s of the built-in small-M kernel at m = 1 over `gemvs` in turn (the decode step's GEMMs
@@ -215,12 +166,12 @@ std::optional<Measured> measure(const model::ModelFolder& info, DType kept, int 
   std::vector<Figure> ones, batched;
   std::vector<double> reads, sweeps;
   for (int r = 0; r < repeats; ++r) {
-    reads.push_back(plain_read_gb_s(spans, 2));
+    reads.push_back(bench::plain_read_gb_s(spans, 3));
     sweeps.push_back(gemv_sweep_gb_s(gemvs));
     ones.push_back(decode_once(fwd, hp, 1, prompt, steps));
     batched.push_back(decode_once(fwd, hp, batch, prompt, steps));
   }
-  reads.push_back(plain_read_gb_s(spans, 2));
+  reads.push_back(bench::plain_read_gb_s(spans, 3));
   Measured m{median(ones), median(batched)};
   m.mb_per_token = static_cast<double>(bytes) * 1e-6;
   m.decode_gb_s = static_cast<double>(bytes) * m.one.tokens_per_s * 1e-9;

@@ -3,7 +3,7 @@
 // as a decode step does, on the pool's shares (what the small-M kernel runs), on fixed chunks
 // from one counter (the threads' chunks interleaved in w, as the guided chunks it replaced
 // were), and on two static halves; each against a plain read of the same bytes in the same
-// round. Shows what a schedule costs a small weight, where a call's start and end are a larger
+// round (bench/plain_read.h: the best of no prefetch, one to L1 and one to L2). Shows what a schedule costs a small weight, where a call's start and end are a larger
 // part of it. Prints GB/s, best of --rounds, the schedules taking turns.
 //
 //   stream_bench [--threads 2] [--rounds 5] [--k 768] [--dtype f32|bf16|both]
@@ -20,8 +20,8 @@
 #include "core/tensor.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/simd.h"
 #include "kernels/ops.h"
+#include "plain_read.h"
 
 namespace {
 
@@ -40,33 +40,6 @@ void rows_m1(bool bf16, int64_t k, const float* x, const void* w, float* y, int6
   } else {
     cpu::gemm::builtin()->matmul_nt(1, j1 - j0, k, x, static_cast<const float*>(w) + j0 * k, y + j0, 0.0f);
   }
-}
-
-// GB/s of a plain read of [p, p + bytes) on the pool (eight sums at the vector width).
-double plain_read(const char* p, size_t bytes) {
-  const auto* f = reinterpret_cast<const float*>(p);
-  const int64_t n = static_cast<int64_t>(bytes / 4), pieces = 64;
-  std::vector<float> part(pieces);
-  const auto t0 = std::chrono::steady_clock::now();
-  cpu::parallel_for(pieces, 1, [&](int64_t c0, int64_t c1) {
-    namespace simd = cpu::simd;
-    for (int64_t c = c0; c < c1; ++c) {
-      const int64_t b = n * c / pieces, e = n * (c + 1) / pieces;
-      simd::Vec acc[8];
-      for (auto& v : acc) v = simd::zero();
-      int64_t i = b;
-      for (; i + 8 * simd::kLanes <= e; i += 8 * simd::kLanes)
-        for (int q = 0; q < 8; ++q) acc[q] = simd::add(acc[q], simd::load(f + i + q * simd::kLanes));
-      float s = 0;
-      for (; i < e; ++i) s += f[i];
-      for (auto& v : acc) s += simd::hsum(v);
-      part[c] = s;
-    }
-  });
-  const double sec = seconds_since(t0);
-  volatile float sink = 0;
-  for (float v : part) sink = sink + v;
-  return static_cast<double>(bytes) / sec * 1e-9;
 }
 
 }  // namespace
@@ -124,7 +97,8 @@ int main(int argc, char** argv) {
           }};
       double best[4] = {0, 0, 0, 0};
       for (int r = 0; r < rounds; ++r) {
-        best[3] = std::max(best[3], plain_read(reinterpret_cast<const char*>(bytes), static_cast<size_t>(count * per)));
+        const std::vector<std::pair<const float*, int64_t>> span = {{reinterpret_cast<const float*>(bytes), count * per / 4}};
+        best[3] = std::max(best[3], bench::plain_read_gb_s(span, 3));
         for (int s = 0; s < 3; ++s) {
           const auto t0 = std::chrono::steady_clock::now();
           for (int64_t c = 0; c < count; ++c) schedules[s](bytes + c * per);

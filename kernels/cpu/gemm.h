@@ -19,7 +19,8 @@ namespace dayzero::kernels::cpu::gemm {
 enum class IsaClass : int { kSse = 0, kAvx = 1, kAvx2 = 2, kAvx512 = 3 };
 struct CpuIsa {
   IsaClass best = IsaClass::kSse;
-  bool amd = false;  // vendor, for the AVX2 core name (Zen rather than Haswell)
+  bool amd = false;    // vendor, for the AVX2 core name (Zen rather than Haswell)
+  bool intel = false;  // vendor, for where the small-M kernel prefetches to (SmallMPrefetchLevel)
   std::string describe() const;  // "avx2 (AuthenticAMD)"
 };
 CpuIsa detect_isa();
@@ -90,6 +91,18 @@ struct SmallMSettings {
 };
 SmallMSettings small_m_settings();
 void set_small_m_settings(const SmallMSettings& s);
+
+// Where the small-M kernel's software prefetch puts w: kL1 (prefetcht0: every level) or kL2
+// (prefetcht2: on Intel parts the L2 only). On a 2-vCPU AVX-512 Xeon kL2 read bf16 w at batch 1
+// at 0.94-1.02 of a plain read where kL1 read 0.82-0.86 (f32 0.93-0.95 and 0.91-0.96; batch 8
+// the same); the AMD machines were measured with kL1 only, and AMD documents the hints
+// differently by generation. Default kL2 on Intel, kL1 elsewhere; the start-up tuning leaves it
+// alone (its pieces can be cache-resident on a large L3, where the hint's effect on memory
+// misses does not show). Changes no bits. Process-wide.
+enum class SmallMPrefetchLevel { kL1, kL2 };
+SmallMPrefetchLevel small_m_prefetch_level();
+void set_small_m_prefetch_level(SmallMPrefetchLevel level);
+const char* prefetch_level_name(SmallMPrefetchLevel level);  // "L1", "L2"
 
 // The built-in small-M kernel (1 <= m <= 16) on a bf16 weight w[n, k] as stored: each element
 // widened on load, so y has the bits builtin()->matmul_nt gives on w widened to f32.

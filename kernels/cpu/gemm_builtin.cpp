@@ -271,6 +271,8 @@ constexpr int64_t kSmallPrefetchBytes = 8192;
 // cost batch-8 decode a fifth to a third).
 std::atomic<int> g_m1_rows{kNrGemv};
 std::atomic<int64_t> g_m1_prefetch_bytes{kSmallPrefetchBytes};
+// SmallMPrefetchLevel, at every m <= 16: true for kL2.
+std::atomic<bool> g_prefetch_l2{detect_isa().intel};
 
 // One step of a small tile: NR vectors of w at p, each multiplied into MR accumulators.
 template <int MR, int NR, typename R>
@@ -295,6 +297,7 @@ template <int MR, int NR, typename W>
   constexpr int kStepsPerLine = std::max<int>(1, 512 / (simd::kLanes * kWeightBits<W>));
   constexpr int64_t kLine = int64_t{kStepsPerLine} * simd::kLanes;
   using R = decltype(w_row(w, 0, k));
+  const bool to_l2 = g_prefetch_l2.load(std::memory_order_relaxed);
   R rows[NR];
 #pragma GCC unroll 16
   for (int j = 0; j < NR; ++j) rows[j] = w_row(w, j, k);
@@ -307,7 +310,13 @@ template <int MR, int NR, typename W>
   for (; p + kLine <= k; p += kLine) {
     if (prefetch_bytes) {
 #pragma GCC unroll 16
-      for (int j = 0; j < NR; ++j) __builtin_prefetch(w_addr(rows[j], p) + prefetch_bytes, 0, 3);
+      for (int j = 0; j < NR; ++j) {
+        if (to_l2) {
+          __builtin_prefetch(w_addr(rows[j], p) + prefetch_bytes, 0, 1);
+        } else {
+          __builtin_prefetch(w_addr(rows[j], p) + prefetch_bytes, 0, 3);
+        }
+      }
     }
 #pragma GCC unroll 8
     for (int u = 0; u < kStepsPerLine; ++u) tile_small_step<MR, NR, R>(x, rows, k, p + u * simd::kLanes, acc);
@@ -419,7 +428,7 @@ class Builtin final : public GemmPath {
   std::string name() const override {
     return std::string("builtin ") + simd::kIsaName + " " + std::to_string(kMr) + "x" + std::to_string(kNr) +
            " tiles (" + std::to_string(kMrSmall) + "x" + std::to_string(kNrSmall) + " at m <= " +
-           std::to_string(kSmallMaxM) + ")";
+           std::to_string(kSmallMaxM) + ", prefetch to " + prefetch_level_name(small_m_prefetch_level()) + ")";
   }
   void set_threads(int n) override { set_kernel_threads(n); }
   void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
@@ -445,6 +454,14 @@ void set_small_m_settings(const SmallMSettings& s) {
   g_m1_rows.store(s.m1_rows);
   g_m1_prefetch_bytes.store(s.m1_prefetch_bytes);
 }
+
+SmallMPrefetchLevel small_m_prefetch_level() {
+  return g_prefetch_l2.load() ? SmallMPrefetchLevel::kL2 : SmallMPrefetchLevel::kL1;
+}
+
+void set_small_m_prefetch_level(SmallMPrefetchLevel level) { g_prefetch_l2.store(level == SmallMPrefetchLevel::kL2); }
+
+const char* prefetch_level_name(SmallMPrefetchLevel level) { return level == SmallMPrefetchLevel::kL2 ? "L2" : "L1"; }
 
 void matmul_nt_small_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, float beta) {
   DZ_CHECK(m >= 1 && m <= kSmallMaxM, "matmul_nt_small_bf16: m " << m << " outside 1.." << kSmallMaxM);

@@ -88,6 +88,7 @@ CpuIsa detect_isa() {
   std::memcpy(vendor + 4, &d, 4);
   std::memcpy(vendor + 8, &c, 4);
   isa.amd = std::strcmp(vendor, "AuthenticAMD") == 0 || std::strcmp(vendor, "HygonGenuine") == 0;
+  isa.intel = std::strcmp(vendor, "GenuineIntel") == 0;
   __get_cpuid(1, &a, &b, &c, &d);
   const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28);
   // The CPU having a register file is not enough: the OS must save it (XCR0), or the first

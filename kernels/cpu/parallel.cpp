@@ -86,7 +86,7 @@ void futex_wake(std::atomic<uint32_t>* word, int n) {
 // waited for a CPU (runnable, not running) for more than a tenth of the time since the one
 // before: then it does not spin for its next kNoSpinWaits waits. The wait is the kernel's own
 // count (/proc/thread-self/schedstat); without it every involuntary switch counts. An idle VM
-// preempts a busy thread some 25 times a second for a few microseconds of its own work: on a
+// preempts a busy thread some 25 times a second, each time briefly: on a
 // 2-vCPU Xeon that alone kept the pool from spinning most of the time: batch-1 decode read its
 // weights at 0.84-0.87 of a plain read, with this rule 0.93-0.97 (docs/performance.md).
 constexpr int kNoSpinWaits = 256;

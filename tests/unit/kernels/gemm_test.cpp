@@ -4,6 +4,8 @@
 // Not a benchmark: bench/gemm_bench.cpp measures speed.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -247,6 +249,36 @@ TEST(GemmBuiltin, SmallMRowsDoNotDependOnTheBatch) {
     EXPECT_TRUE(identical("rows 0.." + std::to_string(m - 1), few,
                           std::vector<float>(batch.begin(), batch.begin() + m * n), {m, n}));
   }
+}
+
+// Where the small-M kernel prefetches to (L1 or L2) changes no bits, at m = 1 and in a batch,
+// f32 and bf16; the kernel's name says which it runs.
+TEST(GemmBuiltin, PrefetchLevelChangesNoBits) {
+  const auto before = cpu::gemm::small_m_prefetch_level();
+  const int64_t n = 130, k = 1537;
+  const auto x = random_vector(8 * k, 92), w = random_vector(n * k, 93);
+  std::vector<uint16_t> w16(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &w[i], 4);
+    w16[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  for (int64_t m : {1, 8}) {
+    std::vector<float> f32[2], bf16[2];
+    for (int level = 0; level < 2; ++level) {
+      const auto l = level ? cpu::gemm::SmallMPrefetchLevel::kL2 : cpu::gemm::SmallMPrefetchLevel::kL1;
+      cpu::gemm::set_small_m_prefetch_level(l);
+      EXPECT_NE(cpu::gemm::builtin()->name().find(std::string("prefetch to ") + cpu::gemm::prefetch_level_name(l)),
+                std::string::npos);
+      f32[level].resize(m * n);
+      bf16[level].resize(m * n);
+      cpu::gemm::builtin()->matmul_nt(m, n, k, x.data(), w.data(), f32[level].data(), 0.0f);
+      cpu::gemm::matmul_nt_small_bf16(m, n, k, x.data(), w16.data(), bf16[level].data(), 0.0f);
+    }
+    EXPECT_TRUE(identical("f32 m " + std::to_string(m), f32[0], f32[1], {m, n}));
+    EXPECT_TRUE(identical("bf16 m " + std::to_string(m), bf16[0], bf16[1], {m, n}));
+  }
+  cpu::gemm::set_small_m_prefetch_level(before);
 }
 
 // Same inputs and thread count -> same bits, for 1 and 2 threads; the built-in path gives
