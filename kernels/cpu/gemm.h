@@ -94,7 +94,7 @@ void set_small_m_settings(const SmallMSettings& s);
 
 // Where the small-M kernel's software prefetch puts w: kL1 (prefetcht0: every level) or kL2
 // (prefetcht2: on Intel parts the L2 only). On a 2-vCPU AVX-512 Xeon kL2 read bf16 w at batch 1
-// at 0.94-1.02 of a plain read where kL1 read 0.82-0.86 (f32 0.93-0.95 and 0.91-0.96; batch 8
+// at 0.94-1.02 of a plain read where kL1 read 0.82-0.86 (f32 0.93-1.00 and 0.91-0.98; batch 8
 // the same); the AMD machines were measured with kL1 only, and AMD documents the hints
 // differently by generation. Default kL2 on Intel, kL1 elsewhere; the start-up tuning leaves it
 // alone (its pieces can be cache-resident on a large L3, where the hint's effect on memory
