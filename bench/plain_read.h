@@ -1,9 +1,10 @@
 // The bound a weight-streaming benchmark is held to: a plain read of the same bytes (eight sums
 // at the machine's vector width, on dayzero's pool), the best of rounds that take turns without
 // a software prefetch, with one 8 KiB ahead into every level (prefetcht0) and with one into L2
-// (prefetcht2): which streams fastest depends on the machine (on a 2-vCPU AVX2 EPYC a prefetch
-// cost 15-25 %; on a 2-vCPU AVX-512 Xeon the L2 one read fastest, and a decode prefetching to L2
-// beat a read prefetching to L1), and the bound is the fastest. Shared by the benches.
+// (prefetcht2, as the small-M kernel prefetches on Intel): which streams fastest depends on the
+// machine (on a 2-vCPU AVX2 EPYC a prefetch cost 15-25 %; on a 2-vCPU AVX-512 Xeon the three
+// read within 5 % of each other, and its m = 1 GEMMs still read 5-10 % faster than any of them:
+// docs/performance.md), and the bound is the fastest. Shared by the benches.
 #pragma once
 
 #include <algorithm>

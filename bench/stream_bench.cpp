@@ -3,8 +3,9 @@
 // as a decode step does, on the pool's shares (what the small-M kernel runs), on fixed chunks
 // from one counter (the threads' chunks interleaved in w, as the guided chunks it replaced
 // were), and on two static halves; each against a plain read of the same bytes in the same
-// round (bench/plain_read.h: the best of no prefetch, one to L1 and one to L2). Shows what a schedule costs a small weight, where a call's start and end are a larger
-// part of it. Prints GB/s, best of --rounds, the schedules taking turns.
+// round (bench/plain_read.h: the best of no prefetch, one to L1 and one to L2). Shows what a
+// schedule costs a small weight, where a call's start and end are a larger part of it. Prints
+// GB/s, best of --rounds, the schedules taking turns.
 //
 //   stream_bench [--threads 2] [--rounds 5] [--k 768] [--dtype f32|bf16|both]
 #include <algorithm>
@@ -95,9 +96,9 @@ int main(int argc, char** argv) {
                 rows_m1(bf16, k, x.data(), w, y.data(), n * h / threads, n * (h + 1) / threads);
             });
           }};
+      const std::vector<std::pair<const float*, int64_t>> span = {{reinterpret_cast<const float*>(bytes), count * per / 4}};
       double best[4] = {0, 0, 0, 0};
       for (int r = 0; r < rounds; ++r) {
-        const std::vector<std::pair<const float*, int64_t>> span = {{reinterpret_cast<const float*>(bytes), count * per / 4}};
         best[3] = std::max(best[3], bench::plain_read_gb_s(span, 3));
         for (int s = 0; s < 3; ++s) {
           const auto t0 = std::chrono::steady_clock::now();
