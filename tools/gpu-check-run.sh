@@ -73,7 +73,7 @@ if [[ ${1:-} == __step ]]; then
   exit
 fi
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 CALL=${1:-}
 [[ $CALL == tests || $CALL == bench ]] || usage
 shift

@@ -9,12 +9,12 @@
 #       load GB/s to device vs raw read, prefill TFLOP/s vs cuBLAS bf16 GEMMs of the same shapes,
 #       decode tokens/s vs the memory-bandwidth bound, on a generated ~0.6 B bf16 llama.
 #   Each call leaves summary-<call>.txt and logs-<call>.tgz in OUT_DIR; `run.sh tests --dry-run`
-#   checks the plan and the packing anywhere (docs/cuda.md, "The first GPU run").
+#   checks the plan and the packing anywhere (docs/cuda.md).
 # Not packed: cudart, cuBLAS, cuBLASLt, NCCL and the driver; run.sh takes them from the GPU
 # machine's Python environment (its nvidia-* wheels) or its CUDA toolkit.
 set -euo pipefail
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [[ $# -ge 1 && $1 == pack ]] || usage
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

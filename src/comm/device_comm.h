@@ -19,7 +19,8 @@ inline constexpr std::array<GroupKind, 6> kGroupKinds{GroupKind::kWorld, GroupKi
 const char* group_kind_name(GroupKind k);  // "world", "tp", ...
 
 // What the forward pass sends through a group: device tensors through tp (all-reduce,
-// all-gather), pp (activations between stages) and ep (token dispatch); world, dp and etp carry
+// all-gather), pp (activations between stages) and ep (token dispatch; used only under wide
+// expert parallelism, so a caller passes ep's size as 1 otherwise); world, dp and etp carry
 // host helpers only (agreements, maxima), which go to MPI whatever Comm fronts them.
 bool moves_device_tensors(GroupKind k);
 

@@ -3,8 +3,8 @@
 // a GPU of its own, from the gathered PCI bus ids, else MPI, which stages device buffers
 // through host memory: comm/device_comm.h), the device it binds to (local rank modulo the
 // visible devices), the compute dtype, and the plan's bytes plus what the backend holds beyond
-// them (backend/device_memory.h) checked against the device before anything is allocated. Not where tensors are placed (run_load.cpp)
-// nor the dump file's record of it (run_folder.cpp).
+// them (backend/device_memory.h) checked against the device before anything is allocated. Not
+// where tensors are placed (run_load.cpp) nor the dump file's record of it (run_folder.cpp).
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -77,8 +77,11 @@ Status Run::create_backend() {
     const comm::CommRequest request = cfg_.comm == config::CommKind::kNccl  ? comm::CommRequest::kNccl
                                       : cfg_.comm == config::CommKind::kMpi ? comm::CommRequest::kMpi
                                                                             : comm::CommRequest::kAuto;
-    const std::array<int, 6> sizes{groups_->mpi_world().size(), groups_->mpi_tp().size(), groups_->mpi_pp().size(),
-                                   groups_->mpi_dp().size(),    groups_->mpi_ep().size(), groups_->mpi_etp().size()};
+    // The forward sends through ep only under wide expert parallelism (part_.ep); otherwise its
+    // experts' tokens move over tp, and an ep communicator would sit unused.
+    const std::array<int, 6> sizes{groups_->mpi_world().size(), groups_->mpi_tp().size(),
+                                   groups_->mpi_pp().size(),    groups_->mpi_dp().size(),
+                                   plan_.wide_ep() ? groups_->mpi_ep().size() : 1, groups_->mpi_etp().size()};
     const comm::DeviceCommChoice choice = comm::choose_device_comm(request, keys, sizes);
     // What the backend holds beyond the plan: staging, cuBLAS, the NCCL communicators and the
     // GEMM workspaces of the weights this rank will place (the loader's rule, before loading).
