@@ -3,13 +3,13 @@
 
 namespace dayzero::backend {
 namespace {
-std::string mib(int64_t b) { return std::to_string(b >> 20) + " MiB"; }
+std::string device_mib(int64_t b) { return std::to_string(b >> 20) + " MiB"; }
 }  // namespace
 
 std::string DeviceOverhead::describe() const {
-  return "staging " + mib(staging) + ", cuBLAS " + mib(cublas) + ", NCCL " + mib(nccl) + " (" +
+  return "staging " + device_mib(staging) + ", cuBLAS " + device_mib(cublas) + ", NCCL " + device_mib(nccl) + " (" +
          std::to_string(nccl_comms) + " communicator" + (nccl_comms == 1 ? "" : "s") + "), GEMM workspaces " +
-         mib(gemm_weight + gemm_activation);
+         device_mib(gemm_weight + gemm_activation);
 }
 
 DeviceOverhead cuda_device_overhead(int nccl_comms, int64_t gemm_weight_bytes, int64_t gemm_activation_bytes) {
@@ -28,10 +28,10 @@ Status check_device_fit(int64_t plan_bytes, const DeviceOverhead& overhead, int 
   if (plan_bytes <= 0) return Status::Ok();
   const int64_t need = plan_bytes + overhead.total();
   if (need <= free_bytes) return Status::Ok();
-  return Status::InvalidArgument("backend cuda: the plan needs " + mib(plan_bytes) + " on device " +
-                                 std::to_string(device) + " and the backend " + mib(overhead.total()) + " more (" +
-                                 overhead.describe() + "), " + mib(need) + " in all, but the device has " +
-                                 mib(free_bytes) + " free of " + mib(total_bytes) +
+  return Status::InvalidArgument("backend cuda: the plan needs " + device_mib(plan_bytes) + " on device " +
+                                 std::to_string(device) + " and the backend " + device_mib(overhead.total()) + " more (" +
+                                 overhead.describe() + "), " + device_mib(need) + " in all, but the device has " +
+                                 device_mib(free_bytes) + " free of " + device_mib(total_bytes) +
                                  "; use more ranks (tp/pp) or a smaller topology.memory_fraction");
 }
 
