@@ -326,6 +326,29 @@ TEST_F(CudaVsCpu, ReservePreSizesFromThePlan) {
   const Status st = g.reserve(huge);
   EXPECT_EQ(st.code(), StatusCode::kOutOfMemory) << st.message();
   EXPECT_NE(st.message().find("pre-sizing from the plan needs"), std::string::npos) << st.message();
+  // A GEMM workspace the device cannot hold (tokens x 128 in-features x 2 bytes, past the device)
+  // is the same exit-3 sentence, not an abort; the backend stays usable (the next GEMM grows it).
+  backend::Reservation wide;
+  wide.max_tokens = after.total_bytes / 64;
+  const Status ws = g.reserve(wide);
+  EXPECT_EQ(ws.code(), StatusCode::kOutOfMemory) << ws.message();
+  EXPECT_NE(ws.message().find("the activation workspace failed"), std::string::npos) << ws.message();
+  Tensor x = g.to_device(host_of(random_values(3 * 128, kSeed + 45), {3, 128}));
+  Tensor y = g.empty(DType::kF32, {3, 64});
+  g.matmul(x, w, y, false);
+  g.synchronize();
+}
+
+// A GEMM of zero rows (an expert no token chose) does nothing, as on the CPU.
+TEST_F(CudaVsCpu, MatmulOfZeroRows) {
+  for (backend::Backend* b : {gpu_.get(), gpu_bf16_.get()}) {
+    Tensor w = b->to_device_weight(host_of(random_values(64 * 128, kSeed + 46), {64, 128}));
+    Tensor x = b->empty(DType::kF32, {0, 128});
+    Tensor y = b->empty(DType::kF32, {0, 64});
+    b->matmul(x, w, y, false);
+    b->matmul(x, w, y, true);
+    b->synchronize();
+  }
 }
 
 // One f32 add per element on both sides: exact.
