@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
       "{\"device\": \"%s\", \"file_bytes\": %.0f, \"raw_read_gbps\": %.3f, \"d2d_copy_gbps\": %.1f, "
       "\"gemm_tokens\": %lld, \"lm_head_rows\": %lld, \"gemm_inputs\": \"random bf16\", \"gemm_flops\": %.4e, "
       "\"gemm_seconds\": %.6f, \"gemm_bf16_tflops\": %.2f}\n",
-      prop.name, file_bytes, read_gbps, copy_gbps, static_cast<long long>(m), static_cast<long long>(kLmHeadRows), flops,
-      ms * 1e-3, tflops);
+      prop.name, file_bytes, read_gbps, copy_gbps, static_cast<long long>(m), static_cast<long long>(kLmHeadRows),
+      flops, ms * 1e-3, tflops);
   return 0;
 }

@@ -29,9 +29,10 @@ Status check_device_fit(int64_t plan_bytes, const DeviceOverhead& overhead, int 
   const int64_t need = plan_bytes + overhead.total();
   if (need <= free_bytes) return Status::Ok();
   return Status::InvalidArgument("backend cuda: the plan needs " + device_mib(plan_bytes) + " on device " +
-                                 std::to_string(device) + " and the backend " + device_mib(overhead.total()) + " more (" +
-                                 overhead.describe() + "), " + device_mib(need) + " in all, but the device has " +
-                                 device_mib(free_bytes) + " free of " + device_mib(total_bytes) +
+                                 std::to_string(device) + " and the backend " + device_mib(overhead.total()) +
+                                 " more (" + overhead.describe() + "), " + device_mib(need) +
+                                 " in all, but the device has " + device_mib(free_bytes) + " free of " +
+                                 device_mib(total_bytes) +
                                  "; use more ranks (tp/pp) or a smaller topology.memory_fraction");
 }
 
