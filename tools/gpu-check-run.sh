@@ -200,6 +200,8 @@ run_step() {  # name, timeout, command (a word list, or a function of this scrip
   else
     grep -h 'not_ready_probe:' "$log" | head -5 || true
   fi
+  # The probe's answer and every kernel bound's measured error, to set the bounds from (docs/cuda.md).
+  grep -h '^not_ready_probe:\|^measured rel_l2' "$log" >>"$SUMMARY" || true
   pack_logs
   return $rc
 }

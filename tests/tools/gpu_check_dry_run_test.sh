@@ -69,7 +69,12 @@ pack=$T/dayzero-gpu
 mkdir -p "$pack/bin" "$pack/lib"
 cp "$RUN" "$pack/run.sh"
 printf '#!/bin/sh\necho "[  SKIPPED ] Probe.NoDevice (0 ms)"\n' >"$pack/bin/cuda_probe_test"
-for b in cuda_kernels_test nccl_smoke_test cuda_stored_load_test; do cp "$pack/bin/cuda_probe_test" "$pack/bin/$b"; done
+for b in nccl_smoke_test cuda_stored_load_test; do cp "$pack/bin/cuda_probe_test" "$pack/bin/$b"; done
+printf '#!/bin/sh
+echo "measured rel_l2 MatmulBf16:153 3.1e-07 (bound 2e-06)"
+echo "[       OK ] CudaVsCpu.MatmulBf16"
+' \
+  >"$pack/bin/cuda_kernels_test"
 printf '#!/bin/sh\necho "[  FAILED  ] CudaFamilies.MatchesTheCpuReference/llama"\nexit 1\n' >"$pack/bin/cuda_e2e_test"
 printf '#!/bin/sh\nexit 0\n' >"$pack/bin/dayzero"
 chmod +x "$pack"/bin/*
@@ -80,7 +85,10 @@ check "stand-in pack: a failing e2e test fails the call (exit 1)" test $rc -eq 1
 check "  the environment step ran (glibc line in its log)" \
   sh -c "tar xzOf '$T/out-real/logs-tests.tgz' ./environment.log | grep -q -i 'glibc\|GNU libc\|ldd'"
 check "  PASS environment" grep -q '^PASS environment' "$T/out-real/summary-tests.txt"
-check "  SKIP cuda_kernels_test" grep -q '^SKIP cuda_kernels_test (no GPU listed)' "$T/out-real/summary-tests.txt"
+check "  SKIP cuda_stored_load_test" grep -q '^SKIP cuda_stored_load_test (no GPU listed)' "$T/out-real/summary-tests.txt"
+check "  PASS cuda_kernels_test" grep -q '^PASS cuda_kernels_test' "$T/out-real/summary-tests.txt"
+check "  its measured errors copied into the summary" \
+  grep -q '^measured rel_l2 MatmulBf16:153 3.1e-07 (bound 2e-06)' "$T/out-real/summary-tests.txt"
 check "  FAIL cuda_e2e_test: exit 1" grep -q '^FAIL cuda_e2e_test: exit 1' "$T/out-real/summary-tests.txt"
 
 # 5. A step that outlives its timeout is killed and reported; its log still comes back.
