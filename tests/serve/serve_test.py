@@ -57,12 +57,14 @@ def free_ports(n):
     raise AssertionError(f"no {n} consecutive free ports")
 
 
-def write_config(d, name, port, serve=None, generate="", extra="", dump="", parallel="{tp: 2}"):
+def write_config(d, name, port, serve=None, generate="", extra="", dump="", parallel="{tp: 2}", more_prompts=""):
+    """serve: keys over the defaults (a None value removes the key); more_prompts: YAML list items."""
     path = os.path.join(d, name + ".yaml")
-    prompts = "".join(f"  - {{id: p{i}, text: {json.dumps(t)}}}\n" for i, t in enumerate(PROMPTS))
+    prompts = "".join(f"  - {{id: p{i}, text: {json.dumps(t)}}}\n" for i, t in enumerate(PROMPTS)) + more_prompts
     keys = {"port": port, "chat_template": HERE + "/chat_template.jinja", "max_body_bytes": 4096,
             "max_request_tokens": 200, "request_timeout_s": 20, "drain_s": 5}
     keys.update(serve or {})
+    keys = {k: v for k, v in keys.items() if v is not None}
     with open(path, "w") as f:
         f.write(f"model: {{path: {d}/model}}\nbackend: cpu\nparallel: {parallel}\nprompts:\n{prompts}"
                 f"generate: {{max_new_tokens: {MAX_TOKENS}, top_k_record: 0{generate}}}\n"
@@ -381,7 +383,8 @@ class Shutdown(unittest.TestCase):
                 status, body = http(port, "POST", "/v1/completions", {"prompt": PROMPTS[0], "max_tokens": 100000 - 16})
                 ctx_tokens = 100000 - 16
                 if status == 400:
-                    ctx_tokens = int(body["error"]["message"].rsplit("(", 1)[1].rstrip(")")) - 16
+                    self.assertEqual(body["error"]["code"], "context_length_exceeded", body)
+                    ctx_tokens = int(body["error"]["message"].split("maximum context length is ")[1].split()[0]) - 16
                     status, body = http(port, "POST", "/v1/completions", {"prompt": PROMPTS[0], "max_tokens": ctx_tokens})
                 self.assertEqual(status, 504, body)
                 self.assertIn("request_timeout_s", body["error"]["message"])
