@@ -8,9 +8,14 @@ A chat the template refuses (raise_exception, or a render error) is recorded as 
 dayzero must also refuse. Not a test itself.
 Run (with transformers and jinja2 from PyPI): python3 tools/make_chat_template_goldens.py [--out DIR]
 
-The templates of the other families dayzero runs (Kimi-K2/K2.5, GLM-5, Qwen3.5, llava,
-Mistral, Llama-3, DeepSeek-V3.2/V4, gpt-oss) are not in the repository's fixtures, so they have
-no goldens here.
+It also writes tests/data/chat_template/llava.json: llava-1.5's processor template
+(tests/fixtures/configs/llava-1.5-7b-hf/chat_template.json, which reads a message's content as a
+list of parts) rendered by transformers' render_jinja_template, the function both tokenizers' and
+processors' apply_chat_template call; text only (the fixtures have no llava tokenizer).
+
+The templates of the other families dayzero runs (Kimi-K2/K2.5, GLM-5, Qwen3.5, Mistral,
+Llama-3, DeepSeek-V3.2/V4, gpt-oss) are not in the repository's fixtures, so they have no
+goldens here.
 """
 
 import argparse
@@ -69,6 +74,39 @@ CHATS = [
 ]
 
 
+# Processor templates read content as parts ({"type": "text" | "image"}).
+PART_CHATS = [
+    ("image_question", [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is in this picture?"}]}]),
+    ("multi_turn", [{"role": "user", "content": [{"type": "text", "text": "Describe"}, {"type": "image"}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": "A cat on a mat."}]},
+                    {"role": "user", "content": [{"type": "text", "text": "What colour is it?"}]}]),
+    ("system_two_images", [{"role": "system", "content": [{"type": "text", "text": "Answer briefly."}]},
+                           {"role": "user", "content": [{"type": "image"}, {"type": "image"},
+                                                        {"type": "text", "text": "Compare them."}]}]),
+]
+
+
+def write_parts_golden(root, out_dir):
+    from transformers.utils.chat_template_utils import render_jinja_template
+    rel = "tests/fixtures/configs/llava-1.5-7b-hf/chat_template.json"
+    with open(os.path.join(root, rel), encoding="utf-8") as f:
+        template = json.load(f)["chat_template"]
+    cases = []
+    for name, messages in PART_CHATS:
+        for gen in (True, False):
+            rendered, _ = render_jinja_template(conversations=[messages], chat_template=template,
+                                                add_generation_prompt=gen)
+            cases.append({"chat": name, "messages": messages, "add_generation_prompt": gen, "text": rendered[0]})
+    out = {"magic": MAGIC, "format_version": FORMAT_VERSION, "fixture": "llava", "template_file": rel,
+           "generator": f"transformers {transformers.__version__}, jinja2 {jinja2.__version__}",
+           "special_tokens": {}, "cases": cases}
+    path = os.path.join(out_dir, "llava.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"{path}: {len(cases)} renderings", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,6 +147,7 @@ def main():
             f.write("\n")
         n_err = sum("error" in c for c in cases)
         print(f"{path}: {len(cases)} renderings ({n_err} refused by the template)", file=sys.stderr)
+    write_parts_golden(root, args.out)
 
 
 if __name__ == "__main__":

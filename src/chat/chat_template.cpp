@@ -79,6 +79,21 @@ def compile_template(text):
     env.globals["namespace"] = TemplateNamespace
     return env.from_string(text)
 
+def reads_content_parts(text):
+    # Whether the template loops over a message's content (a list of {"type": ...} parts, as
+    # processor templates read it) rather than using it as a string: a for loop whose iterable,
+    # filters aside, is x['content'] or x.content. vLLM's "openai" content format, detected the same way.
+    env = ImmutableSandboxedEnvironment(extensions=[AssistantTracker, jinja2.ext.loopcontrols])
+    for node in env.parse(text).find_all(jinja2.nodes.For):
+        it = node.iter
+        while isinstance(it, (jinja2.nodes.Filter, jinja2.nodes.Test)):
+            it = it.node
+        if isinstance(it, jinja2.nodes.Getitem) and isinstance(it.arg, jinja2.nodes.Const) and it.arg.value == "content":
+            return True
+        if isinstance(it, jinja2.nodes.Getattr) and it.attr == "content":
+            return True
+    return False
+
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
 def render_template(template, vars_json):
@@ -109,6 +124,7 @@ struct Engine {
   PyObject* compile = nullptr;   // compile_template(text)
   PyObject* render = nullptr;    // render_template(template, vars_json)
   PyObject* describe = nullptr;  // describe(exception)
+  PyObject* parts = nullptr;     // reads_content_parts(text)
 };
 
 // The pending Python exception as one line (Jinja2's own message, with its line when it has one);
@@ -164,6 +180,7 @@ Engine& engine() {
       e.compile = PyDict_GetItemString(globals, "compile_template");
       e.render = PyDict_GetItemString(globals, "render_template");
       e.describe = PyDict_GetItemString(globals, "describe");
+      e.parts = PyDict_GetItemString(globals, "reads_content_parts");
       Py_INCREF(module);  // the functions live as long as the process
     }
     Py_DECREF(module);
@@ -197,6 +214,12 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::compile(const std::string& t
   std::unique_ptr<ChatTemplate> out(new ChatTemplate());
   out->template_ = t;
   out->source_ = source;
+  PyObject* uni = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "strict");
+  PyObject* parts = uni ? PyObject_CallOneArg(e.parts, uni) : nullptr;
+  Py_XDECREF(uni);
+  if (!parts) return Status::InvalidArgument(source + ": Jinja2 could not read the chat template: " + take_error(e));
+  out->content_parts_ = PyObject_IsTrue(parts) == 1;
+  Py_DECREF(parts);
   return out;
 }
 

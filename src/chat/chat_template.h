@@ -39,11 +39,16 @@ class ChatTemplate {
   Result<std::string> render(const nlohmann::ordered_json& vars) const;
 
   const std::string& source() const { return source_; }
+  // Whether the template reads a message's content as a list of {"type": "text" | "image", ...}
+  // parts (it loops over it, as processor templates do, e.g. llava's) rather than as a string.
+  // The service then passes each message's content as parts, as vLLM does.
+  bool reads_content_parts() const { return content_parts_; }
 
  private:
   ChatTemplate() = default;
   void* template_ = nullptr;  // the compiled jinja2.Template (a PyObject*)
   std::string source_;
+  bool content_parts_ = false;
 };
 
 // The variables apply_chat_template takes from the tokenizer: bos_token (the BOS id's text) and

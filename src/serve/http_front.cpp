@@ -214,7 +214,9 @@ bool Service::tokenize(const ApiRequest& api, const PromptInput* prompt, Request
       using ojson = nlohmann::ordered_json;
       ojson msgs = ojson::array();
       for (const ChatMessage& m : api.messages) {
-        ojson msg = {{"role", m.role}, {"content", m.content_null ? ojson() : ojson(m.content)}};
+        // Content as the template reads it: parts for a template that loops over them, else text.
+        ojson msg = {{"role", m.role},
+                     {"content", m.content_null ? ojson() : chat_template_->reads_content_parts() ? m.parts : ojson(m.content)}};
         for (const auto& [k, v] : m.extra.items()) msg[k] = v;
         msgs.push_back(std::move(msg));
       }

@@ -28,9 +28,10 @@ bool parse_int(const ojson& v, const std::string& param, int min, int* out, ApiE
 }
 
 bool parse_content(const ojson& v, const std::string& param, const std::string& image_placeholder, std::string* out,
-                   std::vector<std::pair<std::string, std::string>>* images, ApiError* err) {
+                   ojson* parts, std::vector<std::pair<std::string, std::string>>* images, ApiError* err) {
   if (v.is_string()) {
     *out = v.get<std::string>();
+    parts->push_back({{"type", "text"}, {"text", *out}});
     return true;
   }
   if (!v.is_array()) return fail(err, param, "expected a string or a list of content parts, got " + kind_of(v));
@@ -52,6 +53,7 @@ bool parse_content(const ojson& v, const std::string& param, const std::string& 
           if (k != "url") return fail(err, p + ".image_url." + k, "unknown field");
       images->emplace_back(p + ".image_url", url.get<std::string>());
       *out += image_placeholder;
+      parts->push_back({{"type", "image"}});
       continue;
     }
     if (type != "text") return fail(err, p + ".type", "unknown content part type '" + type + "'");
@@ -59,6 +61,7 @@ bool parse_content(const ojson& v, const std::string& param, const std::string& 
       if (k != "type" && k != "text") return fail(err, p + "." + k, "unknown field");
     if (!part.contains("text") || !part["text"].is_string()) return fail(err, p + ".text", "expected a string");
     *out += part["text"].get<std::string>();
+    parts->push_back({{"type", "text"}, {"text", part["text"]}});
   }
   return true;
 }
@@ -129,7 +132,7 @@ bool parse_request(Endpoint endpoint, std::string_view body, const std::string& 
         if (msg.role != "assistant" || !msg.extra.contains("tool_calls"))
           return fail(err, p + ".content", "null only for an assistant message with tool_calls");
         msg.content_null = true;
-      } else if (!parse_content(m[i]["content"], p + ".content", image_placeholder, &msg.content, &out->images, err)) {
+      } else if (!parse_content(m[i]["content"], p + ".content", image_placeholder, &msg.content, &msg.parts, &out->images, err)) {
         return false;
       }
       out->messages.push_back(std::move(msg));

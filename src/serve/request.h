@@ -33,6 +33,9 @@ struct ApiError {
 struct ChatMessage {
   std::string role;     // system | user | assistant | tool
   std::string content;  // text parts joined, each image part as the model's image placeholder
+  // The same content as parts, for templates that read a list: {"type": "text", "text"} and
+  // {"type": "image"} in order (a string is one text part).
+  nlohmann::ordered_json parts = nlohmann::ordered_json::array();
   bool content_null = false;  // an assistant turn with tool_calls and no content
   // name, tool_calls, tool_call_id, reasoning_content, as sent (in the order sent: templates dump them)
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();

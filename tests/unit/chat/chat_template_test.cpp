@@ -90,6 +90,37 @@ TEST_P(Golden, RendersAndEncodesAsTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::Values("qwen3", "deepseek_v3"));
 
+// llava-1.5's processor template, which loops over a message's content parts: rendered as
+// transformers' render_jinja_template renders it (text only: the fixtures have no llava tokenizer),
+// and recognised as reading parts, where the tokenizer templates above read a string.
+TEST(ChatTemplate, ProcessorTemplateReadsContentParts) {
+  const std::string path = std::string(DAYZERO_SOURCE_DIR) + "/tests/data/chat_template/llava.json";
+  const json golden = json::parse(read_text(path));
+  ASSERT_EQ(golden.at("magic"), "dayzero-chat-template-golden") << path;
+  const std::string file = std::string(DAYZERO_SOURCE_DIR) + "/" + golden.at("template_file").get<std::string>();
+  auto tpl = ChatTemplate::compile(json::parse(read_text(file)).at("chat_template").get<std::string>(), file);
+  ASSERT_TRUE(tpl.ok()) << tpl.status().message();
+  EXPECT_TRUE((*tpl)->reads_content_parts());
+  int n = 0;
+  for (const json& c : golden.at("cases")) {
+    auto out = (*tpl)->render({{"messages", c.at("messages")}, {"add_generation_prompt", c.at("add_generation_prompt")}});
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    EXPECT_EQ(*out, c.at("text").get<std::string>()) << c.at("chat");
+    ++n;
+  }
+  EXPECT_EQ(n, 6);
+  for (const char* name : {"qwen3", "deepseek_v3"}) {
+    auto text = find_model_chat_template(std::string(DAYZERO_FIXTURES_DIR) + "/tokenizers/" + name);
+    ASSERT_TRUE(text.ok());
+    auto t = ChatTemplate::compile(*text, name);
+    ASSERT_TRUE(t.ok());
+    EXPECT_FALSE((*t)->reads_content_parts()) << name;
+  }
+  EXPECT_TRUE(must_compile("{% for m in messages %}{% for p in m.content | selectattr('type', 'equalto', 'text') %}"
+                           "{{ p.text }}{% endfor %}{% endfor %}")->reads_content_parts());
+  EXPECT_FALSE(must_compile("{% for m in messages %}{{ m.content }}{% endfor %}")->reads_content_parts());
+}
+
 TEST(ChatTemplate, TransformersEnvironment) {
   // trim_blocks drops the newline after a block tag; lstrip_blocks the indentation before one;
   // {%- and -%} strip all whitespace on their side; {{ }} tags are left alone.
