@@ -175,8 +175,11 @@ void Service::add_routes() {
     metrics_.request_done("health", res.status);
   });
   http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    const json j = {{"object", "list"},
-                    {"data", json::array({{{"id", model_id_}, {"object", "model"}, {"created", 0}, {"owned_by", "dayzero"}}})}};
+    json model = {{"id", model_id_}, {"object", "model"}, {"created", 0}, {"owned_by", "dayzero"}};
+    // As vLLM: the longest request (prompt + completion) served, which clients size requests by.
+    if (state_ != State::kStarting)
+      model["max_model_len"] = context_ > 0 ? std::min(context_, serve_cfg_.max_request_tokens) : serve_cfg_.max_request_tokens;
+    const json j = {{"object", "list"}, {"data", json::array({model})}};
     res.set_content(j.dump(), "application/json");
     metrics_.request_done("models", 200);
   });

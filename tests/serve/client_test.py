@@ -186,6 +186,10 @@ class Clients(unittest.TestCase):
         self.assertEqual(r.choices[0].text, full[:full.find(full[2:4])])
         self.assertEqual(r.choices[0].finish_reason, "stop")
 
+    def test_models_max_model_len(self):
+        status, body = st.http(self.port, "GET", "/v1/models")
+        self.assertEqual(body["data"][0]["max_model_len"], 1000)  # serve.max_request_tokens, under the context
+
     def test_error_codes(self):
         status, body = self.post("/v1/completions", {"prompt": PROMPTS[0], "max_tokens": 999})
         self.assertEqual(status, 400)
