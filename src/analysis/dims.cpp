@@ -87,12 +87,23 @@ Status read_text(const nlohmann::json& t, bool nested, TextDims& x) {
   DZ_ASSIGN_OR_RETURN(x.n_expert, first_int(t, {"num_local_experts", "num_experts", "n_routed_experts"}, 0));
   DZ_ASSIGN_OR_RETURN(x.top_k, first_int(t, {"num_experts_per_tok", "moe_topk", "num_experts_per_token"}, 0));
   DZ_ASSIGN_OR_RETURN(x.moe_ff, first_int(t, {"moe_intermediate_size"}, x.ff));
-  DZ_ASSIGN_OR_RETURN(x.n_shared, first_int(t, {"n_shared_experts"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.n_shared, first_int(t, {"n_shared_experts", "num_shared_experts"}, 0));
   DZ_ASSIGN_OR_RETURN(x.shared_ff, first_int(t, {"shared_expert_intermediate_size"}, 0));
   DZ_ASSIGN_OR_RETURN(x.first_dense, first_int(t, {"first_k_dense_replace"}, 0));
   DZ_ASSIGN_OR_RETURN(x.moe_freq, first_int(t, {"moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step"}, 1));
   DZ_ASSIGN_OR_RETURN(x.dense_layers, model::json_int_list_or_empty(t, "mlp_only_layers"));
-  DZ_ASSIGN_OR_RETURN(x.scoring, json_string_or(t, "scoring_func", "softmax"));
+  // Per-layer feed-forward kinds (kimi_linear's dense / sparse, deepseek_v4's moe / hash_moe):
+  // a hash-routed layer holds the same experts and router as a learned one.
+  DZ_ASSIGN_OR_RETURN(x.mlp_layer_types, string_list(t, "mlp_layer_types"));
+  if (!x.mlp_layer_types.empty() && static_cast<int64_t>(x.mlp_layer_types.size()) != x.n_layer)
+    return Status::InvalidArgument("config.json: key 'mlp_layer_types' has " + std::to_string(x.mlp_layer_types.size()) +
+                                   " entries for " + std::to_string(x.n_layer) + " layers");
+  DZ_ASSIGN_OR_RETURN(x.act, json_string_or(t, "hidden_activation", ""));
+  if (t.contains("hidden_act") && !t["hidden_act"].is_null()) {
+    DZ_ASSIGN_OR_RETURN(x.act, json_string_or(t, "hidden_act", ""));
+  }
+  // "" when neither the file nor its class states it: the family's code decides (add_features).
+  DZ_ASSIGN_OR_RETURN(x.scoring, json_string_or(t, "scoring_func", ""));
   DZ_ASSIGN_OR_RETURN(x.topk_method, json_string_or(t, "topk_method", ""));
   // The adapters' bound: absurd layer or expert counts are refused before any per-layer list.
   DZ_RETURN_IF_ERROR(model::check_tensor_count(x.n_layer, x.n_expert, std::string("config.json") + (nested ? " text_config" : "")));
@@ -207,7 +218,9 @@ Status read_vision(const nlohmann::json& v, const std::string& parent_type, cons
 }  // namespace
 
 bool TextDims::is_moe_layer(int64_t l) const {
-  if (n_expert <= 0 || l < first_dense) return false;
+  if (n_expert <= 0) return false;
+  if (!mlp_layer_types.empty()) return l >= 0 && l < static_cast<int64_t>(mlp_layer_types.size()) && mlp_layer_types[l] != "dense";
+  if (l < first_dense) return false;
   if (std::find(dense_layers.begin(), dense_layers.end(), l) != dense_layers.end()) return false;
   return moe_freq <= 1 || (l + 1) % moe_freq == 0;
 }
