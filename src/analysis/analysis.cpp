@@ -83,16 +83,17 @@ void add_features(Analysis& a, const nlohmann::json& config) {
   auto ok = [&](const std::string& name, const std::string& detail, const std::string& evidence, const std::string& block) {
     claim(name, detail, evidence, block, name);
   };
-  int64_t n_unknown = 0;  // layers of a kind the analysis does not know (layer_types)
+  int64_t n_unknown = 0;   // layers of a kind the analysis does not know (layer_types)
+  int64_t n_unproven = 0;  // layers whose attention no proof covers (unknown kinds, DeepSeek-V4's)
   // A detail of attention (rotary, norms, biases, gates) proven on the known attention kinds
   // proves nothing about layers of a kind the analysis does not know.
   auto attn_ok = [&](const std::string& name, const std::string& detail, const std::string& evidence,
                      const std::string& block, const std::string& key) {
     claim(name, detail, evidence, block, key);
-    if (n_unknown > 0 && a.features.back().status == FeatureStatus::kBlock) {
+    if (n_unproven > 0 && a.features.back().status == FeatureStatus::kBlock) {
       a.features.back().status = FeatureStatus::kReview;
-      a.features.back().block = block + " is proven on the known attention kinds only; " + std::to_string(n_unknown) +
-                                " layers are of kinds the analysis does not know";
+      a.features.back().block = block + " is proven on other attention kinds only; " + std::to_string(n_unproven) +
+                                " layers are of a kind no proof covers";
       a.features.back().proof.clear();
     }
   };
@@ -117,9 +118,33 @@ void add_features(Analysis& a, const nlohmann::json& config) {
                " layers; counted as the config's plain attention (its own tensors are not in the estimate)",
            "layer_types", "layer_types=" + kind);
   }
-  int64_t n_linear = 0, n_sliding = 0;
-  for (int64_t l = 0; l < t.n_layer; ++l) n_linear += t.is_linear_layer(l), n_sliding += t.is_sliding_layer(l);
-  const int64_t n_full = t.n_layer - n_linear - n_unknown;
+  int64_t n_linear = 0, n_sliding = 0, n_csa = 0, n_hca = 0;
+  for (int64_t l = 0; l < t.n_layer; ++l) {
+    n_linear += t.is_linear_layer(l), n_sliding += t.is_sliding_layer(l);
+    n_csa += t.compressed_kind(l) == "csa", n_hca += t.compressed_kind(l) == "hca";
+  }
+  // DeepSeek-V4's attention (o_groups) is none of the proven kinds on any layer.
+  const int64_t n_full = t.o_groups > 0 ? 0 : t.n_layer - n_linear - n_unknown;
+  n_unproven = t.o_groups > 0 ? t.n_layer : n_unknown;
+  if (t.o_groups > 0) {
+    claim("shared-KV attention (DeepSeek-V4)",
+          std::to_string(t.n_head) + " q heads over one KV head of " + std::to_string(t.head_dim) +
+              " read as both key and value, q low-rank " + std::to_string(t.q_lora) + ", window " +
+              std::to_string(t.sliding_window) + " on every layer",
+          "o_groups, num_key_value_heads, q_lora_rank", "", "shared-KV attention (DeepSeek-V4)");
+    missing("sliding window", "window " + std::to_string(t.sliding_window) + " on all " + std::to_string(t.n_layer) +
+                                  " layers (DeepSeek-V4's attention)",
+            "sliding_window", "a bounded-window KV cache and mask");
+  }
+  if (n_csa > 0)
+    claim("compressed sparse attention", std::to_string(n_csa) + " of " + std::to_string(t.n_layer) + " layers: every " +
+                                             std::to_string(t.csa_rate) + " tokens compressed into one KV entry, the top " +
+                                             std::to_string(t.index_topk) + " entries picked by an indexer",
+          "layer_types, compress_rates", "", "layer_types=compressed_sparse_attention");
+  if (n_hca > 0)
+    claim("heavily compressed attention", std::to_string(n_hca) + " of " + std::to_string(t.n_layer) + " layers: every " +
+                                              std::to_string(t.hca_rate) + " tokens compressed into one KV entry",
+          "layer_types, compress_rates", "", "layer_types=heavily_compressed_attention");
   if (t.kv_lora > 0) {
     ok("MLA", "q_lora " + std::to_string(t.q_lora) + ", kv_lora " + std::to_string(t.kv_lora) + ", qk " +
                   std::to_string(t.qk_nope) + "+" + std::to_string(t.qk_rope) + " (rope), v " + std::to_string(t.v_head),
@@ -166,7 +191,7 @@ void add_features(Analysis& a, const nlohmann::json& config) {
   if (t.attn_output_gate)
     attn_ok("attention output gate", "sigmoid gate on the attention output (q_proj doubled)", "attn_output_gate",
        "blocks/attention", "attention output gate");
-  if (n_sliding > 0)
+  if (n_sliding > 0 && t.o_groups == 0)
     missing("sliding window", "window " + std::to_string(t.sliding_window) + " in " + std::to_string(n_sliding) + " layers",
             t.layer_types.empty() ? "sliding_window" : "layer_types", "a bounded-window KV cache and mask");
   if (any_part(a, "attention sinks"))
@@ -282,7 +307,7 @@ void add_features(Analysis& a, const nlohmann::json& config) {
   }
   // Tensor groups no rule explains.
   for (const auto& g : a.groups)
-    if (g.component == Component::kUnknown)
+    if (g.component == Component::kUnknown && g.part == "unknown")
       a.features.push_back({"unknown tensors", std::to_string(g.tensors) + " tensor(s), " + std::to_string(g.bytes) + " bytes",
                             g.tmpl, FeatureStatus::kUnknown, "no rule explains this group", "unknown tensors", ""});
   // Precision-sensitive points.
@@ -309,8 +334,15 @@ void add_features(Analysis& a, const nlohmann::json& config) {
   // What the estimate leaves out: the parameters of features no rule counts.
   if (a.source != Source::kHeaders) {
     std::string left;
+    // Counted where the analysis has the family's layout (tensors.cpp): DeepSeek-V4's
+    // hyper-connections, grouped output and compressors, Kimi Delta Attention's layers.
+    const auto counted = [&](const std::string& f) {
+      return (f == "hyper-connections" && t.hc_mult > 0) || (f == "grouped output projection" && t.o_groups > 0) ||
+             (f == "compressed KV attention" && t.o_groups > 0 && (t.csa_rate > 0 || t.hca_rate > 0)) ||
+             (f == "linear attention (Kimi Delta Attention)" && t.kda_heads > 0 && t.kda_head_dim > 0);
+    };
     for (const KeyFeature& k : by_key)
-      if (k.params) left += (left.empty() ? "" : ", ") + k.feature + " (" + k.key + ")";
+      if (k.params && !counted(k.feature)) left += (left.empty() ? "" : ", ") + k.feature + " (" + k.key + ")";
     if (n_unknown > 0) {
       std::string kinds;
       for (const auto& [kind, n] : unknown_kinds) kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
@@ -406,7 +438,7 @@ Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> t
       continue;
     }
     g.params += n;
-    if (c.component == Component::kUnknown) a.unknown_tensors += 1, a.unknown_bytes += x.bytes;
+    if (c.component == Component::kUnknown && c.part == "unknown") a.unknown_tensors += 1, a.unknown_bytes += x.bytes;
     a.parts[c.part] += n;
     model::component_slot(c.mtp ? a.mtp : a.main, c.component) += n;
     if (!c.mtp && c.component == Component::kRoutedExpert) routed_by_layer[c.layer] += n;

@@ -63,6 +63,15 @@ struct TextDims {
   // Hybrid layers: layer_types, and the linear-attention (Gated DeltaNet) sizes
   std::vector<std::string> layer_types;
   int64_t lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, lin_conv = 0;
+  // Kimi Delta Attention (linear_num_heads / linear_head_dim; kda_heads 0: none): its linear layers
+  // are KimiLinearDeltaAttention's q/k/v, short convolution, forget gate, beta, output gate and norm.
+  int64_t kda_heads = 0, kda_head_dim = 0;
+  // DeepSeek-V4 (o_groups 0: none): attention of one shared KV head (q low-rank, kv_proj), a
+  // grouped low-rank output (o_a_proj per group, o_b_proj), per-head sinks; layer kinds
+  // compressed_sparse_attention (a KV compressor of rate csa_rate with an indexer) and
+  // heavily_compressed_attention (a compressor of rate hca_rate); hc_mult residual streams mixed by
+  // two hyper-connections a layer and one before the final norm (hc_mult 0: none).
+  int64_t o_groups = 0, o_lora = 0, csa_rate = 0, hca_rate = 0, hc_mult = 0;
   int64_t sliding_window = 0;
   // RoPE
   std::string rope_type = "default";
@@ -76,6 +85,8 @@ struct TextDims {
   bool is_moe_layer(int64_t l) const;
   bool is_linear_layer(int64_t l) const;
   bool is_sliding_layer(int64_t l) const;
+  // "csa", "hca" or "" (DeepSeek-V4's compressed layer kinds, known only with their compress_rates).
+  std::string compressed_kind(int64_t l) const;
   bool has_indexer(int64_t l) const;
 };
 

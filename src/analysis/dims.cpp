@@ -130,6 +130,20 @@ Status read_text(const nlohmann::json& t, bool nested, TextDims& x) {
   DZ_ASSIGN_OR_RETURN(x.lin_k_dim, first_int(t, {"linear_key_head_dim"}, 0));
   DZ_ASSIGN_OR_RETURN(x.lin_v_dim, first_int(t, {"linear_value_head_dim"}, 0));
   DZ_ASSIGN_OR_RETURN(x.lin_conv, first_int(t, {"linear_conv_kernel_dim"}, 4));
+  DZ_ASSIGN_OR_RETURN(x.kda_heads, first_int(t, {"linear_num_heads"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.kda_head_dim, first_int(t, {"linear_head_dim"}, 0));
+  if (x.lin_v_heads > 0) x.kda_heads = 0;  // Gated DeltaNet's keys win
+  DZ_ASSIGN_OR_RETURN(x.o_groups, first_int(t, {"o_groups"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.o_lora, first_int(t, {"o_lora_rank"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.hc_mult, first_int(t, {"hc_mult"}, 0));
+  if (x.o_groups > 0 && (x.q_lora <= 0 || x.o_lora <= 0 || (x.n_head * x.head_dim) % x.o_groups != 0))
+    return Status::InvalidArgument("config.json: o_groups " + std::to_string(x.o_groups) + " needs q_lora_rank, o_lora_rank and "
+                                   "num_attention_heads x head_dim divisible by it");
+  if (t.contains("compress_rates") && t["compress_rates"].is_object()) {
+    const auto& c = t["compress_rates"];
+    DZ_ASSIGN_OR_RETURN(x.csa_rate, first_int(c, {"compressed_sparse_attention"}, 0));
+    DZ_ASSIGN_OR_RETURN(x.hca_rate, first_int(c, {"heavily_compressed_attention"}, 0));
+  }
   DZ_ASSIGN_OR_RETURN(bool use_sw, json_bool_or(t, "use_sliding_window", true));
   DZ_ASSIGN_OR_RETURN(int64_t sw, first_int(t, {"sliding_window"}, 0));
   x.sliding_window = use_sw ? sw : 0;
@@ -226,6 +240,12 @@ bool TextDims::is_moe_layer(int64_t l) const {
 }
 bool TextDims::is_linear_layer(int64_t l) const {
   return l >= 0 && l < static_cast<int64_t>(layer_types.size()) && layer_types[l] == "linear_attention";
+}
+std::string TextDims::compressed_kind(int64_t l) const {
+  if (l < 0 || l >= static_cast<int64_t>(layer_types.size()) || o_groups <= 0) return "";
+  if (layer_types[l] == "compressed_sparse_attention" && csa_rate > 0) return "csa";
+  if (layer_types[l] == "heavily_compressed_attention" && hca_rate > 0) return "hca";
+  return "";
 }
 bool TextDims::is_sliding_layer(int64_t l) const {
   if (l >= 0 && l < static_cast<int64_t>(layer_types.size())) return layer_types[l] == "sliding_attention";

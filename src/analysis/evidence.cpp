@@ -78,17 +78,19 @@ std::string closest_families(const std::vector<std::string>& feature_keys) {
   size_t best = 0;
   for (const auto& [adapter, keys] : runs) best = std::max(best, keys.size());
   if (best == 0) return "";
-  std::string names, covered, differs;
-  const std::set<std::string>* first = nullptr;
-  for (const auto& [adapter, keys] : runs)
-    if (keys.size() == best) {
-      names += (names.empty() ? "" : ", ") + adapter;
-      if (!first) first = &keys;
-    }
-  for (const std::string& k : *first) covered += (covered.empty() ? "" : ", ") + k;
+  // Ties are named together, each with what it runs; "differs in" is what none of them runs.
+  std::string names, differs;
+  std::set<std::string> covered;
+  for (const auto& [adapter, keys] : runs) {
+    if (keys.size() != best) continue;
+    std::string list;
+    for (const std::string& k : keys) list += (list.empty() ? "" : ", ") + k;
+    names += (names.empty() ? "" : ", ") + adapter + " (runs " + list + ")";
+    covered.insert(keys.begin(), keys.end());
+  }
   for (const std::string& k : wanted)
-    if (!first->count(k)) differs += (differs.empty() ? "" : ", ") + k;
-  return "closest: " + names + " (runs " + covered + ")" + (differs.empty() ? "" : "; differs in: " + differs);
+    if (!covered.count(k)) differs += (differs.empty() ? "" : ", ") + k;
+  return "closest: " + names + (differs.empty() ? "" : "; differs in: " + differs);
 }
 
 }  // namespace dayzero::analysis

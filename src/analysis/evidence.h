@@ -24,8 +24,9 @@ const std::vector<Proof>& proofs();
 // The proofs of one feature key (empty: nothing here runs it under a test).
 std::vector<const Proof*> proofs_of(const std::string& feature);
 
-// The families whose adapters cover the most of these feature keys: "closest: F (runs a, b);
-// differs in: c, d" for the best (ties named together); "" when no adapter proves any of them.
+// The families whose adapters cover the most of these feature keys: "closest: F (runs a, b), G
+// (runs a, c); differs in: d" (ties named together; "differs in": what none of them runs); ""
+// when no adapter proves any of them.
 std::string closest_families(const std::vector<std::string>& feature_keys);
 
 }  // namespace dayzero::analysis

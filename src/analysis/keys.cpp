@@ -313,7 +313,9 @@ struct EnumKey {
 const EnumKey kEnums[] = {
     {"scoring_func", {"softmax", "sigmoid"}},
     {"topk_method", {"greedy", "noaux_tc", "group_limited_greedy"}},
-    {"layer_types", {"full_attention", "linear_attention", "sliding_attention"}},
+    // deepseek_v4's two compressed kinds: their tensors are counted (tensors.cpp) with compress_rates
+    {"layer_types", {"full_attention", "linear_attention", "sliding_attention", "compressed_sparse_attention",
+                     "heavily_compressed_attention"}},
     {"mlp_layer_types", {"dense", "sparse", "moe", "hash_moe"}},
     {"hidden_act", {"silu", "swish", "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "relu"}},
     {"hidden_activation", {"silu", "swish", "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "relu"}},
@@ -342,6 +344,8 @@ const Entry kRopeKeys[] = {
     {"partial_rotary_factor", "fraction of head_dim rotated"},
     {"mrope_section", "M-RoPE sections (needs a new block)"},
     {"mrope_interleaved", "M-RoPE layout (needs a new block)"},
+    {"main", "RoPE of the sliding layers (deepseek_v4: per-layer-kind RoPE; numerics)"},
+    {"compress", "RoPE of the compressed layers and their compressors (deepseek_v4; numerics)"},
 };
 
 const char* find(const Entry* begin, const Entry* end, const std::string& key) {
@@ -394,7 +398,7 @@ void account_section(const nlohmann::json& s, const std::string& prefix, std::ve
     } else if (const FeatureKey* f = feature_key(key)) {
       a.cls = KeyClass::kUnderstood;
       a.what = std::string(f->what) + ": feature '" + f->feature + "'" +
-               (active(v) ? std::string(f->params ? ", its parameters not in the estimate" : "") : " (off)");
+               (active(v) ? std::string(f->params ? " (its parameters: see the estimate's notes)" : "") : " (off)");
     } else if (const char* w = find(std::begin(kIrrelevant), std::end(kIrrelevant), key)) {
       a.cls = KeyClass::kIrrelevant;
       a.what = w;

@@ -143,12 +143,11 @@ TEST(Accounting, SqrtsoftplusAndUnknownLayerKindsAreNeverSupported) {
   EXPECT_TRUE(v4->adapter.empty());
   ASSERT_NE(key(*v4, "scoring_func"), nullptr);
   EXPECT_EQ(key(*v4, "scoring_func")->cls, KeyClass::kUnrecognised);
+  // Its two compressed layer kinds are known (their tensors counted), their features unproven.
   ASSERT_NE(key(*v4, "layer_types"), nullptr);
-  EXPECT_EQ(key(*v4, "layer_types")->cls, KeyClass::kUnrecognised);
-  EXPECT_NE(key(*v4, "layer_types")->what.find("'heavily_compressed_attention' x23, 'compressed_sparse_attention' x20"),
-            std::string::npos) << key(*v4, "layer_types")->what;
+  EXPECT_EQ(key(*v4, "layer_types")->cls, KeyClass::kUnderstood);
   EXPECT_EQ(feature(*v4, "MoE softmax routing"), nullptr);
-  EXPECT_EQ(feature(*v4, "MQA"), nullptr);  // every layer is of a kind the analysis does not know
+  EXPECT_EQ(feature(*v4, "MQA"), nullptr);  // one shared KV head, but not the MQA a proof covers
   for (const auto& f : v4->features) {
     const bool supported = f.status == FeatureStatus::kBlock || f.status == FeatureStatus::kAdapter;
     if (!supported) continue;
@@ -158,22 +157,38 @@ TEST(Accounting, SqrtsoftplusAndUnknownLayerKindsAreNeverSupported) {
       EXPECT_EQ(s.find("scoring_func"), std::string::npos) << f.name;
     }
   }
-  for (const char* name : {"MoE routing (scoring_func sqrtsoftplus)", "layer kind 'compressed_sparse_attention'",
-                           "layer kind 'heavily_compressed_attention'", "hash routing", "hyper-connections",
-                           "compressed KV attention", "grouped output projection", "clamped SwiGLU", "partial rotary"}) {
+  for (const char* name : {"MoE routing (scoring_func sqrtsoftplus)", "compressed sparse attention",
+                           "heavily compressed attention", "hash routing", "hyper-connections", "shared-KV attention (DeepSeek-V4)",
+                           "compressed KV attention", "grouped output projection", "clamped SwiGLU", "partial rotary",
+                           "sparse attention indexer"}) {
     ASSERT_NE(feature(*v4, name), nullptr) << name;
     EXPECT_EQ(feature(*v4, name)->status, FeatureStatus::kReview) << name;
   }
-  // Hash layers are MoE layers (their experts and router counted); what is left out is said.
+  EXPECT_NE(feature(*v4, "compressed sparse attention")->detail.find("20 of 43"), std::string::npos);
+  EXPECT_NE(feature(*v4, "heavily compressed attention")->detail.find("23 of 43"), std::string::npos);
+  // Every layer kind counted: transformers 5.25.0 builds DeepseekV4ForCausalLM of this config on
+  // the meta device with 284,325,869,015 parameters (no MTP layer), each part as here: hash layers
+  // are MoE layers, the compressors and indexers, hyper-connections and grouped output included.
   EXPECT_EQ(v4->n_moe_layers, 43);
-  EXPECT_TRUE(any_contains(v4->notes, "the parameter estimate leaves out", "hyper-connections"));
-  EXPECT_TRUE(any_contains(v4->notes, "the parameter estimate leaves out", "23 heavily_compressed_attention"));
-  EXPECT_NE(v4->closest.find("closest: deepseek_v3"), std::string::npos) << v4->closest;
+  EXPECT_EQ(v4->total, 284325869015);
+  EXPECT_EQ(v4->parts.at("hyper-connections"), 34670925);
+  EXPECT_EQ(v4->parts.at("KV compressor"), 265852416);
+  EXPECT_EQ(v4->unknown_tensors, 0);
+  EXPECT_TRUE(any_contains(v4->notes, "the parameter estimate leaves out", "token-id tables"));
+  EXPECT_FALSE(any_contains(v4->notes, "the parameter estimate leaves out", "hyper-connections"));
+  EXPECT_NE(v4->closest.find("closest: deepseek_v3 (runs shared experts)"), std::string::npos) << v4->closest;
   EXPECT_NE(v4->closest.find("differs in: "), std::string::npos) << v4->closest;
   EXPECT_NE(v4->closest.find("scoring_func=sqrtsoftplus"), std::string::npos) << v4->closest;
 
   // The controls: a known score function is understood and proven; a made-up layer kind in a
-  // hybrid config is unrecognised and named.
+  // hybrid config, or in DeepSeek-V4's, is unrecognised and named.
+  nlohmann::json odd = load("DeepSeek-V4-Flash");
+  odd["layer_types"][5] = "zz_attention";
+  auto o = analyze(odd, {}, Source::kConfig);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(key(*o, "layer_types")->cls, KeyClass::kUnrecognised);
+  ASSERT_NE(feature(*o, "layer kind 'zz_attention'"), nullptr);
+  EXPECT_EQ(feature(*o, "layer kind 'zz_attention'")->status, FeatureStatus::kReview);
   nlohmann::json sigmoid = load("DeepSeek-V4-Flash");
   sigmoid["scoring_func"] = "sigmoid";
   auto s = analyze(sigmoid, {}, Source::kConfig);
@@ -209,10 +224,15 @@ TEST(Accounting, KimiDeltaAttentionIsNotGatedDeltaNet) {
   // No scoring_func in the file or its class: the router's score function is not read as softmax.
   EXPECT_EQ(feature(*k, "MoE softmax routing"), nullptr);
   ASSERT_NE(feature(*k, "MoE routing (score function not stated)"), nullptr);
-  // mlp_layer_types: layer 0 dense, 26 MoE; the shared expert (num_shared_experts) counted.
+  // mlp_layer_types: layer 0 dense, 26 MoE; the shared expert (num_shared_experts) and the KDA
+  // layers counted: transformers 5.25.0 builds KimiLinearForCausalLM of this config on the meta
+  // device with 49,133,074,464 parameters.
   EXPECT_EQ(k->n_moe_layers, 26);
   EXPECT_GT(k->main.shared_experts, 0);
-  EXPECT_TRUE(any_contains(k->notes, "the parameter estimate leaves out", "Kimi Delta Attention"));
+  EXPECT_EQ(k->total, 49133074464);
+  EXPECT_EQ(k->parts.at("linear attention"), 829797024);
+  EXPECT_EQ(k->unknown_tensors, 0);
+  EXPECT_FALSE(any_contains(k->notes, "the parameter estimate leaves out"));
 }
 
 bool has_module(const Analysis& a, const std::string& name, int line, bool matched) {
@@ -246,8 +266,8 @@ TEST(Accounting, DeepSeekV4ModelingFileNamesItsNewModulesWithLines) {
     EXPECT_TRUE(has_module(*a, "DeepseekV4RMSNorm", 45, true));
     EXPECT_TRUE(has_module(*a, "repeat_kv", 714, true));
     for (const char* name : {"hyper-connections", "compressed KV attention", "hash routing", "grouped output projection",
-                             "MoE routing (scoring_func sqrtsoftplus)", "layer kind 'compressed_sparse_attention'",
-                             "layer kind 'heavily_compressed_attention'"})
+                             "MoE routing (scoring_func sqrtsoftplus)", "compressed sparse attention",
+                             "heavily compressed attention"})
       EXPECT_TRUE(any_contains(a->risks, std::string("needs review: ") + name)) << name;
     for (const char* hint : {"hyper-connections", "compressed sparse attention", "heavily compressed attention", "hash routing",
                              "grouped output projection"})
@@ -337,8 +357,9 @@ TEST(Accounting, EveryProofNamesARegisteredAdapterAndATestThatExists) {
     }
   }
   EXPECT_EQ(closest_families({"zz unknown"}), "");
-  EXPECT_EQ(closest_families({"MLA", "MoE sigmoid routing", "q/k norm"}).rfind("closest: deepseek_v3, deepseek_v32, glm_moe_dsa", 0),
-            0u);
+  EXPECT_EQ(closest_families({"MLA", "MoE sigmoid routing", "zz unknown"}),
+            "closest: deepseek_v3 (runs MLA, MoE sigmoid routing), deepseek_v32 (runs MLA, MoE sigmoid routing), "
+            "glm_moe_dsa (runs MLA, MoE sigmoid routing); differs in: zz unknown");
 }
 
 }  // namespace
