@@ -98,7 +98,9 @@ void add_features(Analysis& a, const nlohmann::json& config) {
     }
   };
   // A value the analysis does not know needs review even where an adapter claims the model.
+  // A proof of the value itself ("scoring_func=sqrtsoftplus") makes it a claim like any other.
   auto review = [&](const std::string& name, const std::string& detail, const std::string& evidence, const std::string& key) {
+    if (!proofs_of(key).empty()) return claim(name, detail, evidence, "", key);
     a.features.push_back({name, detail, evidence, FeatureStatus::kReview, "the analysis does not know this value", key, ""});
   };
   auto missing = [&](const std::string& name, const std::string& detail, const std::string& evidence,
@@ -355,6 +357,10 @@ void add_features(Analysis& a, const nlohmann::json& config) {
       left += (left.empty() ? "" : ", ") + std::string("the hash layers' token-id tables (") + std::to_string(hash_layers) +
               " x [vocab, top_k] int64 buffers; their experts and router are counted)";
     if (!left.empty()) a.notes.push_back("the parameter estimate leaves out: " + left);
+    if (t.o_groups > 0)
+      a.notes.push_back("cache: DeepSeek-V4's layers are described as a window of sliding_window tokens of one KV head "
+                        "counted as k and v (the model keeps one tensor for both); the compressed entries (one per "
+                        "compress_rates tokens on the compressed layers) are not described");
   }
   // The families whose adapters prove the most of this model's features.
   if (!known) {

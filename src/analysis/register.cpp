@@ -26,14 +26,20 @@ std::string hex16(uint64_t v) {
 std::string attention_kind(const TextDims& t) {
   int64_t n_linear = 0;
   for (int64_t l = 0; l < t.n_layer; ++l) n_linear += t.is_linear_layer(l);
+  if (t.o_groups > 0) {  // DeepSeek-V4: one shared KV head; compressed layer kinds beside
+    int64_t csa = 0, hca = 0;
+    for (int64_t l = 0; l < t.n_layer; ++l) csa += t.compressed_kind(l) == "csa", hca += t.compressed_kind(l) == "hca";
+    return "shared-KV sliding window (DeepSeek-V4): " + std::to_string(csa) + " compressed sparse + " + std::to_string(hca) +
+           " heavily compressed + " + std::to_string(t.n_layer - csa - hca) + " window only";
+  }
   std::string full = t.kv_lora > 0          ? "MLA"
                      : t.n_head_kv == 1     ? "MQA"
                      : t.n_head_kv < t.n_head ? "GQA"
                                             : "MHA";
   if (t.index_topk > 0) full += " + sparse indexer (DSA)";
   if (n_linear == 0) return full;
-  return "hybrid: " + std::to_string(n_linear) + " linear (Gated DeltaNet) + " + std::to_string(t.n_layer - n_linear) +
-         " full " + full;
+  return "hybrid: " + std::to_string(n_linear) + (t.kda_heads > 0 ? " linear (Kimi Delta Attention) + " : " linear (Gated DeltaNet) + ") +
+         std::to_string(t.n_layer - n_linear) + " full " + full;
 }
 
 YAML::Node components(const model::ComponentParams& c) {
@@ -348,7 +354,15 @@ void print_markdown(std::ostream& o, const std::vector<YAML::Node>& entries) {
       for (size_t i = 0; i < review.size(); ++i) o << (i ? ", " : "") << review[i];
       o << "\n";
     }
-    if (!str(e, "closest").empty()) o << "Closest: " << str(e, "closest").substr(9) << "\n";
+    if (const std::string c = str(e, "closest"); !c.empty())
+      o << "Closest: " << cell(c.rfind("closest: ", 0) == 0 ? c.substr(9) : c) << "\n";
+    if (e["unmatched"] && e["unmatched"].IsSequence() && e["unmatched"].size() > 0) {
+      o << "Unmatched modules: ";
+      bool first = true;
+      for (const auto& u : e["unmatched"])
+        if (u.IsScalar()) o << (first ? "" : ", ") << cell(u.as<std::string>()), first = false;
+      o << "\n";
+    }
     if (e["keys"] && e["keys"]["unrecognised"] && e["keys"]["unrecognised"].IsMap()) {
       o << "Unrecognised keys: ";
       bool first = true;

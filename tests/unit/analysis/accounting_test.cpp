@@ -233,6 +233,16 @@ TEST(Accounting, KimiDeltaAttentionIsNotGatedDeltaNet) {
   EXPECT_EQ(k->parts.at("linear attention"), 829797024);
   EXPECT_EQ(k->unknown_tensors, 0);
   EXPECT_FALSE(any_contains(k->notes, "the parameter estimate leaves out"));
+  // Its KDA layers keep a recurrent state (32 heads of 128 x 128), not a KV cache.
+  int64_t kda_layers = 0;
+  for (const auto& l : describe_layers(k->dims.text))
+    if (l.mixer == model::MixerKind::kLinearAttention) {
+      kda_layers += 1;
+      EXPECT_EQ(l.cache.state_heads, 32);
+      EXPECT_EQ(l.cache.k_dim, 128);
+      EXPECT_EQ(l.cache.kv_heads, 0);
+    }
+  EXPECT_EQ(kda_layers, 21);
 }
 
 bool has_module(const Analysis& a, const std::string& name, int line, bool matched) {
