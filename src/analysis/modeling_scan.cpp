@@ -97,6 +97,8 @@ struct Fingerprint {
   const char* how;
   std::vector<const char*> all;   // regular expressions, each must match the squeezed code
   std::vector<const char*> none;  // none of these may match
+  const char* twice = nullptr;    // a literal that must occur at least twice (no unbounded regex:
+                                  // libstdc++'s recursion would overflow on a long class)
 };
 
 // One computation per block: each fingerprint is what the block computes, as transformers'
@@ -116,7 +118,7 @@ const std::vector<Fingerprint>& fingerprints() {
       {"class", "blocks/mla", "MLA: kv_a_proj_with_mqa to the latent, kv_b_proj up, q low-rank",
        {R"(kv_a_proj_with_mqa\()", R"(kv_b_proj\()"}, {R"(sinks|s_aux|compressor)"}},
       {"class", "blocks/dense_decoder", "pre-norm residual layer: x + attn(norm(x)), then x + mlp(norm(x))",
-       {R"(self\.self_attn\()", R"(self\.mlp\()", R"(hidden_states=residual\+hidden_states[\s\S]*hidden_states=residual\+hidden_states)"}, {}},
+       {R"(self\.self_attn\()", R"(self\.mlp\()"}, {}, "hidden_states=residual+hidden_states"},
       {"class", "blocks/dense_decoder", "the model: embedding, the layer loop, the final norm",
        {R"(self\.embed_tokens\()", R"(for \w+ in self\.layers)", R"(self\.norm\()"},
        {R"(self\.(?!embed_tokens\(|norm\(|rotary_emb\(|layers\b|config\b|gradient_checkpointing\b|training\b|post_init\()\w+\()"}},
@@ -143,6 +145,8 @@ const std::vector<Fingerprint>& fingerprints() {
   };
   return k;
 }
+
+constexpr size_t kMaxMatchChars = 64 * 1024;
 
 struct Hint {
   const char* pattern;
@@ -197,13 +201,15 @@ std::vector<ModuleAccount> account_modules(std::string_view source) {
   static const std::regex fn(R"(^(async\s+)?def\s+([A-Za-z_]\w*))");
   for (const PyLine& l : python_logical_lines(source)) {
     std::smatch m;
+    // A def or class header is short; the cut keeps std::regex's recursion bounded.
+    const std::string head = l.code.substr(0, 2048);
     if (l.indent == 0) {
       cur = nullptr;
-      if (std::regex_search(l.code, m, cls)) {
+      if (std::regex_search(head, m, cls)) {
         defs.push_back({m[1], "class", m[3], l.line, {}});
         cur = &defs.back();
         body_indent = -1;
-      } else if (std::regex_search(l.code, m, fn)) {
+      } else if (std::regex_search(head, m, fn)) {
         defs.push_back({m[2], "function", "", l.line, {}});
         cur = &defs.back();
         method = "";
@@ -214,7 +220,7 @@ std::vector<ModuleAccount> account_modules(std::string_view source) {
     if (cur->kind == "class") {
       if (body_indent < 0) body_indent = l.indent;
       if (l.indent == body_indent) {
-        const std::string stmt = l.code.substr(std::min(l.code.size(), l.code.find_first_not_of(' ')));
+        const std::string stmt = head.substr(std::min(head.size(), head.find_first_not_of(' ')));
         if (std::regex_search(stmt, m, fn)) method = m[2];
         else method = "";
         continue;
@@ -260,11 +266,20 @@ std::vector<ModuleAccount> account_modules(std::string_view source) {
       out.push_back(std::move(a));
       continue;
     }
+    if (code.size() > kMaxMatchChars) {  // std::regex recurses per character: not on a body this long
+      a.how = "not matched: " + std::to_string(code.size()) + " characters of code, more than a module's";
+      out.push_back(std::move(a));
+      continue;
+    }
     for (const Fingerprint& f : fingerprints()) {
       if (d->kind != f.kind) continue;
       const bool all = std::all_of(f.all.begin(), f.all.end(), [&](const char* r) { return std::regex_search(code, std::regex(r)); });
       const bool none = std::none_of(f.none.begin(), f.none.end(), [&](const char* r) { return std::regex_search(code, std::regex(r)); });
-      if (all && none) {
+      const bool twice = !f.twice || [&] {
+        const size_t first = code.find(f.twice);
+        return first != std::string::npos && code.find(f.twice, first + 1) != std::string::npos;
+      }();
+      if (all && none && twice) {
         a.block = f.block;
         a.how = f.how;
         break;

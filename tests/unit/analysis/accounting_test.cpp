@@ -345,6 +345,15 @@ class UsesRotate(PlainMLP):
   ASSERT_TRUE(by.count("rotate_half"));  // UsesRotate's forward does (a subclass of a module of the file)
   EXPECT_EQ(by["rotate_half"]->block, "blocks/attention");
   EXPECT_TRUE(by.count("UsesRotate"));
+  // A class far longer than any module's code is named unmatched, not matched (and no regex runs
+  // over it): a long body and a long identifier.
+  std::string big = "class Huge(nn.Module):\n    def forward(self, x):\n";
+  for (int i = 0; i < 20000; ++i) big += "        x = x + 1\n";
+  big += "        return " + std::string(100000, 'a') + "\n";
+  const std::vector<ModuleAccount> h = account_modules(big);
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_TRUE(h[0].block.empty());
+  EXPECT_NE(h[0].how.find("characters of code"), std::string::npos) << h[0].how;
 }
 
 TEST(Accounting, EveryProofNamesARegisteredAdapterAndATestThatExists) {
