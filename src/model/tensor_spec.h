@@ -66,6 +66,9 @@ struct TensorSpec {
   // `.weight_scale` and `.weight_shape` are declared as their own specs (kQuantScale, skip_load)
   // and read with it; the loader dequantizes to f32. 0: not pack-quantized.
   int64_t pack_group = 0;
+  // An integer table rather than weights (hash routing's tid2eid: token id -> the ids of the
+  // experts it goes to), stored as I32 with every value in [0, index_range); 0: a float tensor.
+  int64_t index_range = 0;
   Component component = Component::kUnknown;
   // kSplitDim0 of a fused tensor whose rows are consecutive sections (their rows summing to
   // shape[0]), each split over tp in its own blocks as a tensor of its own would be (shard_block
