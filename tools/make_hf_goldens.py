@@ -7,7 +7,8 @@ states of a fixed prompt (embed, every layer's output, final norm: exactly the n
 dumps), MoE router logits and top-k ids, the last-position logits and 8 greedy tokens, with
 the seed and the library versions in its metadata. deepseek_v4 (published tensor names, loaded
 through transformers' conversion mapping) also keeps the hc_mult residual streams as each
-layer's output, the cached decode's logits, and four negative controls (control.sinkhorn_1,
+layer's output, the cached decode's logits, the mHC modules' inputs and outputs (mhc.*), and
+four negative controls (control.sinkhorn_1,
 control.compress_theta_main, control.softmax_scores, control.hash_off_by_one). MLA models also get the same activations
 under control.mla_norm_eps.* from a run with a deliberate bug, for the test's negative control
 (glm_moe_dsa also control.indexer_rope_half.*: its indexer rotated half-split, DeepSeek-V3.2's way). The C++ test regenerates the same checkpoint (make-model is
@@ -500,6 +501,38 @@ def v4_activations(model, ids):
     return tensors
 
 
+def v4_mhc(model, ids):
+    """The mHC modules of one pass on their own, for the block's unit test: layer 1's attn_hc and
+    ffn_hc (input streams, fn / base / scale, post, comb, collapsed), the attention output between
+    them (ffn_hc's input streams are attn_hc's updated by it) and hc_head (input streams, its
+    weights, output), under mhc.*."""
+    lm, seen, hooks = model.model, {}, []
+    sites = {"layers.1.attn_hc": lm.layers[1].attn_hc, "layers.1.ffn_hc": lm.layers[1].ffn_hc}
+    for name, m in sites.items():
+        hooks.append(m.register_forward_hook(lambda mod, inp, out, name=name: seen.__setitem__(name, (inp[0], out))))
+    hooks.append(lm.hc_head.register_forward_hook(lambda mod, inp, out: seen.__setitem__("hc_head", (inp[0], out))))
+    hooks.append(lm.layers[1].self_attn.register_forward_hook(lambda mod, inp, out: seen.__setitem__("attn", out)))
+    with torch.no_grad():
+        model(input_ids=torch.tensor([ids]))
+    for h in hooks:
+        h.remove()
+    f = lambda t: t.detach().float().numpy().astype(np.float32)
+    out = {}
+    for name, m in sites.items():
+        streams, (post, comb, collapsed) = seen[name]
+        n = streams.shape[1]
+        out.update({f"mhc.{name}.streams": f(streams[0]).reshape(n, -1), f"mhc.{name}.fn": f(m.fn),
+                    f"mhc.{name}.base": f(m.base), f"mhc.{name}.scale": f(m.scale),
+                    f"mhc.{name}.post": f(post[0]), f"mhc.{name}.comb": f(comb[0]).reshape(n, -1),
+                    f"mhc.{name}.collapsed": f(collapsed[0])})
+    out["mhc.layers.1.attn_out"] = f(seen["attn"][0][0])  # what attn_hc's post and comb update the streams with
+    streams, head_out = seen["hc_head"]
+    out.update({"mhc.hc_head.streams": f(streams[0]).reshape(streams.shape[1], -1), "mhc.hc_head.fn": f(lm.hc_head.hc_fn),
+                "mhc.hc_head.base": f(lm.hc_head.hc_base), "mhc.hc_head.scale": f(lm.hc_head.hc_scale),
+                "mhc.hc_head.out": f(head_out[0])})
+    return out
+
+
 def v4_control(name, activations):
     """A negative control's layer outputs, final norm and logits, under control.<name>."""
     keep = lambda k: k.endswith("layer_out") or k in ("final_norm", "logits_last")
@@ -531,6 +564,7 @@ def make_deepseek_v4_golden(dayzero, yaml_path):
         greedy_ids = greedy(model, ids, N_GREEDY)
         tensors["greedy_ids"] = np.array(greedy_ids, dtype=np.int32)
         tensors.update(v4_activations(model, ids))
+        tensors.update(v4_mhc(model, ids))
         # Decode with the cache: prefill, then one token per step (the same greedy tokens).
         with torch.no_grad():
             out = model(input_ids=torch.tensor([ids]), use_cache=True)
