@@ -490,14 +490,21 @@ def v4_activations(model, ids):
     for i in range(len(lm.layers)):
         streams = first(seen[i])  # [S, hc_mult, D]
         tensors[f"layers.{i}.layer_out"] = streams.reshape(streams.shape[0], -1)
-    for i, (logits, _, top_ids) in routers.items():
+    for i, (logits, weights, top_ids) in routers.items():
         gate = lm.layers[i].mlp.gate
         if hasattr(gate, "e_score_correction_bias"):
             # top-k unsorted in the reference: ordered by descending biased score, ties to the lower id.
             choice = (gate.score_fn(logits.float()) + gate.e_score_correction_bias).numpy()
-            top_ids = torch.tensor([sorted(r.tolist(), key=lambda e, c=c: (-c[e], e)) for r, c in zip(top_ids, choice)])
+            perm = torch.tensor([sorted(range(len(r)), key=lambda j, r=r, c=c: (-c[r[j]], r[j]))
+                                 for r, c in zip(top_ids.tolist(), choice)])
+            top_ids, weights = top_ids.gather(1, perm), weights.gather(1, perm)
         tensors[f"layers.{i}.router_logits"] = logits.detach().numpy().astype(np.float32)
         tensors[f"layers.{i}.topk_ids"] = top_ids.numpy().astype(np.float32)
+        tensors[f"layers.{i}.topk_weights"] = weights.detach().numpy().astype(np.float32)
+        if hasattr(gate, "e_score_correction_bias"):
+            tensors[f"layers.{i}.router_bias"] = gate.e_score_correction_bias.numpy().astype(np.float32)
+        else:
+            tensors[f"layers.{i}.router_tid2eid"] = gate.tid2eid.numpy().astype(np.float32)
     return tensors
 
 

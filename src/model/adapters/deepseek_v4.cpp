@@ -233,6 +233,9 @@ Result<HParams> DeepseekV4Adapter::parse_hparams(const nlohmann::json& c) const 
     return Status::InvalidArgument("config.json: num_experts_per_tok exceeds n_routed_experts");
   hp.n_ff = hp.n_ff_expert;  // no dense layer: the shared expert's width per shared expert
   DZ_ASSIGN_OR_RETURN(hp.norm_topk_prob, json_bool_or(c, "norm_topk_prob", true));
+  if (!hp.norm_topk_prob)
+    return Status::Unsupported("config.json: deepseek_v4 norm_topk_prob=false is not supported (the reference "
+                               "always renormalises the chosen experts' scores)");
   DZ_ASSIGN_OR_RETURN(v.routed_scaling_factor, json_double_or(c, "routed_scaling_factor", 1.5));
   DZ_ASSIGN_OR_RETURN(v.n_shared_experts, json_int_or(c, "n_shared_experts", 1));
   if (v.n_shared_experts < 0) return Status::InvalidArgument("config.json: key 'n_shared_experts' must be >= 0");

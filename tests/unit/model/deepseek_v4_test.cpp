@@ -210,6 +210,7 @@ TEST(DeepseekV4, BadKeysAreRefusedByName) {
                         Case{"num_key_value_heads", 8, "num_key_value_heads must be 1"},
                         Case{"scoring_func", "sigmoid_v2", "scoring_func 'sigmoid_v2'"},
                         Case{"o_groups", 7, "o_groups 7"},
+                        Case{"norm_topk_prob", false, "norm_topk_prob=false"},
                         Case{"compress_rates", {{"sliding_attention", 2}}, "compress_rates key 'sliding_attention'"}}) {
     nlohmann::json c = load("DeepSeek-V4-Flash");
     c[k.key] = k.value;
