@@ -7,8 +7,8 @@ states of a fixed prompt (embed, every layer's output, final norm: exactly the n
 dumps), MoE router logits and top-k ids, the last-position logits and 8 greedy tokens, with
 the seed and the library versions in its metadata. deepseek_v4 (published tensor names, loaded
 through transformers' conversion mapping) also keeps the hc_mult residual streams as each
-layer's output, the cached decode's logits, the mHC modules' inputs and outputs (mhc.*), and
-four negative controls (control.sinkhorn_1,
+layer's output, the cached decode's logits, the mHC modules' inputs and outputs (mhc.*), the
+compressors' inputs and entries through prefill and decode (cmp.*), and four negative controls (control.sinkhorn_1,
 control.compress_theta_main, control.softmax_scores, control.hash_off_by_one). MLA models also get the same activations
 under control.mla_norm_eps.* from a run with a deliberate bug, for the test's negative control
 (glm_moe_dsa also control.indexer_rope_half.*: its indexer rotated half-split, DeepSeek-V3.2's way). The C++ test regenerates the same checkpoint (make-model is
@@ -540,6 +540,34 @@ def v4_mhc(model, ids):
     return out
 
 
+def v4_compressors(model, ids, greedy_ids):
+    """The compressors of layer 1 (CSA, rate 4) and layer 2 (HCA, rate 8) through prefill and the
+    cached decode of the greedy tokens, for the block's unit test: their input rows (every
+    position's normed hidden state), weights, the compressed entries after prefill and after the
+    last decode step, and the compressed rotary's inverse frequencies; under cmp.*."""
+    lm, seen, hooks = model.model, {1: [], 2: []}, []
+    for i in seen:
+        comp = lm.layers[i].self_attn.compressor
+        hooks.append(comp.register_forward_hook(
+            lambda mod, inp, out, i=i: seen[i].append((inp[0][0].detach().clone(), out[0][0, 0].detach().clone()))))
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]), use_cache=True)
+        cache = out.past_key_values
+        for t in greedy_ids:
+            cache = model(input_ids=torch.tensor([[t]]), cache=cache, use_cache=True).past_key_values
+    for h in hooks:
+        h.remove()
+    f = lambda t: t.detach().float().numpy().astype(np.float32)
+    res = {"cmp.compress_inv_freq": f(lm.rotary_emb.compress_inv_freq)}
+    for i, calls in seen.items():
+        comp = lm.layers[i].self_attn.compressor
+        res.update({f"cmp.layers.{i}.x": f(torch.cat([x for x, _ in calls])),
+                    f"cmp.layers.{i}.entries_prefill": f(calls[0][1]), f"cmp.layers.{i}.entries_final": f(calls[-1][1]),
+                    f"cmp.layers.{i}.wkv": f(comp.kv_proj.weight), f"cmp.layers.{i}.wgate": f(comp.gate_proj.weight),
+                    f"cmp.layers.{i}.ape": f(comp.position_bias), f"cmp.layers.{i}.norm": f(comp.kv_norm.weight)})
+    return res
+
+
 def v4_control(name, activations):
     """A negative control's layer outputs, final norm and logits, under control.<name>."""
     keep = lambda k: k.endswith("layer_out") or k in ("final_norm", "logits_last")
@@ -581,6 +609,7 @@ def make_deepseek_v4_golden(dayzero, yaml_path):
                 cache = out.past_key_values
                 steps.append(out.logits[0, -1].numpy().astype(np.float32))
         tensors["decode_logits"] = np.stack(steps)  # row j: after greedy token j
+        tensors.update(v4_compressors(model, ids, greedy_ids))
         # Negative controls, one bug each.
         hcs = [m for m in model.modules() if isinstance(m, v4.DeepseekV4HyperConnection)]
         for m in hcs:
