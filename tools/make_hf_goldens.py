@@ -550,6 +550,10 @@ def v4_compressors(model, ids, greedy_ids):
         comp = lm.layers[i].self_attn.compressor
         hooks.append(comp.register_forward_hook(
             lambda mod, inp, out, i=i: seen[i].append((inp[0][0].detach().clone(), out[0][0, 0].detach().clone()))))
+    # Layer 1's lightning indexer: its q input (q_a_norm(q_a_proj(x))) and the entries it picks.
+    picks = []
+    hooks.append(lm.layers[1].self_attn.compressor.indexer.register_forward_hook(
+        lambda mod, inp, out: picks.append((inp[1][0].detach().clone(), out[0].detach().clone()))))
     with torch.no_grad():
         out = model(input_ids=torch.tensor([ids]), use_cache=True)
         cache = out.past_key_values
@@ -559,6 +563,18 @@ def v4_compressors(model, ids, greedy_ids):
         h.remove()
     f = lambda t: t.detach().float().numpy().astype(np.float32)
     res = {"cmp.compress_inv_freq": f(lm.rotary_emb.compress_inv_freq)}
+    idx = lm.layers[1].self_attn.compressor.indexer
+    # Per row its picks, ascending, -1 for none (transformers' order among equal scores is not kept).
+    k = model.config.index_topk
+    rows = []
+    for _, out in picks:
+        for r in out.tolist():
+            kept = sorted(j for j in r if j >= 0)
+            rows.append(kept + [-1] * (k - len(kept)))
+    res.update({"cmp.indexer.q_residual": f(torch.cat([q for q, _ in picks])), "cmp.indexer.picks": np.array(rows, dtype=np.float32),
+                "cmp.indexer.wkv": f(idx.kv_proj.weight), "cmp.indexer.wgate": f(idx.gate_proj.weight),
+                "cmp.indexer.ape": f(idx.position_bias), "cmp.indexer.norm": f(idx.kv_norm.weight),
+                "cmp.indexer.wq_b": f(idx.q_b_proj.weight), "cmp.indexer.weights_proj": f(idx.scorer.weights_proj.weight)})
     for i, calls in seen.items():
         comp = lm.layers[i].self_attn.compressor
         res.update({f"cmp.layers.{i}.x": f(torch.cat([x for x, _ in calls])),
