@@ -8,7 +8,8 @@ dumps), MoE router logits and top-k ids, the last-position logits and 8 greedy t
 the seed and the library versions in its metadata. deepseek_v4 (published tensor names, loaded
 through transformers' conversion mapping) also keeps the hc_mult residual streams as each
 layer's output, the cached decode's logits, the mHC modules' inputs and outputs (mhc.*), the
-compressors' inputs and entries through prefill and decode (cmp.*), and four negative controls (control.sinkhorn_1,
+compressors' and indexer's inputs and results through prefill and decode (cmp.*), layers 0-2's
+attention inputs and outputs with their weights (attn.*), and four negative controls (control.sinkhorn_1,
 control.compress_theta_main, control.softmax_scores, control.hash_off_by_one). MLA models also get the same activations
 under control.mla_norm_eps.* from a run with a deliberate bug, for the test's negative control
 (glm_moe_dsa also control.indexer_rope_half.*: its indexer rotated half-split, DeepSeek-V3.2's way). The C++ test regenerates the same checkpoint (make-model is
@@ -550,6 +551,11 @@ def v4_compressors(model, ids, greedy_ids):
         comp = lm.layers[i].self_attn.compressor
         hooks.append(comp.register_forward_hook(
             lambda mod, inp, out, i=i: seen[i].append((inp[0][0].detach().clone(), out[0][0, 0].detach().clone()))))
+    # Layers 0-2's attention (sliding, CSA, HCA): input rows and output per call.
+    attn = {0: [], 1: [], 2: []}
+    for i in attn:
+        hooks.append(lm.layers[i].self_attn.register_forward_hook(
+            lambda mod, inp, out, i=i: attn[i].append((inp[0][0].detach().clone(), out[0][0].detach().clone()))))
     # Layer 1's lightning indexer: its q input (q_a_norm(q_a_proj(x))) and the entries it picks.
     picks = []
     hooks.append(lm.layers[1].self_attn.compressor.indexer.register_forward_hook(
@@ -563,6 +569,15 @@ def v4_compressors(model, ids, greedy_ids):
         h.remove()
     f = lambda t: t.detach().float().numpy().astype(np.float32)
     res = {"cmp.compress_inv_freq": f(lm.rotary_emb.compress_inv_freq)}
+    res["cmp.main_inv_freq"] = f(lm.rotary_emb.main_inv_freq)
+    for i, calls in attn.items():
+        a = lm.layers[i].self_attn
+        res.update({f"attn.layers.{i}.x": f(torch.cat([x for x, _ in calls])),
+                    f"attn.layers.{i}.out": f(torch.cat([o for _, o in calls])),
+                    f"attn.layers.{i}.wq_a": f(a.q_a_proj.weight), f"attn.layers.{i}.q_norm": f(a.q_a_norm.weight),
+                    f"attn.layers.{i}.wq_b": f(a.q_b_proj.weight), f"attn.layers.{i}.wkv": f(a.kv_proj.weight),
+                    f"attn.layers.{i}.kv_norm": f(a.kv_norm.weight), f"attn.layers.{i}.sinks": f(a.sinks),
+                    f"attn.layers.{i}.wo_a": f(a.o_a_proj.weight), f"attn.layers.{i}.wo_b": f(a.o_b_proj.weight)})
     idx = lm.layers[1].self_attn.compressor.indexer
     # Per row its picks, ascending, -1 for none (transformers' order among equal scores is not kept).
     k = model.config.index_topk
