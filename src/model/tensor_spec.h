@@ -80,6 +80,12 @@ struct TensorSpec {
   std::vector<Section> shard_sections = {};
 };
 
+// Whether a checkpoint tensor stored as t can be this spec: an integer table (index_range > 0)
+// is I32 or I64, quantization storage (kQuantScale) anything, every other tensor a float type;
+// expected_dtype names what fits for a message ("a float type", "I32 or I64").
+bool stored_dtype_fits(const TensorSpec& s, DType t);
+const char* expected_dtype(const TensorSpec& s);
+
 // Sets the component of specs[from ..] (a block tags what it just declared).
 void set_component(std::vector<TensorSpec>& specs, size_t from, Component c);
 

@@ -6,8 +6,10 @@
 // hash-routed experts with a shared expert, MTP layers), the tensors in the checkpoint's own
 // names (embed.weight, layers.N.attn.wq_a.weight + .scale, layers.N.ffn.gate.tid2eid, mtp.N.*),
 // and the layer descriptors (window, compressed entries, indexer keys, compressor tails) the
-// planner and memory model count. Not yet the forward pass: `run` refuses the family
-// (forward_support), `inspect` and `plan` read it. Not FP4 experts (refused by name).
+// planner and memory model count. The blocks of its layer are model/blocks/mhc, v4_attention,
+// v4_compressor, v4_indexer, v4_routing and v4_ffn; the runtime does not run them yet, so `run`
+// refuses the family (forward_support); `inspect` and `plan` read it. Not FP4 experts (refused
+// by name).
 // HF reference: transformers/models/deepseek_v4 (5.25) and its conversion_mapping.py entry.
 #include <cmath>
 
@@ -65,9 +67,9 @@ class DeepseekV4Adapter final : public Adapter {
   std::vector<LayerDesc> layer_kinds(const HParams& hp) const override;
 
   Status forward_support(const HParams& hp) const override {
-    return Status::Unsupported("deepseek_v4: this build reads, inspects and plans DeepSeek-V4 but its forward pass "
-                               "(mHC streams, sliding / CSA / HCA attention, hash-routed experts) is not implemented "
-                               "yet, so it is not run");
+    return Status::Unsupported("deepseek_v4: this build reads, inspects and plans DeepSeek-V4, but the runtime's "
+                               "forward pass does not run it yet (hc_mult residual streams, per-kind compressor "
+                               "caches), so it is not run");
   }
   void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const override {
     DZ_CHECK(false, "deepseek_v4 layer " << layer << ": no forward pass (forward_support refuses the run)");

@@ -102,6 +102,13 @@ TEST(DeepseekV4, PublishedTensorNames) {
   EXPECT_TRUE(s.at("mtp.0.ffn.experts.0.w1.weight").skip_load);
   EXPECT_FALSE(s.at("layers.42.ffn.experts.0.w1.weight").skip_load);
   EXPECT_EQ(s.count("layers.0.attn.wq_a.scale"), 0u);  // unquantized config
+  // tid2eid is an integer table of expert ids: stored I32 (or I64), never a float.
+  const TensorSpec& table = s.at("layers.0.ffn.gate.tid2eid");
+  EXPECT_EQ(table.index_range, 256);
+  EXPECT_TRUE(stored_dtype_fits(table, DType::kI32));
+  EXPECT_FALSE(stored_dtype_fits(table, DType::kBF16));
+  EXPECT_TRUE(stored_dtype_fits(s.at("layers.0.attn.wkv.weight"), DType::kBF16));
+  EXPECT_FALSE(stored_dtype_fits(s.at("layers.0.attn.wkv.weight"), DType::kI32));
 }
 
 // FP8 as published: X.weight with its X.scale over 128 x 128 blocks; compressors, indexer
@@ -228,7 +235,7 @@ TEST(DeepseekV4, RunIsRefusedNotRunWrongly) {
   ASSERT_TRUE(hp.ok());
   const Status s = adapter().forward_support(*hp);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.message().find("not implemented"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("does not run it yet"), std::string::npos) << s.message();
   // Every other family runs.
   auto v3 = find_adapter_by_family("deepseek_v3");
   ASSERT_TRUE(v3.ok());
