@@ -11,10 +11,10 @@
 namespace dayzero::model::blocks {
 namespace {
 
-float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float mhc_sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // m [rows] = fn [rows, hc d] . rmsnorm(x [hc d]) with no weight.
-void mix_logits(const float* x, int64_t width, const float* fn, int64_t rows, float rms_eps, float* m) {
+void mhc_mix_logits(const float* x, int64_t width, const float* fn, int64_t rows, float rms_eps, float* m) {
   double ss = 0;
   for (int64_t i = 0; i < width; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float inv = 1.0f / std::sqrt(static_cast<float>(ss / width) + rms_eps);
@@ -41,12 +41,12 @@ void hyper_connection_pre(const HyperConnectionSizes& s, std::span<const float> 
   std::vector<float> m(mix), c(hc * hc);
   for (int64_t t = 0; t < n; ++t) {
     const float* x = streams.data() + t * hc * d;
-    mix_logits(x, hc * d, fn.data(), mix, s.rms_eps, m.data());
+    mhc_mix_logits(x, hc * d, fn.data(), mix, s.rms_eps, m.data());
     float* out = collapsed.data() + t * d;
     std::fill(out, out + d, 0.0f);
     for (int64_t j = 0; j < hc; ++j) {
-      const float pre = sigmoidf(m[j] * scale[0] + base[j]) + s.hc_eps;
-      post[t * hc + j] = 2.0f * sigmoidf(m[hc + j] * scale[1] + base[hc + j]);
+      const float pre = mhc_sigmoid(m[j] * scale[0] + base[j]) + s.hc_eps;
+      post[t * hc + j] = 2.0f * mhc_sigmoid(m[hc + j] * scale[1] + base[hc + j]);
       for (int64_t i = 0; i < d; ++i) out[i] += pre * x[j * d + i];
     }
     for (int64_t j = 0; j < hc; ++j) {  // softmax over each row, then the floor
@@ -111,11 +111,11 @@ void hyper_head(const HyperConnectionSizes& s, std::span<const float> streams, s
   std::vector<float> m(hc);
   for (int64_t t = 0; t < n; ++t) {
     const float* x = streams.data() + t * hc * d;
-    mix_logits(x, hc * d, fn.data(), hc, s.rms_eps, m.data());
+    mhc_mix_logits(x, hc * d, fn.data(), hc, s.rms_eps, m.data());
     float* o = out.data() + t * d;
     std::fill(o, o + d, 0.0f);
     for (int64_t j = 0; j < hc; ++j) {
-      const float pre = sigmoidf(m[j] * scale[0] + base[j]) + s.hc_eps;
+      const float pre = mhc_sigmoid(m[j] * scale[0] + base[j]) + s.hc_eps;
       for (int64_t i = 0; i < d; ++i) o[i] += pre * x[j * d + i];
     }
   }

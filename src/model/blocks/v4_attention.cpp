@@ -9,7 +9,7 @@
 namespace dayzero::model::blocks {
 namespace {
 
-void linear(const float* x, int64_t n, int64_t in, const float* w, int64_t out, float* y) {
+void attn_linear(const float* x, int64_t n, int64_t in, const float* w, int64_t out, float* y) {
   for (int64_t r = 0; r < n; ++r)
     for (int64_t o = 0; o < out; ++o) {
       float acc = 0;
@@ -19,7 +19,7 @@ void linear(const float* x, int64_t n, int64_t in, const float* w, int64_t out, 
 }
 
 // In place: x [width] times rsqrt(mean(x^2) + eps), times w when given.
-void rmsnorm(float* x, int64_t width, const float* w, float eps) {
+void attn_rmsnorm(float* x, int64_t width, const float* w, float eps) {
   double ss = 0;
   for (int64_t i = 0; i < width; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float inv = 1.0f / std::sqrt(static_cast<float>(ss / width) + eps);
@@ -27,7 +27,7 @@ void rmsnorm(float* x, int64_t width, const float* w, float eps) {
 }
 
 // Interleaved pairs of the trailing rope_dim channels of v [width] at pos (sign -1: conjugate).
-void rotate(float* v, int64_t width, int64_t rope_dim, const float* inv_freq, int64_t pos, float sign) {
+void attn_rotate(float* v, int64_t width, int64_t rope_dim, const float* inv_freq, int64_t pos, float sign) {
   float* r = v + width - rope_dim;
   for (int64_t i = 0; i < rope_dim / 2; ++i) {
     const float a = static_cast<float>(pos) * inv_freq[i], cs = std::cos(a), sn = sign * std::sin(a);
@@ -56,21 +56,21 @@ void v4_attention(const V4AttentionSizes& s, V4WindowCache& cache, std::span<con
   std::vector<float> keys(cache.kv);
   keys.resize((kept + n) * hd);
   float* kv = keys.data() + kept * hd;
-  linear(x.data(), n, s.d, wkv.data(), hd, kv);
+  attn_linear(x.data(), n, s.d, wkv.data(), hd, kv);
   for (int64_t r = 0; r < n; ++r) {
-    rmsnorm(kv + r * hd, hd, kv_norm.data(), s.rms_eps);
-    rotate(kv + r * hd, hd, s.rope_dim, inv_freq.data(), pos0 + r, 1.0f);
+    attn_rmsnorm(kv + r * hd, hd, kv_norm.data(), s.rms_eps);
+    attn_rotate(kv + r * hd, hd, s.rope_dim, inv_freq.data(), pos0 + r, 1.0f);
   }
   // Queries: q LoRA, each head normalised without a weight, rotated.
   std::vector<float> qa(n * s.q_lora), q(n * H * hd);
-  linear(x.data(), n, s.d, wq_a.data(), s.q_lora, qa.data());
-  for (int64_t r = 0; r < n; ++r) rmsnorm(qa.data() + r * s.q_lora, s.q_lora, q_norm.data(), s.rms_eps);
-  linear(qa.data(), n, s.q_lora, wq_b.data(), H * hd, q.data());
+  attn_linear(x.data(), n, s.d, wq_a.data(), s.q_lora, qa.data());
+  for (int64_t r = 0; r < n; ++r) attn_rmsnorm(qa.data() + r * s.q_lora, s.q_lora, q_norm.data(), s.rms_eps);
+  attn_linear(qa.data(), n, s.q_lora, wq_b.data(), H * hd, q.data());
   for (int64_t r = 0; r < n; ++r)
     for (int64_t h = 0; h < H; ++h) {
       float* qh = q.data() + (r * H + h) * hd;
-      rmsnorm(qh, hd, nullptr, s.rms_eps);
-      rotate(qh, hd, s.rope_dim, inv_freq.data(), pos0 + r, 1.0f);
+      attn_rmsnorm(qh, hd, nullptr, s.rms_eps);
+      attn_rotate(qh, hd, s.rope_dim, inv_freq.data(), pos0 + r, 1.0f);
     }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::vector<float> o(n * H * hd, 0.0f);
@@ -106,16 +106,16 @@ void v4_attention(const V4AttentionSizes& s, V4WindowCache& cache, std::span<con
       float* oh = o.data() + (r * H + h) * hd;
       for (size_t k = 0; k < seen.size(); ++k)
         for (int64_t c = 0; c < hd; ++c) oh[c] += logit[k] / sum * seen[k][c];
-      rotate(oh, hd, s.rope_dim, inv_freq.data(), p, -1.0f);
+      attn_rotate(oh, hd, s.rope_dim, inv_freq.data(), p, -1.0f);
     }
   }
   // Grouped output projection: group g's heads through wo_a's rows of g, then wo_b.
   std::vector<float> mid(n * G * s.o_lora);
   for (int64_t r = 0; r < n; ++r)
     for (int64_t g = 0; g < G; ++g)
-      linear(o.data() + r * H * hd + g * per_group, 1, per_group, wo_a.data() + g * s.o_lora * per_group, s.o_lora,
+      attn_linear(o.data() + r * H * hd + g * per_group, 1, per_group, wo_a.data() + g * s.o_lora * per_group, s.o_lora,
              mid.data() + (r * G + g) * s.o_lora);
-  linear(mid.data(), n, G * s.o_lora, wo_b.data(), s.d, out.data());
+  attn_linear(mid.data(), n, G * s.o_lora, wo_b.data(), s.d, out.data());
   // Keep the last window - 1 entries for the next call.
   const int64_t total = kept + n, keep = std::min<int64_t>(total, s.window - 1);
   cache.kv.assign(keys.begin() + (total - keep) * hd, keys.begin() + total * hd);
