@@ -32,6 +32,9 @@ void print_cache(std::ostream& o, const std::vector<model::LayerDesc>& layers) {
   o << "cache       " << c.kv_bytes_per_token << " KV bytes per token (" << c.kv_layers << " attention layers)";
   if (c.window_layers > 0)
     o << " + " << c.window_kv_bytes_per_token << " per token up to the window (" << c.window_layers << " layers)";
+  if (c.compressed_layers > 0)
+    o << " + " << c.compressed_kv_bytes_per_token << " per token in compressed entries (" << c.compressed_layers
+      << " layers) and " << c.pending_bytes_per_sequence << " bytes per sequence of compressor tails";
   if (c.state_layers > 0)
     o << ", " << c.state_bytes_per_sequence << " state bytes per sequence (" << c.state_layers
       << " linear-attention layers)";
