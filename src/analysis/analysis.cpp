@@ -398,7 +398,13 @@ Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> t
                          const FolderCode* code) {
   Analysis a;
   DZ_ASSIGN_OR_RETURN(a.dims, read_dims(config, code));
-  if (auto ad = model::find_adapter(config); ad.ok()) a.adapter = (*ad)->family();
+  // An adapter speaks for the model's features only where it runs it: one that reads the family
+  // but refuses its forward pass (Adapter::forward_support) proves nothing, so its features go
+  // through the proofs like an unknown family's.
+  if (auto ad = model::find_adapter(config); ad.ok()) {
+    const auto hp = (*ad)->parse_hparams(config);
+    if (hp.ok() && (*ad)->forward_support(*hp).ok()) a.adapter = (*ad)->family();
+  }
   a.source = source;
   if (source == Source::kConfig) tensors = synthesize_tensors(a.dims);
   const TextDims& t = a.dims.text;

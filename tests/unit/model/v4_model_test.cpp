@@ -280,7 +280,9 @@ TEST(V4Model, PrefillAndDecodeMatchTransformers) {
     const std::vector<float> want(dec.begin() + j * hp.n_vocab, dec.begin() + (j + 1) * hp.n_vocab);
     worst_decode = std::max(worst_decode, rel_l2(r.decode[j], want));
     const auto arg = std::max_element(r.decode[j].begin(), r.decode[j].end()) - r.decode[j].begin();
-    if (j + 1 < greedy.size()) EXPECT_EQ(arg, static_cast<int64_t>(greedy[j + 1])) << "decode step " << j;
+    if (j + 1 < greedy.size()) {
+      EXPECT_EQ(arg, static_cast<int64_t>(greedy[j + 1])) << "decode step " << j;
+    }
   }
   EXPECT_LT(worst_decode, kLogitTol);
   std::printf("decode logits (8 steps): worst relative L2 %.2e\n", worst_decode);
