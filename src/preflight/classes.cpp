@@ -81,6 +81,15 @@ std::vector<std::pair<std::string, std::vector<std::string>>> agreeing_fields(co
     return m.is_number() ? std::to_string(std::llround(m.get<double>() / (1024.0 * 1024 * 1024))) : "(none)";
   });
   add("gpus.count", [](const json& j) { return text_of(at(j, "gpus", "count")); });
+  // Each visible device's model, compute capability, memory (GiB) and ECC state, in order.
+  add("gpus.devices", [](const json& j) {
+    std::string s;
+    for (const json& d : at(j, "gpus", "devices"))
+      s += (s.empty() ? "" : "; ") + d.value("name", "") + " sm_" + d.value("compute_capability", "") + " " +
+           std::to_string(std::llround(d.value("memory_bytes", 0.0) / (1024.0 * 1024 * 1024))) + " GiB ECC " +
+           (d.value("ecc", false) ? "on" : "off");
+    return s.empty() ? std::string("(none)") : s;
+  });
   std::vector<std::string> versions, vars;
   std::set<std::string> seen_v, seen_e;
   for (const json& j : inv) {

@@ -16,6 +16,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#ifdef DAYZERO_WITH_CUDA
+#include "kernels/cuda/inventory.h"
+#endif
 
 extern char** environ;
 
@@ -133,12 +136,38 @@ nlohmann::ordered_json local_inventory(const InventoryInputs& in) {
   cpu_info(cpu);
   j["cpu"] = cpu;
   j["memory_bytes"] = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
+  // "13.0" from 13000 (CUDA runtime and driver), "2.28.5" from 22805 (NCCL), "13.1.0" from
+  // 130100 (cuBLAS); "none" for 0.
+  auto cuda_ver = [](int v) {
+    return v <= 0 ? std::string("none") : std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  };
+  auto dotted = [](int v) {
+    return v <= 0 ? std::string("none")
+                  : std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." + std::to_string(v % 100);
+  };
+  nlohmann::ordered_json versions_cuda = nlohmann::ordered_json::object();
   {
     nlohmann::ordered_json g;
     g["cuda_built"] = backend::cuda_built();
-    auto n = backend::cuda_device_count();
-    g["count"] = n.ok() ? *n : 0;
-    if (!n.ok()) g["error"] = n.status().message();
+    nlohmann::ordered_json devs = nlohmann::ordered_json::array();
+#ifdef DAYZERO_WITH_CUDA
+    const kernels::cuda::CudaInventory ci = kernels::cuda::inventory();
+    for (const auto& d : ci.devices)
+      devs.push_back({{"index", d.index}, {"name", d.name}, {"pci_bus_id", d.pci_bus_id},
+                      {"memory_bytes", d.memory_bytes},
+                      {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+                      {"ecc", d.ecc}});
+    if (!ci.error.empty()) g["error"] = ci.error;
+    versions_cuda["cuda_runtime"] = cuda_ver(ci.runtime_version);
+    versions_cuda["cuda_driver"] = cuda_ver(ci.driver_version);
+    versions_cuda["cublas"] = ci.cublas_version <= 0 ? std::string("none") : std::to_string(ci.cublas_version);
+    versions_cuda["nccl"] = dotted(ci.nccl_version);
+#else
+    (void)dotted;
+    versions_cuda["cuda_runtime"] = cuda_ver(0);
+#endif
+    g["count"] = static_cast<int64_t>(devs.size());
+    g["devices"] = devs;
     j["gpus"] = g;
   }
   {
@@ -152,7 +181,7 @@ nlohmann::ordered_json local_inventory(const InventoryInputs& in) {
     unsigned maj = 0, min = 0, rel = 0;
     H5get_libversion(&maj, &min, &rel);
     v["hdf5"] = std::to_string(maj) + "." + std::to_string(min) + "." + std::to_string(rel);
-    v["cuda_runtime"] = backend::cuda_built() ? "built (version not collected)" : "not built";
+    for (const auto& [k, val] : versions_cuda.items()) v[k] = val;
     v["dayzero"] = in.version;
     j["versions"] = v;
   }

@@ -349,8 +349,13 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
     for (const auto& f : r0["cpu"]["isa"]) isa += (isa.empty() ? "" : " ") + f.get<std::string>();
     out << "  cpu          " << r0["cpu"].value("model", "") << " (" << isa << "), " << r0["cpu"].value("cores", 0)
         << " cores, " << gib(r0.value("memory_bytes", 0.0)) << "\n";
-    out << "  gpus         " << r0["gpus"].value("count", 0)
-        << (r0["gpus"].value("cuda_built", false) ? "" : " (built without CUDA)") << "\n";
+    out << "  gpus         " << r0["gpus"].value("count", 0);
+    if (!r0["gpus"]["devices"].empty()) {
+      const json& d = r0["gpus"]["devices"][0];
+      out << " x " << d.value("name", "") << " (sm_" << d.value("compute_capability", "") << ", "
+          << gib(d.value("memory_bytes", 0.0)) << ", ECC " << (d.value("ecc", false) ? "on" : "off") << ")";
+    }
+    out << (r0["gpus"].value("cuda_built", false) ? "" : " (built without CUDA)") << "\n";
     out << "  versions    ";
     for (const auto& [k, v] : r0["versions"].items()) out << " " << k << " " << v.get<std::string>() << ";";
     out << "\n  interfaces  ";

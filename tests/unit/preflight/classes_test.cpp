@@ -67,6 +67,22 @@ TEST(PreflightClasses, VersionAndMissingInfinibandDeviceAreNamed) {
   EXPECT_EQ(m[1].message, "n2 (rank 2): ib_devices=(none); the other 2 rank(s) on 2 node(s): mlx5_0");
 }
 
+TEST(PreflightClasses, AnotherGpuModelOrItsEccStateIsNamed) {
+  std::vector<json> inv;
+  for (int r = 0; r < 4; ++r) {
+    inv.push_back(inventory(r, "g" + std::to_string(r / 2), "eth0"));
+    inv.back()["gpus"] = {{"count", 1},
+                          {"devices", json::array({{{"name", "NVIDIA H100"}, {"compute_capability", "9.0"},
+                                                    {"memory_bytes", int64_t{80} << 30}, {"ecc", true}}})}};
+  }
+  EXPECT_TRUE(find_mismatches(inv).empty());
+  inv[3]["gpus"]["devices"][0]["ecc"] = false;
+  const auto m = find_mismatches(inv);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].message, "g1 (rank 3): gpus.devices=NVIDIA H100 sm_9.0 80 GiB ECC off; the other 3 rank(s) on 2 node(s): "
+                          "NVIDIA H100 sm_9.0 80 GiB ECC on");
+}
+
 TEST(PreflightClasses, RankRangesAndWhere) {
   EXPECT_EQ(rank_ranges({7, 0, 1, 2, 3, 5, 8}), "0-3, 5, 7-8");
   EXPECT_EQ(where({2, 3, 9}, {"a", "a", "b", "b", "c", "c", "c", "c", "c", "c"}), "b (ranks 2-3), c (rank 9)");
