@@ -2,7 +2,7 @@
 // preflight.json in the documented schema (docs/preflight.md); ranks started with different
 // values of a variable that matters (an MPMD launch) are named, exit 1, while a secret-looking
 // value is never printed; with a run config the plan's tp all-reduce is tested and the
-// checkpoint's shards read; a stalled tp all-reduce (debug.stall) ends the job with exit 3
+// checkpoint's shards read, and pp 2 / tp 2 x ep 2 plans get their send/recv and all-to-all; a stalled tp all-reduce (debug.stall) ends the job with exit 3
 // naming the group; bad options and configs exit 2.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -136,6 +136,32 @@ TEST(Preflight, WithARunConfigThePlansTpAllReduceIsTestedAndTheShardsRead) {
   ASSERT_NE(rd, nullptr);
   EXPECT_NE((*rd)["what"].get<std::string>().find("checkpoint shards"), std::string::npos);
   EXPECT_TRUE(doc["ranks"][0]["checkpoint"]["filesystem"].is_string());
+}
+
+// An MoE model, so that each axis of a plan has its collective: pp send/recv between the stages
+// of pp 2, the ep all-to-all of tp 2 x ep 2.
+TEST(Preflight, PipelineHopsAndExpertAllToAllAreTestedOnTheirGroups) {
+  const fs::path d = scratch_dir("preflight-moe");
+  make_model_from_yaml(golden_sizes("qwen3_moe"), d / "model", "--dtype float32");
+  const std::pair<std::string, std::pair<std::string, std::string>> cases[] = {
+      {"{pp: 2}", {"pp send_recv", "pp@dp0.tp0 stage 0->1"}},
+      {"{tp: 2, ep: 2}", {"ep all_to_all", "ep@pp0.dp0.etp0"}}};
+  int i = 0;
+  for (const auto& [parallel, want] : cases) {
+    const fs::path cfg = d / ("run" + std::to_string(i) + ".yaml");
+    write_file(cfg, "model: {path: " + (d / "model").string() + ", dtype: float32}\nparallel: " + parallel +
+                        "\nprompts:\n  - {id: raw, tokens: [3, 17, 42]}\n");
+    const fs::path run = d / ("out" + std::to_string(i++));
+    const Outcome o = run_shell(mpiexec() + "-n 2 " + dayzero_bin() + " preflight " + cfg.string() + " --dump-dir " +
+                                run.string() + kSmall);
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    const json doc = json::parse(read_file(run / "preflight.json"));
+    expect_schema(doc, 2);
+    const json* t = find_test(doc, want.first);
+    ASSERT_NE(t, nullptr) << parallel << ": " << doc["tests"].dump(2);
+    ASSERT_EQ((*t)["figures"].size(), 1u);
+    EXPECT_EQ((*t)["figures"][0]["subject"], want.second);
+  }
 }
 
 TEST(Preflight, StalledTpAllReduceEndsWithExit3NamingTheGroup) {
