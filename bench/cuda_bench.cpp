@@ -2,7 +2,9 @@
 // the machine it runs on: raw read of a model folder's safetensors files into one reused
 // buffer (GB/s), device-to-device copy bandwidth (GB/s, read + write), and cuBLAS bf16 GEMMs
 // (f32 accumulation, the backend's own Gemm) of a dense llama layer's prefill shapes plus the
-// lm_head (TFLOP/s). Prints one JSON object. Not a test; not dayzero's own load or forward.
+// lm_head of the one sequence's last row, as dayzero's prefill computes it (TFLOP/s), on seeded
+// random inputs (zeros run faster than real data and would flatter the reference). Prints one
+// JSON object. Not a test; not dayzero's own load or forward.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <fcntl.h>
@@ -11,7 +13,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -74,6 +78,20 @@ double d2d_gbps() {
   return 2.0 * static_cast<double>(bytes) * reps / (ms * 1e-3) * 1e-9;  // read + write
 }
 
+// count seeded uniform values in [-1, 1) rounded to bf16 (round to nearest even), copied to dst.
+void fill_random_bf16(void* dst, int64_t count, uint64_t seed) {
+  std::vector<uint16_t> h(static_cast<size_t>(count));
+  uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& v : h) {
+    st = st * 6364136223846793005ull + 1442695040888963407ull;
+    const float f = static_cast<float>(static_cast<int32_t>(st >> 32)) * (1.0f / 2147483648.0f);
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    v = static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+  }
+  ck(cudaMemcpy(dst, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy (random inputs)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,8 +106,9 @@ int main(int argc, char** argv) {
   const double read_gbps = raw_read_gbps(dir, &file_bytes);
   const double copy_gbps = d2d_gbps();
 
-  // [n, k] of each Linear of one layer (q, k, v, o, gate, up, down), then the lm_head over all m
-  // rows (dayzero's prefill computes the logits of every prompt position).
+  // [n, k] of each Linear of one layer (q, k, v, o, gate, up, down), then the lm_head over the
+  // last row of the one sequence (dayzero's prefill computes the logits of each sequence's last
+  // position only: forward.cpp).
   const std::vector<std::pair<int64_t, int64_t>> layer = {{d, d}, {kv, d}, {kv, d}, {d, d}, {ff, d}, {ff, d}, {d, ff}};
   int64_t max_elems = m * std::max(d, ff);
   int64_t max_w = std::max<int64_t>(ff * d, vocab * d);
@@ -97,8 +116,8 @@ int main(int argc, char** argv) {
   ck(cudaMalloc(&x, static_cast<size_t>(max_elems) * 2), "cudaMalloc x");
   ck(cudaMalloc(&w, static_cast<size_t>(max_w) * 2), "cudaMalloc w");
   ck(cudaMalloc(&y, static_cast<size_t>(m * std::max<int64_t>({d, ff, vocab})) * 4), "cudaMalloc y");
-  ck(cudaMemset(x, 0, static_cast<size_t>(max_elems) * 2), "cudaMemset");
-  ck(cudaMemset(w, 0, static_cast<size_t>(max_w) * 2), "cudaMemset");
+  fill_random_bf16(x, max_elems, 1);
+  fill_random_bf16(w, max_w, 2);
   cudaStream_t s;
   ck(cudaStreamCreate(&s), "cudaStreamCreate");
   Gemm gemm;
@@ -114,20 +133,23 @@ int main(int argc, char** argv) {
   ck(cudaEventCreate(&e1), "cudaEventCreate");
   ck(cudaEventRecord(e0, s), "cudaEventRecord");
   for (int64_t l = 0; l < layers; ++l) run_layer();
-  if (auto st = gemm.matmul_nt(m, vocab, d, Elem::kBF16, x, w, static_cast<float*>(y), false); !st.ok())
+  constexpr int64_t kLmHeadRows = 1;  // one sequence
+  if (auto st = gemm.matmul_nt(kLmHeadRows, vocab, d, Elem::kBF16, x, w, static_cast<float*>(y), false); !st.ok())
     die(st.message());
   ck(cudaEventRecord(e1, s), "cudaEventRecord");
   ck(cudaEventSynchronize(e1), "cudaEventSynchronize");
   float ms = 0;
   ck(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-  double flops = 2.0 * static_cast<double>(m * vocab) * static_cast<double>(d);
+  double flops = 2.0 * static_cast<double>(kLmHeadRows * vocab) * static_cast<double>(d);
   for (const auto& [n, k] : layer) flops += 2.0 * static_cast<double>(m * n * k) * static_cast<double>(layers);
   const double tflops = flops / (ms * 1e-3) * 1e-12;
   cudaDeviceProp prop{};
   ck(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::printf(
       "{\"device\": \"%s\", \"file_bytes\": %.0f, \"raw_read_gbps\": %.3f, \"d2d_copy_gbps\": %.1f, "
-      "\"gemm_tokens\": %lld, \"gemm_flops\": %.4e, \"gemm_seconds\": %.6f, \"gemm_bf16_tflops\": %.2f}\n",
-      prop.name, file_bytes, read_gbps, copy_gbps, static_cast<long long>(m), flops, ms * 1e-3, tflops);
+      "\"gemm_tokens\": %lld, \"lm_head_rows\": %lld, \"gemm_inputs\": \"random bf16\", \"gemm_flops\": %.4e, "
+      "\"gemm_seconds\": %.6f, \"gemm_bf16_tflops\": %.2f}\n",
+      prop.name, file_bytes, read_gbps, copy_gbps, static_cast<long long>(m), static_cast<long long>(kLmHeadRows),
+      flops, ms * 1e-3, tflops);
   return 0;
 }

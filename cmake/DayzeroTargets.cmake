@@ -67,3 +67,35 @@ function(dayzero_test)
     set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}")
   endif()
 endfunction()
+
+# dayzero_kernel_path_variants(TEST [FILTER gtest-filter])
+# Runs TEST (a dayzero_test) again under each CPU kernel path a machine may take, each fixed by
+# the environment (docs/testing.md, "Kernel paths"): the built-in GEMM kernel's instruction sets
+# (DAYZERO_CPU_ISA, with the large-M path the built-in one too, so every product runs that
+# instruction set's tiles) and each large-M library (DAYZERO_GEMM_LARGE_M, small M built-in at
+# the widest instruction set). A test named TEST@isa=avx2 or TEST@large_m=onednn skips, with the
+# reason, where this machine cannot run the path (`dayzero kernels --check`); FILTER narrows the
+# cases a variant runs. Each variant has its own scratch folder.
+function(dayzero_kernel_path_variants name)
+  cmake_parse_arguments(ARG "" "FILTER" "" ${ARGN})
+  get_test_property(${name} TIMEOUT timeout)
+  set(args "")
+  if(ARG_FILTER)
+    set(args "--gtest_filter=${ARG_FILTER}")
+  endif()
+  set(variants "isa=generic" "isa=avx2" "isa=avx512" "large_m=openblas" "large_m=blis" "large_m=onednn")
+  foreach(v ${variants})
+    string(REPLACE "=" ";" kv "${v}")
+    list(GET kv 0 kind)
+    list(GET kv 1 value)
+    if(kind STREQUAL "isa")
+      set(env "DAYZERO_CPU_ISA=${value}" "DAYZERO_GEMM_LARGE_M=builtin")
+    else()
+      set(env "DAYZERO_GEMM_LARGE_M=${value}")
+    endif()
+    add_test(NAME "${name}@${v}" COMMAND ${name} ${args})
+    set_tests_properties("${name}@${v}" PROPERTIES TIMEOUT ${timeout} LABELS "kernel-path"
+      SKIP_REGULAR_EXPRESSION "kernel path not runnable here"
+      ENVIRONMENT "${DAYZERO_MPI_TEST_ENV};DAYZERO_BIN=$<TARGET_FILE:dayzero>;${env};DAYZERO_SCRATCH_DIR=${PROJECT_BINARY_DIR}/e2e-scratch@${v}")
+  endforeach()
+endfunction()

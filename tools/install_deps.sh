@@ -17,6 +17,8 @@ PKGS=(
   libpcre2-dev libutf8proc-dev
   libstb-dev
   libcpp-httplib-dev   # dayzero serve's HTTP front end (header-only use)
+  libpython3-dev       # chat templates: Jinja2 runs in the embedded system CPython (src/chat)
+  python3-jinja2       # the Jinja2 that renders them, as transformers' apply_chat_template does
 )
 # The test suite: goldens and dump readers, the multi-node bed, the report renderer, fuzzing.
 TEST_PKGS=(

@@ -5,7 +5,12 @@ For each <family>.yaml there: `dayzero make-model` writes the checkpoint, transf
 float32) runs it, and tests/data/golden/<family>.safetensors receives the per-layer hidden
 states of a fixed prompt (embed, every layer's output, final norm: exactly the names dayzero
 dumps), MoE router logits and top-k ids, the last-position logits and 8 greedy tokens, with
-the seed and the library versions in its metadata. MLA models also get the same activations
+the seed and the library versions in its metadata. deepseek_v4 (published tensor names, loaded
+through transformers' conversion mapping) also keeps the hc_mult residual streams as each
+layer's output, the cached decode's logits, the mHC modules' inputs and outputs (mhc.*), the
+compressors' and indexer's inputs and results through prefill and decode (cmp.*), layers 0-2's
+attention inputs and outputs with their weights (attn.*), and four negative controls (control.sinkhorn_1,
+control.compress_theta_main, control.softmax_scores, control.hash_off_by_one). MLA models also get the same activations
 under control.mla_norm_eps.* from a run with a deliberate bug, for the test's negative control
 (glm_moe_dsa also control.indexer_rope_half.*: its indexer rotated half-split, DeepSeek-V3.2's way). The C++ test regenerates the same checkpoint (make-model is
 deterministic) and compares. Rerun this only when make-model or the prompt changes:
@@ -29,6 +34,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "data" / "golden"
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
 N_GREEDY = 8
+# Longer than the tiny deepseek_v4's sliding window (8) and its CSA (4) and HCA (8) blocks, and
+# ending off a block boundary, so decoding closes compressed entries.
+PROMPT_V4 = "The capital of France is Paris, the capital of Italy is Rome, and the capital of Spain is"
 
 
 def greedy(model, ids, n):
@@ -461,8 +469,221 @@ def make_text_of_multimodal_golden(dayzero, yaml_path):
         print(f"{family}: {len(ids)} prompt tokens, greedy {greedy_ids}")
 
 
+def v4_activations(model, ids):
+    """DeepSeek-V4: embed, every layer's output (the hc_mult residual streams [S, hc_mult * D]: the
+    layer output as the reference defines it), the hc_head collapse, final norm, router logits and
+    chosen experts per layer, the last-position logits of one pass over the prompt."""
+    lm = model.model
+    seen, routers, hooks = {}, {}, []
+    hooks.append(lm.embed_tokens.register_forward_hook(lambda mod, inp, out: seen.__setitem__("embed", out)))
+    for i, layer in enumerate(lm.layers):
+        hooks.append(layer.register_forward_hook(lambda mod, inp, out, i=i: seen.__setitem__(i, out)))
+        hooks.append(layer.mlp.gate.register_forward_hook(lambda mod, inp, out, i=i: routers.__setitem__(i, out)))
+    hooks.append(lm.hc_head.register_forward_hook(lambda mod, inp, out: seen.__setitem__("hc_head", out)))
+    hooks.append(lm.norm.register_forward_hook(lambda mod, inp, out: seen.__setitem__("norm", out)))
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]))
+    for h in hooks:
+        h.remove()
+    first = lambda t: (t[0] if isinstance(t, tuple) else t)[0].detach().float().numpy()
+    tensors = {"embed": first(seen["embed"]), "hc_head": first(seen["hc_head"]), "final_norm": first(seen["norm"]),
+               "logits_last": out.logits[0, -1].detach().numpy().astype(np.float32)}
+    for i in range(len(lm.layers)):
+        streams = first(seen[i])  # [S, hc_mult, D]
+        tensors[f"layers.{i}.layer_out"] = streams.reshape(streams.shape[0], -1)
+    for i, (logits, weights, top_ids) in routers.items():
+        gate = lm.layers[i].mlp.gate
+        if hasattr(gate, "e_score_correction_bias"):
+            # top-k unsorted in the reference: ordered by descending biased score, ties to the lower id.
+            choice = (gate.score_fn(logits.float()) + gate.e_score_correction_bias).numpy()
+            perm = torch.tensor([sorted(range(len(r)), key=lambda j, r=r, c=c: (-c[r[j]], r[j]))
+                                 for r, c in zip(top_ids.tolist(), choice)])
+            top_ids, weights = top_ids.gather(1, perm), weights.gather(1, perm)
+        tensors[f"layers.{i}.router_logits"] = logits.detach().numpy().astype(np.float32)
+        tensors[f"layers.{i}.topk_ids"] = top_ids.numpy().astype(np.float32)
+        tensors[f"layers.{i}.topk_weights"] = weights.detach().numpy().astype(np.float32)
+        if hasattr(gate, "e_score_correction_bias"):
+            tensors[f"layers.{i}.router_bias"] = gate.e_score_correction_bias.numpy().astype(np.float32)
+        else:
+            tensors[f"layers.{i}.router_tid2eid"] = gate.tid2eid.numpy().astype(np.float32)
+    return tensors
+
+
+def v4_mhc(model, ids):
+    """The mHC modules of one pass on their own, for the block's unit test: layer 1's attn_hc and
+    ffn_hc (input streams, fn / base / scale, post, comb, collapsed), the attention output between
+    them (ffn_hc's input streams are attn_hc's updated by it) and hc_head (input streams, its
+    weights, output), under mhc.*."""
+    lm, seen, hooks = model.model, {}, []
+    sites = {"layers.1.attn_hc": lm.layers[1].attn_hc, "layers.1.ffn_hc": lm.layers[1].ffn_hc}
+    for name, m in sites.items():
+        hooks.append(m.register_forward_hook(lambda mod, inp, out, name=name: seen.__setitem__(name, (inp[0], out))))
+    hooks.append(lm.hc_head.register_forward_hook(lambda mod, inp, out: seen.__setitem__("hc_head", (inp[0], out))))
+    hooks.append(lm.layers[1].self_attn.register_forward_hook(lambda mod, inp, out: seen.__setitem__("attn", out)))
+    with torch.no_grad():
+        model(input_ids=torch.tensor([ids]))
+    for h in hooks:
+        h.remove()
+    f = lambda t: t.detach().float().numpy().astype(np.float32)
+    out = {}
+    for name, m in sites.items():
+        streams, (post, comb, collapsed) = seen[name]
+        n = streams.shape[1]
+        out.update({f"mhc.{name}.streams": f(streams[0]).reshape(n, -1), f"mhc.{name}.fn": f(m.fn),
+                    f"mhc.{name}.base": f(m.base), f"mhc.{name}.scale": f(m.scale),
+                    f"mhc.{name}.post": f(post[0]), f"mhc.{name}.comb": f(comb[0]).reshape(n, -1),
+                    f"mhc.{name}.collapsed": f(collapsed[0])})
+    out["mhc.layers.1.attn_out"] = f(seen["attn"][0][0])  # what attn_hc's post and comb update the streams with
+    streams, head_out = seen["hc_head"]
+    out.update({"mhc.hc_head.streams": f(streams[0]).reshape(streams.shape[1], -1), "mhc.hc_head.fn": f(lm.hc_head.hc_fn),
+                "mhc.hc_head.base": f(lm.hc_head.hc_base), "mhc.hc_head.scale": f(lm.hc_head.hc_scale),
+                "mhc.hc_head.out": f(head_out[0])})
+    return out
+
+
+def v4_compressors(model, ids, greedy_ids):
+    """The compressors of layer 1 (CSA, rate 4) and layer 2 (HCA, rate 8) through prefill and the
+    cached decode of the greedy tokens, for the block's unit test: their input rows (every
+    position's normed hidden state), weights, the compressed entries after prefill and after the
+    last decode step, and the compressed rotary's inverse frequencies; under cmp.*."""
+    lm, seen, hooks = model.model, {1: [], 2: []}, []
+    for i in seen:
+        comp = lm.layers[i].self_attn.compressor
+        hooks.append(comp.register_forward_hook(
+            lambda mod, inp, out, i=i: seen[i].append((inp[0][0].detach().clone(), out[0][0, 0].detach().clone()))))
+    # Layers 0-2's attention (sliding, CSA, HCA): input rows and output per call.
+    attn = {0: [], 1: [], 2: []}
+    for i in attn:
+        hooks.append(lm.layers[i].self_attn.register_forward_hook(
+            lambda mod, inp, out, i=i: attn[i].append((inp[0][0].detach().clone(), out[0][0].detach().clone()))))
+    # Layer 1's lightning indexer: its q input (q_a_norm(q_a_proj(x))) and the entries it picks.
+    picks = []
+    hooks.append(lm.layers[1].self_attn.compressor.indexer.register_forward_hook(
+        lambda mod, inp, out: picks.append((inp[1][0].detach().clone(), out[0].detach().clone()))))
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]), use_cache=True)
+        cache = out.past_key_values
+        for t in greedy_ids:
+            cache = model(input_ids=torch.tensor([[t]]), cache=cache, use_cache=True).past_key_values
+    for h in hooks:
+        h.remove()
+    f = lambda t: t.detach().float().numpy().astype(np.float32)
+    res = {"cmp.compress_inv_freq": f(lm.rotary_emb.compress_inv_freq)}
+    res["cmp.main_inv_freq"] = f(lm.rotary_emb.main_inv_freq)
+    for i, calls in attn.items():
+        a = lm.layers[i].self_attn
+        res.update({f"attn.layers.{i}.x": f(torch.cat([x for x, _ in calls])),
+                    f"attn.layers.{i}.out": f(torch.cat([o for _, o in calls])),
+                    f"attn.layers.{i}.wq_a": f(a.q_a_proj.weight), f"attn.layers.{i}.q_norm": f(a.q_a_norm.weight),
+                    f"attn.layers.{i}.wq_b": f(a.q_b_proj.weight), f"attn.layers.{i}.wkv": f(a.kv_proj.weight),
+                    f"attn.layers.{i}.kv_norm": f(a.kv_norm.weight), f"attn.layers.{i}.sinks": f(a.sinks),
+                    f"attn.layers.{i}.wo_a": f(a.o_a_proj.weight), f"attn.layers.{i}.wo_b": f(a.o_b_proj.weight)})
+    idx = lm.layers[1].self_attn.compressor.indexer
+    # Per row its picks, ascending, -1 for none (transformers' order among equal scores is not kept).
+    k = model.config.index_topk
+    rows = []
+    for _, out in picks:
+        for r in out.tolist():
+            kept = sorted(j for j in r if j >= 0)
+            rows.append(kept + [-1] * (k - len(kept)))
+    res.update({"cmp.indexer.q_residual": f(torch.cat([q for q, _ in picks])), "cmp.indexer.picks": np.array(rows, dtype=np.float32),
+                "cmp.indexer.wkv": f(idx.kv_proj.weight), "cmp.indexer.wgate": f(idx.gate_proj.weight),
+                "cmp.indexer.ape": f(idx.position_bias), "cmp.indexer.norm": f(idx.kv_norm.weight),
+                "cmp.indexer.wq_b": f(idx.q_b_proj.weight), "cmp.indexer.weights_proj": f(idx.scorer.weights_proj.weight)})
+    for i, calls in seen.items():
+        comp = lm.layers[i].self_attn.compressor
+        res.update({f"cmp.layers.{i}.x": f(torch.cat([x for x, _ in calls])),
+                    f"cmp.layers.{i}.entries_prefill": f(calls[0][1]), f"cmp.layers.{i}.entries_final": f(calls[-1][1]),
+                    f"cmp.layers.{i}.wkv": f(comp.kv_proj.weight), f"cmp.layers.{i}.wgate": f(comp.gate_proj.weight),
+                    f"cmp.layers.{i}.ape": f(comp.position_bias), f"cmp.layers.{i}.norm": f(comp.kv_norm.weight)})
+    return res
+
+
+def v4_control(name, activations):
+    """A negative control's layer outputs, final norm and logits, under control.<name>."""
+    keep = lambda k: k.endswith("layer_out") or k in ("final_norm", "logits_last")
+    return {f"control.{name}.{k}": v for k, v in activations.items() if keep(k)}
+
+
+def make_deepseek_v4_golden(dayzero, yaml_path):
+    """DeepSeek-V4: the published names loaded through transformers' conversion mapping; the prompt
+    activations, 8 greedy tokens by recomputation and the logits of the same 8 steps decoded with
+    the cache (the compressors' tails carried across steps), plus four deliberately wrong runs as
+    the negative controls of the C++ comparison."""
+    import copy
+    import transformers.models.deepseek_v4.modeling_deepseek_v4 as v4
+    family = yaml_path.stem
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = pathlib.Path(tmp) / family
+        subprocess.run([dayzero, "make-model", "--config", str(yaml_path), "--out", str(model_dir)], check=True)
+        tok = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        ids = tok.encode(PROMPT_V4, add_special_tokens=False).ids
+        model, info = transformers.AutoModelForCausalLM.from_pretrained(
+            str(model_dir), dtype=torch.float32, output_loading_info=True)
+        model.eval()
+        # Every module weight must come from the checkpoint; only MTP's tensors go unused.
+        assert not info["missing_keys"], info["missing_keys"]
+        assert all(k.startswith("mtp.") for k in info["unexpected_keys"]), info["unexpected_keys"]
+        cfg = model.config
+        assert len(ids) > max(cfg.sliding_window, cfg.compress_rates["heavily_compressed_attention"]), len(ids)
+        tensors = {"prompt_ids": np.array(ids, dtype=np.int32)}
+        greedy_ids = greedy(model, ids, N_GREEDY)
+        tensors["greedy_ids"] = np.array(greedy_ids, dtype=np.int32)
+        tensors.update(v4_activations(model, ids))
+        tensors.update(v4_mhc(model, ids))
+        # Decode with the cache: prefill, then one token per step (the same greedy tokens).
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([ids]), use_cache=True)
+            cache, steps = out.past_key_values, []
+            for t in greedy_ids:
+                out = model(input_ids=torch.tensor([[t]]), cache=cache, use_cache=True)
+                cache = out.past_key_values
+                steps.append(out.logits[0, -1].numpy().astype(np.float32))
+        tensors["decode_logits"] = np.stack(steps)  # row j: after greedy token j
+        tensors.update(v4_compressors(model, ids, greedy_ids))
+        # Negative controls, one bug each.
+        hcs = [m for m in model.modules() if isinstance(m, v4.DeepseekV4HyperConnection)]
+        for m in hcs:
+            m.hc_sinkhorn_iters = 1
+        tensors.update(v4_control("sinkhorn_1", v4_activations(model, ids)))
+        for m in hcs:
+            m.hc_sinkhorn_iters = cfg.hc_sinkhorn_iters
+        wrong = copy.deepcopy(cfg)
+        wrong.rope_parameters["compress"]["rope_theta"] = cfg.rope_parameters["main"]["rope_theta"]
+        wrong_freq = v4.DeepseekV4RotaryEmbedding(wrong).compress_inv_freq
+        rotaries = [m for m in model.modules() if isinstance(m, v4.DeepseekV4RotaryEmbedding)]
+        saved = [m.compress_inv_freq.clone() for m in rotaries]
+        for m in rotaries:
+            m.compress_inv_freq.copy_(wrong_freq)
+        tensors.update(v4_control("compress_theta_main", v4_activations(model, ids)))
+        for m, f in zip(rotaries, saved):
+            m.compress_inv_freq.copy_(f)
+        gates = [layer.mlp.gate for layer in model.model.layers]
+        score_fns = [g.score_fn for g in gates]
+        for g in gates:
+            g.score_fn = torch.nn.Softmax(dim=-1)
+        tensors.update(v4_control("softmax_scores", v4_activations(model, ids)))
+        for g, f in zip(gates, score_fns):
+            g.score_fn = f
+        hashed = [g for g in gates if hasattr(g, "tid2eid")]
+        assert hashed
+        for g in hashed:
+            g.tid2eid.copy_((g.tid2eid + 1) % cfg.n_routed_experts)
+        tensors.update(v4_control("hash_off_by_one", v4_activations(model, ids)))
+        for g in hashed:
+            g.tid2eid.copy_((g.tid2eid - 1) % cfg.n_routed_experts)
+        meta = {"magic": "dayzero-golden", "version": "1", "family": family, "make_model_config": yaml_path.name,
+                "prompt": PROMPT_V4, "transformers": transformers.__version__, "torch": torch.__version__,
+                "tokenizers": tokenizers.__version__, "dtype": "float32"}
+        safetensors.numpy.save_file(tensors, str(GOLDEN / f"{family}.safetensors"), metadata=meta)
+        print(f"{family}: {len(ids)} prompt tokens, greedy {greedy_ids}, "
+              f"cached decode argmax {[int(np.argmax(r)) for r in steps]}")
+
+
 def make_golden(dayzero, yaml_path):
     family = yaml_path.stem
+    if family == "deepseek_v4":
+        return make_deepseek_v4_golden(dayzero, yaml_path)
     if family == "llava":
         return make_llava_golden(dayzero, yaml_path)
     if family.startswith("kimi_k25"):

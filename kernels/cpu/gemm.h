@@ -5,6 +5,7 @@
 // process without their BLAS/CBLAS symbols clashing, and a node without one still runs.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -78,8 +79,58 @@ GemmPath* onednn(std::string* why);
 
 // The built-in kernel (register-tiled dot products on simd::Vec, split over n across
 // kernel_threads()). Always available; each y element is summed in the same order whatever
-// the thread count.
+// the thread count. It is compiled once per instruction set ("generic": 4-lane portable code
+// without FMA, "avx2": AVX2 + FMA, "avx512": AVX-512 F/BW/DQ/VL), whose tiles and vector widths
+// differ and so sum in other orders; builtin() and the matmul_nt_small_* entry points below run
+// the process's choice (builtin_isa()).
 GemmPath* builtin();
+
+// One instruction set's copy of the built-in kernel (gemm_builtin.cpp compiled for it).
+struct BuiltinKernels {
+  const char* isa;  // "generic", "avx2", "avx512"
+  GemmPath* path;
+  void (*matmul_nt_small_bf16)(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y,
+                               float beta);
+  void (*matmul_nt_small_fp8)(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y,
+                              float beta);
+  void (*dequantise_fp8_rows)(const Fp8Weight& w, int64_t n, int64_t k, int64_t j0, int64_t rows, float* out);
+  void (*matmul_nt_small_int4)(int64_t m, int64_t n, int64_t k, const float* x, const Int4Weight& w, float* y,
+                               float beta);
+  void (*dequantise_int4_rows)(const Int4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
+  void (*matmul_nt_small_shared_x)(int64_t m, int64_t k, const float* x, const NtProduct* products, int count,
+                                   float beta);
+};
+namespace generic { const BuiltinKernels& kernels(); }
+namespace avx2 { const BuiltinKernels& kernels(); }
+namespace avx512 { const BuiltinKernels& kernels(); }
+
+// The instruction sets of the built-in kernel, narrowest first, and whether this CPU and OS
+// run each.
+struct BuiltinIsa {
+  const char* name;
+  IsaClass needs;
+  const BuiltinKernels& (*kernels)();
+};
+std::vector<BuiltinIsa> builtin_isas();
+bool cpu_runs(const BuiltinIsa& isa);
+// The copy this process runs, chosen on first use: DAYZERO_CPU_ISA (generic | avx2 | avx512)
+// when set, else the widest this CPU runs.
+const BuiltinKernels& builtin_isa();
+
+// What the environment asks of the CPU kernels (DAYZERO_CPU_ISA, DAYZERO_GEMM,
+// DAYZERO_GEMM_LARGE_M), checked against what this process can run: "" when every request can
+// be honoured, else one sentence naming the variable and its value. A backend refuses to start
+// on such a request (exit 2) rather than run another path than the one asked for.
+std::string kernel_path_request_error();
+
+// The small-M kernel's process-wide settings, shared by every instruction set's copy.
+namespace builtin_state {
+inline constexpr int kDefaultM1Rows = 2;
+inline constexpr int64_t kDefaultPrefetchBytes = 8192;
+extern std::atomic<int> g_m1_rows;
+extern std::atomic<int64_t> g_m1_prefetch_bytes;
+extern std::atomic<bool> g_prefetch_l2;  // SmallMPrefetchLevel::kL2
+}  // namespace builtin_state
 // The built-in small-M kernel's free parameters at m = 1 (batch-1 decode): the width of its
 // tiles (rows of w read side by side, 1..4) and its software prefetch distance along w (bytes;
 // 0: none). Neither changes which products an output sums or in which order, so every setting
@@ -154,6 +205,11 @@ std::vector<LargeMPath> large_m_paths(std::vector<std::string>* notes);
 // The id of the path m > 16 takes now, and of the one the fixed rule chose.
 std::string large_m_path_id();
 std::string large_m_rule_id();
+// Whether DAYZERO_GEMM_LARGE_M pinned the large-M path (the start-up timing then leaves it).
+bool large_m_path_pinned();
+// Why the selection could not honour DAYZERO_GEMM or DAYZERO_GEMM_LARGE_M ("" when it did);
+// kernel_path_request_error() includes it.
+std::string gemm_request_failure();
 // Makes `id` (one of large_m_paths()) the path m > 16 takes; the built-in kernel keeps m <= 16.
 // `how` is logged in gemm_info().path ("timed at start-up"). False with *why when the id is not
 // among large_m_paths(). Changes the bits of every m > 16 product: the run takes one choice

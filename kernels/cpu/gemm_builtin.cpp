@@ -5,6 +5,12 @@
 // (matmul_nt_bf16, matmul_nt_fp8, matmul_nt_int4).
 // Above, it is blocked over k and rows of x and is the fallback when no BLAS library loads
 // and the second opinion in the tests; there it does not compete with packed BLAS kernels.
+//
+// This file is compiled once per instruction set (kernels/CMakeLists.txt: generic, avx2,
+// avx512), each copy in its own namespace (DAYZERO_GEMM_ISA) and exported as one
+// BuiltinKernels table; gemm_builtin_isa.cpp picks the table this process runs
+// (DAYZERO_CPU_ISA, else the widest the CPU runs), so every tile shape can be run and tested on
+// any machine that has its instructions.
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -20,7 +26,11 @@
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd.h"
 
-namespace dayzero::kernels::cpu::gemm {
+#if !defined(DAYZERO_GEMM_ISA)
+#error "compiled once per instruction set with DAYZERO_GEMM_ISA set (kernels/CMakeLists.txt)"
+#endif
+
+namespace dayzero::kernels::cpu::gemm::DAYZERO_GEMM_ISA {
 namespace {
 
 using simd::Vec;
@@ -265,14 +275,12 @@ constexpr int64_t kSmallMaxM = 16;
 // gains little. Prefetching past the end of w is harmless (a prefetch never faults). A bf16
 // weight prefetches the same distance in bytes.
 constexpr int64_t kSmallPrefetchBytes = 8192;
-// m = 1's tile width and prefetch distance, which the start-up tuning (gemm_tune.cpp) times at
-// m = 1 and may change (SmallMSettings): neither changes the bits. m > 1 keeps its own distance:
-// the tuning does not time it (on the AVX2 EPYC m = 1 read fastest without a prefetch, which
-// cost batch-8 decode a fifth to a third).
-std::atomic<int> g_m1_rows{kNrGemv};
-std::atomic<int64_t> g_m1_prefetch_bytes{kSmallPrefetchBytes};
-// SmallMPrefetchLevel, at every m <= 16: true for kL2.
-std::atomic<bool> g_prefetch_l2{detect_isa().intel};
+// m = 1's tile width and prefetch distance and the prefetch level are process-wide, shared by
+// every instruction set's copy (gemm_builtin_isa.cpp, SmallMSettings).
+using builtin_state::g_m1_prefetch_bytes;
+using builtin_state::g_m1_rows;
+using builtin_state::g_prefetch_l2;
+static_assert(kNrGemv == builtin_state::kDefaultM1Rows && kSmallPrefetchBytes == builtin_state::kDefaultPrefetchBytes);
 
 // One step of a small tile: NR vectors of w at p, each multiplied into MR accumulators.
 template <int MR, int NR, typename R>
@@ -441,27 +449,10 @@ class Builtin final : public GemmPath {
 
 }  // namespace
 
-GemmPath* builtin() {
+GemmPath* builtin_path() {
   static Builtin path;
   return &path;
 }
-
-SmallMSettings small_m_settings() { return {g_m1_rows.load(), g_m1_prefetch_bytes.load()}; }
-
-void set_small_m_settings(const SmallMSettings& s) {
-  DZ_CHECK(s.m1_rows >= 1 && s.m1_rows <= 4 && s.m1_prefetch_bytes >= 0,
-           "small-M settings: m = 1 rows " << s.m1_rows << ", prefetch " << s.m1_prefetch_bytes);
-  g_m1_rows.store(s.m1_rows);
-  g_m1_prefetch_bytes.store(s.m1_prefetch_bytes);
-}
-
-SmallMPrefetchLevel small_m_prefetch_level() {
-  return g_prefetch_l2.load() ? SmallMPrefetchLevel::kL2 : SmallMPrefetchLevel::kL1;
-}
-
-void set_small_m_prefetch_level(SmallMPrefetchLevel level) { g_prefetch_l2.store(level == SmallMPrefetchLevel::kL2); }
-
-const char* prefetch_level_name(SmallMPrefetchLevel level) { return level == SmallMPrefetchLevel::kL2 ? "L2" : "L1"; }
 
 void matmul_nt_small_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, float beta) {
   DZ_CHECK(m >= 1 && m <= kSmallMaxM, "matmul_nt_small_bf16: m " << m << " outside 1.." << kSmallMaxM);
@@ -612,4 +603,12 @@ void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProd
   });
 }
 
-}  // namespace dayzero::kernels::cpu::gemm
+const BuiltinKernels& kernels() {
+  static const BuiltinKernels table{simd::kIsaName,         builtin_path(),        matmul_nt_small_bf16,
+                                    matmul_nt_small_fp8,    dequantise_fp8_rows_builtin,
+                                    matmul_nt_small_int4,   dequantise_int4_rows_builtin,
+                                    matmul_nt_small_shared_x};
+  return table;
+}
+
+}  // namespace dayzero::kernels::cpu::gemm::DAYZERO_GEMM_ISA

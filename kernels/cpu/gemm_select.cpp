@@ -202,6 +202,7 @@ struct Selection {
   std::string large_reason;      // why: "as detected by the library", "timed at start-up"
   std::string rule_reason;       // the rule's why
   std::string notes;             // "; "-joined notes of the selection (libraries missing, ...)
+  std::string request_failure;   // why DAYZERO_GEMM or DAYZERO_GEMM_LARGE_M could not be honoured
 };
 
 // Rows up to which the built-in kernel's small-M tiles (every x row in cache, w streamed once
@@ -272,7 +273,7 @@ Selection choose_path() {
     order.push_back("onednn");
     auto it = std::find(order.begin(), order.end(), std::string(want));
     if (it == order.end()) {
-      notes.push_back(std::string("DAYZERO_GEMM=") + want + " is not openblas, blis, builtin or onednn; ignored");
+      s.request_failure = std::string("DAYZERO_GEMM=") + want + " is not one of openblas, blis, onednn, builtin";
       order.pop_back();
     } else {
       std::rotate(order.begin(), it, it + 1);
@@ -311,6 +312,8 @@ Selection choose_path() {
     break;
   }
   DZ_CHECK(s.path != nullptr, "no GEMM path passed verification: " << (notes.empty() ? "" : notes.back()));
+  if (!by_rows && s.rule_id != order.front() && s.request_failure.empty())
+    s.request_failure = "DAYZERO_GEMM=" + order.front() + " cannot run here: " + (notes.empty() ? "" : notes.front());
   GemmPath* small = by_rows && s.path != builtin() ? builtin() : nullptr;
   if (small) {
     small->set_threads(threads);
@@ -331,8 +334,36 @@ Selection choose_path() {
   return s;
 }
 
+GemmPath* load_large_m_path(const Selection& s, const std::string& id, std::string* why);
+
+// DAYZERO_GEMM_LARGE_M: the large-M path pinned (the start-up timing leaves it alone), so a test
+// or a comparison of two runs can run one path on purpose.
+void pin_large_m_path(Selection& s) {
+  const char* want = std::getenv("DAYZERO_GEMM_LARGE_M");
+  if (!want || !*want || !s.request_failure.empty()) return;
+  if (!s.rule) {
+    s.request_failure = "DAYZERO_GEMM_LARGE_M: one GEMM path runs every m here (DAYZERO_GEMM or no small-M path)";
+    return;
+  }
+  std::string why;
+  GemmPath* path = load_large_m_path(s, want, &why);
+  if (!path) {
+    s.request_failure = std::string("DAYZERO_GEMM_LARGE_M=") + want + " cannot run here: " + why;
+    return;
+  }
+  s.rule->set_large(path);
+  s.large_id = want;
+  s.large_reason = "DAYZERO_GEMM_LARGE_M";
+  s.info.path = s.rule->small()->name() + " at m <= " + std::to_string(kSmallM) + "; " + path->name() + " (" +
+                s.large_reason + ")" + s.notes;
+}
+
 Selection& selection() {
-  static Selection s = choose_path();
+  static Selection s = [] {
+    Selection chosen = choose_path();
+    pin_large_m_path(chosen);
+    return chosen;
+  }();
   return s;
 }
 
@@ -386,6 +417,10 @@ std::vector<LargeMPath> large_m_paths(std::vector<std::string>* notes) {
 
 std::string large_m_path_id() { return selection().large_id; }
 
+bool large_m_path_pinned() { return selection().large_reason == "DAYZERO_GEMM_LARGE_M"; }
+
+std::string gemm_request_failure() { return selection().request_failure; }
+
 std::string large_m_rule_id() { return selection().rule_id; }
 
 bool set_large_m_path(const std::string& id, const std::string& how, std::string* why) {
@@ -393,6 +428,10 @@ bool set_large_m_path(const std::string& id, const std::string& how, std::string
   Selection& s = selection();
   if (!s.rule) {
     *why = "one GEMM path runs every M (DAYZERO_GEMM): the large-M path is not switched";
+    return false;
+  }
+  if (s.large_reason == "DAYZERO_GEMM_LARGE_M" && id != s.large_id) {
+    *why = "the large-M path is pinned to " + s.large_id + " (DAYZERO_GEMM_LARGE_M)";
     return false;
   }
   GemmPath* path = load_large_m_path(s, id, why);

@@ -389,6 +389,11 @@ LargeMTuning tune_large_m(const std::vector<TuneWeight>& weights, const std::str
     t.source = "one path runs every M (DAYZERO_GEMM)";
     return t;
   }
+  if (large_m_path_pinned()) {
+    t.chosen = large_m_path_id();
+    t.source = "pinned by DAYZERO_GEMM_LARGE_M";
+    return t;
+  }
   if (weights.empty()) {
     t.source = "no weights to measure; rule kept";
     return t;

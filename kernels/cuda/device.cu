@@ -27,4 +27,42 @@ CudaProbe probe() {
   return p;
 }
 
+namespace {
+
+__global__ void spin_kernel(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+__global__ void noop_kernel() {}
+
+}  // namespace
+
+std::string not_ready_probe(int spin_ms) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    return "no CUDA device is visible";
+  }
+  if (cudaSetDevice(0) != cudaSuccess) return "cudaSetDevice(0) failed";
+  int khz = 0;
+  cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
+  cudaStream_t s = nullptr;
+  cudaEvent_t e = nullptr;
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
+    return "cudaStreamCreate or cudaEventCreate failed";
+  cudaGetLastError();
+  spin_kernel<<<1, 1, 0, s>>>(static_cast<long long>(khz > 0 ? khz : 1000000) * spin_ms);
+  cudaEventRecord(e, s);
+  const cudaError_t q = cudaEventQuery(e);
+  noop_kernel<<<1, 1, 0, s>>>();
+  const cudaError_t seen = cudaGetLastError();
+  cudaStreamSynchronize(s);
+  cudaEventDestroy(e);
+  cudaStreamDestroy(s);
+  cudaGetLastError();
+  return std::string("query=") + cudaGetErrorName(q) + " launch_status_sees=" + cudaGetErrorName(seen);
+}
+
 }  // namespace dayzero::kernels::cuda

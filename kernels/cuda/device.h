@@ -18,4 +18,12 @@ struct CudaProbe {
 
 CudaProbe probe();
 
+// Whether the runtime keeps a "not ready" event poll as the thread's last error, where a kernel
+// launch check (kernels/cuda/common.cuh) would read it: on device 0, a kernel that spins for
+// about spin_ms, an event recorded after it, one cudaEventQuery while it runs, then an empty
+// kernel launched and cudaGetLastError read, as launch_status reads it. Returns
+// "query=<name> launch_status_sees=<name>" (cudaErrorNotReady after the launch: the runtime
+// keeps it, and a wait that polls must clear it); an error sentence when no device is usable.
+std::string not_ready_probe(int spin_ms = 200);
+
 }  // namespace dayzero::kernels::cuda

@@ -108,6 +108,7 @@ Status Gemm::init(cudaStream_t stream) {
 
 Status Gemm::matmul_nt(int64_t m, int64_t n, int64_t k, Elem elem, const void* x, const void* w, float* y,
                        bool accumulate) {
+  if (m == 0 && n > 0 && k > 0) return Status::Ok();  // no rows: y[0, n] has nothing to write, as on the CPU
   if (!handle_) return Status::Internal("cublas matmul: the handle is not initialised");
   const std::string shapes = "x[" + std::to_string(m) + ", " + std::to_string(k) + "] w[" + std::to_string(n) +
                              ", " + std::to_string(k) + "]";

@@ -90,11 +90,15 @@ Status argmax(int64_t n, const float* x, int64_t* index, cudaStream_t stream);
 // logits f32 [n_tokens, n_expert]; ids int32 [n_tokens, k]; weights f32 [n_tokens, k].
 // REQUIRES: 1 <= k <= min(n_expert, kRouterMaxK), n_expert <= kRouterMaxExperts.
 inline constexpr int64_t kRouterMaxExperts = 4096, kRouterMaxK = 64;
+// Groups of the grouped router: its dynamic shared memory, (2 n_expert + n_group) x 4 +
+// n_expert + n_group bytes, stays under the 48 KiB a launch may take without raising the
+// kernel's limit (41,984 B at 4096 experts in 1024 groups; real models use 1 or 8 groups).
+inline constexpr int64_t kRouterMaxGroups = 1024;
 Status route_softmax_topk(int64_t n_tokens, int64_t n_expert, int64_t k, bool renormalize, const float* logits,
                           int32_t* ids, float* weights, cudaStream_t stream);
 // Sigmoid scores, bias (f32 or bf16 [n_expert], may be null) for selection only, group-limited
 // top-k (kernels/cpu/router.h). REQUIRES: as above, n_expert % n_group == 0, 1 <= topk_group
-// <= min(n_group, kRouterMaxK), k <= topk_group * (n_expert / n_group).
+// <= min(n_group, kRouterMaxK), k <= topk_group * (n_expert / n_group), n_group <= kRouterMaxGroups.
 Status route_sigmoid_group_topk(int64_t n_tokens, int64_t n_expert, int64_t k, int64_t n_group, int64_t topk_group,
                                 bool renormalize, float scaling, const float* logits, Elem bias_elem,
                                 const void* bias, int32_t* ids, float* weights, cudaStream_t stream);

@@ -173,11 +173,11 @@ Status route_sigmoid_group_topk(int64_t n_tokens, int64_t n_expert, int64_t k, i
                                 bool renormalize, float scaling, const float* logits, Elem bias_elem,
                                 const void* bias, int32_t* ids, float* weights, cudaStream_t stream) {
   DZ_RETURN_IF_ERROR(check_sizes("route_sigmoid_group_topk", n_tokens, n_expert, k));
-  if (n_group < 1 || n_expert % n_group != 0 || topk_group < 1 || topk_group > n_group || topk_group > kRouterMaxK ||
-      k > topk_group * (n_expert / n_group))
+  if (n_group < 1 || n_group > kRouterMaxGroups || n_expert % n_group != 0 || topk_group < 1 ||
+      topk_group > n_group || topk_group > kRouterMaxK || k > topk_group * (n_expert / n_group))
     return Status::InvalidArgument("cuda route_sigmoid_group_topk: " + std::to_string(n_expert) + " experts in " +
-                                   std::to_string(n_group) + " groups, " + std::to_string(topk_group) + " kept, k " +
-                                   std::to_string(k));
+                                   std::to_string(n_group) + " groups (at most " + std::to_string(kRouterMaxGroups) +
+                                   "), " + std::to_string(topk_group) + " kept, k " + std::to_string(k));
   if (n_tokens == 0) return Status::Ok();
   const size_t smem = static_cast<size_t>(2 * n_expert + n_group) * sizeof(float) + static_cast<size_t>(n_expert + n_group);
   route_sigmoid_group_kernel<<<static_cast<unsigned>(n_tokens), kRouterThreads, smem, stream>>>(

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "analysis/analysis.h"
+#include "analysis/evidence.h"
 #include "checkpoint/catalog.h"
 #include "core/dtype.h"
 #include "core/json.h"
@@ -51,29 +52,108 @@ std::string pattern(const Analysis& a, const std::string& part, const std::strin
   return t;
 }
 
-void add_features(Analysis& a) {
+// Families whose modeling code routes by a softmax over the router logits (top-k renormalised)
+// and whose configs state no scoring_func.
+bool softmax_family(const std::string& model_type) {
+  for (const char* m : {"mixtral", "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "granitemoe",
+                        "olmoe", "gpt_oss"})
+    if (model_type == m) return true;
+  return false;
+}
+
+void add_features(Analysis& a, const nlohmann::json& config) {
   const TextDims& t = a.dims.text;
   const bool known = !a.adapter.empty();
+  // A feature is supported with an adapter (the adapter claims the config), or through a proof
+  // (evidence.h) that an adapter runs its block under a test; otherwise it needs review.
+  auto claim = [&](const std::string& name, const std::string& detail, const std::string& evidence,
+                   const std::string& block, const std::string& key) {
+    Finding f{name, detail, evidence, FeatureStatus::kReview, block, key, ""};
+    if (known) {
+      f.status = FeatureStatus::kAdapter, f.block = a.adapter;
+    } else if (const auto p = proofs_of(key); !p.empty()) {
+      f.status = FeatureStatus::kBlock, f.block = p.front()->block;
+      f.proof = std::string("adapter ") + p.front()->adapter + ", test " + p.front()->test;
+    } else {
+      f.block = block.empty() ? "nothing here runs it under a test"
+                              : block + " has no test on a model with it (no proof in src/analysis/evidence.cpp)";
+    }
+    a.features.push_back(std::move(f));
+  };
   auto ok = [&](const std::string& name, const std::string& detail, const std::string& evidence, const std::string& block) {
-    if (known) a.features.push_back({name, detail, evidence, FeatureStatus::kAdapter, a.adapter});
-    else a.features.push_back({name, detail, evidence, FeatureStatus::kBlock, block});
+    claim(name, detail, evidence, block, name);
+  };
+  int64_t n_unknown = 0;   // layers of a kind the analysis does not know (layer_types)
+  int64_t n_unproven = 0;  // layers whose attention no proof covers (unknown kinds, DeepSeek-V4's)
+  // A detail of attention (rotary, norms, biases, gates) proven on the known attention kinds
+  // proves nothing about layers of a kind the analysis does not know.
+  auto attn_ok = [&](const std::string& name, const std::string& detail, const std::string& evidence,
+                     const std::string& block, const std::string& key) {
+    claim(name, detail, evidence, block, key);
+    if (n_unproven > 0 && a.features.back().status == FeatureStatus::kBlock) {
+      a.features.back().status = FeatureStatus::kReview;
+      a.features.back().block = block + " is proven on other attention kinds only; " + std::to_string(n_unproven) +
+                                " layers are of a kind no proof covers";
+      a.features.back().proof.clear();
+    }
+  };
+  // A value the analysis does not know needs review even where an adapter claims the model.
+  // A proof of the value itself ("scoring_func=sqrtsoftplus") makes it a claim like any other.
+  auto review = [&](const std::string& name, const std::string& detail, const std::string& evidence, const std::string& key) {
+    if (!proofs_of(key).empty()) return claim(name, detail, evidence, "", key);
+    a.features.push_back({name, detail, evidence, FeatureStatus::kReview, "the analysis does not know this value", key, ""});
   };
   auto missing = [&](const std::string& name, const std::string& detail, const std::string& evidence,
                      const std::string& what) {
-    a.features.push_back({name, detail, evidence, FeatureStatus::kNewBlock, what});
+    a.features.push_back({name, detail, evidence, FeatureStatus::kNewBlock, what, name, ""});
   };
   const std::string heads = std::to_string(t.n_head) + " q / " + std::to_string(t.n_head_kv) + " kv heads, head_dim " +
                             std::to_string(t.head_dim);
-  int64_t n_linear = 0, n_sliding = 0;
-  for (int64_t l = 0; l < t.n_layer; ++l) n_linear += t.is_linear_layer(l), n_sliding += t.is_sliding_layer(l);
-  const int64_t n_full = t.n_layer - n_linear;
+  // Layers of a kind the analysis does not know (layer_types) are named, never read as the
+  // nearest known kind; the attention features below describe the known ones.
+  const nlohmann::json& section = a.dims.nested_text ? config["text_config"] : config;
+  const auto unknown_kinds = unknown_enum_values(section, "layer_types");
+  for (const auto& [kind, n] : unknown_kinds) {
+    n_unknown += n;
+    review("layer kind '" + kind + "'",
+           std::to_string(n) + " of " + std::to_string(t.n_layer) +
+               " layers; counted as the config's plain attention (its own tensors are not in the estimate)",
+           "layer_types", "layer_types=" + kind);
+  }
+  int64_t n_linear = 0, n_sliding = 0, n_csa = 0, n_hca = 0;
+  for (int64_t l = 0; l < t.n_layer; ++l) {
+    n_linear += t.is_linear_layer(l), n_sliding += t.is_sliding_layer(l);
+    n_csa += t.compressed_kind(l) == "csa", n_hca += t.compressed_kind(l) == "hca";
+  }
+  // DeepSeek-V4's attention (o_groups) is none of the proven kinds on any layer.
+  const int64_t n_full = t.o_groups > 0 ? 0 : t.n_layer - n_linear - n_unknown;
+  n_unproven = t.o_groups > 0 ? t.n_layer : n_unknown;
+  if (t.o_groups > 0) {
+    claim("shared-KV attention (DeepSeek-V4)",
+          std::to_string(t.n_head) + " q heads over one KV head of " + std::to_string(t.head_dim) +
+              " read as both key and value, q low-rank " + std::to_string(t.q_lora) + ", window " +
+              std::to_string(t.sliding_window) + " on every layer",
+          "o_groups, num_key_value_heads, q_lora_rank", "", "shared-KV attention (DeepSeek-V4)");
+    missing("sliding window", "window " + std::to_string(t.sliding_window) + " on all " + std::to_string(t.n_layer) +
+                                  " layers (DeepSeek-V4's attention)",
+            "sliding_window", "a bounded-window KV cache and mask");
+  }
+  if (n_csa > 0)
+    claim("compressed sparse attention", std::to_string(n_csa) + " of " + std::to_string(t.n_layer) + " layers: every " +
+                                             std::to_string(t.csa_rate) + " tokens compressed into one KV entry, the top " +
+                                             std::to_string(t.index_topk) + " entries picked by an indexer",
+          "layer_types, compress_rates", "", "layer_types=compressed_sparse_attention");
+  if (n_hca > 0)
+    claim("heavily compressed attention", std::to_string(n_hca) + " of " + std::to_string(t.n_layer) + " layers: every " +
+                                              std::to_string(t.hca_rate) + " tokens compressed into one KV entry",
+          "layer_types, compress_rates", "", "layer_types=heavily_compressed_attention");
   if (t.kv_lora > 0) {
     ok("MLA", "q_lora " + std::to_string(t.q_lora) + ", kv_lora " + std::to_string(t.kv_lora) + ", qk " +
                   std::to_string(t.qk_nope) + "+" + std::to_string(t.qk_rope) + " (rope), v " + std::to_string(t.v_head),
        "kv_lora_rank", "blocks/mla");
   } else if (n_full > 0) {
     const char* kind = t.n_head_kv == 1 ? "MQA" : t.n_head_kv < t.n_head ? "GQA" : "MHA";
-    ok(kind, heads + (n_linear ? " in " + std::to_string(n_full) + " full-attention layers" : ""),
+    ok(kind, heads + (n_linear || n_unknown ? " in " + std::to_string(n_full) + " full-attention layers" : ""),
        "num_attention_heads / num_key_value_heads", "blocks/attention");
   }
   if (t.index_topk > 0) {
@@ -83,34 +163,58 @@ void add_features(Analysis& a) {
     // The deepseek_v32 and glm_moe_dsa adapters run it (blocks/dsa_indexer: half-split or
     // interleaved rope, glm_moe_dsa's shared top-k layers); other families' indexers are not built.
     if (a.adapter == "deepseek_v32" || a.adapter == "glm_moe_dsa") ok("sparse attention indexer (DSA)", detail, evidence, "blocks/dsa_indexer");
+    else if (n_unknown > 0 || t.kv_lora == 0)  // blocks/dsa_indexer selects keys for MLA; this indexer serves another attention
+      a.features.push_back({"sparse attention indexer", detail, evidence, FeatureStatus::kReview,
+                            "blocks/dsa_indexer runs DeepSeek-V3.2's indexer on MLA; this model's attention is not MLA",
+                            "index_topk (not on MLA)", ""});
     else missing("sparse attention indexer (DSA)", detail, evidence, "an indexer that picks the top-k keys per query before MLA");
   }
   // Gated DeltaNet, the output gate, partial rotary and the gated shared expert are built
-  // (blocks/gated_deltanet, blocks/attention; the qwen3_next adapter composes them).
-  if (n_linear > 0)
+  // (blocks/gated_deltanet, blocks/attention; the qwen3_next adapter composes them). Linear
+  // attention without Gated DeltaNet's keys is another rule (Kimi Delta Attention, ...).
+  const std::vector<KeyFeature> by_key = key_features(config);
+  const bool kda = std::any_of(by_key.begin(), by_key.end(),
+                               [](const KeyFeature& k) { return k.feature == "linear attention (Kimi Delta Attention)"; });
+  if (n_linear > 0 && t.lin_v_heads > 0)
     ok("linear attention (Gated DeltaNet)",
        std::to_string(n_linear) + " of " + std::to_string(t.n_layer) + " layers, " + std::to_string(t.lin_k_heads) +
            " k / " + std::to_string(t.lin_v_heads) + " v heads, conv kernel " + std::to_string(t.lin_conv),
        "layer_types; tensors " + pattern(a, "linear attention", "(none)"), "blocks/gated_deltanet");
+  else if (n_linear > 0 && !kda)
+    review("linear attention (kind unknown)",
+           std::to_string(n_linear) + " of " + std::to_string(t.n_layer) +
+               " layers without Gated DeltaNet's keys (linear_num_value_heads ...): its rule is not known",
+           "layer_types", "layer_types=linear_attention");
+  for (const KeyFeature& k : by_key)
+    claim(k.feature, k.detail + (k.feature == "linear attention (Kimi Delta Attention)"
+                                     ? "; " + std::to_string(n_linear) + " of " + std::to_string(t.n_layer) + " layers"
+                                     : ""),
+          k.key, "", k.feature);
   if (t.attn_output_gate)
-    ok("attention output gate", "sigmoid gate on the attention output (q_proj doubled)", "attn_output_gate",
-       "blocks/attention");
-  if (n_sliding > 0)
+    attn_ok("attention output gate", "sigmoid gate on the attention output (q_proj doubled)", "attn_output_gate",
+       "blocks/attention", "attention output gate");
+  if (n_sliding > 0 && t.o_groups == 0)
     missing("sliding window", "window " + std::to_string(t.sliding_window) + " in " + std::to_string(n_sliding) + " layers",
             t.layer_types.empty() ? "sliding_window" : "layer_types", "a bounded-window KV cache and mask");
   if (any_part(a, "attention sinks"))
     missing("attention sinks", "learned per-head sink logits", "tensors " + pattern(a, "attention sinks", ""),
             "a sink term in the attention softmax");
-  if (t.qk_norm && t.kv_lora == 0) ok("q/k norm", "per-head RMSNorm of q and k", "model_type / use_qk_norm", "blocks/attention");
-  if (t.attn_qkv_bias) ok("attention bias", t.attn_o_bias ? "q/k/v/o" : "q/k/v", "attention_bias", "blocks/attention");
+  if (t.qk_norm && t.kv_lora == 0)
+    attn_ok("q/k norm", "per-head RMSNorm of q and k", "model_type / use_qk_norm", "blocks/attention", "q/k norm");
+  if (t.attn_qkv_bias) {
+    const std::string name = t.attn_o_bias ? "attention bias (q/k/v/o)" : "attention bias (q/k/v)";
+    attn_ok(name, t.attn_o_bias ? "q/k/v/o" : "q/k/v", "attention_bias", "blocks/attention", name);
+  }
   // RoPE
   if (t.rope_type == "yarn" || t.rope_type == "llama3" || t.rope_type == "linear")
-    ok("RoPE scaling", t.rope_type + " x" + num(t.rope_factor), "rope_scaling", "model/hparams rope_inv_freq");
+    attn_ok("RoPE scaling", t.rope_type + " x" + num(t.rope_factor), "rope_scaling", "model/hparams rope_inv_freq",
+            "RoPE scaling " + t.rope_type);
   else if (t.rope_type != "default")
     missing("RoPE scaling", t.rope_type + " x" + num(t.rope_factor), "rope_scaling", "the " + t.rope_type + " rope type");
   if (t.mrope) missing("multimodal RoPE (M-RoPE)", "sections over t/h/w", "rope_parameters.mrope_section", "3-D rotary positions");
   if (t.partial_rotary < 1.0 && t.kv_lora == 0)
-    ok("partial rotary", num(t.partial_rotary) + " of head_dim rotated", "partial_rotary_factor", "blocks/attention");
+    attn_ok("partial rotary", num(t.partial_rotary) + " of head_dim rotated", "partial_rotary_factor", "blocks/attention",
+            "partial rotary");
   // MLP / MoE
   if (t.n_expert > 0) {
     int64_t moe = 0;
@@ -121,8 +225,22 @@ void add_features(Analysis& a) {
     if (t.scoring == "sigmoid")
       ok("MoE sigmoid routing", experts + (t.topk_method.empty() ? "" : ", " + t.topk_method), "scoring_func",
          "blocks/moe_sigmoid");
-    else
-      ok("MoE softmax routing", experts, "num_experts_per_tok", "blocks/moe");
+    else if (t.scoring == "softmax" || (t.scoring.empty() && softmax_family(t.model_type)))
+      ok("MoE softmax routing", experts, t.scoring.empty() ? "model_type (its modeling code routes by softmax)" : "scoring_func",
+         "blocks/moe");
+    else if (t.scoring.empty())  // the family's code decides: not read as softmax
+      review("MoE routing (score function not stated)",
+             experts + "; config.json and its class state no scoring_func, and " + t.model_type +
+                 " is not a family whose code is known to route by softmax",
+             "model_type", "scoring_func=(not stated)");
+    else  // sqrtsoftplus and any other score function: never read as softmax
+      review("MoE routing (scoring_func " + t.scoring + ")", experts, "scoring_func", "scoring_func=" + t.scoring);
+    int64_t hash = 0;
+    for (const auto& k : t.mlp_layer_types) hash += k == "hash_moe";
+    if (hash > 0)
+      claim("hash routing", std::to_string(hash) + " of " + std::to_string(t.n_layer) +
+                                " MoE layers pick their experts from a token-id table (tid2eid [vocab, top_k]) instead of the router's top-k",
+            "mlp_layer_types", "blocks/moe", "mlp_layer_types=hash_moe");
     if (t.n_shared > 0)
       ok("shared experts", std::to_string(t.n_shared) + " x " + std::to_string(t.moe_ff), "n_shared_experts",
          "blocks/moe_sigmoid");
@@ -145,12 +263,20 @@ void add_features(Analysis& a) {
       missing("router and expert biases", "biases on the router logits and the expert projections", "tensors " + biases,
               "biased router and expert Linears in blocks/moe");
   }
-  if (a.main.dense_mlp > 0) ok("dense SwiGLU MLP", "ffn " + std::to_string(t.ff), "intermediate_size", "blocks/mlp");
+  if (a.main.dense_mlp > 0) {
+    // Neither the file nor its class stating it, the family's code decides: not read as SiLU.
+    const std::string act = t.act.empty() ? "activation not stated" : t.act;
+    if (t.gated_mlp && (act == "silu" || act == "swish"))
+      ok("dense SwiGLU MLP", "ffn " + std::to_string(t.ff), "intermediate_size", "blocks/mlp");
+    else
+      ok(std::string(t.gated_mlp ? "dense gated MLP (" : "dense two-matrix MLP (") + act + ")", "ffn " + std::to_string(t.ff),
+         "intermediate_size, hidden_act", "blocks/mlp");
+  }
   if (t.tie_embeddings) ok("tied embeddings", "lm_head = embed_tokens", "tie_word_embeddings", "blocks/dense_decoder");
   if (t.n_mtp > 0)
     a.features.push_back({"MTP", std::to_string(t.n_mtp) + " multi-token-prediction layer(s), checked, never run",
                           t.mtp_qwen_style ? "mtp_num_hidden_layers" : "num_nextn_predict_layers", FeatureStatus::kSkipped,
-                          "declared and counted apart"});
+                          "declared and counted apart", "MTP", ""});
   if (a.dims.vision) {
     const VisionDims& v = *a.dims.vision;
     // With an adapter (llava) the tower and projector run; without one they still need a block.
@@ -159,7 +285,7 @@ void add_features(Analysis& a) {
     auto vision = [&](const std::string& name, const std::string& detail, const std::string& evidence,
                       const std::string& what) {
       if (runs_vision) ok(name, detail, evidence, what);
-      else a.features.push_back({name, detail, evidence, FeatureStatus::kNewBlock, what});
+      else a.features.push_back({name, detail, evidence, FeatureStatus::kNewBlock, what, name, ""});
     };
     vision("vision tower", v.model_type + " " + std::to_string(v.n_layer) + " layers, hidden " + std::to_string(v.hidden) +
                                 ", patch " + std::to_string(v.patch),
@@ -183,9 +309,9 @@ void add_features(Analysis& a) {
   }
   // Tensor groups no rule explains.
   for (const auto& g : a.groups)
-    if (g.component == Component::kUnknown)
+    if (g.component == Component::kUnknown && g.part == "unknown")
       a.features.push_back({"unknown tensors", std::to_string(g.tensors) + " tensor(s), " + std::to_string(g.bytes) + " bytes",
-                            g.tmpl, FeatureStatus::kUnknown, "no rule explains this group"});
+                            g.tmpl, FeatureStatus::kUnknown, "no rule explains this group", "unknown tensors", ""});
   // Precision-sensitive points.
   if (a.dims.mxfp4) {
     int64_t blocks = 0, n = 0;
@@ -207,6 +333,42 @@ void add_features(Analysis& a) {
   if (any_part(a, "attention sinks")) a.precision.push_back("attention sinks in the softmax");
   if (t.vocab >= 150000) a.precision.push_back("large vocabulary (" + std::to_string(t.vocab) + "): logits near-ties");
   if (n_linear > 0) a.precision.push_back("linear-attention recurrent state accumulated over the sequence (keep f32)");
+  // What the estimate leaves out: the parameters of features no rule counts.
+  if (a.source != Source::kHeaders) {
+    std::string left;
+    // Counted where the analysis has the family's layout (tensors.cpp): DeepSeek-V4's
+    // hyper-connections, grouped output and compressors, Kimi Delta Attention's layers.
+    const auto counted = [&](const std::string& f) {
+      return (f == "hyper-connections" && t.hc_mult > 0) || (f == "grouped output projection" && t.o_groups > 0) ||
+             (f == "compressed KV attention" && t.o_groups > 0 && (t.csa_rate > 0 || t.hca_rate > 0)) ||
+             (f == "linear attention (Kimi Delta Attention)" && t.kda_heads > 0 && t.kda_head_dim > 0);
+    };
+    for (const KeyFeature& k : by_key)
+      if (k.params && !counted(k.feature)) left += (left.empty() ? "" : ", ") + k.feature + " (" + k.key + ")";
+    if (n_unknown > 0) {
+      std::string kinds;
+      for (const auto& [kind, n] : unknown_kinds) kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+      left += (left.empty() ? "" : ", ") + std::string("the own tensors of layer kinds the analysis does not know (") + kinds +
+              ": counted as plain attention of the config's sizes)";
+    }
+    int64_t hash_layers = 0;
+    for (const auto& k : t.mlp_layer_types) hash_layers += k == "hash_moe";
+    if (hash_layers > 0)
+      left += (left.empty() ? "" : ", ") + std::string("the hash layers' token-id tables (") + std::to_string(hash_layers) +
+              " x [vocab, top_k] int64 buffers; their experts and router are counted)";
+    if (!left.empty()) a.notes.push_back("the parameter estimate leaves out: " + left);
+    if (t.o_groups > 0)
+      a.notes.push_back("cache: DeepSeek-V4's layers are described as a window of sliding_window tokens of one KV head "
+                        "counted as k and v (the model keeps one tensor for both); the compressed entries (one per "
+                        "compress_rates tokens on the compressed layers) are not described");
+  }
+  // The families whose adapters prove the most of this model's features.
+  if (!known) {
+    std::vector<std::string> keys;
+    for (const Finding& f : a.features)
+      if (f.status != FeatureStatus::kSkipped && f.status != FeatureStatus::kUnknown) keys.push_back(f.key);
+    a.closest = closest_families(keys);
+  }
 }
 
 }  // namespace
@@ -227,6 +389,7 @@ const char* feature_status_name(FeatureStatus s) {
     case FeatureStatus::kNewBlock: return "needs a new block";
     case FeatureStatus::kSkipped: return "skipped";
     case FeatureStatus::kUnknown: return "unknown";
+    case FeatureStatus::kReview: return "needs review";
   }
   return "?";
 }
@@ -281,7 +444,7 @@ Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> t
       continue;
     }
     g.params += n;
-    if (c.component == Component::kUnknown) a.unknown_tensors += 1, a.unknown_bytes += x.bytes;
+    if (c.component == Component::kUnknown && c.part == "unknown") a.unknown_tensors += 1, a.unknown_bytes += x.bytes;
     a.parts[c.part] += n;
     model::component_slot(c.mtp ? a.mtp : a.main, c.component) += n;
     if (!c.mtp && c.component == Component::kRoutedExpert) routed_by_layer[c.layer] += n;
@@ -311,19 +474,20 @@ Result<Analysis> analyze(const nlohmann::json& config, std::vector<TensorInfo> t
   if (a.unknown_tensors > 0)
     a.notes.push_back(std::to_string(a.unknown_tensors) + " tensor(s) no rule explains (" +
                       std::to_string(a.unknown_bytes) + " bytes), counted under other");
-  add_features(a);
+  add_features(a, config);
   add_provenance(a, config, code);
   return a;
 }
 
-Result<Analysis> analyze_path(const std::string& path, const checkpoint::Catalog* opened) {
+Result<Analysis> analyze_path(const std::string& path, const checkpoint::Catalog* opened, const std::string& modeling) {
   std::error_code ec;
   const bool dir = fs::is_directory(path, ec);
   const std::string config_path = dir ? (fs::path(path) / "config.json").string() : path;
   DZ_ASSIGN_OR_RETURN(nlohmann::json config, read_json_file(config_path));
   // The folder's own configuration_*.py / modeling_*.py (beside a config.json given alone too).
   const fs::path folder = dir ? fs::path(path) : fs::path(config_path).parent_path();
-  DZ_ASSIGN_OR_RETURN(const FolderCode code, read_folder_code(folder.empty() ? "." : folder.string()));
+  DZ_ASSIGN_OR_RETURN(FolderCode code, read_folder_code(folder.empty() ? "." : folder.string()));
+  if (!modeling.empty()) DZ_RETURN_IF_ERROR(read_modeling_path(modeling, code));
   if (!dir) return analyze(config, {}, Source::kConfig, &code);
   const fs::path index = fs::path(path) / checkpoint::kIndexFileName;
   const bool has_index = fs::exists(index, ec), has_single = fs::exists(fs::path(path) / checkpoint::kSingleFileName, ec);
@@ -407,7 +571,7 @@ nlohmann::json to_json(const Analysis& a) {
   nlohmann::json f = nlohmann::json::array();
   for (const auto& x : a.features)
     f.push_back({{"name", x.name}, {"detail", x.detail}, {"evidence", x.evidence},
-                 {"status", feature_status_name(x.status)}, {"block", x.block}});
+                 {"status", feature_status_name(x.status)}, {"block", x.block}, {"key", x.key}, {"proof", x.proof}});
   j["features"] = f;
   j["precision"] = a.precision;
   j["notes"] = a.notes;
@@ -424,8 +588,20 @@ nlohmann::json to_json(const Analysis& a) {
   j["transformers_version"] = a.transformers_version;
   j["auto_map"] = a.auto_map;
   nlohmann::json code = nlohmann::json::array();
-  for (const auto& m : a.modeling) code.push_back({{"file", m.file}, {"imports", m.imports}, {"classes", m.classes}});
+  for (const auto& m : a.modeling) {
+    nlohmann::json mods = nlohmann::json::array();
+    for (const auto& x : m.modules)
+      mods.push_back({{"name", x.name}, {"kind", x.kind}, {"base", x.base}, {"line", x.line},
+                      {"matched", !x.block.empty()}, {"block", x.block}, {"how", x.how}, {"hint", x.hint}});
+    code.push_back({{"file", m.file}, {"imports", m.imports}, {"classes", m.classes}, {"modules", mods}});
+  }
   j["modeling"] = code;
+  // Every config key under one of three headings.
+  nlohmann::json keys_j = {{"understood", nlohmann::json::object()}, {"irrelevant", nlohmann::json::object()},
+                           {"unrecognised", nlohmann::json::object()}};
+  for (const auto& k : a.keys) keys_j[key_class_name(k.cls)][k.key] = {{"what", k.what}, {"value", k.value}};
+  j["keys"] = keys_j;
+  j["closest"] = a.closest;
   return j;
 }
 
@@ -433,8 +609,9 @@ void print_features(std::ostream& o, const Analysis& a) {
   o << "features    (generic analysis)\n";
   for (const auto& f : a.features)
     o << "  " << std::left << std::setw(34) << f.name << std::setw(22) << feature_status_name(f.status) << f.block
-      << "\n      " << f.detail << (f.detail.empty() ? "" : "; ") << "evidence: " << f.evidence << "\n"
-      << std::right;
+      << "\n      " << f.detail << (f.detail.empty() ? "" : "; ") << "evidence: " << f.evidence
+      << (f.proof.empty() ? "" : "; proof: " + f.proof) << "\n" << std::right;
+  if (!a.closest.empty()) o << "closest     " << a.closest.substr(a.closest.rfind("closest: ", 0) == 0 ? 9 : 0) << "\n";
   if (!a.precision.empty()) {
     o << "precision-sensitive\n";
     for (const auto& p : a.precision) o << "  " << p << "\n";
@@ -498,9 +675,20 @@ void print_provenance(std::ostream& o, const Analysis& a) {
   for (const auto& m : a.modeling) {
     std::string imports;
     for (const auto& i : m.imports) imports += (imports.empty() ? "" : ", ") + i;
+    size_t matched = 0;
+    for (const auto& x : m.modules) matched += !x.block.empty();
     o << "code        " << m.file << ": imports " << (imports.empty() ? "none" : imports) << "; " << m.classes.size()
-      << " classes\n";
+      << " classes; " << m.modules.size() << " modules and functions, " << matched << " matched to a block, "
+      << m.modules.size() - matched << " unmatched\n";
+    for (const auto& x : m.modules)
+      if (!x.block.empty()) o << "  matched   " << m.file << ":" << x.line << " " << x.name << " -> " << x.block << "\n";
   }
+  size_t n[3] = {0, 0, 0};
+  for (const auto& k : a.keys) n[static_cast<int>(k.cls)] += 1;
+  o << "keys        " << a.keys.size() << " in config.json: " << n[0] << " understood, " << n[1] << " irrelevant, " << n[2]
+    << " unrecognised\n";
+  for (const auto& k : a.keys)
+    if (k.cls == KeyClass::kUnrecognised) o << "unrecognised " << k.key << " = " << k.value << ": " << k.what << "\n";
   for (const auto& r : a.risks) o << "risk        " << r << "\n";
 }
 

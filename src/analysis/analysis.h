@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "analysis/defaults.h"
+#include "analysis/keys.h"
 #include "analysis/modeling_scan.h"
 #include "analysis/python_source.h"
 #include "checkpoint/catalog.h"
@@ -50,7 +51,9 @@ struct TextDims {
   int64_t first_dense = 0, moe_freq = 1;  // first_k_dense_replace, moe_layer_freq / decoder_sparse_step /
                                           // interleave_moe_layer_step (MoE on layers l with (l + 1) % freq == 0)
   std::vector<int64_t> dense_layers;      // mlp_only_layers
-  std::string scoring = "softmax";        // scoring_func
+  std::vector<std::string> mlp_layer_types;  // [n_layer] or empty: "dense", or MoE ("sparse", "moe", "hash_moe")
+  std::string act;                        // hidden_act / hidden_activation ("" not stated by the file or its class)
+  std::string scoring;                    // scoring_func ("" not stated by the file or its class)
   std::string topk_method;
   // MLA (kv_lora 0: none)
   int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
@@ -60,6 +63,15 @@ struct TextDims {
   // Hybrid layers: layer_types, and the linear-attention (Gated DeltaNet) sizes
   std::vector<std::string> layer_types;
   int64_t lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, lin_conv = 0;
+  // Kimi Delta Attention (linear_num_heads / linear_head_dim; kda_heads 0: none): its linear layers
+  // are KimiLinearDeltaAttention's q/k/v, short convolution, forget gate, beta, output gate and norm.
+  int64_t kda_heads = 0, kda_head_dim = 0;
+  // DeepSeek-V4 (o_groups 0: none): attention of one shared KV head (q low-rank, kv_proj), a
+  // grouped low-rank output (o_a_proj per group, o_b_proj), per-head sinks; layer kinds
+  // compressed_sparse_attention (a KV compressor of rate csa_rate with an indexer) and
+  // heavily_compressed_attention (a compressor of rate hca_rate); hc_mult residual streams mixed by
+  // two hyper-connections a layer and one before the final norm (hc_mult 0: none).
+  int64_t o_groups = 0, o_lora = 0, csa_rate = 0, hca_rate = 0, hc_mult = 0;
   int64_t sliding_window = 0;
   // RoPE
   std::string rope_type = "default";
@@ -73,6 +85,8 @@ struct TextDims {
   bool is_moe_layer(int64_t l) const;
   bool is_linear_layer(int64_t l) const;
   bool is_sliding_layer(int64_t l) const;
+  // "csa", "hca" or "" (DeepSeek-V4's compressed layer kinds, known only with their compress_rates).
+  std::string compressed_kind(int64_t l) const;
   bool has_indexer(int64_t l) const;
 };
 
@@ -125,6 +139,10 @@ struct FolderCode {
 };
 // Reads folder/configuration_*.py and folder/modeling_*.py (none: empty). Errors name the file.
 Result<FolderCode> read_folder_code(const std::string& folder);
+// Adds the modeling code at path (a modeling_*.py file, or a folder such as transformers'
+// models/<family>/ whose modeling_*.py files are read) to code. Errors name the path (NotFound
+// when absent, InvalidArgument when a folder has no modeling_*.py or a file is not Python).
+Status read_modeling_path(const std::string& path, FolderCode& code);
 
 // The layout traits of the text model_type that its config keys do not state (layouts.cpp):
 // sets them in x and records the sizes it derives in origins. Errors name a mistyped key.
@@ -180,13 +198,18 @@ struct Group {  // one layer-template name with the tensors that expand it
   uint64_t bytes = 0;
 };
 
-enum class FeatureStatus { kBlock, kAdapter, kNewBlock, kSkipped, kUnknown };
+// kBlock: a proof (evidence.h) says an adapter runs the feature's block under a test; kReview:
+// seen, but nothing here runs it under a test (or the analysis does not know the value).
+enum class FeatureStatus { kBlock, kAdapter, kNewBlock, kSkipped, kUnknown, kReview };
 const char* feature_status_name(FeatureStatus s);
 
 struct Finding {
   std::string name, detail, evidence;  // evidence: the config key or tensor pattern
   FeatureStatus status = FeatureStatus::kBlock;
-  std::string block;  // kBlock: the block; kAdapter: the family; kNewBlock: what is missing
+  std::string block;  // kBlock: the block; kAdapter: the family; kNewBlock: what is missing;
+                      // kReview: the block that would run it, if any, and why it is not proven
+  std::string key;    // the feature key the proof table is searched for
+  std::string proof;  // kBlock: "adapter ADAPTER, test TEST"
 };
 
 // What a part's count rests on: "exact" (safetensors headers), "index" (index names, shapes
@@ -216,7 +239,9 @@ struct Analysis {
   std::vector<std::string> risks;
   std::string transformers_version;     // config.json's
   std::vector<std::string> auto_map;    // "AutoConfig -> configuration_x.XConfig", ...
-  std::vector<ModelingScan> modeling;   // the folder's modeling_*.py
+  std::vector<ModelingScan> modeling;   // the folder's modeling_*.py (and --modeling's)
+  std::vector<KeyAccount> keys;         // every config.json key: understood, irrelevant or unrecognised
+  std::string closest;                  // "closest: F (runs ...); differs in: ..." (no adapter), "" else
 };
 
 // What each decoder layer is ([n_layer], model/layer_desc.h), from the dims alone (weights not
@@ -246,7 +271,9 @@ void cross_check_index(Analysis& a, const nlohmann::json& config, const FolderCo
 // safetensors headers when the shards are there, else the index's names with shapes from the
 // config, else the config estimate. Errors name the file (exit 2). opened: the folder's catalog
 // when the caller has opened it already (its headers are then not read a second time).
-Result<Analysis> analyze_path(const std::string& path, const checkpoint::Catalog* opened = nullptr);
+// modeling: a modeling file or folder to read besides the folder's own ("" none).
+Result<Analysis> analyze_path(const std::string& path, const checkpoint::Catalog* opened = nullptr,
+                              const std::string& modeling = "");
 
 nlohmann::json to_json(const Analysis& a);
 void print_text(std::ostream& o, const Analysis& a);

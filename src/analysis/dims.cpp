@@ -87,12 +87,23 @@ Status read_text(const nlohmann::json& t, bool nested, TextDims& x) {
   DZ_ASSIGN_OR_RETURN(x.n_expert, first_int(t, {"num_local_experts", "num_experts", "n_routed_experts"}, 0));
   DZ_ASSIGN_OR_RETURN(x.top_k, first_int(t, {"num_experts_per_tok", "moe_topk", "num_experts_per_token"}, 0));
   DZ_ASSIGN_OR_RETURN(x.moe_ff, first_int(t, {"moe_intermediate_size"}, x.ff));
-  DZ_ASSIGN_OR_RETURN(x.n_shared, first_int(t, {"n_shared_experts"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.n_shared, first_int(t, {"n_shared_experts", "num_shared_experts"}, 0));
   DZ_ASSIGN_OR_RETURN(x.shared_ff, first_int(t, {"shared_expert_intermediate_size"}, 0));
   DZ_ASSIGN_OR_RETURN(x.first_dense, first_int(t, {"first_k_dense_replace"}, 0));
   DZ_ASSIGN_OR_RETURN(x.moe_freq, first_int(t, {"moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step"}, 1));
   DZ_ASSIGN_OR_RETURN(x.dense_layers, model::json_int_list_or_empty(t, "mlp_only_layers"));
-  DZ_ASSIGN_OR_RETURN(x.scoring, json_string_or(t, "scoring_func", "softmax"));
+  // Per-layer feed-forward kinds (kimi_linear's dense / sparse, deepseek_v4's moe / hash_moe):
+  // a hash-routed layer holds the same experts and router as a learned one.
+  DZ_ASSIGN_OR_RETURN(x.mlp_layer_types, string_list(t, "mlp_layer_types"));
+  if (!x.mlp_layer_types.empty() && static_cast<int64_t>(x.mlp_layer_types.size()) != x.n_layer)
+    return Status::InvalidArgument("config.json: key 'mlp_layer_types' has " + std::to_string(x.mlp_layer_types.size()) +
+                                   " entries for " + std::to_string(x.n_layer) + " layers");
+  DZ_ASSIGN_OR_RETURN(x.act, json_string_or(t, "hidden_activation", ""));
+  if (t.contains("hidden_act") && !t["hidden_act"].is_null()) {
+    DZ_ASSIGN_OR_RETURN(x.act, json_string_or(t, "hidden_act", ""));
+  }
+  // "" when neither the file nor its class states it: the family's code decides (add_features).
+  DZ_ASSIGN_OR_RETURN(x.scoring, json_string_or(t, "scoring_func", ""));
   DZ_ASSIGN_OR_RETURN(x.topk_method, json_string_or(t, "topk_method", ""));
   // The adapters' bound: absurd layer or expert counts are refused before any per-layer list.
   DZ_RETURN_IF_ERROR(model::check_tensor_count(x.n_layer, x.n_expert, std::string("config.json") + (nested ? " text_config" : "")));
@@ -119,6 +130,20 @@ Status read_text(const nlohmann::json& t, bool nested, TextDims& x) {
   DZ_ASSIGN_OR_RETURN(x.lin_k_dim, first_int(t, {"linear_key_head_dim"}, 0));
   DZ_ASSIGN_OR_RETURN(x.lin_v_dim, first_int(t, {"linear_value_head_dim"}, 0));
   DZ_ASSIGN_OR_RETURN(x.lin_conv, first_int(t, {"linear_conv_kernel_dim"}, 4));
+  DZ_ASSIGN_OR_RETURN(x.kda_heads, first_int(t, {"linear_num_heads"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.kda_head_dim, first_int(t, {"linear_head_dim"}, 0));
+  if (x.lin_v_heads > 0) x.kda_heads = 0;  // Gated DeltaNet's keys win
+  DZ_ASSIGN_OR_RETURN(x.o_groups, first_int(t, {"o_groups"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.o_lora, first_int(t, {"o_lora_rank"}, 0));
+  DZ_ASSIGN_OR_RETURN(x.hc_mult, first_int(t, {"hc_mult"}, 0));
+  if (x.o_groups > 0 && (x.q_lora <= 0 || x.o_lora <= 0 || (x.n_head * x.head_dim) % x.o_groups != 0))
+    return Status::InvalidArgument("config.json: o_groups " + std::to_string(x.o_groups) + " needs q_lora_rank, o_lora_rank and "
+                                   "num_attention_heads x head_dim divisible by it");
+  if (t.contains("compress_rates") && t["compress_rates"].is_object()) {
+    const auto& c = t["compress_rates"];
+    DZ_ASSIGN_OR_RETURN(x.csa_rate, first_int(c, {"compressed_sparse_attention"}, 0));
+    DZ_ASSIGN_OR_RETURN(x.hca_rate, first_int(c, {"heavily_compressed_attention"}, 0));
+  }
   DZ_ASSIGN_OR_RETURN(bool use_sw, json_bool_or(t, "use_sliding_window", true));
   DZ_ASSIGN_OR_RETURN(int64_t sw, first_int(t, {"sliding_window"}, 0));
   x.sliding_window = use_sw ? sw : 0;
@@ -207,12 +232,20 @@ Status read_vision(const nlohmann::json& v, const std::string& parent_type, cons
 }  // namespace
 
 bool TextDims::is_moe_layer(int64_t l) const {
-  if (n_expert <= 0 || l < first_dense) return false;
+  if (n_expert <= 0) return false;
+  if (!mlp_layer_types.empty()) return l >= 0 && l < static_cast<int64_t>(mlp_layer_types.size()) && mlp_layer_types[l] != "dense";
+  if (l < first_dense) return false;
   if (std::find(dense_layers.begin(), dense_layers.end(), l) != dense_layers.end()) return false;
   return moe_freq <= 1 || (l + 1) % moe_freq == 0;
 }
 bool TextDims::is_linear_layer(int64_t l) const {
   return l >= 0 && l < static_cast<int64_t>(layer_types.size()) && layer_types[l] == "linear_attention";
+}
+std::string TextDims::compressed_kind(int64_t l) const {
+  if (l < 0 || l >= static_cast<int64_t>(layer_types.size()) || o_groups <= 0) return "";
+  if (layer_types[l] == "compressed_sparse_attention" && csa_rate > 0) return "csa";
+  if (layer_types[l] == "heavily_compressed_attention" && hca_rate > 0) return "hca";
+  return "";
 }
 bool TextDims::is_sliding_layer(int64_t l) const {
   if (l >= 0 && l < static_cast<int64_t>(layer_types.size())) return layer_types[l] == "sliding_attention";

@@ -88,9 +88,41 @@ Result<FolderCode> read_folder_code(const std::string& folder) {
   return code;
 }
 
+Status read_modeling_path(const std::string& path, FolderCode& code) {
+  std::error_code ec;
+  std::vector<fs::path> files;
+  if (fs::is_directory(path, ec)) {
+    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string n = it->path().filename().string();
+      if (n.size() > 3 && n.compare(n.size() - 3, 3, ".py") == 0 && n.rfind("modeling_", 0) == 0) files.push_back(it->path());
+    }
+    if (files.empty()) return Status::InvalidArgument(path + ": --modeling folder has no modeling_*.py");
+    std::sort(files.begin(), files.end());
+  } else if (fs::exists(path, ec)) {
+    if (fs::path(path).extension() != ".py") return Status::InvalidArgument(path + ": --modeling file is not a .py file");
+    files.push_back(path);
+  } else {
+    return Status::NotFound(path + ": --modeling path does not exist");
+  }
+  for (const fs::path& p : files) {
+    const std::string n = p.filename().string();
+    if (std::any_of(code.modeling.begin(), code.modeling.end(), [&](const ModelingScan& m) { return m.file == n; })) continue;
+    DZ_ASSIGN_OR_RETURN(const std::string text, read_regular_file(p.string(), kMaxPythonBytes));
+    code.modeling.push_back(scan_modeling(text, n));
+  }
+  return Status::Ok();
+}
+
 void add_provenance(Analysis& a, const nlohmann::json& config, const FolderCode* code) {
   const ModelDims& d = a.dims;
   a.risks.insert(a.risks.begin(), d.risks.begin(), d.risks.end());
+  // Every config key accounted for; the unrecognised ones are risks with their values.
+  a.keys = account_keys(config);
+  for (const KeyAccount& k : a.keys)
+    if (k.cls == KeyClass::kUnrecognised) a.risks.push_back("unrecognised config key " + k.key + " = " + k.value + ": " + k.what);
+  for (const Finding& f : a.features)
+    if (f.status == FeatureStatus::kReview) a.risks.push_back("needs review: " + f.name + " (" + f.detail + "; evidence: " + f.evidence + ")");
+  if (a.closest.find("differs in: ") != std::string::npos) a.risks.push_back(a.closest);
   const bool generic = a.adapter.empty();
   // Each part's basis: the weakest origin among the keys its shapes come from.
   for (const auto& [part, n] : a.parts) {
@@ -178,11 +210,19 @@ void add_provenance(Analysis& a, const nlohmann::json& config, const FolderCode*
   if (!code) return;
   a.modeling = code->modeling;
   for (const ModelingScan& m : code->modeling)
+    for (const ModuleAccount& x : m.modules)
+      if (x.block.empty())
+        a.risks.push_back("unmatched " + x.kind + " " + m.file + ":" + std::to_string(x.line) + " " + x.name +
+                          (x.base.empty() ? "" : " (" + x.base + ")") + ": no dayzero block computes it" +
+                          (x.hint.empty() ? "" : "; its name suggests " + x.hint + " (a name proves nothing)") +
+                          (x.how.empty() ? "" : "; " + x.how));
+  for (const ModelingScan& m : code->modeling)
     for (const CodeFinding& f : m.findings) {
       const bool known = std::any_of(a.features.begin(), a.features.end(), [&](const Finding& x) { return x.name == f.name; });
       if (!known)
-        a.features.push_back({f.name, "in " + m.file, f.evidence, f.supported ? FeatureStatus::kBlock : FeatureStatus::kNewBlock,
-                              f.block});
+        // A name or an import is evidence, never a proof: what maps to a block still needs review.
+        a.features.push_back({f.name, "in " + m.file, f.evidence, f.supported ? FeatureStatus::kReview : FeatureStatus::kNewBlock,
+                              f.supported ? "keyword evidence only (" + f.block + ")" : f.block, f.name, ""});
       if (!f.supported) a.risks.push_back(m.file + ": " + f.name + " " + f.block + " (" + f.evidence + ")");
     }
 }

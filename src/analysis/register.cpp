@@ -26,14 +26,20 @@ std::string hex16(uint64_t v) {
 std::string attention_kind(const TextDims& t) {
   int64_t n_linear = 0;
   for (int64_t l = 0; l < t.n_layer; ++l) n_linear += t.is_linear_layer(l);
+  if (t.o_groups > 0) {  // DeepSeek-V4: one shared KV head; compressed layer kinds beside
+    int64_t csa = 0, hca = 0;
+    for (int64_t l = 0; l < t.n_layer; ++l) csa += t.compressed_kind(l) == "csa", hca += t.compressed_kind(l) == "hca";
+    return "shared-KV sliding window (DeepSeek-V4): " + std::to_string(csa) + " compressed sparse + " + std::to_string(hca) +
+           " heavily compressed + " + std::to_string(t.n_layer - csa - hca) + " window only";
+  }
   std::string full = t.kv_lora > 0          ? "MLA"
                      : t.n_head_kv == 1     ? "MQA"
                      : t.n_head_kv < t.n_head ? "GQA"
                                             : "MHA";
   if (t.index_topk > 0) full += " + sparse indexer (DSA)";
   if (n_linear == 0) return full;
-  return "hybrid: " + std::to_string(n_linear) + " linear (Gated DeltaNet) + " + std::to_string(t.n_layer - n_linear) +
-         " full " + full;
+  return "hybrid: " + std::to_string(n_linear) + (t.kda_heads > 0 ? " linear (Kimi Delta Attention) + " : " linear (Gated DeltaNet) + ") +
+         std::to_string(t.n_layer - n_linear) + " full " + full;
 }
 
 YAML::Node components(const model::ComponentParams& c) {
@@ -162,9 +168,28 @@ YAML::Node register_entry(const Analysis& a, const ModelIdentity& id, const std:
     n["block"] = x.block;
     n["detail"] = x.detail;
     n["evidence"] = x.evidence;
+    if (!x.proof.empty()) n["proof"] = x.proof;
     f.push_back(n);
   }
   e["features"] = f;
+  if (!a.closest.empty()) e["closest"] = a.closest;
+  // Every config key under a heading: counts, and each unrecognised key with its value.
+  YAML::Node keys;
+  size_t n_keys[3] = {0, 0, 0};
+  YAML::Node unrecognised(YAML::NodeType::Map);
+  for (const auto& k : a.keys) {
+    n_keys[static_cast<int>(k.cls)] += 1;
+    if (k.cls == KeyClass::kUnrecognised) unrecognised[k.key] = k.value;
+  }
+  keys["understood"] = n_keys[0];
+  keys["irrelevant"] = n_keys[1];
+  if (n_keys[2] > 0) keys["unrecognised"] = unrecognised;
+  e["keys"] = keys;
+  YAML::Node unmatched(YAML::NodeType::Sequence);
+  for (const auto& m : a.modeling)
+    for (const auto& x : m.modules)
+      if (x.block.empty()) unmatched.push_back(m.file + ":" + std::to_string(x.line) + " " + x.name);
+  if (unmatched.size() > 0) e["unmatched"] = unmatched;
   YAML::Node p;
   p["total"] = a.total;
   p["activated"] = a.activated;
@@ -308,7 +333,7 @@ void print_markdown(std::ostream& o, const std::vector<YAML::Node>& entries) {
       << "- weight memory: f32 " << gb(str(e, "memory_bytes", "f32")) << ", bf16 " << gb(str(e, "memory_bytes", "bf16"))
       << ", fp8 " << gb(str(e, "memory_bytes", "fp8")) << ", int4 " << gb(str(e, "memory_bytes", "int4"))
       << "; as stored " << gb(str(e, "memory_bytes", "stored")) << "\n\n";
-    std::vector<std::string> unsupported;
+    std::vector<std::string> unsupported, review;
     if (e["features"] && e["features"].IsSequence() && e["features"].size() > 0) {
       o << "| feature | status | block / what is missing | evidence |\n|---|---|---|---|\n";
       for (const auto& f : e["features"]) {
@@ -316,13 +341,39 @@ void print_markdown(std::ostream& o, const std::vector<YAML::Node>& entries) {
         o << "| " << cell(str(f, "name")) << " | " << cell(status) << " | " << cell(str(f, "block")) << " | "
           << cell(str(f, "evidence")) << " |\n";
         if (status == "needs a new block" || status == "unknown") unsupported.push_back(str(f, "name"));
+        if (status == "needs review") review.push_back(str(f, "name"));
       }
       o << "\n";
     }
     o << "Unsupported: ";
     if (unsupported.empty()) o << "none";
     for (size_t i = 0; i < unsupported.size(); ++i) o << (i ? ", " : "") << unsupported[i];
-    o << "\n\n";
+    o << "\n";
+    if (!review.empty()) {
+      o << "Needs review: ";
+      for (size_t i = 0; i < review.size(); ++i) o << (i ? ", " : "") << review[i];
+      o << "\n";
+    }
+    if (const std::string c = str(e, "closest"); !c.empty())
+      o << "Closest: " << cell(c.rfind("closest: ", 0) == 0 ? c.substr(9) : c) << "\n";
+    if (e["unmatched"] && e["unmatched"].IsSequence() && e["unmatched"].size() > 0) {
+      o << "Unmatched modules: ";
+      bool first = true;
+      for (const auto& u : e["unmatched"])
+        if (u.IsScalar()) o << (first ? "" : ", ") << cell(u.as<std::string>()), first = false;
+      o << "\n";
+    }
+    if (e["keys"] && e["keys"]["unrecognised"] && e["keys"]["unrecognised"].IsMap()) {
+      o << "Unrecognised keys: ";
+      bool first = true;
+      for (const auto& kv : e["keys"]["unrecognised"]) {
+        if (!kv.first.IsScalar() || !kv.second.IsScalar()) continue;
+        o << (first ? "" : ", ") << cell(kv.first.as<std::string>()) << " = " << cell(kv.second.as<std::string>());
+        first = false;
+      }
+      o << "\n";
+    }
+    o << "\n";
   }
 }
 

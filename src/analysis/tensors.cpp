@@ -63,15 +63,71 @@ std::optional<Shape> linear(const std::string& rest, int64_t out, int64_t in) {
   return Shape{out, in};
 }
 
-std::optional<Shape> text_shape(const std::string& r, const TextDims& t, bool in_layer) {
+std::optional<Shape> text_shape(const std::string& r, const TextDims& t, bool in_layer, int64_t layer) {
   const int64_t d = t.hidden, H = t.n_head, KV = t.n_head_kv, hd = t.head_dim;
   const bool mla = t.kv_lora > 0;
   const int64_t qk = mla ? t.qk_nope + t.qk_rope : hd;
+  // DeepSeek-V4's hyper-connections: fn [(2 + N) N, N hidden], base [(2 + N) N], scale [3] per
+  // block; the head's hc_fn [N, N hidden], hc_base [N], hc_scale [1].
+  if (t.hc_mult > 0 && (has(r, "attn_hc.") || has(r, "ffn_hc.") || has(r, "hc_head."))) {
+    const int64_t N = t.hc_mult, mix = (2 + N) * N;
+    if (ends(r, "hc_fn")) return Shape{N, N * d};
+    if (ends(r, "hc_base")) return Shape{N};
+    if (ends(r, "hc_scale")) return Shape{1};
+    if (ends(r, ".fn")) return Shape{mix, N * d};
+    if (ends(r, ".base")) return Shape{mix};
+    if (ends(r, ".scale")) return Shape{3};
+    return std::nullopt;
+  }
   if (!in_layer) {
     if (ends(r, "embed_tokens.weight") || r == "lm_head.weight" || ends(r, "lm_head.weight")) return Shape{t.vocab, d};
     if (ends(r, "lm_head.bias")) return Shape{t.vocab};
     if (ends(r, "fc.weight")) return Shape{d, 2 * d};  // mtp.fc
     if (ends(r, "norm.weight") || ends(r, "norm.bias")) return Shape{d};
+    return std::nullopt;
+  }
+  // DeepSeek-V4: shared-KV attention with a grouped low-rank output, and the compressors of its
+  // compressed layer kinds (CSA: 2 x head_dim series and an indexer; HCA: one series).
+  if (t.o_groups > 0 && has(r, "self_attn.")) {
+    const std::string kind = t.compressed_kind(layer);
+    const int64_t ihd = t.index_head_dim, ih = t.index_heads;
+    if (has(r, "compressor.indexer.")) {
+      if (has(r, "kv_proj") || has(r, "gate_proj")) return Shape{2 * ihd, d};
+      if (ends(r, "position_bias")) return Shape{t.csa_rate, 2 * ihd};
+      if (has(r, "kv_norm")) return Shape{ihd};
+      if (has(r, "q_b_proj")) return Shape{ih * ihd, t.q_lora};
+      if (has(r, "weights_proj")) return Shape{ih, d};
+      return std::nullopt;
+    }
+    if (has(r, "compressor.")) {
+      const int64_t w = kind == "csa" ? 2 * hd : hd, rate = kind == "csa" ? t.csa_rate : t.hca_rate;
+      if (has(r, "kv_proj") || has(r, "gate_proj")) return Shape{w, d};
+      if (ends(r, "position_bias")) return Shape{rate, w};
+      if (has(r, "kv_norm")) return Shape{hd};
+      return std::nullopt;
+    }
+    if (has(r, "q_a_proj")) return Shape{t.q_lora, d};
+    if (has(r, "q_a_norm")) return Shape{t.q_lora};
+    if (has(r, "q_b_proj")) return Shape{H * hd, t.q_lora};
+    if (has(r, "kv_proj")) return Shape{hd, d};
+    if (has(r, "kv_norm")) return Shape{hd};
+    if (has(r, "o_a_proj")) return Shape{t.o_groups * t.o_lora, H * hd / t.o_groups};
+    if (has(r, "o_b_proj")) return Shape{d, t.o_groups * t.o_lora};
+    if (ends(r, "sinks")) return Shape{H};
+    return std::nullopt;
+  }
+  // Kimi Delta Attention (KimiLinearDeltaAttention) on the linear layers.
+  if (t.kda_heads > 0 && t.is_linear_layer(layer) && has(r, "self_attn.")) {
+    const int64_t hk = t.kda_head_dim, qkv = t.kda_heads * hk;
+    if (has(r, "q_proj") || has(r, "k_proj") || has(r, "v_proj")) return Shape{qkv, d};
+    if (has(r, "conv1d")) return Shape{3 * qkv, 1, t.lin_conv};
+    if (has(r, "f_a_proj") || has(r, "g_a_proj")) return Shape{hk, d};
+    if (has(r, "f_b_proj") || has(r, "g_b_proj")) return Shape{qkv, hk};
+    if (ends(r, "dt_bias")) return Shape{qkv};
+    if (ends(r, "A_log")) return Shape{1, 1, t.kda_heads, 1};
+    if (has(r, "b_proj")) return Shape{t.kda_heads, d};
+    if (has(r, "o_norm")) return Shape{hk};
+    if (has(r, "o_proj")) return Shape{d, qkv};
     return std::nullopt;
   }
   // Sparse-attention indexer (DSA)
@@ -261,7 +317,7 @@ std::optional<Shape> shape_from_name(const std::string& name, const ModelDims& d
   const Split s = split(name, d.text);
   if (s.scope == "vision" || s.scope == "projector")
     return d.vision ? vision_shape(s, name, *d.vision, d.text.hidden) : std::nullopt;
-  return text_shape(s.layer >= 0 ? s.rest : name, d.text, s.layer >= 0);
+  return text_shape(s.layer >= 0 ? s.rest : name, d.text, s.layer >= 0, s.layer);
 }
 
 Classified classify(const std::string& name, const ModelDims& d) {
@@ -290,6 +346,7 @@ Classified classify(const std::string& name, const ModelDims& d) {
   if (c.mtp && s.layer < 0 && !ends(name, "norm.weight")) return set(Component::kMtpHead, "MTP head");
   if (c.mtp && (ends(r, "eh_proj.weight") || ends(r, "embed_tokens.weight") || ends(r, "shared_head.head.weight")))
     return set(Component::kMtpHead, "MTP head");
+  if (has(r, "attn_hc.") || has(r, "ffn_hc.") || has(r, "hc_head.")) return set(Component::kUnknown, "hyper-connections");  // counted under other, named
   if (s.layer < 0) {
     if (ends(r, "embed_tokens.weight")) return set(Component::kEmbedding, "embedding");
     if (ends(r, "lm_head.weight") || ends(r, "lm_head.bias")) return set(Component::kLmHead, "lm_head");
@@ -297,10 +354,14 @@ Classified classify(const std::string& name, const ModelDims& d) {
     return set(Component::kUnknown, "unknown");
   }
   if (has(r, "indexer.")) return set(Component::kAttention, "sparse-attention indexer");
+  if (has(r, "compressor.")) return set(Component::kAttention, "KV compressor");
+  if (d.text.kda_heads > 0 && d.text.is_linear_layer(s.layer) && has(r, "self_attn."))
+    return set(has(r, "o_norm") ? Component::kNorm : Component::kAttention, has(r, "o_norm") ? "norms" : "linear attention");
   if (has(r, "linear_attn.")) return set(ends(r, "norm.weight") ? Component::kNorm : Component::kAttention,
                                           ends(r, "norm.weight") ? "norms" : "linear attention");
   if (has(r, "self_attn.") || has(r, "attention.")) {
-    if (has(r, "layernorm") || has(r, "q_norm") || has(r, "k_norm")) return set(Component::kNorm, "norms");
+    if (has(r, "layernorm") || has(r, "q_norm") || has(r, "k_norm") || has(r, "_norm.")) return set(Component::kNorm, "norms");
+    if (d.text.o_groups > 0 && has(r, "_proj")) return set(Component::kAttention, "attention projections");
     if (has(r, "q_a_proj") || has(r, "q_b_proj") || has(r, "kv_a_proj") || has(r, "kv_b_proj"))
       return set(Component::kAttention, "MLA projections");
     if (ends(r, "sinks")) return set(Component::kAttention, "attention sinks");
@@ -353,7 +414,27 @@ std::vector<TensorInfo> synthesize_tensors(const ModelDims& d) {
       norm(base + "pre_feedforward_layernorm");
       norm(base + "post_feedforward_layernorm");
     }
-    if (t.is_linear_layer(l) && !mtp_layer) {
+    if (t.hc_mult > 0)
+      for (const char* hc : {"attn_hc.", "ffn_hc."})
+        for (const char* n : {"fn", "base", "scale"}) names.push_back(base + hc + n);
+    if (t.o_groups > 0) {  // DeepSeek-V4
+      for (const char* n : {"q_a_proj.weight", "q_a_norm.weight", "q_b_proj.weight", "kv_proj.weight", "kv_norm.weight",
+                            "o_a_proj.weight", "o_b_proj.weight", "sinks"})
+        names.push_back(base + "self_attn." + n);
+      const std::string kind = mtp_layer ? "" : t.compressed_kind(l);
+      if (!kind.empty())
+        for (const char* n : {"kv_proj.weight", "gate_proj.weight", "position_bias", "kv_norm.weight"})
+          names.push_back(base + "self_attn.compressor." + n);
+      if (kind == "csa")
+        for (const char* n : {"kv_proj.weight", "gate_proj.weight", "position_bias", "kv_norm.weight", "q_b_proj.weight",
+                              "scorer.weights_proj.weight"})
+          names.push_back(base + "self_attn.compressor.indexer." + n);
+    } else if (t.is_linear_layer(l) && !mtp_layer && t.kda_heads > 0) {
+      for (const char* n : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "conv1d.weight", "forget_gate.f_a_proj.weight",
+                            "forget_gate.f_b_proj.weight", "forget_gate.dt_bias", "forget_gate.A_log", "b_proj.weight",
+                            "g_a_proj.weight", "g_b_proj.weight", "o_norm.weight", "o_proj.weight"})
+        names.push_back(base + "self_attn." + n);
+    } else if (t.is_linear_layer(l) && !mtp_layer) {
       for (const char* n : {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"})
         names.push_back(base + "linear_attn." + n + ".weight");
       for (const char* n : {"conv1d.weight", "dt_bias", "A_log", "norm.weight"}) names.push_back(base + "linear_attn." + n);
@@ -417,6 +498,8 @@ std::vector<TensorInfo> synthesize_tensors(const ModelDims& d) {
   names.push_back(p + "embed_tokens.weight");
   if (t.embed_norm) norm(p + "embed_layernorm");
   for (int64_t l = 0; l < t.n_layer; ++l) layer(p + "layers." + std::to_string(l) + ".", l, false);
+  if (t.hc_mult > 0)
+    for (const char* n : {"hc_fn", "hc_base", "hc_scale"}) names.push_back(p + "hc_head." + n);
   norm(p + "norm");
   if (!t.tie_embeddings) names.push_back("lm_head.weight");
   if (t.lm_head_bias) names.push_back("lm_head.bias");

@@ -11,6 +11,7 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options
 bool cuda_built() { return true; }
 #else
 Result<int> cuda_device_count() { return 0; }
+Result<std::string> cuda_pci_bus_id(int) { return Status::Unsupported("CUDA is not built into this dayzero"); }
 bool cuda_built() { return false; }
 #endif
 

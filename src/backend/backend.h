@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "backend/device_memory.h"
 #include "core/block_scale.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -231,12 +232,18 @@ struct BackendOptions {
   int64_t memory_budget_bytes = 0;  // CPU: per-rank budget reported as total; 0 = physical memory
   int device_index = 0;           // CUDA: which visible device
   DType compute_dtype = DType::kF32;  // CUDA: GEMM input dtype, kBF16 (f32 accumulation) or kF32
-  int64_t required_bytes = 0;     // CUDA: the plan's bytes for this rank, checked against the
-                                  // device's free memory before anything is allocated (0: no check)
+  int64_t required_bytes = 0;     // CUDA: the plan's bytes for this rank, checked with
+                                  // device_overhead against the device's free memory before
+                                  // anything is allocated (0: no check; device_memory.h)
+  DeviceOverhead device_overhead;  // CUDA: what the backend holds beyond the plan
   bool cpu_keeps_stored = false;  // CPU: BF16/F16 weights handed over as stored (weights kept in
                                   // bf16 where the plan counts bf16) and block-scaled FP8 weights
                                   // kept as stored; otherwise every weight is f32
 };
+
+// The PCI bus id of visible CUDA device `device` ("0000:1b:00.0"): it names the physical GPU
+// whatever CUDA_VISIBLE_DEVICES renumbers. Unsupported without CUDA.
+Result<std::string> cuda_pci_bus_id(int device);
 
 // CUDA devices visible to this process: 0 when none is (or when CUDA is not built in); an
 // error only when the runtime fails otherwise.

@@ -16,6 +16,7 @@
 #include "core/block_scale.h"
 #include "core/clock.h"
 #include "core/dtype.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_tune.h"
 #include "kernels/cpu/router.h"
 #include "kernels/ops.h"
@@ -461,6 +462,10 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options) {
+  // A kernel path asked for by name (DAYZERO_CPU_ISA, DAYZERO_GEMM, DAYZERO_GEMM_LARGE_M) runs, or
+  // the run does not start: a comparison of paths must never compare the default with itself.
+  if (const std::string why = kc::gemm::kernel_path_request_error(); !why.empty())
+    return Status::InvalidArgument("cpu kernels: " + why);
   return std::unique_ptr<Backend>(new CpuBackend(options));
 }
 

@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda_backend_internal.h"
+#include "backend/device_memory.h"
 #include "backend/gemm_workspace.h"
 #include "backend/weight_staging.h"
 #include "core/log.h"
@@ -83,7 +84,7 @@ class Fp8Storage final : public DeviceStorage {
 bool is_host_float(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
 Elem elem_of_host(DType t) { return t == DType::kF32 ? Elem::kF32 : t == DType::kBF16 ? Elem::kBF16 : Elem::kF16; }
 
-constexpr size_t kStagingBytes = size_t{32} << 20;  // per pinned buffer; two of them
+constexpr size_t kStagingBytes = static_cast<size_t>(kCudaStagingBufferBytes);  // per buffer; two of them
 
 }  // namespace
 
@@ -270,30 +271,41 @@ MemoryInfo CudaBackend::memory_info() const {
 }
 
 Status CudaBackend::reserve(const Reservation& r) {
-  // The GEMM workspaces at their bounds (gemm_workspace.h), allocated once.
+  // The GEMM workspaces at their bounds (gemm_workspace.h), allocated once, then the caches and
+  // activations of the plan, taken from the pool once and handed back to it: the pool keeps
+  // them (release threshold: never), so the KV caches and temporaries of the prompts reuse this
+  // memory and the device reaches its peak here. Running out at any of the three is the one
+  // OutOfMemory sentence below (exit 3), not a CHECK.
   const GemmWorkspaceBounds::Bytes wb = ws_bounds_.bounds(r.max_tokens);
-  if (wb.weight > 0) weight_workspace(static_cast<size_t>(wb.weight));
-  if (wb.activation > 0) activation_workspace(static_cast<size_t>(wb.activation));
-  // The caches and activations of the plan, taken from the pool once and handed back to it:
-  // the pool keeps them (release threshold: never), so the KV caches and temporaries of the
-  // prompts reuse this memory and the device reaches its peak here.
-  const int64_t pool = r.cache_bytes + r.activation_bytes;
-  if (pool <= 0) return Status::Ok();
-  void* p = nullptr;
-  const cudaError_t e = cudaMallocAsync(&p, static_cast<size_t>(pool), stream_);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
+  const int64_t pool = std::max<int64_t>(0, r.cache_bytes + r.activation_bytes);
+  const auto out_of_memory = [&](const char* what, cudaError_t e) {
+    cudaGetLastError();  // the failed allocation must not be read by the next launch check
     size_t free_b = 0, total_b = 0;
-    cudaMemGetInfo(&free_b, &total_b);
+    const cudaError_t info = cudaMemGetInfo(&free_b, &total_b);
+    cudaGetLastError();
+    const std::string free_s = info == cudaSuccess ? std::to_string(free_b >> 20) + " MiB are free of " +
+                                                         std::to_string(total_b >> 20) + " MiB"
+                                                   : std::string("the free memory is unknown (cudaMemGetInfo: ") +
+                                                         cudaGetErrorString(info) + ")";
     return Status::OutOfMemory(
         "backend cuda: pre-sizing from the plan needs " + std::to_string(pool >> 20) + " MiB on device " +
         std::to_string(device_) + " (KV cache and state " + std::to_string(r.cache_bytes >> 20) +
-        " MiB, activations " + std::to_string(r.activation_bytes >> 20) + " MiB) beyond the " +
+        " MiB, activations " + std::to_string(r.activation_bytes >> 20) + " MiB) and GEMM workspaces of " +
+        std::to_string((wb.weight + wb.activation) >> 20) + " MiB beyond the " +
         std::to_string(mem_->live.load() >> 20) + " MiB held (weights " + std::to_string(mem_->weights.load() >> 20) +
-        " MiB, GEMM workspaces " + std::to_string((weight_ws_bytes_ + act_ws_bytes_) >> 20) + " MiB), but " +
-        std::to_string(free_b >> 20) + " MiB are free of " + std::to_string(total_b >> 20) + " MiB: " +
-        cudaGetErrorString(e));
-  }
+        " MiB, GEMM workspaces " + std::to_string((weight_ws_bytes_ + act_ws_bytes_) >> 20) + " MiB), but " + free_s +
+        ": the " + what + " failed: " + cudaGetErrorString(e));
+  };
+  cudaError_t e = cudaSuccess;
+  if (wb.weight > 0 && (e = try_grow(weight_ws_, weight_ws_bytes_, static_cast<size_t>(wb.weight))) != cudaSuccess)
+    return out_of_memory("weight workspace", e);
+  if (wb.activation > 0 &&
+      (e = try_grow(act_ws_, act_ws_bytes_, static_cast<size_t>(wb.activation))) != cudaSuccess)
+    return out_of_memory("activation workspace", e);
+  if (pool <= 0) return Status::Ok();
+  void* p = nullptr;
+  e = cudaMallocAsync(&p, static_cast<size_t>(pool), stream_);
+  if (e != cudaSuccess) return out_of_memory("KV cache and activations", e);
   mem_->add(pool);
   DZ_RETURN_IF_ERROR(cuda_status(cudaFreeAsync(p, stream_), "cudaFreeAsync (reservation)"));
   mem_->sub(pool);
@@ -342,16 +354,27 @@ void CudaBackend::stage_bytes(const void* src, size_t bytes, char* dst, size_t& 
   }
 }
 
-void* CudaBackend::grow(void*& ws, size_t& have, size_t bytes, const char* what) {
-  if (bytes > have) {
-    if (ws) {
-      DZ_CUDA_CHECK(cudaFreeAsync(ws, stream_), what);
-      mem_->sub(static_cast<int64_t>(have));
-    }
-    DZ_CUDA_CHECK(cudaMallocAsync(&ws, bytes, stream_), what);
-    have = bytes;
-    mem_->add(static_cast<int64_t>(bytes));
+cudaError_t CudaBackend::try_grow(void*& ws, size_t& have, size_t bytes) {
+  if (bytes <= have) return cudaSuccess;
+  if (ws) {
+    const cudaError_t e = cudaFreeAsync(ws, stream_);
+    if (e != cudaSuccess) return e;
+    mem_->sub(static_cast<int64_t>(have));
+    ws = nullptr;
+    have = 0;
   }
+  const cudaError_t e = cudaMallocAsync(&ws, bytes, stream_);
+  if (e != cudaSuccess) {
+    ws = nullptr;
+    return e;
+  }
+  have = bytes;
+  mem_->add(static_cast<int64_t>(bytes));
+  return cudaSuccess;
+}
+
+void* CudaBackend::grow(void*& ws, size_t& have, size_t bytes, const char* what) {
+  DZ_CUDA_CHECK(try_grow(ws, have, bytes), what);
   return ws;
 }
 
@@ -367,6 +390,13 @@ Result<int> cuda_device_count() {
   return n;
 }
 
+Result<std::string> cuda_pci_bus_id(int device) {
+  char bus[32] = {};
+  DZ_RETURN_IF_ERROR(cuda_internal::cuda_status(cudaDeviceGetPCIBusId(bus, sizeof bus, device),
+                                                "cudaDeviceGetPCIBusId(" + std::to_string(device) + ")"));
+  return std::string(bus);
+}
+
 Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options) {
   DZ_ASSIGN_OR_RETURN(const int n, cuda_device_count());
   if (n == 0) return Status::Unsupported("backend cuda: no CUDA device is visible to this process");
@@ -377,15 +407,13 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options
     return Status::Unsupported(std::string("backend cuda: compute dtype ") + dtype_name(options.compute_dtype) +
                                " (bfloat16 or float32)");
   DZ_RETURN_IF_ERROR(cuda_internal::cuda_status(cudaSetDevice(options.device_index), "cudaSetDevice"));
-  // The plan's bytes against what the device has free now, before this backend allocates.
+  // The plan's bytes and what the backend holds beyond them (device_memory.h) against what the
+  // device has free now, before this backend allocates.
   if (options.required_bytes > 0) {
     size_t free_b = 0, total_b = 0;
     DZ_RETURN_IF_ERROR(cuda_internal::cuda_status(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"));
-    if (static_cast<uint64_t>(options.required_bytes) > free_b)
-      return Status::InvalidArgument(
-          "backend cuda: the plan needs " + std::to_string(options.required_bytes >> 20) + " MiB on device " +
-          std::to_string(options.device_index) + ", which has " + std::to_string(free_b >> 20) + " MiB free of " +
-          std::to_string(total_b >> 20) + " MiB; use more ranks (tp/pp) or a smaller topology.memory_fraction");
+    DZ_RETURN_IF_ERROR(check_device_fit(options.required_bytes, options.device_overhead, options.device_index,
+                                        static_cast<int64_t>(free_b), static_cast<int64_t>(total_b)));
   }
   auto be = std::make_unique<cuda_internal::CudaBackend>(options);
   DZ_RETURN_IF_ERROR(be->init());

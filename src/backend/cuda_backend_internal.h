@@ -132,7 +132,8 @@ class CudaBackend final : public Backend {
   // plan's tokens) grows them, and the growth shows in the peak.
   void* weight_workspace(size_t bytes) { return grow(weight_ws_, weight_ws_bytes_, bytes, "weight workspace"); }
   void* activation_workspace(size_t bytes) { return grow(act_ws_, act_ws_bytes_, bytes, "activation workspace"); }
-  void* grow(void*& ws, size_t& have, size_t bytes, const char* what);
+  void* grow(void*& ws, size_t& have, size_t bytes, const char* what);  // aborts when out of memory
+  cudaError_t try_grow(void*& ws, size_t& have, size_t bytes);           // reserve(): the error returned
 
   int device_;
   DType compute_;

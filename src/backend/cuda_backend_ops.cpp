@@ -45,6 +45,7 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& y, bool accum
   const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
   DZ_CHECK(x.numel() == m * k && y.numel() == m * n,
            "cuda matmul x" << shape_str(x.shape()) << " w" << shape_str(w.shape()) << " y" << shape_str(y.shape()));
+  if (m == 0) return;  // no rows (an expert no token chose): nothing to compute, as on the CPU
   const void* xa = f(x, "matmul");
   const void* wa = w.data();
   Elem ge = Elem::kF32;

@@ -1,4 +1,4 @@
-// dayzero inspect MODEL_DIR|config.json [--json] [--register FILE.yaml] [--markdown]: what a
+// dayzero inspect MODEL_DIR|config.json [--json] [--register FILE.yaml] [--markdown] [--modeling PATH]: what a
 // model is and whether dayzero can run it: architecture, parameters by component, total and
 // activated per token, dtypes and quantization, features. A folder with weights also gets the
 // tensor check; a bare config.json is described from its config alone. A model without an
@@ -32,6 +32,9 @@ void print_cache(std::ostream& o, const std::vector<model::LayerDesc>& layers) {
   o << "cache       " << c.kv_bytes_per_token << " KV bytes per token (" << c.kv_layers << " attention layers)";
   if (c.window_layers > 0)
     o << " + " << c.window_kv_bytes_per_token << " per token up to the window (" << c.window_layers << " layers)";
+  if (c.compressed_layers > 0)
+    o << " + " << c.compressed_kv_bytes_per_token << " per token in compressed entries (" << c.compressed_layers
+      << " layers) and " << c.pending_bytes_per_sequence << " bytes per sequence of compressor tails";
   if (c.state_layers > 0)
     o << ", " << c.state_bytes_per_sequence << " state bytes per sequence (" << c.state_layers
       << " linear-attention layers)";
@@ -111,9 +114,13 @@ void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
 }
 
 // The inspection itself (text or JSON); its exit code.
-int inspect(const std::string& path, bool json) {
+int inspect(const std::string& path, bool json, const std::string& modeling) {
   auto d = model::open_model_folder(path, model::WeightsNeeded::kIfPresent);
-  auto generic = analysis::analyze_path(path, d.ok() && d->has_weights ? &d->catalog : nullptr);
+  auto generic = analysis::analyze_path(path, d.ok() && d->has_weights ? &d->catalog : nullptr, modeling);
+  if (!generic.ok() && !modeling.empty() && generic.status().message().find("--modeling") != std::string::npos) {
+    std::cerr << "dayzero inspect: " << generic.status().message() << std::endl;
+    return generic.status().exit_code();
+  }
   const bool fallback = !d.ok() && generic.ok() &&
                         (d.status().code() == StatusCode::kUnsupported || generic->source == analysis::Source::kIndexNames);
   if (fallback) {
@@ -172,7 +179,8 @@ int inspect(const std::string& path, bool json) {
 
 // --register / --markdown: the register is read (and its shape checked) before anything is
 // written; an inspection that fails leaves it alone.
-int register_and_page(const std::string& path, bool json, const std::string& register_path, bool markdown) {
+int register_and_page(const std::string& path, bool json, const std::string& register_path, bool markdown,
+                      const std::string& modeling) {
   std::vector<YAML::Node> entries;
   if (!register_path.empty()) {
     auto loaded = analysis::load_register(register_path);
@@ -183,10 +191,10 @@ int register_and_page(const std::string& path, bool json, const std::string& reg
     entries = std::move(*loaded);
   }
   if (!markdown) {
-    const int rc = inspect(path, json);
+    const int rc = inspect(path, json, modeling);
     if (rc != 0) return rc;
   }
-  auto a = analysis::analyze_path(path);
+  auto a = analysis::analyze_path(path, nullptr, modeling);
   if (!a.ok()) {
     std::cerr << "dayzero inspect: " << a.status().message() << std::endl;
     return a.status().exit_code();
@@ -219,6 +227,7 @@ void add_inspect_command(CLI::App& app, Commands& commands) {
   auto json = std::make_shared<bool>(false);
   auto markdown = std::make_shared<bool>(false);
   auto register_path = std::make_shared<std::string>();
+  auto modeling = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("inspect", "Describe a model (folder or bare config.json) and check its tensors");
   cmd->add_option("model", *path, "Model folder (config.json [+ safetensors]) or a config.json")->required();
   CLI::Option* j = cmd->add_flag("--json", *json, "Print the figures as JSON");
@@ -226,10 +235,13 @@ void add_inspect_command(CLI::App& app, Commands& commands) {
                   "Add or update this model's entry in a register YAML file (created if absent)");
   cmd->add_flag("--markdown", *markdown, "Print the model's register entry (with --register: the whole register) as Markdown")
       ->excludes(j);
-  cmd->callback([&commands, path, json, markdown, register_path] {
-    commands.action = [path, json, markdown, register_path] {
-      if (register_path->empty() && !*markdown) return inspect(*path, *json);
-      return register_and_page(*path, *json, *register_path, *markdown);
+  cmd->add_option("--modeling", *modeling,
+                  "Modeling code to account for besides the folder's own: a modeling_*.py file or a folder of them "
+                  "(transformers' models/<family>/)");
+  cmd->callback([&commands, path, json, markdown, register_path, modeling] {
+    commands.action = [path, json, markdown, register_path, modeling] {
+      if (register_path->empty() && !*markdown) return inspect(*path, *json, *modeling);
+      return register_and_page(*path, *json, *register_path, *markdown, *modeling);
     };
   });
 }

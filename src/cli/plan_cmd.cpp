@@ -307,6 +307,10 @@ int run_plan(const PlanArgs& a) {
   if (cache.window_layers > 0)
     std::cout << " + " << cache.window_kv_bytes_per_token << " per token up to the window (" << cache.window_layers
               << " sliding-window layers)";
+  if (cache.compressed_layers > 0)
+    std::cout << " + " << cache.compressed_kv_bytes_per_token << " per token in compressed entries ("
+              << cache.compressed_layers << " layers) and " << cache.pending_bytes_per_sequence
+              << " bytes per sequence of compressor tails";
   if (cache.state_layers > 0)
     std::cout << ", " << cache.state_bytes_per_sequence << " state bytes per sequence (" << cache.state_layers
               << " linear-attention layers)";

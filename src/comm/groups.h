@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "comm/comm.h"
+#include "comm/device_comm.h"
 #include "comm/mpi_comm.h"
 #include "core/status.h"
 #include "plan/plan.h"
@@ -60,6 +61,12 @@ class ProcessGroups {
   void wrap(const std::function<std::unique_ptr<Comm>(MpiComm&)>& make) {
     MpiComm* inner[6] = {world_.get(), tp_.get(), pp_.get(), dp_.get(), ep_.get(), etp_.get()};
     for (int i = 0; i < 6; ++i) front_[i] = make(*inner[i]);
+  }
+  // As wrap(), with the group's kind (device_comm.h: world, tp, pp, dp, ep, etp in that order);
+  // a null result leaves the MPI Comm itself in front of that group.
+  void wrap_each(const std::function<std::unique_ptr<Comm>(MpiComm&, GroupKind)>& make) {
+    MpiComm* inner[6] = {world_.get(), tp_.get(), pp_.get(), dp_.get(), ep_.get(), etp_.get()};
+    for (int i = 0; i < 6; ++i) front_[i] = make(*inner[i], kGroupKinds[static_cast<size_t>(i)]);
   }
   // The MPI communicators behind them (e.g. to bootstrap NCCL over the same groups).
   MpiComm& mpi_world() { return *world_; }

@@ -13,7 +13,9 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/completion_wait.h"
 #include "comm/op_watch.h"
+#include "core/log.h"
 #include "dump/timeline.h"
 
 namespace dayzero::comm {
@@ -101,7 +103,11 @@ NcclComm::NcclComm(MpiComm& mpi, dump::Timeline* timeline, double timeout_s)
     : ForwardingComm(mpi), mpi_(mpi), timeline_(timeline), timeout_s_(timeout_s), impl_(std::make_unique<Impl>()) {}
 
 NcclComm::~NcclComm() {
-  if (impl_->comm && !aborted_) ncclCommDestroy(impl_->comm);
+  // A destructor cannot return the code; it is logged (the run's outcome is already decided).
+  if (impl_->comm && !aborted_) {
+    const ncclResult_t r = ncclCommDestroy(impl_->comm);
+    if (r != ncclSuccess) DZ_LOG_WARN("nccl {}: ncclCommDestroy: {}", label(), ncclGetErrorString(r));
+  }
   if (impl_->done) cudaEventDestroy(impl_->done);
 }
 
@@ -159,30 +165,40 @@ Result<std::unique_ptr<NcclComm>> NcclComm::create(MpiComm& mpi, int device, voi
   return c;
 }
 
+// The loop itself is completion_wait.h's; each probe below is one CUDA or NCCL call.
 Status NcclComm::wait(const char* op) {
   DZ_RETURN_IF_ERROR(cuda_status(cudaEventRecord(impl_->done, impl_->stream), std::string(op) + ": cudaEventRecord"));
   const auto t0 = std::chrono::steady_clock::now();
-  for (int spins = 0;; ++spins) {
+  CompletionProbe probe;
+  probe.query = [this](std::string* error) {
     const cudaError_t q = cudaEventQuery(impl_->done);
-    if (q == cudaSuccess) return Status::Ok();
-    if (q != cudaErrorNotReady) return cuda_status(q, std::string(op) + " on " + label());
+    if (q == cudaSuccess) return EventPoll::kDone;
+    if (q == cudaErrorNotReady) return EventPoll::kNotReady;
+    *error = cudaGetErrorString(q);
+    return EventPoll::kFailed;
+  };
+  probe.take_last_error = [] {
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess || e == cudaErrorNotReady ? std::string() : std::string(cudaGetErrorString(e));
+  };
+  probe.async_error = [this] {
     ncclResult_t async = ncclSuccess;
     const ncclResult_t r = ncclCommGetAsyncError(impl_->comm, &async);
-    if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
-      ncclCommAbort(impl_->comm);
-      aborted_ = true;
-      return nccl_status(r != ncclSuccess ? r : async, std::string(op) + " on " + label() + " (communicator aborted)");
-    }
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (timeout_s_ > 0 && waited > timeout_s_) {
-      ncclCommAbort(impl_->comm);
-      aborted_ = true;
-      return Status::Timeout("nccl " + std::string(op) + " #" + std::to_string(seq_ - 1) + " on " + label() +
-                             " not complete after " + std::to_string(timeout_s_) + " s; communicator aborted");
-    }
-    // Spin briefly (decode collectives finish in microseconds), then poll gently.
+    if (r != ncclSuccess) return nccl_status(r, "ncclCommGetAsyncError");
+    if (async != ncclSuccess && async != ncclInProgress) return nccl_status(async, "asynchronous error");
+    return Status::Ok();
+  };
+  probe.abort = [this] { ncclCommAbort(impl_->comm); };
+  probe.seconds = [t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  // Spin briefly (decode collectives finish in microseconds), then poll gently.
+  probe.pause = [](int spins) {
     if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  };
+  bool aborted = false;
+  const Status s = wait_for_completion(probe, timeout_s_,
+                                       std::string(op) + " #" + std::to_string(seq_ - 1) + " on " + label(), &aborted);
+  if (aborted) aborted_ = true;
+  return s;
 }
 
 #define DZ_NCCL_USABLE()                                                                        \
@@ -259,18 +275,25 @@ Status NcclComm::all_to_allv(const Tensor& in, std::span<const int64_t> send_row
     return Status::InvalidArgument("all_to_allv on " + label() + ": counts do not add up to the tensors' rows");
   Op op(*this, "collective", op_name, static_cast<int64_t>(row) * (sent + received));
   op.enqueue_begin();
-  DZ_RETURN_IF_ERROR(nccl_status(ncclGroupStart(), "ncclGroupStart"));
   const char* src = static_cast<const char*>(in.data());
   char* dst = static_cast<char*>(out.data());
-  size_t s_at = 0, r_at = 0;
-  for (int r = 0; r < n; ++r) {
-    const size_t sb = static_cast<size_t>(send_rows[r]) * row, rb = static_cast<size_t>(recv_rows[r]) * row;
-    if (sb > 0) DZ_RETURN_IF_ERROR(nccl_status(ncclSend(src + s_at, sb, ncclUint8, r, impl_->comm, impl_->stream), "ncclSend"));
-    if (rb > 0) DZ_RETURN_IF_ERROR(nccl_status(ncclRecv(dst + r_at, rb, ncclUint8, r, impl_->comm, impl_->stream), "ncclRecv"));
-    s_at += sb;
-    r_at += rb;
-  }
-  DZ_RETURN_IF_ERROR(nccl_status(ncclGroupEnd(), "ncclGroupEnd (" + std::string(op_name) + " on " + label() + ")"));
+  // The group is closed on every path: a failed send or recv must not leave it open.
+  DZ_RETURN_IF_ERROR(run_group(
+      [] { return nccl_status(ncclGroupStart(), "ncclGroupStart"); },
+      [&]() -> Status {
+        size_t s_at = 0, r_at = 0;
+        for (int r = 0; r < n; ++r) {
+          const size_t sb = static_cast<size_t>(send_rows[r]) * row, rb = static_cast<size_t>(recv_rows[r]) * row;
+          if (sb > 0)
+            DZ_RETURN_IF_ERROR(nccl_status(ncclSend(src + s_at, sb, ncclUint8, r, impl_->comm, impl_->stream), "ncclSend"));
+          if (rb > 0)
+            DZ_RETURN_IF_ERROR(nccl_status(ncclRecv(dst + r_at, rb, ncclUint8, r, impl_->comm, impl_->stream), "ncclRecv"));
+          s_at += sb;
+          r_at += rb;
+        }
+        return Status::Ok();
+      },
+      [&] { return nccl_status(ncclGroupEnd(), "ncclGroupEnd (" + std::string(op_name) + " on " + label() + ")"); }));
   op.enqueue_end();
   return wait(op_name);
 }

@@ -5,7 +5,9 @@
 // them, polling it and ncclCommGetAsyncError, and aborts the communicator (ncclCommAbort) when
 // the collective timeout passes. The timeline records the enqueue ("<op> enqueue") and the
 // completion ("<op>") as two events. Host tensors and the host helpers (barrier, max, argmax)
-// go to the MpiComm. Compiled only with CUDA (DAYZERO_WITH_CUDA); not the group construction.
+// go to the MpiComm. The wait's and the group's host logic (clearing the "not ready" the event
+// poll leaves as CUDA's last error; closing a group on every path) is completion_wait.h's.
+// Compiled only with CUDA (DAYZERO_WITH_CUDA); not the group construction.
 #pragma once
 
 #include <atomic>
@@ -33,7 +35,7 @@ class NcclComm final : public ForwardingComm {
   // needs one GPU per rank; comm: mpi stages buffers and allows it), naming the ranks, the host
   // and the device; Internal for an NCCL or CUDA failure, naming the call. timeline may be
   // null; mpi and timeline are not owned and must outlive the NcclComm. timeout_s bounds
-  // every collective (watchdog.collective_timeout_s).
+  // every collective's wait (a run passes nccl_wait_timeout_s(watchdog.collective_timeout_s)).
   static Result<std::unique_ptr<NcclComm>> create(MpiComm& mpi, int device, void* stream, dump::Timeline* timeline,
                                                   double timeout_s);
   ~NcclComm() override;

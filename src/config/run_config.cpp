@@ -3,11 +3,13 @@
 // yaml-cpp exceptions are caught here (parse_run_config) and never leave src/config. The Parser
 // is in run_config_internal.h; its diagnostics sections (dump, watchdog, checklist, debug) are in
 // run_config_diag.cpp.
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "config/run_config.h"
@@ -159,11 +161,40 @@ Status Parser::parse_prompts(const YAML::Node& n) {
 }
 
 Status Parser::parse_prompt(const YAML::Node& n, const std::string& path, Prompt* p) {
-  DZ_RETURN_IF_ERROR(check_map(n, path, {"id", "text", "tokens", "images", "expect", "reference"}));
+  DZ_RETURN_IF_ERROR(check_map(n, path, {"id", "text", "tokens", "messages", "images", "expect", "reference"}));
   if (!given(n["id"])) return error(n, path + ".id", "missing required key (a unique name for the prompt)");
   DZ_RETURN_IF_ERROR(get_string(n["id"], path + ".id", &p->id));
   if (given(n["text"])) DZ_RETURN_IF_ERROR(get_string(n["text"], path + ".text", &p->text.emplace()));
   if (given(n["tokens"])) DZ_RETURN_IF_ERROR(get_token_ids(n["tokens"], path + ".tokens", &p->tokens.emplace()));
+  if (given(n["messages"])) {
+    // A chat as the service receives one: a list of {role, content, ...}, kept as JSON text for the
+    // chat template (its scalars are strings, null stays null).
+    const YAML::Node& m = n["messages"];
+    const std::string mp = path + ".messages";
+    if (!m.IsSequence() || m.size() == 0) return error(m, mp, "expected a non-empty list of {role, content} messages");
+    std::function<nlohmann::ordered_json(const YAML::Node&)> to_json = [&](const YAML::Node& v) -> nlohmann::ordered_json {
+      if (v.IsMap()) {
+        nlohmann::ordered_json o = nlohmann::ordered_json::object();
+        for (const auto& kv : v) o[kv.first.Scalar()] = to_json(kv.second);
+        return o;
+      }
+      if (v.IsSequence()) {
+        nlohmann::ordered_json a = nlohmann::ordered_json::array();
+        for (const auto& e : v) a.push_back(to_json(e));
+        return a;
+      }
+      if (v.IsNull()) return nullptr;
+      return v.Scalar();
+    };
+    for (size_t i = 0; i < m.size(); ++i) {
+      const std::string ip = mp + "[" + std::to_string(i) + "]";
+      note(m[i], ip);
+      DZ_RETURN_IF_ERROR(check_map(m[i], ip, {"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content"}));
+      if (!given(m[i]["role"]) || !m[i]["role"].IsScalar()) return error(m[i], ip + ".role", "expected a role (system, user, assistant, tool)");
+      if (!m[i]["content"]) return error(m[i], ip + ".content", "missing required key (the message's text; null for a tool call)");
+    }
+    p->messages_json = to_json(m).dump();
+  }
   DZ_RETURN_IF_ERROR(get_strings(n["images"], path + ".images", &p->images_as_written));
   for (const auto& img : p->images_as_written) p->images.push_back(resolve_path(cfg_->base_dir, img));
   if (given(n["reference"])) DZ_RETURN_IF_ERROR(get_string(n["reference"], path + ".reference", &p->reference.emplace()));

@@ -78,6 +78,9 @@ struct Prompt {
   std::string id;  // unique; [A-Za-z0-9_.-]+, it names HDF5 groups
   std::optional<std::string> text;
   std::optional<std::vector<int32_t>> tokens;  // [n_tokens] ids, used as given (no BOS added)
+  // A chat, as JSON text (a list of {role, content, ...}): rendered by the model's chat template as
+  // the service renders a chat request (serve/chat_template.h), encoded without added special tokens.
+  std::optional<std::string> messages_json;
   std::vector<std::string> images;             // PNG or JPEG files, resolved like model.path
   std::vector<std::string> images_as_written;
   Expect expect;
@@ -228,6 +231,8 @@ struct ServeConfig {
   // Each served request's outputs (and activations per dump.activations) written into the rank
   // files as a prompt's, under the prompt id "req-N" (N as in its response id).
   bool dump_requests = false;
+  // Requests waiting for a batch, at most; one more is answered 429.
+  int64_t max_queue = 1024;
 };
 
 struct RunConfig {

@@ -7,7 +7,7 @@ namespace dayzero::config::parse_internal {
 
 Status Parser::parse_serve(const YAML::Node& n) {
   DZ_RETURN_IF_ERROR(check_map(n, "serve", {"host", "port", "max_body_bytes", "max_request_tokens", "request_timeout_s",
-                                            "drain_s", "http_threads", "chat_template", "image_dir", "dump_requests"}));
+                                            "drain_s", "http_threads", "chat_template", "image_dir", "dump_requests", "max_queue"}));
   ServeConfig& s = cfg_->serve;
   if (given(n["dump_requests"]))
     DZ_RETURN_IF_ERROR(get_bool(n["dump_requests"], "serve.dump_requests", &s.dump_requests));
@@ -17,7 +17,8 @@ Status Parser::parse_serve(const YAML::Node& n) {
     if (s.port < 1 || s.port > 65535) return error(n["port"], "serve.port", "must be 1..65535, got " + n["port"].Scalar());
   }
   for (const auto& [key, value] : {std::pair<const char*, int64_t*>{"max_body_bytes", &s.max_body_bytes},
-                                   {"max_request_tokens", &s.max_request_tokens}}) {
+                                   {"max_request_tokens", &s.max_request_tokens},
+                                   {"max_queue", &s.max_queue}}) {
     if (!given(n[key])) continue;
     const std::string path = std::string("serve.") + key;
     DZ_RETURN_IF_ERROR(get_int64(n[key], path, value));

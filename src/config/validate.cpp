@@ -114,9 +114,10 @@ Status validate(const RunConfig& cfg) {
     if (!valid_prompt_id(pr.id))
       return c.error(path + ".id", "\"" + pr.id + "\" is not a valid id (use letters, digits, '_', '-', '.')");
     if (!ids.insert(pr.id).second) return c.error(path + ".id", "duplicate prompt id \"" + pr.id + "\"");
-    if (pr.text && pr.tokens)
-      return c.error(path, "prompt \"" + pr.id + "\" gives both text and tokens; give exactly one");
-    if (!pr.text && !pr.tokens) return c.error(path, "prompt \"" + pr.id + "\" needs text or tokens");
+    if (int(pr.text.has_value()) + int(pr.tokens.has_value()) + int(pr.messages_json.has_value()) > 1)
+      return c.error(path, "prompt \"" + pr.id + "\" gives more than one of text, tokens and messages; give exactly one");
+    if (!pr.text && !pr.tokens && !pr.messages_json)
+      return c.error(path, "prompt \"" + pr.id + "\" needs text, tokens or messages");
     if (pr.text && pr.text->empty()) return c.error(path + ".text", "must not be empty");
     if (pr.tokens && pr.tokens->empty()) return c.error(path + ".tokens", "must not be empty");
     if (pr.tokens && static_cast<int64_t>(pr.tokens->size()) > cfg.limits.max_prompt_tokens)

@@ -135,6 +135,11 @@ class Adapter {
   // experts of n_ff_expert, else a dense MLP of n_ff), every layer a possible stage start.
   virtual std::vector<LayerDesc> layer_kinds(const HParams& hp) const;
 
+  // Whether this build's forward pass runs the family with these hyper-parameters: Ok, or
+  // Unsupported naming what it cannot run yet. `run` refuses the model with it before reading a
+  // weight (model_folder.h); `inspect` and `plan` do not ask.
+  virtual Status forward_support(const HParams& hp) const { return Status::Ok(); }
+
   // hidden [n_tokens, n_embd] is updated in place to the layer's output.
   virtual void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const = 0;
 

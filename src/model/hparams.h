@@ -135,9 +135,34 @@ struct HybridLinearParams {
     return std::find(linear_layers.begin(), linear_layers.end(), layer) != linear_layers.end();
   }
 };
+// DeepSeek-V4 (deepseek_v4): mHC residual streams, hybrid sliding / compressed attention with one
+// shared K=V head, the grouped output projection, sqrtsoftplus and hash-routed experts.
+enum class V4Attention { kSliding, kCompressedSparse, kHeavilyCompressed };  // layer_types values
+struct DeepseekV4Params {
+  int64_t hc_mult = 0;            // residual streams (mHC)
+  int64_t hc_sinkhorn_iters = 0;  // Sinkhorn-Knopp iterations of the comb matrix
+  double hc_eps = 0;
+  int64_t q_lora_rank = 0;
+  int64_t rope_dim = 0;           // head_dim * partial_rotary_factor: the trailing rotated slice
+  double compress_rope_theta = 0; // rope base of CSA / HCA layers (with rope_scaling when yarn)
+  int64_t sliding_window = 0;
+  int64_t csa_rate = 0, hca_rate = 0;  // compress_rates
+  int64_t o_groups = 0, o_lora_rank = 0;
+  int64_t index_n_heads = 0, index_head_dim = 0, index_topk = 0;
+  std::string scoring_func;       // sqrtsoftplus | softmax | sigmoid
+  double routed_scaling_factor = 1.0;
+  int64_t n_shared_experts = 0;
+  double swiglu_limit = 0;        // clamps the experts' gate / up pre-activations (0: none)
+  std::vector<V4Attention> layer_types;  // [n_layer]
+  std::vector<bool> hash_moe;            // [n_layer]: expert choice from tid2eid[input_ids]
+  int64_t compress_rate(int layer) const {
+    const V4Attention t = layer_types[layer];
+    return t == V4Attention::kCompressedSparse ? csa_rate : t == V4Attention::kHeavilyCompressed ? hca_rate : 0;
+  }
+};
 // monostate: the Llama-like families (llama, qwen2, qwen3, mixtral, qwen3_moe, llava's text
 // model), whose forward pass needs nothing beyond HParams' common fields.
-using FamilyParams = std::variant<std::monostate, DeepSeekParams, HybridLinearParams>;
+using FamilyParams = std::variant<std::monostate, DeepSeekParams, HybridLinearParams, DeepseekV4Params>;
 
 struct HParams {
   std::string family;      // adapter name, e.g. "llama"
@@ -180,6 +205,8 @@ struct HParams {
   DeepSeekParams& deepseek() { return const_cast<DeepSeekParams&>(std::as_const(*this).deepseek()); }
   const HybridLinearParams& hybrid() const { return part<HybridLinearParams>("hybrid linear-attention"); }
   HybridLinearParams& hybrid() { return const_cast<HybridLinearParams&>(std::as_const(*this).hybrid()); }
+  const DeepseekV4Params& deepseek_v4() const { return part<DeepseekV4Params>("DeepSeek-V4"); }
+  DeepseekV4Params& deepseek_v4() { return const_cast<DeepseekV4Params&>(std::as_const(*this).deepseek_v4()); }
   bool is_moe_layer(int layer) const {
     return n_expert > 0 && std::find(dense_layers.begin(), dense_layers.end(), layer) == dense_layers.end();
   }

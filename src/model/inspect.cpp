@@ -76,7 +76,35 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
   using S = Support;
   const std::string heads = std::to_string(hp.n_head) + " q / " + std::to_string(hp.n_head_kv) + " kv heads";
   const DeepSeekParams* ds = std::get_if<DeepSeekParams>(&hp.family_params);
-  if (ds && ds->mla.kv_lora_rank > 0) {
+  const DeepseekV4Params* v4 = std::get_if<DeepseekV4Params>(&hp.family_params);
+  if (v4) {
+    // Read, counted and planned; the forward pass does not run them yet (Adapter::forward_support).
+    int n_sliding = 0, n_csa = 0, n_hca = 0, n_hash = 0;
+    for (const V4Attention t : v4->layer_types)
+      (t == V4Attention::kSliding ? n_sliding : t == V4Attention::kCompressedSparse ? n_csa : n_hca)++;
+    for (const bool h : v4->hash_moe) n_hash += h ? 1 : 0;
+    const auto n = [](int64_t x) { return std::to_string(x); };
+    f.push_back({"mHC", n(v4->hc_mult) + " residual streams, Sinkhorn-Knopp " + n(v4->hc_sinkhorn_iters) + " iterations",
+                 S::kNo});
+    f.push_back({"hybrid attention", n(n_sliding) + " sliding, " + n(n_csa) + " compressed sparse (1 entry per " +
+                                         n(v4->csa_rate) + " tokens, indexer top-" + n(v4->index_topk) + "), " +
+                                         n(n_hca) + " heavily compressed (1 per " + n(v4->hca_rate) + "); window " +
+                                         n(v4->sliding_window),
+                 S::kNo});
+    f.push_back({"K=V MQA", heads + " of " + n(hp.head_dim) + ", q LoRA " + n(v4->q_lora_rank) +
+                                       ", attention sinks, rotary on the last " + n(v4->rope_dim) + " channels",
+                 S::kNo});
+    f.push_back({"grouped o-proj", n(v4->o_groups) + " groups of rank " + n(v4->o_lora_rank), S::kNo});
+    f.push_back({"RoPE", "theta " + fmt_num(hp.rope_theta) + " (sliding), " + fmt_num(v4->compress_rope_theta) +
+                             " (compressed" + (hp.rope_scaling.type == "yarn" ? ", yarn x" + fmt_num(hp.rope_scaling.factor) : "") +
+                             ")",
+                 S::kNo});
+    f.push_back({"MoE " + v4->scoring_func,
+                 "top-" + n(hp.n_expert_used) + " of " + n(hp.n_expert) + " experts, " + n(n_hash) +
+                     " hash-routed layers (tid2eid), scaling " + fmt_num(v4->routed_scaling_factor) + ", " +
+                     n(v4->n_shared_experts) + " shared, SwiGLU clamp " + fmt_num(v4->swiglu_limit),
+                 S::kNo});
+  } else if (ds && ds->mla.kv_lora_rank > 0) {
     const MlaParams& m = ds->mla;
     f.push_back({"MLA", "q_lora " + std::to_string(m.q_lora_rank) + ", kv_lora " + std::to_string(m.kv_lora_rank) +
                             ", qk " + std::to_string(m.qk_nope_head_dim) + "+" + std::to_string(m.qk_rope_head_dim) +
@@ -94,7 +122,7 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
   } else {
     f.push_back({"MHA", heads, S::kYes});
   }
-  if (hp.rope_scaling.type != "default")
+  if (hp.rope_scaling.type != "default" && !v4)
     f.push_back({"RoPE scaling", hp.rope_scaling.type + " x" + fmt_num(hp.rope_scaling.factor) + " over " +
                                      std::to_string(hp.rope_scaling.original_max_position_embeddings) + " positions",
                  S::kYes});
@@ -102,7 +130,7 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
   if (hp.attn_qkv_bias || hp.attn_out_bias)
     f.push_back({"attention bias", hp.attn_out_bias ? "q/k/v/o" : "q/k/v", S::kYes});
   if (hp.mlp_bias) f.push_back({"MLP bias", "gate/up/down", S::kYes});
-  if (hp.n_expert > 0) {
+  if (hp.n_expert > 0 && !v4) {
     const std::string experts = "top-" + std::to_string(hp.n_expert_used) + " of " + std::to_string(hp.n_expert) +
                                 " experts in " + std::to_string(r.n_moe_layers) + " of " +
                                 std::to_string(hp.n_layer) + " layers";
@@ -147,7 +175,7 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
   const auto use_sw = c.find("use_sliding_window");
   const bool sliding = c.contains("sliding_window") && c["sliding_window"].is_number_integer() &&
                        (use_sw == c.end() || !use_sw->is_boolean() || use_sw->get<bool>());
-  if (sliding) f.push_back({"sliding window", std::to_string(c["sliding_window"].get<int64_t>()), S::kNo});
+  if (sliding && !v4) f.push_back({"sliding window", std::to_string(c["sliding_window"].get<int64_t>()), S::kNo});
   if (hp.vision.enabled)
     f.push_back({"vision tower", std::to_string(hp.vision.n_layer_run) + " of " + std::to_string(hp.vision.n_layer) +
                                      " encoder layers run (the feature layer), tower and projector on the first stage",
@@ -176,6 +204,7 @@ std::string stored_dtype_name(const TensorSpec& s, const ParamReport& r) {
   if (ends(".weight_packed") || ends(".weight_shape")) return "I32";  // INT4 pack-quantized storage
   if (ends(".weight_scale") && s.component == Component::kQuantScale) return "BF16";
   if (s.component == Component::kQuantScale) return "F32";
+  if (s.index_range > 0) return "I32";
   if (!s.scale_name.empty()) return r.quant_fmt == "e5m2" ? "F8_E5M2" : "F8_E4M3";
   return stored_dtype(r.torch_dtype);
 }

@@ -12,6 +12,8 @@ const char* mixer_kind_name(MixerKind k) {
     case MixerKind::kMla: return "MLA";
     case MixerKind::kSparseMla: return "MLA + sparse indexer";
     case MixerKind::kLinearAttention: return "linear attention";
+    case MixerKind::kCompressedSparse: return "compressed sparse attention";
+    case MixerKind::kHeavilyCompressed: return "heavily compressed attention";
   }
   return "?";
 }
@@ -28,6 +30,7 @@ std::string describe(const LayerDesc& d) {
   std::ostringstream o;
   o << mixer_kind_name(d.mixer);
   if (d.cache.window > 0) o << " (window " << d.cache.window << ")";
+  if (d.cache.compress_rate > 0) o << " (1 entry per " << d.cache.compress_rate << " tokens)";
   if (d.mixer == MixerKind::kSparseMla && d.cache.index_dim == 0) o << " (reuses the previous selection)";
   if (d.ffn.kind == FfnKind::kDense) {
     o << ", dense MLP " << d.ffn.ff;

@@ -19,6 +19,10 @@ enum class MixerKind {
   kMla,              // multi-head latent attention
   kSparseMla,        // MLA whose keys a sparse-attention indexer selects (DSA)
   kLinearAttention,  // a recurrent mixer with a fixed-size state (Gated DeltaNet)
+  // DeepSeek-V4: a sliding window plus compressed entries of the whole context, one per
+  // compress_rate tokens; CSA attends to the entries a lightning indexer picks, HCA to all.
+  kCompressedSparse,
+  kHeavilyCompressed,
 };
 const char* mixer_kind_name(MixerKind k);
 
@@ -36,17 +40,27 @@ struct LayerCache {
   // head_dim) instead, so no adapter sets it.
   int64_t latent_dim = 0;
   int64_t window = 0;  // tokens kept per sequence: 0 the whole context, else min(context, window)
+  bool kv_shared = false;  // k and v are one vector (DeepSeek-V4's K=V head): head_dim per head, not 2 x
+  // Per compress_rate tokens of the whole context (0: none), held whole by every tp rank: one
+  // compressed KV entry of compressed_kv_dim and one indexer key of compressed_index_dim.
+  int64_t compress_rate = 0, compressed_kv_dim = 0, compressed_index_dim = 0;
+  // Per sequence, independent of the context: what a compressor holds between forward calls
+  // (the tokens of a window not yet closed, their gates, the overlap of the previous window).
+  int64_t pending_elements = 0;
   // Per sequence, independent of the context (linear attention): state_heads head groups split
   // over tp; each group holds conv_rows x conv_per_head elements of the causal conv's window at
   // the compute dtype, and v_per_head recurrent states [k_dim, v_dim] in f32.
   int64_t state_heads = 0, conv_rows = 0, conv_per_head = 0;
   int64_t v_per_head = 0, k_dim = 0, v_dim = 0;
 
-  int64_t kv_per_head() const { return 2 * head_dim; }  // k and v
+  int64_t kv_per_head() const { return kv_shared ? head_dim : 2 * head_dim; }  // k and v
+  int64_t compressed_per_entry() const { return compressed_kv_dim + compressed_index_dim; }
   int64_t whole_per_token() const { return index_dim + latent_dim; }
   int64_t conv_elements_per_head() const { return conv_rows * conv_per_head; }
   int64_t recurrent_per_head() const { return v_per_head * k_dim * v_dim; }
   bool has_state() const { return state_heads > 0; }
+  // Compressed entries of a context of n tokens: floor(n / compress_rate).
+  int64_t compressed_entries(int64_t n) const { return compress_rate > 0 ? n / compress_rate : 0; }
   bool operator==(const LayerCache&) const = default;
 };
 

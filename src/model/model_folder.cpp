@@ -45,6 +45,8 @@ Result<ModelFolder> open_model_folder(const std::string& path, WeightsNeeded wei
   m.hp = std::move(hp).value();
   m.specs = m.adapter->tensor_specs(m.hp);
   m.layers = describe_layers(*m.adapter, m.hp, m.specs);
+  if (weights == WeightsNeeded::kRequired)
+    if (Status s = m.adapter->forward_support(m.hp); !s.ok()) return in_context(s);
   if (is_dir && (weights == WeightsNeeded::kRequired || has_safetensors(path))) {
     DZ_ASSIGN_OR_RETURN(m.catalog, checkpoint::Catalog::open(path));
     m.has_weights = true;

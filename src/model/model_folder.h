@@ -44,7 +44,9 @@ Result<nlohmann::json> read_config_json(const std::string& path);
 // path: a model folder, or (kIfPresent only) a config.json file. Reads config.json, resolves
 // the adapter, parses hparams, lists the specs and, when the folder holds safetensors, opens
 // the catalog. Errors name the folder or file (bad input, exit 2): no config.json, malformed
-// JSON, unknown family, bad hparams, no weights where kRequired, a bad safetensors header.
+// JSON, unknown family, bad hparams, no weights where kRequired, a bad safetensors header;
+// Unsupported where kRequired and the adapter's forward pass cannot run the config
+// (Adapter::forward_support).
 Result<ModelFolder> open_model_folder(const std::string& path, WeightsNeeded weights);
 
 }  // namespace dayzero::model

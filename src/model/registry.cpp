@@ -16,6 +16,7 @@ const std::vector<const Adapter*>& table() {
       &qwen3_moe_adapter(),
       &deepseek_v3_adapter(),
       &deepseek_v32_adapter(),
+      &deepseek_v4_adapter(),
       &glm_moe_dsa_adapter(),
       &qwen3_next_adapter(),
       &qwen3_5_moe_adapter(),

@@ -33,6 +33,13 @@ const char* component_name(Component c) {
   return "?";
 }
 
+bool stored_dtype_fits(const TensorSpec& s, DType t) {
+  if (s.index_range > 0) return t == DType::kI32 || t == DType::kI64;
+  return s.component == Component::kQuantScale || dtype_is_float(t);
+}
+
+const char* expected_dtype(const TensorSpec& s) { return s.index_range > 0 ? "I32 or I64" : "a float type"; }
+
 void set_component(std::vector<TensorSpec>& specs, size_t from, Component c) {
   for (size_t i = from; i < specs.size(); ++i) specs[i].component = c;
 }

@@ -66,6 +66,9 @@ struct TensorSpec {
   // `.weight_scale` and `.weight_shape` are declared as their own specs (kQuantScale, skip_load)
   // and read with it; the loader dequantizes to f32. 0: not pack-quantized.
   int64_t pack_group = 0;
+  // An integer table rather than weights (hash routing's tid2eid: token id -> the ids of the
+  // experts it goes to), stored as I32 with every value in [0, index_range); 0: a float tensor.
+  int64_t index_range = 0;
   Component component = Component::kUnknown;
   // kSplitDim0 of a fused tensor whose rows are consecutive sections (their rows summing to
   // shape[0]), each split over tp in its own blocks as a tensor of its own would be (shard_block
@@ -76,6 +79,12 @@ struct TensorSpec {
   };
   std::vector<Section> shard_sections = {};
 };
+
+// Whether a checkpoint tensor stored as t can be this spec: an integer table (index_range > 0)
+// is I32 or I64, quantization storage (kQuantScale) anything, every other tensor a float type;
+// expected_dtype names what fits for a message ("a float type", "I32 or I64").
+bool stored_dtype_fits(const TensorSpec& s, DType t);
+const char* expected_dtype(const TensorSpec& s);
 
 // Sets the component of specs[from ..] (a block tags what it just declared).
 void set_component(std::vector<TensorSpec>& specs, size_t from, Component c);

@@ -333,6 +333,11 @@ CacheSummary summarize_cache(const std::vector<model::LayerDesc>& layers, int64_
     const int64_t kv = (c.kv_heads * c.kv_per_head() + c.whole_per_token()) * a;
     if (kv > 0 && c.window > 0) s.window_kv_bytes_per_token += kv, ++s.window_layers;
     else if (kv > 0) s.kv_bytes_per_token += kv, ++s.kv_layers;
+    if (c.compress_rate > 0) {
+      s.compressed_kv_bytes_per_token += static_cast<double>(c.compressed_per_entry() * a) / c.compress_rate;
+      ++s.compressed_layers;
+    }
+    s.pending_bytes_per_sequence += c.pending_elements * a;
     const int64_t st = c.state_heads * (c.conv_elements_per_head() * a + c.recurrent_per_head() * kStateBytes);
     if (st > 0) s.state_bytes_per_sequence += st, ++s.state_layers;
   }

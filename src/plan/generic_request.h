@@ -49,10 +49,15 @@ Result<PlanRequest> make_generic_plan_request(const analysis::Analysis& a, const
 
 // The whole model's cache at tp = 1 for one sequence, for the model line of `dayzero plan`:
 // KV bytes per token of the layers without a window and of the sliding-window layers (which
-// stop growing at their window), and the state bytes per sequence (linear attention).
+// stop growing at their window), the compressed entries' bytes per token of context (DeepSeek-V4's
+// CSA / HCA layers: one entry per compress_rate tokens, so a fraction per token), and the state
+// bytes per sequence (linear attention; apart, the compressors' pending tails).
 struct CacheSummary {
   int64_t kv_bytes_per_token = 0;
   int64_t window_kv_bytes_per_token = 0;
+  double compressed_kv_bytes_per_token = 0;
+  int64_t compressed_layers = 0;
+  int64_t pending_bytes_per_sequence = 0;  // the compressors' tails
   int64_t state_bytes_per_sequence = 0;
   int64_t kv_layers = 0, window_layers = 0, state_layers = 0;
 };

@@ -32,12 +32,15 @@ std::vector<LayerCache> layer_caches(const std::vector<model::LayerDesc>& layers
 
 int64_t layer_kv_bytes(const LayerCache& c, int tp, const MemoryParams& p) {
   const int64_t tokens = c.window > 0 ? std::min(c.window, p.max_context_tokens) : p.max_context_tokens;
-  return tokens * p.batch * p.bytes_per_activation * (local_heads(c.kv_heads, tp) * c.kv_per_head() + c.whole_per_token());
+  return p.batch * p.bytes_per_activation *
+         (tokens * (local_heads(c.kv_heads, tp) * c.kv_per_head() + c.whole_per_token()) +
+          c.compressed_entries(p.max_context_tokens) * c.compressed_per_entry());
 }
 
 int64_t layer_state_bytes(const LayerCache& c, int tp, const MemoryParams& p) {
-  return p.batch * local_heads(c.state_heads, tp) *
-         (c.conv_elements_per_head() * p.bytes_per_activation + c.recurrent_per_head() * kStateBytes);
+  return p.batch * (local_heads(c.state_heads, tp) *
+                        (c.conv_elements_per_head() * p.bytes_per_activation + c.recurrent_per_head() * kStateBytes) +
+                    c.pending_elements * p.bytes_per_activation);
 }
 
 StageCache stage_cache(int begin, int end, int tp, const MemoryParams& p) {

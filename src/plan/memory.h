@@ -46,11 +46,13 @@ struct MemoryParams {
 int64_t local_heads(int64_t heads, int tp);
 // The caches of the layer descriptors, [layers.size()].
 std::vector<LayerCache> layer_caches(const std::vector<model::LayerDesc>& layers);
-// One rank's KV cache of one layer: min(context, window) x batch x bytes_per_activation x
-// (local_heads(kv_heads) x kv_per_head + whole_per_token).
+// One rank's KV cache of one layer: batch x bytes_per_activation x (min(context, window) x
+// (local_heads(kv_heads) x kv_per_head + whole_per_token) + compressed_entries(context) x
+// compressed_per_entry).
 int64_t layer_kv_bytes(const LayerCache& c, int tp, const MemoryParams& p);
-// One rank's fixed state of one layer: batch x local_heads(state_heads) x
-// (conv_elements_per_head x bytes_per_activation + recurrent_per_head x kStateBytes).
+// One rank's fixed state of one layer: batch x (local_heads(state_heads) x
+// (conv_elements_per_head x bytes_per_activation + recurrent_per_head x kStateBytes) +
+// pending_elements x bytes_per_activation).
 int64_t layer_state_bytes(const LayerCache& c, int tp, const MemoryParams& p);
 // KV cache and state of the decoder layers [begin, end) (p.cache) on one rank of a tp group of tp.
 struct StageCache {

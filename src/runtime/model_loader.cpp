@@ -29,9 +29,9 @@ Status check_tensors(const ModelInfo& m) {
     if (t->shape != spec.shape)
       return Status::InvalidArgument(t->file + ": tensor " + spec.name + " has shape " + shape_str(t->shape) +
                                      ", expected " + shape_str(spec.shape));
-    if (!dtype_is_float(t->dtype) && spec.component != model::Component::kQuantScale)
+    if (!model::stored_dtype_fits(spec, t->dtype))
       return Status::Unsupported(t->file + ": tensor " + spec.name + " has dtype " + dtype_name(t->dtype) +
-                                 ", expected a float type");
+                                 ", expected " + model::expected_dtype(spec));
   }
   std::vector<const checkpoint::TensorInfo*> unclaimed;
   for (const auto& t : m.catalog.tensors())

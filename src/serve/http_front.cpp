@@ -32,8 +32,9 @@ std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error
 
 const char* endpoint_name(Endpoint e) { return e == Endpoint::kChat ? "chat_completions" : "completions"; }
 
-json choice_json(Endpoint e, const std::string& text, const std::string& finish, const std::vector<int32_t>& ids) {
-  json c = {{"index", 0}, {"finish_reason", finish.empty() ? json() : json(finish)}};
+json choice_json(Endpoint e, size_t index, const std::string& text, const std::string& finish,
+                 const std::vector<int32_t>& ids) {
+  json c = {{"index", index}, {"finish_reason", finish.empty() ? json() : json(finish)}};
   if (e == Endpoint::kChat) {
     c["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
@@ -44,8 +45,12 @@ json choice_json(Endpoint e, const std::string& text, const std::string& finish,
   return c;
 }
 
+json usage_json(int64_t prompt, int64_t completion) {
+  return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+}
+
 json chunk_json(Endpoint e, const std::string& id, int64_t created, const std::string& model, const std::string& delta,
-                const std::string& finish, bool first) {
+                const std::string& finish, bool first, bool include_usage) {
   json c = {{"index", 0}, {"finish_reason", finish.empty() ? json() : json(finish)}};
   if (e == Endpoint::kChat) {
     c["delta"] = json::object();
@@ -55,11 +60,13 @@ json chunk_json(Endpoint e, const std::string& id, int64_t created, const std::s
     c["text"] = delta;
     c["logprobs"] = nullptr;
   }
-  return {{"id", id},
-          {"object", e == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
-          {"created", created},
-          {"model", model},
-          {"choices", json::array({c})}};
+  json j = {{"id", id},
+            {"object", e == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
+            {"created", created},
+            {"model", model},
+            {"choices", json::array({c})}};
+  if (include_usage) j["usage"] = nullptr;  // as OpenAI: null on every chunk but the last
+  return j;
 }
 
 std::string seconds_text(double s) {
@@ -168,8 +175,11 @@ void Service::add_routes() {
     metrics_.request_done("health", res.status);
   });
   http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    const json j = {{"object", "list"},
-                    {"data", json::array({{{"id", model_id_}, {"object", "model"}, {"created", 0}, {"owned_by", "dayzero"}}})}};
+    json model = {{"id", model_id_}, {"object", "model"}, {"created", 0}, {"owned_by", "dayzero"}};
+    // As vLLM: the longest request (prompt + completion) served, which clients size requests by.
+    if (state_ != State::kStarting)
+      model["max_model_len"] = context_ > 0 ? std::min(context_, serve_cfg_.max_request_tokens) : serve_cfg_.max_request_tokens;
+    const json j = {{"object", "list"}, {"data", json::array({model})}};
     res.set_content(j.dump(), "application/json");
     metrics_.request_done("models", 200);
   });
@@ -195,8 +205,8 @@ void Service::add_routes() {
   });
 }
 
-bool Service::tokenize(const ApiRequest& api, Request& r, ApiError* err) {
-  const char* field = api.endpoint == Endpoint::kChat ? "messages" : "prompt";
+bool Service::tokenize(const ApiRequest& api, const PromptInput* prompt, Request& r, ApiError* err) {
+  const std::string field = prompt ? prompt->param : "messages";
   {
     std::lock_guard lock(tok_mu_);
     if (api.endpoint == Endpoint::kChat) {
@@ -204,10 +214,21 @@ bool Service::tokenize(const ApiRequest& api, Request& r, ApiError* err) {
         *err = {400, "messages", "messages: chat completions are not served: " + chat_template_error_};
         return false;
       }
-      json msgs = json::array();
-      for (const ChatMessage& m : api.messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
-      const json vars = {{"messages", msgs}, {"add_generation_prompt", true}, {"bos_token", bos_token_},
-                         {"eos_token", eos_token_}};
+      using ojson = nlohmann::ordered_json;
+      ojson msgs = ojson::array();
+      for (const ChatMessage& m : api.messages) {
+        // Content as the template reads it: parts for a template that loops over them, else text.
+        ojson msg = {{"role", m.role},
+                     {"content", m.content_null ? ojson() : chat_template_->reads_content_parts() ? m.parts : ojson(m.content)}};
+        for (const auto& [k, v] : m.extra.items()) msg[k] = v;
+        msgs.push_back(std::move(msg));
+      }
+      // As apply_chat_template: the tokenizer's special tokens, then the caller's variables over them.
+      ojson vars = chat::special_token_vars(*tok_);
+      vars["add_generation_prompt"] = true;
+      for (const auto& [k, v] : api.chat_template_kwargs.items()) vars[k] = v;
+      vars["messages"] = std::move(msgs);
+      if (!api.tools.is_null()) vars["tools"] = api.tools;
       Result<std::string> text = chat_template_->render(vars);
       if (!text.ok()) {
         *err = {400, "messages", "messages: the chat template refused them: " + text.status().message()};
@@ -232,18 +253,19 @@ bool Service::tokenize(const ApiRequest& api, Request& r, ApiError* err) {
         return false;
       }
       r.prompt_ids = std::move(*expanded);
-    } else if (api.prompt_ids) {
-      r.prompt_ids = *api.prompt_ids;
+    } else if (prompt->ids) {
+      r.prompt_ids = *prompt->ids;
       for (size_t i = 0; i < r.prompt_ids.size(); ++i)
         if (r.prompt_ids[i] >= tok_->vocab_size()) {
-          *err = {400, "prompt[" + std::to_string(i) + "]", "prompt[" + std::to_string(i) + "]: token id " +
-                                                                std::to_string(r.prompt_ids[i]) + " is past the vocabulary (" +
-                                                                std::to_string(tok_->vocab_size()) + ")"};
+          const std::string p = field + "[" + std::to_string(i) + "]";
+          *err = {400, p, p + ": token id " + std::to_string(r.prompt_ids[i]) + " is past the vocabulary (" +
+                              std::to_string(tok_->vocab_size()) + ")"};
           return false;
         }
     } else {
-      r.prompt_ids = tok_->encode(*api.prompt_text, true);  // as `dayzero run` encodes a prompt's text
+      r.prompt_ids = tok_->encode(*prompt->text, true);  // as `dayzero run` encodes a prompt's text
     }
+    if (r.echo) r.prompt_text = prompt && prompt->text ? *prompt->text : tok_->decode(r.prompt_ids, false);
   }
   const auto n_prompt = static_cast<int64_t>(r.prompt_ids.size());
   if (n_prompt == 0) {
@@ -252,19 +274,72 @@ bool Service::tokenize(const ApiRequest& api, Request& r, ApiError* err) {
   }
   r.max_tokens = api.max_tokens.value_or(default_max_tokens_);
   const int64_t total = n_prompt + r.max_tokens;
-  const bool prompt_alone = n_prompt >= serve_cfg_.max_request_tokens || (context_ > 0 && n_prompt >= context_);
-  const std::string what = prompt_alone ? std::string(field) : "max_tokens";
-  if (total > serve_cfg_.max_request_tokens) {
-    *err = {400, what, what + ": " + std::to_string(n_prompt) + " prompt tokens + max_tokens " + std::to_string(r.max_tokens) +
-                           " is more than serve.max_request_tokens (" + std::to_string(serve_cfg_.max_request_tokens) + ")"};
-    return false;
-  }
-  if (context_ > 0 && total > context_) {
-    *err = {400, what, what + ": " + std::to_string(n_prompt) + " prompt tokens + max_tokens " + std::to_string(r.max_tokens) +
-                           " is more than the model's context (" + std::to_string(context_) + ")"};
+  // The request's limit is the smaller of the server's and the model's; past it, OpenAI's code and
+  // message shape (clients match on context_length_exceeded), naming which limit it is.
+  const bool server_limit = context_ <= 0 || serve_cfg_.max_request_tokens < context_;
+  const int64_t limit = server_limit ? serve_cfg_.max_request_tokens : context_;
+  if (total > limit) {
+    const std::string what = n_prompt >= limit ? field : "max_tokens";
+    *err = {400, what,
+            what + ": this model's maximum context length is " + std::to_string(limit) + " tokens" +
+                (server_limit ? " (serve.max_request_tokens)" : " (the model's context)") + ", but " +
+                std::to_string(total) + " tokens were requested (" + std::to_string(n_prompt) + " in the prompt, " +
+                std::to_string(r.max_tokens) + " for the completion)",
+            "context_length_exceeded"};
     return false;
   }
   return true;
+}
+
+json Service::logprobs_json(const Request& r) {
+  std::lock_guard lock(tok_mu_);
+  const auto piece = [&](int32_t id) { return tok_->decode(std::span<const int32_t>(&id, 1), false); };
+  if (r.endpoint == Endpoint::kChat) {
+    // OpenAI's chat shape: per generated token its text, log-probability, UTF-8 bytes and alternatives.
+    const auto entry = [&](int32_t id, double lp) {
+      const std::string t = piece(id);
+      std::vector<int> bytes;
+      for (unsigned char c : t) bytes.push_back(c);
+      return json{{"token", t}, {"logprob", lp}, {"bytes", bytes}};
+    };
+    json content = json::array();
+    for (size_t i = 0; i < r.generated_logprobs.size() && i < r.generated.size(); ++i) {
+      const TokenLogprob& lp = r.generated_logprobs[i];
+      json e = entry(r.generated[i], lp.logprob);
+      json top = json::array();
+      for (size_t k = 0; k < lp.top_ids.size(); ++k) top.push_back(entry(lp.top_ids[k], lp.top_logprobs[k]));
+      e["top_logprobs"] = std::move(top);
+      content.push_back(std::move(e));
+    }
+    return {{"content", std::move(content)}};
+  }
+  // The legacy completions shape (as vLLM gives it): tokens, token_logprobs, top_logprobs (the k
+  // most likely and the chosen token), text_offset; with echo the prompt's tokens first, the first
+  // of them with null (nothing precedes it).
+  json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
+  int64_t offset = 0;
+  const auto add = [&](int32_t id, const TokenLogprob* lp) {
+    const std::string t = piece(id);
+    tokens.push_back(t);
+    offsets.push_back(offset);
+    for (unsigned char c : t) offset += (c & 0xC0) != 0x80;  // characters, as Python counts them
+    if (!lp) {
+      token_lps.push_back(nullptr);
+      tops.push_back(nullptr);
+      return;
+    }
+    token_lps.push_back(lp->logprob);
+    json top = json::object();
+    for (size_t k = 0; k < lp->top_ids.size(); ++k) top[piece(lp->top_ids[k])] = lp->top_logprobs[k];
+    top[t] = lp->logprob;
+    tops.push_back(std::move(top));
+  };
+  if (r.echo)
+    for (size_t p = 0; p < r.prompt_ids.size(); ++p)
+      add(r.prompt_ids[p], p == 0 || p - 1 >= r.prompt_logprobs.size() ? nullptr : &r.prompt_logprobs[p - 1]);
+  for (size_t i = 0; i < r.generated.size() && i < r.generated_logprobs.size(); ++i) add(r.generated[i], &r.generated_logprobs[i]);
+  return {{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_lps)}, {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
 }
 
 void Service::handle_generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
@@ -277,19 +352,42 @@ void Service::handle_generate(Endpoint endpoint, const httplib::Request& req, ht
   ApiRequest api;
   ApiError err;
   if (!parse_request(endpoint, req.body, model_id_, image_placeholder_, &api, &err)) return answer_error(res, ep, err);
-  auto r = std::make_shared<Request>();
-  r->id = next_id_.fetch_add(replicas_);
-  r->endpoint = endpoint;
-  r->stream = api.stream;
-  r->stop = api.stop;
-  r->temperature = api.temperature;
-  r->top_p = api.top_p;
-  r->seed = api.seed.value_or(static_cast<uint64_t>(r->id));
-  if (!tokenize(api, *r, &err)) return answer_error(res, ep, err);
-  r->arrived_ns = monotonic_ns();
-  r->deadline_ns = r->arrived_ns + static_cast<int64_t>(serve_cfg_.request_timeout_s * 1e9);
-  metrics_.prompt_tokens(static_cast<int64_t>(r->prompt_ids.size()));
-  if (!queue_.push(r)) return answer_error(res, ep, {503, "", "the server is shutting down"});
+  // One request per prompt (chat: one), decoded as any others: they may share a batch.
+  const size_t n_choices = endpoint == Endpoint::kChat ? 1 : api.prompts.size();
+  if (api.stream && n_choices > 1)
+    return answer_error(res, ep, {400, "stream", "stream: a stream serves one prompt; send a list of prompts without it"});
+  std::vector<std::shared_ptr<Request>> rs;
+  for (size_t i = 0; i < n_choices; ++i) {
+    auto r = std::make_shared<Request>();
+    r->id = next_id_.fetch_add(replicas_);
+    r->endpoint = endpoint;
+    r->stream = api.stream;
+    r->stop = api.stop;
+    r->sampling = api.sampling;
+    r->ignore_eos = api.ignore_eos;
+    r->logprobs = api.logprobs;
+    r->echo = api.echo;
+    if (!api.seed_given) r->sampling.seed = static_cast<uint64_t>(r->id);
+    if (!tokenize(api, endpoint == Endpoint::kChat ? nullptr : &api.prompts[i], *r, &err)) return answer_error(res, ep, err);
+    for (const auto& [token, _] : r->sampling.logit_bias)
+      if (token >= tok_->vocab_size()) {
+        const std::string p = "logit_bias." + std::to_string(token);
+        return answer_error(res, ep, {400, p, p + ": the token id is past the vocabulary (" +
+                                                  std::to_string(tok_->vocab_size()) + ")"});
+      }
+    r->arrived_ns = monotonic_ns();
+    r->deadline_ns = r->arrived_ns + static_cast<int64_t>(serve_cfg_.request_timeout_s * 1e9);
+    rs.push_back(std::move(r));
+  }
+  switch (queue_.push(rs, static_cast<size_t>(serve_cfg_.max_queue))) {
+    case RequestQueue::Push::kQueued: break;
+    case RequestQueue::Push::kDraining: return answer_error(res, ep, {503, "", "the server is shutting down"});
+    case RequestQueue::Push::kFull:
+      return answer_error(res, ep, {429, "", "the queue is full (serve.max_queue " + std::to_string(serve_cfg_.max_queue) +
+                                                 " requests waiting); retry later"});
+  }
+  for (const auto& r : rs) metrics_.prompt_tokens(static_cast<int64_t>(r->prompt_ids.size()));
+  const std::shared_ptr<Request> r = rs[0];
   const std::string id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(r->id);
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   // A request still queued at its deadline is taken out here; one in a batch is ended by the loop.
@@ -303,21 +401,30 @@ void Service::handle_generate(Endpoint endpoint, const httplib::Request& req, ht
     }
   };
   if (!r->stream) {
-    std::unique_lock lock(r->mu);
-    while (!r->done) wait_step(r, lock, r->text.size());
-    if (r->fault != Fault::kNone) {
-      const ApiError e = fault_error(r->fault, serve_cfg_.request_timeout_s);
-      lock.unlock();
-      return answer_error(res, ep, e);
+    json choices = json::array();
+    int64_t n_prompt = 0, n_generated = 0;
+    for (size_t i = 0; i < rs.size(); ++i) {
+      Request& q = *rs[i];
+      std::unique_lock lock(q.mu);
+      while (!q.done) wait_step(rs[i], lock, q.text.size());
+      if (q.fault != Fault::kNone) {
+        const ApiError e = fault_error(q.fault, serve_cfg_.request_timeout_s);
+        lock.unlock();
+        for (const auto& other : rs) other->client_gone = true;  // nobody reads the others' answers
+        return answer_error(res, ep, e);
+      }
+      json choice = choice_json(endpoint, i, q.echo ? q.prompt_text + q.text : q.text, q.finish_reason, q.generated);
+      if (q.logprobs >= 0) choice["logprobs"] = logprobs_json(q);
+      choices.push_back(std::move(choice));
+      n_prompt += static_cast<int64_t>(q.prompt_ids.size());
+      n_generated += static_cast<int64_t>(q.generated.size());
     }
     const json body = {{"id", id},
                        {"object", endpoint == Endpoint::kChat ? "chat.completion" : "text_completion"},
                        {"created", created},
                        {"model", model_id_},
-                       {"choices", json::array({choice_json(endpoint, r->text, r->finish_reason, r->generated)})},
-                       {"usage", {{"prompt_tokens", r->prompt_ids.size()}, {"completion_tokens", r->generated.size()},
-                                  {"total_tokens", r->prompt_ids.size() + r->generated.size()}}}};
-    lock.unlock();
+                       {"choices", std::move(choices)},
+                       {"usage", usage_json(n_prompt, n_generated)}};
     res.set_content(dump_json(body), "application/json");
     metrics_.request_done(ep, 200);
     return;
@@ -329,7 +436,7 @@ void Service::handle_generate(Endpoint endpoint, const httplib::Request& req, ht
   open_streams_.fetch_add(1);
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, r, sent, first, id, created, endpoint, wait_step](size_t, httplib::DataSink& sink) {
+      [this, r, sent, first, id, created, endpoint, wait_step, usage = api.include_usage](size_t, httplib::DataSink& sink) {
         if (!sink.is_writable()) {
           r->client_gone = true;  // the loop ends it at the next step and frees its slot
           return false;
@@ -338,16 +445,27 @@ void Service::handle_generate(Endpoint endpoint, const httplib::Request& req, ht
         wait_step(r, lock, *sent);
         std::string out;
         if (r->text.size() > *sent || (*first && r->done && r->fault == Fault::kNone)) {
-          out += "data: " + dump_json(chunk_json(endpoint, id, created, model_id_, r->text.substr(*sent), "", *first)) + "\n\n";
+          out += "data: " +
+                 dump_json(chunk_json(endpoint, id, created, model_id_, r->text.substr(*sent), "", *first, usage)) + "\n\n";
           *sent = r->text.size();
           *first = false;
         }
         const bool done = r->done;
         const Fault fault = r->fault;
         const std::string finish = r->finish_reason;
+        const auto n_prompt = static_cast<int64_t>(r->prompt_ids.size());
+        const auto n_generated = static_cast<int64_t>(r->generated.size());
         lock.unlock();
-        if (done && fault == Fault::kNone)
-          out += "data: " + dump_json(chunk_json(endpoint, id, created, model_id_, "", finish, false)) + "\n\ndata: [DONE]\n\n";
+        if (done && fault == Fault::kNone) {
+          out += "data: " + dump_json(chunk_json(endpoint, id, created, model_id_, "", finish, false, usage)) + "\n\n";
+          if (usage) {  // stream_options.include_usage: a last chunk with the usage and no choices
+            json last = chunk_json(endpoint, id, created, model_id_, "", "", false, true);
+            last["choices"] = json::array();
+            last["usage"] = usage_json(n_prompt, n_generated);
+            out += "data: " + dump_json(last) + "\n\n";
+          }
+          out += "data: [DONE]\n\n";
+        }
         else if (done)
           out += "data: " + fault_error(fault, serve_cfg_.request_timeout_s).to_json().dump() + "\n\n";
         if (!out.empty() && !sink.write(out.data(), out.size())) {

@@ -6,14 +6,15 @@
 
 namespace dayzero::serve {
 
-bool RequestQueue::push(std::shared_ptr<Request> r) {
+RequestQueue::Push RequestQueue::push(const std::vector<std::shared_ptr<Request>>& rs, size_t max_queue) {
   {
     std::lock_guard lock(mu_);
-    if (draining_) return false;
-    q_.push_back(std::move(r));
+    if (draining_) return Push::kDraining;
+    if (q_.size() + rs.size() > max_queue) return Push::kFull;
+    q_.insert(q_.end(), rs.begin(), rs.end());
   }
   cv_.notify_all();
-  return true;
+  return Push::kQueued;
 }
 
 bool RequestQueue::remove(const std::shared_ptr<Request>& r) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "serve/logprobs.h"
 #include "serve/request.h"
 
 namespace dayzero::serve {
@@ -27,8 +28,11 @@ struct Request {
   std::vector<int32_t> prompt_ids;  // [n_prompt]
   int max_tokens = 16;
   std::vector<std::string> stop;
-  double temperature = 0, top_p = 1;  // sampling (temperature 0: greedy)
-  uint64_t seed = 0;
+  SamplingParams sampling;  // temperature 0: greedy
+  bool ignore_eos = false;  // EOS does not end it
+  int logprobs = -1;        // -1: none; else alternatives per token (0..20)
+  bool echo = false;        // completions: the prompt (and, with logprobs, its log-probabilities) comes back
+  std::string prompt_text;  // what echo shows: the prompt as sent, or its ids decoded
   std::vector<std::string> image_bytes;  // the images' file bytes, in placeholder order
   int64_t arrived_ns = 0;   // monotonic
   int64_t deadline_ns = 0;  // monotonic; arrived + serve.request_timeout_s
@@ -38,6 +42,8 @@ struct Request {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<int32_t> generated;  // every token generated, EOS included (as `dayzero run` records it)
+  std::vector<TokenLogprob> generated_logprobs;  // with logprobs: one per generated token
+  std::vector<TokenLogprob> prompt_logprobs;     // with echo and logprobs: prompt tokens 1.. (the first has none)
   std::string text;                // the completion that may be shown: stop string cut, complete UTF-8
   bool done = false;               // finished or faulted: nothing more will come
   std::string finish_reason;       // "stop" | "length" once finished
@@ -47,8 +53,10 @@ struct Request {
 
 class RequestQueue {
  public:
-  // False when draining (the caller answers 503).
-  bool push(std::shared_ptr<Request> r);
+  enum class Push { kQueued, kDraining, kFull };
+  // All of rs, or none: kDraining (the caller answers 503) or kFull, when more than max_queue
+  // requests would wait (429).
+  Push push(const std::vector<std::shared_ptr<Request>>& rs, size_t max_queue);
   // Removes r if it is still waiting; true when it was.
   bool remove(const std::shared_ptr<Request>& r);
   // Up to n waiting requests, oldest first, waiting at most wait_ms for the first.

@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
+#include "comm/comm.h"
 #include "comm/mpi_env.h"
 #include "core/clock.h"
 #include "core/check.h"
@@ -36,6 +38,20 @@ size_t incomplete_utf8_tail(const std::string& s) {
     return need > back ? back : 0;
   }
   return 0;
+}
+
+// The last stage's n doubles in *v on every rank of the replica's pipeline (one pp broadcast;
+// nothing to do without pp, where every rank is the last stage). Collective over pp.
+void share_from_last_stage(runtime::Forward& fwd, size_t n, std::vector<double>* v) {
+  comm::Comm* pp = fwd.partition().pp;
+  if (!pp) return;
+  v->resize(n);
+  if (n == 0) return;
+  Tensor t = Tensor::host(DType::kF32, {static_cast<int64_t>(2 * n)});  // a double as two floats' bytes
+  std::memcpy(t.data(), v->data(), n * sizeof(double));
+  const Status s = pp->broadcast(t, pp->size() - 1);
+  DZ_CHECK(s.ok(), "pipeline broadcast of log-probabilities: " << s.message());
+  std::memcpy(v->data(), t.data(), n * sizeof(double));
 }
 
 }  // namespace
@@ -86,7 +102,7 @@ bool Service::take_token(Request& r, int32_t token, bool eos, int64_t now) {
     if (cut != std::string::npos) {
       full.resize(cut);
       r.finish_reason = "stop";
-    } else if (eos && stop_at_eos_) {
+    } else if (eos && stop_at_eos_ && !r.ignore_eos) {
       r.finish_reason = "stop";
     } else if (static_cast<int>(r.generated.size()) >= r.max_tokens) {
       r.finish_reason = "length";
@@ -121,22 +137,29 @@ void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::share
   const auto keep = [&](const Status& s) {
     if (dump_status_.ok() && !s.ok()) dump_status_ = s;
   };
+  // Requests with max_tokens 0 (echo) are prefilled only; the others are decoded together, decode
+  // index d being batch index batch_of[d].
   std::vector<runtime::Sequence> seqs;
   std::vector<Sampler> samplers;
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::unique_ptr<runtime::DumpSink>> decode_sinks;
   std::vector<model::ActivationSink*> sink_ptrs;
+  std::vector<size_t> batch_of;
+  std::vector<int> top_k_of;  // per decode index: -1 no log-probabilities, else the alternatives
+  const bool last_stage = ctx.fwd.partition().last_stage;
+  const int64_t n_vocab = ctx.hp.n_vocab;
   int max_new = 1;
-  for (const auto& e : msg) {
+  for (size_t i = 0; i < msg.size(); ++i) {
+    const auto& e = msg[i];
     const std::vector<int32_t>& prompt = prompts.emplace_back(e[0].get<std::vector<int32_t>>());
-    const std::string id = e[6].get<std::string>();
+    const std::string id = e[4].get<std::string>();
+    const int top_k = std::min<int>(e[5].get<int>(), static_cast<int>(n_vocab));
+    const bool echo = e[6].get<bool>();
     runtime::GenerateOptions go = ctx.go;
     go.max_new_tokens = e[1].get<int>();
-    max_new = std::max(max_new, go.max_new_tokens);
-    samplers.emplace_back(e[2].get<double>(), e[3].get<double>(), e[4].get<uint64_t>());
     // Every rank makes the pixels from the same bytes; rank 0 already did once, so this succeeds.
     std::vector<image::ProcessedImage> images;
-    for (const auto& b64 : e[5]) {
+    for (const auto& b64 : e[3]) {
       Result<std::string> bytes = base64_decode(b64.get<std::string>());
       DZ_CHECK(bytes.ok() && processor_, "a served image did not arrive intact");
       Result<image::ProcessedImage> img = process_image_bytes(*processor_, vision_, *bytes, "served image", max_image_pixels_);
@@ -144,23 +167,82 @@ void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::share
       images.push_back(std::move(*img));
     }
     auto sink = make_sink(id, dump::kPhasePrefill, sel.wants_prefill());
-    seqs.push_back(runtime::prefill(ctx.fwd, ctx.hp, prompt, go, sink.get(), images));
+    runtime::Sequence seq = [&] {
+      if (!(echo && top_k >= 0)) return runtime::prefill(ctx.fwd, ctx.hp, prompt, go, sink.get(), images);
+      // The prompt's own log-probabilities: the prefill keeps every position's logits (one forward,
+      // as a teacher-forced pass), and its last row is the first generated token's.
+      const auto n = static_cast<int64_t>(prompt.size());
+      runtime::Sequence sq{ctx.fwd.new_cache(n + std::max(go.max_new_tokens, 1)), {}, n, {}};
+      const Tensor all = ctx.fwd.run(prompt, 0, sq.cache, sink.get(), true, images);  // [n, n_vocab] on the last stage
+      std::vector<double> flat;
+      if (last_stage) {
+        sq.logits = all.rows(n - 1, n);
+        sq.gen.logits_last.assign(sq.logits.f32(), sq.logits.f32() + n_vocab);
+        for (int64_t p = 1; p < n; ++p)
+          append_flat(token_logprob(all.f32() + (p - 1) * n_vocab, n_vocab, prompt[p], top_k), &flat);
+      }
+      share_from_last_stage(ctx.fwd, static_cast<size_t>(n - 1) * flat_size(top_k), &flat);
+      if (root) {
+        std::lock_guard lock(batch[i]->mu);
+        for (int64_t p = 1; p < n; ++p)
+          batch[i]->prompt_logprobs.push_back(read_flat(flat.data() + (p - 1) * flat_size(top_k), top_k));
+      }
+      return sq;
+    }();
     if (sink) keep(sink->status());
+    if (go.max_new_tokens == 0) {
+      seq.cache.release();
+      if (root) {
+        std::lock_guard lock(batch[i]->mu);
+        batch[i]->finish_reason = "length";
+      }
+      continue;
+    }
+    max_new = std::max(max_new, go.max_new_tokens);
+    batch_of.push_back(i);
+    top_k_of.push_back(top_k);
+    samplers.emplace_back(e[2].get<SamplingParams>(), prompt, ctx.go.eos_ids);
+    seqs.push_back(std::move(seq));
     decode_sinks.push_back(make_sink(id, dump::kPhaseDecode, sel.wants_decode()));
     sink_ptrs.push_back(decode_sinks.back().get());
   }
+  const bool any_logprobs = std::any_of(top_k_of.begin(), top_k_of.end(), [](int k) { return k >= 0; });
+  std::vector<TokenLogprob> step_logprobs(seqs.size());  // last stage: this step's, per decode index
   runtime::GenerateOptions go = ctx.go;
   go.max_new_tokens = max_new;
-  const int64_t n_vocab = ctx.hp.n_vocab;
-  go.pick = [&](size_t i, const float* logits) { return samplers[i].pick(logits, n_vocab); };
+  go.stop_at_eos = false;  // whether an EOS ends a request is take_token's (ignore_eos), told through step_end
+  go.pick = [&](size_t d, const float* logits) {
+    const int32_t token = samplers[d].pick(logits, n_vocab);
+    if (top_k_of[d] >= 0) step_logprobs[d] = token_logprob(logits, n_vocab, token, top_k_of[d]);
+    return token;
+  };
   go.step_end = [&](std::span<const size_t> live, std::span<const int32_t> tokens) {
     std::string flags(live.size(), '0');
     drain_on_sigterm();
+    if (any_logprobs) {  // this step's log-probabilities, from the last stage to the replica's first rank
+      std::vector<double> flat;
+      size_t n = 0;
+      for (size_t d : live) {
+        if (top_k_of[d] < 0) continue;
+        n += flat_size(top_k_of[d]);
+        if (last_stage) append_flat(step_logprobs[d], &flat);
+      }
+      share_from_last_stage(ctx.fwd, n, &flat);
+      size_t at = 0;
+      for (size_t j = 0; root && j < live.size(); ++j) {
+        const int k = top_k_of[live[j]];
+        if (k < 0) continue;
+        Request& r = *batch[batch_of[live[j]]];
+        std::lock_guard lock(r.mu);
+        r.generated_logprobs.push_back(read_flat(flat.data() + at, k));
+        at += flat_size(k);
+      }
+    }
     if (root) {
       const int64_t now = monotonic_ns();
       for (size_t j = 0; j < live.size(); ++j) {
         const bool eos = std::find(eos_ids_.begin(), eos_ids_.end(), tokens[j]) != eos_ids_.end();
-        if (take_token(*batch[live[j]], tokens[j], eos, now)) flags[j] = '1';
+        if (take_token(*batch[batch_of[live[j]]], tokens[j], eos, now)) flags[j] = '1';
       }
     }
     flags = comms_->broadcast(flags);
@@ -169,19 +251,20 @@ void Service::run_batch(runtime::ServeContext& ctx, const std::vector<std::share
     return ended;
   };
   if (dumping) go.top_k = ctx.cfg.generate.top_k_record;
-  std::vector<runtime::Generation> gens = runtime::decode_batch(ctx.fwd, ctx.hp, std::move(seqs), go, sink_ptrs);
+  std::vector<runtime::Generation> gens;
+  if (!seqs.empty()) gens = runtime::decode_batch(ctx.fwd, ctx.hp, std::move(seqs), go, sink_ptrs);
   for (const auto& sink : decode_sinks)
     if (sink) keep(sink->status());
-  for (size_t i = 0; dumping && ctx.writes_outputs && i < gens.size(); ++i) {
+  for (size_t d = 0; dumping && ctx.writes_outputs && d < gens.size(); ++d) {
     dump::OutputRecord out;
-    out.prompt_id = msg[i][6].get<std::string>();
-    out.prompt_ids = prompts[i];
-    out.generated_ids = gens[i].generated_ids;
-    out.text = ctx.tok.decode(gens[i].generated_ids, true);
-    out.logits_last = gens[i].logits_last;
+    out.prompt_id = msg[batch_of[d]][4].get<std::string>();
+    out.prompt_ids = prompts[batch_of[d]];
+    out.generated_ids = gens[d].generated_ids;
+    out.text = ctx.tok.decode(gens[d].generated_ids, true);
+    out.logits_last = gens[d].logits_last;
     out.topk = std::min<int64_t>(go.top_k, ctx.hp.n_vocab);
-    out.step_topk_ids = gens[i].step_topk_ids;
-    out.step_topk_logits = gens[i].step_topk_logits;
+    out.step_topk_ids = gens[d].step_topk_ids;
+    out.step_topk_logits = gens[d].step_topk_logits;
     keep(ctx.writer->write_output(out));
     keep(ctx.writer->flush());
   }
@@ -214,8 +297,6 @@ Status Service::serve(runtime::ServeContext& ctx) {
     default_max_tokens_ = std::max(1, ctx.cfg.generate.max_new_tokens);
     eos_ids_ = ctx.go.eos_ids;
     stop_at_eos_ = ctx.go.stop_at_eos;
-    if (const auto bos = ctx.tok.bos_id()) bos_token_ = ctx.tok.id_to_token(*bos);
-    if (!eos_ids_.empty()) eos_token_ = ctx.tok.id_to_token(eos_ids_[0]);
     std::string source = serve_cfg_.chat_template ? *serve_cfg_.chat_template : ctx.model_dir;
     Result<std::string> text = Status::NotFound("");
     if (serve_cfg_.chat_template) {
@@ -226,10 +307,10 @@ Status Service::serve(runtime::ServeContext& ctx) {
                 : Result<std::string>(Status::InvalidArgument(source_name_ + ": serve.chat_template: cannot read " +
                                                               *serve_cfg_.chat_template));
     } else {
-      text = find_model_chat_template(ctx.model_dir);
+      text = chat::find_model_chat_template(ctx.model_dir, &source);
     }
     if (text.ok()) {
-      auto t = ChatTemplate::compile(*text, source);
+      auto t = chat::ChatTemplate::compile(*text, source);
       if (t.ok()) chat_template_ = std::move(*t);
       else setup = t.status();
     } else if (text.status().code() == StatusCode::kNotFound) {
@@ -281,7 +362,7 @@ Status Service::serve(runtime::ServeContext& ctx) {
     for (const auto& r : batch) {
       nlohmann::json images = nlohmann::json::array();
       for (const std::string& b : r->image_bytes) images.push_back(base64_encode(b));
-      msg.push_back({r->prompt_ids, r->max_tokens, r->temperature, r->top_p, r->seed, images, "req-" + std::to_string(r->id)});
+      msg.push_back({r->prompt_ids, r->max_tokens, r->sampling, images, "req-" + std::to_string(r->id), r->logprobs, r->echo});
     }
     msg = nlohmann::json::parse(comms_->broadcast(root ? msg.dump() : std::string()));
     if (ctx.heartbeat) ctx.heartbeat->set_phase("serve batch #" + std::to_string(n_batch));

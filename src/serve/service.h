@@ -11,12 +11,12 @@
 #include <string>
 #include <thread>
 
+#include "chat/chat_template.h"
 #include "comm/mpi_env.h"
 #include "runtime/runner.h"
 #include "runtime/serve_hooks.h"
 #include "image/processor.h"
 #include "model/hparams.h"
-#include "serve/chat_template.h"
 #include "serve/metrics.h"
 #include "serve/replica_comms.h"
 #include "serve/request_queue.h"
@@ -52,14 +52,16 @@ class Service final : public runtime::ServeHooks {
   // http_front.cpp
   void add_routes();
   void handle_generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
-  // The prompt's token ids after the chat template or the tokenizer, checked against the limits.
-  bool tokenize(const ApiRequest& api, Request& r, ApiError* err);
+  // The token ids of one prompt of a completions request (prompt), or of the chat (prompt null),
+  // after the chat template or the tokenizer, checked against the limits.
+  bool tokenize(const ApiRequest& api, const PromptInput* prompt, Request& r, ApiError* err);
   void answer_error(httplib::Response& res, const std::string& endpoint, const ApiError& e);
+  // A finished request's log-probabilities in its endpoint's shape. REQUIRES: r.mu held.
+  nlohmann::json logprobs_json(const Request& r);
   void stop_http();
   // serve_loop.cpp (every rank of a replica): one batch prefilled and decoded together, tokens
   // handed to the requests on the replica's first rank as each step produces them. msg: per request
-  // [prompt ids, max_tokens, temperature, top_p, seed, images (base64), dump id], as that rank
-  // broadcast it.
+  // [prompt ids, max_tokens, sampling params, images (base64), dump id], as that rank broadcast it.
   void run_batch(runtime::ServeContext& ctx, const std::vector<std::shared_ptr<Request>>& batch,
                  const nlohmann::json& msg);
   // A replica's first rank, main thread: once the job drains (SIGTERM to any rank, decided by world
@@ -83,14 +85,13 @@ class Service final : public runtime::ServeHooks {
   // Set when the serve phase begins (listeners), read by HTTP threads once state_ is kReady.
   const tokenizer::Tokenizer* tok_ = nullptr;
   std::mutex tok_mu_;  // the tokenizer is used by the HTTP threads and the loop
-  std::unique_ptr<ChatTemplate> chat_template_;
+  std::unique_ptr<chat::ChatTemplate> chat_template_;
   // Multimodal models, every rank (set when the serve phase begins): the model's processor.
   std::unique_ptr<image::ImageProcessor> processor_;
   model::VisionParams vision_;
   std::string image_placeholder_;  // listeners: the image token's text; empty when images are refused
   int64_t max_image_pixels_ = 0;
   std::string chat_template_error_;  // why chat completions are refused, when they are
-  std::string bos_token_, eos_token_;
   int64_t context_ = 0;             // the model's context (0: unbounded)
   int default_max_tokens_ = 16;
   std::vector<int32_t> eos_ids_;

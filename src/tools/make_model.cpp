@@ -81,10 +81,11 @@ Init init_for(const TensorSpec& s) {
   // CLIP's LayerNorms: layer_norm1/2, pre_layrnorm (sic), post_layernorm.
   if (ends_with("norm.weight") || ends_with("norm1.weight") || ends_with("norm2.weight")) return {0.1f, 1.0f};
   if (ends_with(".bias")) return {0.1f, 0.0f};
-  if (n == "model.embed_tokens.weight" || n == "language_model.model.embed_tokens.weight") return {std::sqrt(3.0f), 0.0f};
+  if (n == "model.embed_tokens.weight" || n == "language_model.model.embed_tokens.weight" || n == "embed.weight")
+    return {std::sqrt(3.0f), 0.0f};
   // A conv weight [out, C, kh, kw] is a Linear over C * kh * kw inputs.
   const float fan_in = static_cast<float>(s.shape.size() > 2 ? shape_numel(s.shape) / s.shape[0] : s.shape.back());
-  if (n == "lm_head.weight" || n == "language_model.lm_head.weight") return {2.5f * std::sqrt(3.0f / fan_in), 0.0f};
+  if (n == "lm_head.weight" || n == "language_model.lm_head.weight" || n == "head.weight") return {2.5f * std::sqrt(3.0f / fan_in), 0.0f};
   return {std::sqrt(3.0f / fan_in), 0.0f};
 }
 
@@ -364,6 +365,27 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
       weight_map[s.name] = weight_map[s.scale_name] = shard_name(shard);
       writer.add(s.name, DType::kF8_E4M3, s.shape, std::move(w8));
       writer.add(s.scale_name, DType::kF32, scale_shape, std::move(scale_bytes));
+    } else if (s.index_range > 0) {
+      // An index table [rows, k]: each row k distinct values of [0, index_range), seeded.
+      DZ_CHECK(s.shape.size() == 2 && s.shape[1] <= s.index_range, s.name << ": index table shape");
+      const int64_t rows = s.shape[0], k = s.shape[1];
+      std::vector<int32_t> ids(static_cast<size_t>(rows * k));
+      std::vector<int32_t> pool(static_cast<size_t>(s.index_range));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < s.index_range; ++j) pool[j] = static_cast<int32_t>(j);
+        for (int64_t j = 0; j < k; ++j) {  // partial Fisher-Yates from the seeded stream
+          const float u = 0.5f * (synthetic_uniform(o.seed, s.name, static_cast<uint64_t>(r * k + j)) + 1.0f);
+          const int64_t pick = j + std::min<int64_t>(s.index_range - j - 1, static_cast<int64_t>(u * (s.index_range - j)));
+          std::swap(pool[j], pool[pick]);
+          ids[r * k + j] = pool[j];
+        }
+      }
+      std::vector<uint8_t> bytes(ids.size() * 4);
+      std::memcpy(bytes.data(), ids.data(), bytes.size());
+      in_shard += bytes.size();
+      written += bytes.size();
+      weight_map[s.name] = shard_name(shard);
+      writer.add(s.name, DType::kI32, s.shape, std::move(bytes));
     } else {
       std::vector<uint8_t> bytes = make_tensor_bytes(s, o.seed, dense_dtype);
       in_shard += bytes.size();

@@ -114,8 +114,9 @@ void check(Report& rep, const CheckpointFiles& plan, const Expectations& ex, con
       const auto& [fr, tr] = it->second;
       if (tr->shape != spec.shape)
         add("wrong_shape", fr->name, spec.name, "shape " + shape_str(tr->shape) + ", expected " + shape_str(spec.shape));
-      if (!dtype_is_float(tr->dtype) && spec.component != model::Component::kQuantScale)
-        add("wrong_dtype", fr->name, spec.name, std::string("dtype ") + dtype_name(tr->dtype) + ", expected a float type");
+      if (!model::stored_dtype_fits(spec, tr->dtype))
+        add("wrong_dtype", fr->name, spec.name,
+            std::string("dtype ") + dtype_name(tr->dtype) + ", expected " + model::expected_dtype(spec));
       if (spec.layer >= m->hp.n_layer)
         add("mtp", fr->name, spec.name, "multi-token-prediction layer " + std::to_string(spec.layer) + ": checked, never loaded", false);
     }

@@ -2,7 +2,7 @@
 // every family run on CUDA in bfloat16 against the CPU float32 reference through
 // `dayzero compare --tolerance bf16`, and in float32 through `--tolerance f32`; tp2 and pp2
 // with comm: mpi on one GPU (device buffers staged through host memory) against the 1-rank
-// CUDA run; the choice of backend and comm in the dump; the device peak within the plan; FP8
+// CUDA run; the choice of backend and comm in the dump ("none (one rank)" for one rank); the device peak within the plan; FP8
 // kept as stored; the device's weight bytes equal to the plan's.
 #include <gtest/gtest.h>
 
@@ -91,7 +91,8 @@ TEST_P(CudaFamilies, MatchesTheCpuReference) {
   // The choice is recorded, and the device peak stays within the plan's bytes for the rank.
   const nlohmann::json s = summary_of(bf16);
   EXPECT_EQ(s.value("backend", ""), "cuda") << s.dump();
-  EXPECT_NE(s.value("comm", "").find("mpi"), std::string::npos) << s.dump();
+  // One rank: every group is a group of one, so no comm moves device tensors.
+  EXPECT_EQ(s.value("comm", ""), "none (one rank)") << s.dump();
   const nlohmann::json plan = nlohmann::json::parse(read_file(bf16 / "plan.json"));
   const nlohmann::json& m = plan.at("memory").at(0);
   const int64_t planned = m.at("weights").get<int64_t>() + m.at("kv_cache").get<int64_t>() +
@@ -123,6 +124,8 @@ TEST(CudaPlanBytes, DeviceWeightsEqualThePlan) {
       const nlohmann::json plan = nlohmann::json::parse(read_file(r / "plan.json"));
       for (int rank = 0; rank < ranks; ++rank) {
         const nlohmann::json s = summary_of(r, rank);
+        EXPECT_EQ(s.value("comm", ""), ranks == 1 ? "none (one rank)" : "mpi (device buffers staged through host memory)")
+            << name << " rank " << rank;
         const nlohmann::json& m = plan.at("memory").at(rank);
         const int64_t weights = m.at("weights").get<int64_t>();
         EXPECT_GT(weights, 0) << name;

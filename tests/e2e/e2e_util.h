@@ -57,6 +57,26 @@ inline Outcome run_dayzero_mpi(int ranks, const std::string& args) {
   return run_shell("mpiexec -n " + std::to_string(ranks) + " --oversubscribe " + dayzero_bin() + " " + args);
 }
 
+// Why this machine cannot run the CPU kernel path the environment asks for (DAYZERO_CPU_ISA,
+// DAYZERO_GEMM_LARGE_M: the kernel-path variants of a test, cmake/DayzeroTargets.cmake), "" when
+// it can. A variant skips with it; ctest reads "kernel path not runnable here" as a skip.
+inline std::string kernel_path_unavailable() {
+  const Outcome o = run_dayzero("kernels --check");
+  return o.exit_code == 0 ? "" : o.output;
+}
+#define DZ_SKIP_UNLESS_KERNEL_PATH_RUNS()                                                  \
+  if (const std::string dz_why = ::dayzero::e2e::kernel_path_unavailable(); !dz_why.empty()) \
+  GTEST_SKIP() << dz_why
+
+// Two runs compare bit for bit only when their products take the same GEMM paths. The large-M
+// path is timed at start-up on the weights a run holds (docs/gemm.md), so two runs of one model
+// under different plans or weight formats may each pick another library; a test that claims bit
+// identity between runs keeps the fixed rule (DAYZERO_GEMM_TUNE=off) unless its variant pins a
+// path itself.
+inline void same_gemm_paths_in_every_run() {
+  if (!std::getenv("DAYZERO_GEMM_LARGE_M") && !std::getenv("DAYZERO_GEMM")) setenv("DAYZERO_GEMM_TUNE", "off", 1);
+}
+
 // A fresh scratch folder under the build tree (or under $DAYZERO_SCRATCH_DIR, where the test
 // binaries run away from their build tree: tools/gpu-check.sh), unique per test.
 inline fs::path scratch_dir(const std::string& name) {

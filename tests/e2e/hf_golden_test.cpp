@@ -138,6 +138,7 @@ fs::path perturbed_model(const fs::path& model_dir, const fs::path& to, const st
 class HfGolden : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(HfGolden, MatchesTransformers) {
+  DZ_SKIP_UNLESS_KERNEL_PATH_RUNS();
   const std::string family = GetParam();
   const fs::path golden_dir = fs::path(DAYZERO_SOURCE_DIR) / "tests" / "data" / "golden";
   const Golden g = read_golden(golden_dir / (family + ".safetensors"));

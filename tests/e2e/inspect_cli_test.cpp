@@ -160,6 +160,44 @@ YAML::Node load_yaml(const fs::path& p) {
   }
 }
 
+// --modeling: transformers' modeling file of a family without an adapter is accounted for module
+// by module; the register keeps the unmatched ones with their lines and every unrecognised key.
+TEST(InspectCli, ModelingOptionAccountsForEveryModule) {
+  const std::string modeling = std::string(DAYZERO_FIXTURES_DIR) + "/modeling/deepseek_v4";
+  const Outcome j = run_dayzero("inspect --json " + fixture_dir("DeepSeek-V4-Flash") + " --modeling " + modeling);
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  const nlohmann::json r = parse_json(j);
+  ASSERT_EQ(r["modeling"].size(), 1u) << r["modeling"].dump();
+  bool hc = false;
+  for (const auto& m : r["modeling"][0]["modules"])
+    hc = hc || (m["name"] == "DeepseekV4HyperConnection" && m["line"] == 884 && m["matched"] == false);
+  EXPECT_TRUE(hc) << r["modeling"][0]["modules"].dump();
+  EXPECT_TRUE(r["keys"]["unrecognised"].contains("scoring_func")) << r["keys"].dump();
+  EXPECT_TRUE(r["keys"]["irrelevant"].contains("router_aux_loss_coef")) << r["keys"].dump();
+  for (const auto& f : r["features"])
+    if (f["status"] == "supported by block") {
+      EXPECT_EQ(f["name"].get<std::string>().find("sqrtsoftplus"), std::string::npos);
+      EXPECT_FALSE(f["proof"].get<std::string>().empty()) << f.dump();  // "supported" names its proof
+    }
+  const fs::path d = scratch_dir("inspect_modeling_register");
+  const fs::path reg = d / "register.yaml";
+  fs::remove(reg);
+  const Outcome o = run_dayzero("inspect " + fixture_dir("DeepSeek-V4-Flash") + " --modeling " + modeling +
+                                " --register " + reg.string());
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const YAML::Node e = load_yaml(reg)[0];
+  ASSERT_TRUE(e["unmatched"] && e["unmatched"].IsSequence());
+  bool line = false;
+  for (const auto& u : e["unmatched"]) line = line || u.as<std::string>() == "modeling_deepseek_v4.py:884 DeepseekV4HyperConnection";
+  EXPECT_TRUE(line);
+  EXPECT_EQ(e["keys"]["unrecognised"]["scoring_func"].as<std::string>(), "\"sqrtsoftplus\"");
+  EXPECT_NE(e["closest"].as<std::string>().find("closest: deepseek_v3"), std::string::npos);
+  // A --modeling path that is not there is bad input naming it.
+  const Outcome bad = run_dayzero("inspect " + fixture_dir("DeepSeek-V4-Flash") + " --modeling " + modeling + "_absent");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("deepseek_v4_absent"), std::string::npos) << bad.output;
+}
+
 TEST(InspectCli, RegisterTwoModelsTwiceKeepsTwoEntries) {
   const fs::path reg = scratch_dir("inspect_register") / "models.yaml";
   // A hand-written entry of another model, kept as it is.

@@ -65,6 +65,7 @@ std::unique_ptr<Loaded> load(const fs::path& dir, backend::Backend& be) {
 class KimiGolden : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(KimiGolden, MatchesTransformers) {
+  DZ_SKIP_UNLESS_KERNEL_PATH_RUNS();
   const std::string name = GetParam();
   const fs::path dir = scratch_dir("kimi-golden-" + name);
   const fs::path model_dir = dir / name;

@@ -36,6 +36,8 @@ std::string run_config(const fs::path& model, const std::string& parallel) {
 }
 
 TEST(KimiK25Partition, ImageAndTextPromptsAgreeUnderEveryPlan) {
+  DZ_SKIP_UNLESS_KERNEL_PATH_RUNS();
+  same_gemm_paths_in_every_run();
   const fs::path dir = scratch_dir("kimi-partition");
   const fs::path model = dir / "model";
   make_model_from_yaml(golden_sizes("kimi_k25_int4"), model);

@@ -44,6 +44,7 @@ image::ProcessedImage pattern_image(const std::vector<float>& pixels, int64_t si
 }
 
 TEST(LlavaGolden, MatchesTransformers) {
+  DZ_SKIP_UNLESS_KERNEL_PATH_RUNS();
   const fs::path dir = scratch_dir("llava-golden");
   const fs::path model_dir = dir / "llava";
   const Outcome made = run_dayzero("make-model --config " + golden_sizes("llava").string() +

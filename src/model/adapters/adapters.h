@@ -11,6 +11,7 @@ const Adapter& mixtral_adapter();
 const Adapter& qwen3_moe_adapter();
 const Adapter& deepseek_v3_adapter();
 const Adapter& deepseek_v32_adapter();
+const Adapter& deepseek_v4_adapter();
 const Adapter& glm_moe_dsa_adapter();
 const Adapter& qwen3_next_adapter();
 const Adapter& qwen3_5_moe_adapter();

@@ -1,18 +1,27 @@
 // The backend phase of a run: which backend and comm this rank uses (backend: auto -> CUDA
-// when a GPU is visible, else CPU; comm: auto -> NCCL with CUDA when every rank has a GPU of
-// its own, else MPI, which stages device buffers through host memory), the device it binds to
-// (local rank modulo the visible devices), the compute dtype, and the plan's bytes checked
-// against the device before anything is allocated. Not where tensors are placed (run_load.cpp)
-// nor the dump file's record of it (run_folder.cpp).
+// when a GPU is visible, else CPU; comm: auto -> NCCL for tp, pp and ep when every rank drives
+// a GPU of its own, from the gathered PCI bus ids, else MPI, which stages device buffers
+// through host memory: comm/device_comm.h), the device it binds to (local rank modulo the
+// visible devices), the compute dtype, and the plan's bytes plus what the backend holds beyond
+// them (backend/device_memory.h) checked against the device before anything is allocated. Not
+// where tensors are placed (run_load.cpp) nor the dump file's record of it (run_folder.cpp).
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <memory>
 #include <thread>
 
 #include "backend/backend.h"
+#include "comm/completion_wait.h"
+#include "comm/device_comm.h"
+#include "comm/mpi_env.h"
 #include "comm/nccl_comm.h"
 #include "comm/staged_comm.h"
 #include "core/log.h"
+#include "model/pack_quant_specs.h"
+#include "model/tensor_spec.h"
+#include "plan/slicing.h"
+#include "runtime/gemm_workspace_plan.h"
 #include "runtime/run/run.h"
 
 namespace dayzero::runtime {
@@ -59,7 +68,42 @@ Status Run::create_backend() {
     bo.compute_dtype = dt;
     bo.device_index = env_.local_rank() % std::max(1, n_gpu);
     bo.required_bytes = plan_.memory.empty() ? 0 : plan_.memory.at(static_cast<size_t>(env_.rank())).total();
-    DZ_ASSIGN_OR_RETURN(be_, backend::make_backend(bo));
+    // Collective over the world: every rank's host and GPU (PCI bus id, which names the
+    // physical GPU whatever CUDA_VISIBLE_DEVICES renumbers), so that comm: auto takes NCCL when
+    // each rank drives its own GPU, also when each sees only that one (Slurm --gpus-per-task=1).
+    auto bus = backend::cuda_pci_bus_id(bo.device_index);
+    const std::vector<std::string> keys =
+        comm::all_gather_strings(comm::gpu_key(env_.hostname(), bus.ok() ? *bus : std::string()));
+    const comm::CommRequest request = cfg_.comm == config::CommKind::kNccl  ? comm::CommRequest::kNccl
+                                      : cfg_.comm == config::CommKind::kMpi ? comm::CommRequest::kMpi
+                                                                            : comm::CommRequest::kAuto;
+    // The forward sends through ep only under wide expert parallelism (part_.ep); otherwise its
+    // experts' tokens move over tp, and an ep communicator would sit unused.
+    const std::array<int, 6> sizes{groups_->mpi_world().size(), groups_->mpi_tp().size(),
+                                   groups_->mpi_pp().size(),    groups_->mpi_dp().size(),
+                                   plan_.wide_ep() ? groups_->mpi_ep().size() : 1, groups_->mpi_etp().size()};
+    const comm::DeviceCommChoice choice = comm::choose_device_comm(request, keys, sizes);
+    // What the backend holds beyond the plan: staging, cuBLAS, the NCCL communicators and the
+    // GEMM workspaces of the weights this rank will place (the loader's rule, before loading).
+    const plan::EdgeNames names = plan::edge_names(*model_.adapter, model_.hp);
+    const SliceFn slice_of = [&](const model::TensorSpec& spec) {
+      const plan::Slice sl = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
+      return TensorSlice{sl.held, sl.dim, sl.begin, sl.end, sl.rows};
+    };
+    const auto stored_of = [&](const model::TensorSpec& spec) {
+      const checkpoint::TensorInfo* t =
+          model_.catalog.find(spec.pack_group > 0 ? model::pack_quant_scale_name(spec) : spec.name);
+      return t ? t->dtype : DType::kF32;
+    };
+    const backend::GemmWorkspaceBounds::Bytes gemm =
+        planned_gemm_workspaces(model_.specs, slice_of, stored_of, weights_on_device(), dt, plan_tokens_);
+    int nccl_comms = 0;
+    for (bool b : choice.nccl) nccl_comms += b ? 1 : 0;
+    bo.device_overhead = backend::cuda_device_overhead(nccl_comms, gemm.weight, gemm.activation);
+    // Every rank learns whether every backend came up before any NCCL bootstrap waits for it.
+    auto made = backend::make_backend(bo);
+    DZ_RETURN_IF_ERROR(comm::agree(made.ok() ? Status::Ok() : made.status()));
+    be_ = std::move(made).value();
     // MPI moves host tensors: device tensors are staged through host memory on every call.
     backend::Backend* be = be_.get();
     comm::DeviceStaging staging{[be](const Tensor& t) {
@@ -68,16 +112,14 @@ Status Run::create_backend() {
                                   return h;
                                 },
                                 [be](const Tensor& h, Tensor& dst) { be->copy(be->to_device(h), dst); }};
-    // comm: auto takes NCCL where every rank of the node has a GPU of its own, MPI otherwise.
-    const bool own_gpu = env_.local_size() <= n_gpu;
-    const bool nccl = cfg_.comm == config::CommKind::kNccl || (cfg_.comm == config::CommKind::kAuto && own_gpu);
     Status first;
-    groups_->wrap([&](comm::MpiComm& m) -> std::unique_ptr<comm::Comm> {
-      if (!nccl || m.size() == 1) return std::make_unique<comm::StagedComm>(m, staging);
+    groups_->wrap_each([&](comm::MpiComm& m, comm::GroupKind kind) -> std::unique_ptr<comm::Comm> {
+      if (!choice.nccl[static_cast<size_t>(kind)]) return std::make_unique<comm::StagedComm>(m, staging);
 #ifdef DAYZERO_WITH_CUDA
-      // Collective over m's group; every rank wraps the groups in the same order.
+      // Collective over m's group; every rank wraps the groups in the same order. The wait
+      // outlasts the watchdog's deadline on the same op, whose hang report comes first.
       auto c = comm::NcclComm::create(m, bo.device_index, be->device_stream(), &timeline_,
-                                      cfg_.watchdog.collective_timeout_s);
+                                      comm::nccl_wait_timeout_s(cfg_.watchdog.collective_timeout_s));
       if (c.ok()) return std::move(c).value();
       if (first.ok()) first = c.status();
 #endif
@@ -87,9 +129,10 @@ Status Run::create_backend() {
     part_.tp = plan_.tp > 1 ? &groups_->tp() : nullptr;
     part_.pp = plan_.pp > 1 ? &groups_->pp() : nullptr;
     part_.ep = plan_.wide_ep() ? &groups_->ep() : nullptr;
-    comm_choice_ = nccl ? "nccl (one communicator per group of more than one rank)"
-                        : std::string("mpi (device buffers staged through host memory") +
-                              (cfg_.comm == config::CommKind::kAuto ? "; ranks share GPUs" : "") + ")";
+    comm_choice_ = choice.record;
+    if (env_.rank() == 0)
+      DZ_LOG_INFO("cuda: beyond the plan's {} MiB the backend holds {}", bo.required_bytes >> 20,
+                  bo.device_overhead.describe());
   }
   if (env_.rank() == 0)
     DZ_LOG_INFO("backend {} ({}{}), comm {}", be_->name(), config::backend_name(cfg_.backend),

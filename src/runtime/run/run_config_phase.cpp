@@ -6,7 +6,10 @@
 #include <cmath>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "backend/backend.h"
+#include "chat/chat_template.h"
 #include "image/processor.h"
 #include "model/model_folder.h"
 #include "runtime/run/run.h"
@@ -52,11 +55,29 @@ Status Run::open_model_and_prompts() {
   DZ_ASSIGN_OR_RETURN(tok_, tokenizer::Tokenizer::load(cfg_.model.path));
   // Every prompt is tokenized and bounded before any weight is read.
   std::unique_ptr<image::ImageProcessor> processor;  // made at the first prompt with images
+  std::unique_ptr<chat::ChatTemplate> chat_template;  // compiled at the first messages: prompt
   for (size_t i = 0; i < cfg_.prompts.size(); ++i) {
     const config::Prompt& p = cfg_.prompts[i];
     PromptRun run;
     run.prompt = &p;
-    run.ids = p.tokens ? *p.tokens : tok_->encode(*p.text, true);
+    if (p.messages_json) {
+      // Rendered by the model's own chat template as the service renders a chat request.
+      if (!chat_template) {
+        std::string source;
+        Result<std::string> text = chat::find_model_chat_template(cfg_.model.path, &source);
+        if (!text.ok())
+          return Status::InvalidArgument(cfg_.source_name + ": prompt '" + p.id + "': messages: " + text.status().message());
+        DZ_ASSIGN_OR_RETURN(chat_template, chat::ChatTemplate::compile(*text, source));
+      }
+      Result<std::vector<int32_t>> ids =
+          chat::render_and_encode(*chat_template, *tok_, nlohmann::ordered_json::parse(*p.messages_json), true);
+      if (!ids.ok())
+        return Status::InvalidArgument(cfg_.source_name + ": prompt '" + p.id + "': messages: the chat template (" +
+                                       chat_template->source() + ") refused them: " + ids.status().message());
+      run.ids = std::move(*ids);
+    } else {
+      run.ids = p.tokens ? *p.tokens : tok_->encode(*p.text, true);
+    }
     // The prompt's images join it here (run_images.cpp), placeholders expanded, before it is bounded.
     DZ_RETURN_IF_ERROR(add_prompt_images(i, run, processor));
     if (run.ids.empty())

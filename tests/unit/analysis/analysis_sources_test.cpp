@@ -317,6 +317,7 @@ void write_index(const TempDir& dir, const nlohmann::json& config, double scale,
 TEST(AnalysisSources, IndexDisagreeingWithTheEstimateIsFlagged) {
   nlohmann::json c = small_olmo2();
   c["vocab_size"] = 1000;
+  c["num_key_value_heads"] = 2;  // GQA, which a proof covers: the control's register is empty
   auto est = analyze(c, {}, Source::kConfig);
   ASSERT_TRUE(est.ok());
   const std::string bytes = model::grouped_count(static_cast<int64_t>(est->weight_bytes));

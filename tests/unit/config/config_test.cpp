@@ -191,7 +191,8 @@ TEST(RunConfig, KeysThatCannotTakeEffectAreRefused) {
 TEST(RunConfig, ServeSectionParsesAndIsChecked) {
   auto r = parse(std::string(kMinimal) +
                  "serve: {host: 0.0.0.0, port: 9001, max_body_bytes: 4096, max_request_tokens: 200, "
-                 "request_timeout_s: 2.5, drain_s: 0, http_threads: 8, chat_template: t/chat.jinja, dump_requests: true}\n");
+                 "request_timeout_s: 2.5, drain_s: 0, http_threads: 8, chat_template: t/chat.jinja, dump_requests: true, "
+                 "max_queue: 16}\n");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->serve.host, "0.0.0.0");
   EXPECT_EQ(r->serve.port, 9001);
@@ -202,7 +203,9 @@ TEST(RunConfig, ServeSectionParsesAndIsChecked) {
   EXPECT_EQ(r->serve.http_threads, 8);
   EXPECT_EQ(r->serve.chat_template, "/cfg/t/chat.jinja");
   EXPECT_TRUE(r->serve.dump_requests);
+  EXPECT_EQ(r->serve.max_queue, 16);
   const auto defaults = parse(kMinimal);
+  EXPECT_EQ(defaults->serve.max_queue, 1024);
   EXPECT_EQ(defaults->serve.port, 8000);
   EXPECT_EQ(defaults->serve.host, "127.0.0.1");
   EXPECT_FALSE(defaults->serve.chat_template.has_value());
@@ -214,10 +217,32 @@ TEST(RunConfig, ServeSectionParsesAndIsChecked) {
            {"serve: {drain_s: -1}", "serve.drain_s"},
            {"serve: {http_threads: 0}", "serve.http_threads"},
            {"serve: {prot: 1}", "serve.prot"},
-           {"serve: {dump_requests: 3}", "serve.dump_requests"}}) {
+           {"serve: {dump_requests: 3}", "serve.dump_requests"},
+           {"serve: {max_queue: 0}", "serve.max_queue"}}) {
     auto bad = parse(std::string(kMinimal) + yaml + "\n");
     ASSERT_FALSE(bad.ok()) << yaml;
     EXPECT_NE(bad.status().message().find(key), std::string::npos) << bad.status().message();
+  }
+}
+
+// A chat prompt: kept as JSON for the chat template (scalars as strings, null as null, key order kept).
+TEST(RunConfig, MessagesPrompt) {
+  auto r = parse("model: {path: m}\nprompts:\n  - {id: c, messages: [{role: system, content: Be brief.}, "
+                 "{role: assistant, content: null, tool_calls: [{id: x, function: {name: f, arguments: '{}'}}]}]}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_TRUE(r->prompts[0].messages_json.has_value());
+  EXPECT_EQ(*r->prompts[0].messages_json,
+            R"([{"role":"system","content":"Be brief."},{"role":"assistant","content":null,"tool_calls":)"
+            R"([{"id":"x","function":{"name":"f","arguments":"{}"}}]}])");
+  for (const auto& [yaml, message] : std::vector<std::pair<std::string, std::string>>{
+           {"[{id: c, text: hi, messages: [{role: user, content: hi}]}]", "more than one of text, tokens and messages"},
+           {"[{id: c, messages: []}]", "prompts[0].messages"},
+           {"[{id: c, messages: [{content: hi}]}]", "prompts[0].messages[0].role"},
+           {"[{id: c, messages: [{role: user}]}]", "prompts[0].messages[0].content"},
+           {"[{id: c, messages: [{role: user, content: hi, mood: calm}]}]", "prompts[0].messages[0].mood"}}) {
+    auto bad = parse("model: {path: m}\nprompts: " + yaml + "\n");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_NE(bad.status().message().find(message), std::string::npos) << bad.status().message();
   }
 }
 

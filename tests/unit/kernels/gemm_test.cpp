@@ -175,6 +175,84 @@ TEST(GemmPaths, MatchTwinOnOddShapes) {
   }
 }
 
+// Every instruction set's copy of the built-in kernel this CPU runs, not only the one a run
+// takes (DAYZERO_CPU_ISA picks among them): each against the twin within 1e-5 as above, at
+// m <= 16 (the small-M tiles) and above (the k-blocked tiles), and each as stored (bf16) with
+// the bits of its own f32 product. The copies' tiles and vector widths differ, so two copies
+// give other bits somewhere: the negative control that the tests under each copy test another
+// summation order.
+TEST(GemmBuiltinIsa, EveryInstructionSetThisCpuRunsMatchesTheTwin) {
+  int runnable = 0;
+  std::vector<std::vector<float>> outputs;
+  const int64_t n = 45, k = 1537;
+  for (const auto& isa : cpu::gemm::builtin_isas()) {
+    if (!cpu::gemm::cpu_runs(isa)) continue;
+    ++runnable;
+    const cpu::gemm::BuiltinKernels& kernels = isa.kernels();
+    ASSERT_STREQ(kernels.isa, isa.name);
+    ASSERT_NE(kernels.path->name().find(isa.name), std::string::npos) << kernels.path->name();
+    for (int64_t m : {1, 5, 16, 33}) {
+      const auto x = random_vector(m * k, 300 + m), w = random_vector(n * k, 301);
+      std::vector<float> y(m * n);
+      kernels.path->matmul_nt(m, n, k, x.data(), w.data(), y.data(), 0.0f);
+      const std::string what = std::string(isa.name) + " m=" + std::to_string(m);
+      EXPECT_TRUE(close(what, y, matmul_nt_twin(m, n, k, x, w, y, false), {m, n}, 1e-5, 300));
+      if (m == 5) outputs.push_back(y);
+      if (m > 16) continue;
+      std::vector<uint16_t> w16(w.size());
+      std::vector<float> wide(w.size());
+      for (size_t i = 0; i < w.size(); ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &w[i], 4);
+        w16[i] = static_cast<uint16_t>(bits >> 16);
+        bits = uint32_t{w16[i]} << 16;
+        std::memcpy(&wide[i], &bits, 4);
+      }
+      std::vector<float> as_stored(m * n), widened(m * n);
+      kernels.matmul_nt_small_bf16(m, n, k, x.data(), w16.data(), as_stored.data(), 0.0f);
+      kernels.path->matmul_nt(m, n, k, x.data(), wide.data(), widened.data(), 0.0f);
+      EXPECT_TRUE(identical(what + " bf16 as stored", as_stored, widened, {m, n}));
+    }
+  }
+  EXPECT_GE(runnable, 1) << "the generic copy runs on every x86-64 CPU";
+  bool differ = false;
+  for (size_t i = 1; i < outputs.size(); ++i) differ |= outputs[i] != outputs[0];
+  if (outputs.size() >= 2) {
+    EXPECT_TRUE(differ) << "every instruction set summed in the same order";
+  }
+}
+
+// A path asked for by name that this process cannot run is refused with the variable named,
+// never replaced by another path in silence.
+TEST(GemmBuiltinIsa, RequestsThatCannotBeHonouredAreRefused) {
+  struct Case {
+    const char* var;
+    const char* value;
+    const char* says;
+  };
+  for (const Case& c : {Case{"DAYZERO_CPU_ISA", "avx1024", "DAYZERO_CPU_ISA=avx1024 is not one of"},
+                        Case{"DAYZERO_GEMM_LARGE_M", "mkl", "DAYZERO_GEMM_LARGE_M=mkl is not one of"},
+                        Case{"DAYZERO_GEMM", "cublas", "DAYZERO_GEMM=cublas is not one of"}}) {
+    const char* before = std::getenv(c.var);
+    const std::string saved = before ? before : "";
+    setenv(c.var, c.value, 1);
+    const std::string why = cpu::gemm::kernel_path_request_error();
+    if (before) setenv(c.var, saved.c_str(), 1);
+    else unsetenv(c.var);
+    EXPECT_NE(why.find(c.says), std::string::npos) << c.var << ": " << why;
+  }
+  if (std::getenv("DAYZERO_CPU_ISA") || std::getenv("DAYZERO_GEMM") || std::getenv("DAYZERO_GEMM_LARGE_M"))
+    GTEST_SKIP() << "the environment pins a path: the rest checks the unpinned default";
+  EXPECT_EQ(cpu::gemm::kernel_path_request_error(), "");
+  for (const auto& isa : cpu::gemm::builtin_isas()) {
+    if (cpu::gemm::cpu_runs(isa)) continue;
+    setenv("DAYZERO_CPU_ISA", isa.name, 1);
+    const std::string why = cpu::gemm::kernel_path_request_error();
+    unsetenv("DAYZERO_CPU_ISA");
+    EXPECT_NE(why.find("cannot run"), std::string::npos) << isa.name << ": " << why;
+  }
+}
+
 // A decode-sized product (m = 1, k = 4096) and a prefill-sized one through ops.h.
 // Tolerance 2e-5: f32 sums of 4096 products.
 TEST(GemmPaths, LlmShapesThroughOps) {

@@ -2,19 +2,24 @@
 // llama and a tiny block-FP8 deepseek_v3 loaded through runtime::load_weights into a backend
 // that counts what a device keeping them as the plan says would allocate (plan::kept_dtype, FP8
 // bytes and the scale blocks the loader actually read), compared with the plan's per-rank
-// weights (plan::held_bytes). Not the CUDA allocation itself (cuda_e2e_test measures that).
+// weights (plan::held_bytes); and the GEMM workspace bounds those placements reach against the
+// ones planned before the load (runtime/gemm_workspace_plan.h), which the CUDA plan check counts.
+// Not the CUDA allocation itself (cuda_e2e_test measures that).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/gemm_workspace.h"
+#include "model/pack_quant_specs.h"
 #include "plan/plan_request.h"
 #include "plan/planner.h"
 #include "plan/slicing.h"
+#include "runtime/gemm_workspace_plan.h"
 #include "runtime/model_loader.h"
 #include "tests/unit/runtime/forwarding_backend.h"
 #include "tests/unit/runtime/tiny_models.h"
@@ -26,9 +31,11 @@ namespace {
 // The CPU backend, counting weights as a device keeping them would hold them.
 class CountingBackend final : public test_util::ForwardingBackend {
  public:
-  explicit CountingBackend(bool count_scales) : scales_(count_scales) {}
+  explicit CountingBackend(bool count_scales, DType compute = DType::kBF16) : ws_(compute), scales_(count_scales) {}
+  // Each placement noted in the GEMM workspace bounds as CudaBackend notes it.
   Tensor to_device_weight(const Tensor& h, DType kept) override {
     bytes_ += h.numel() * static_cast<int64_t>(dtype_size(kept));
+    ws_.note_weight(h.shape(), kept);
     return h;
   }
   bool keeps_fp8_weights() const override { return true; }
@@ -39,9 +46,11 @@ class CountingBackend final : public test_util::ForwardingBackend {
     bytes_ += w.bytes->numel() + (scales_ ? w.scale->numel() * kBlockScaleBytes : 0);
     if (w.slice.row0 % w.slice.block_rows != 0 || w.slice.col0 % w.slice.block_cols != 0) ++inside_block_;
     ++fp8_;
+    ws_.note_fp8(w.slice.rows, w.slice.cols);
     return *w.bytes;
   }
 
+  backend::GemmWorkspaceBounds ws_;
   int64_t bytes_ = 0;
   int fp8_ = 0, inside_block_ = 0;
 
@@ -53,11 +62,15 @@ class DeviceWeightBytes : public ::testing::Test {
  protected:
   runtime::ModelInfo make(const std::string& family, DType dtype) { return models_.make(family, dtype); }
   // Per rank: (counted device bytes, the plan's weights), and the FP8 counts of all ranks.
+  // gemm_*: the GEMM workspace bounds the placements reached and the ones planned before the
+  // load (with plan_w as the weights policy), for max_tokens 64.
   struct Rank {
     int64_t device = 0, plan = 0;
+    backend::GemmWorkspaceBounds::Bytes gemm_device, gemm_planned;
   };
   std::vector<Rank> compare(const runtime::ModelInfo& m, int tp, int pp, plan::WeightsOnDevice w, bool count_scales,
-                            int* fp8 = nullptr, int* inside = nullptr) {
+                            int* fp8 = nullptr, int* inside = nullptr, DType compute = DType::kBF16,
+                            std::optional<plan::WeightsOnDevice> plan_w = std::nullopt) {
     plan::RequestInputs in;
     in.topo.nodes = 1;
     in.topo.gpus_per_node = tp * pp;
@@ -75,7 +88,7 @@ class DeviceWeightBytes : public ::testing::Test {
     const plan::EdgeNames names = plan::edge_names(*m.adapter, m.hp);
     std::vector<Rank> out;
     for (int r = 0; r < tp * pp; ++r) {
-      CountingBackend be(count_scales);
+      CountingBackend be(count_scales, compute);
       model::Weights weights;
       std::vector<checkpoint::WeightRecord> recs;
       const runtime::SliceFn slice_of = [&](const model::TensorSpec& spec) {
@@ -84,7 +97,13 @@ class DeviceWeightBytes : public ::testing::Test {
       };
       const auto st = runtime::load_weights(m, be, weights, recs, {}, slice_of, checkpoint::kDefaultStagingBytes, 1, w);
       EXPECT_TRUE(st.ok()) << st.status().message();
-      out.push_back({be.bytes_, plan->memory.at(r).weights});
+      const auto stored_of = [&](const model::TensorSpec& spec) {
+        const checkpoint::TensorInfo* t =
+            m.catalog.find(spec.pack_group > 0 ? model::pack_quant_scale_name(spec) : spec.name);
+        return t ? t->dtype : DType::kF32;
+      };
+      out.push_back({be.bytes_, plan->memory.at(r).weights, be.ws_.bounds(64),
+                     runtime::planned_gemm_workspaces(m.specs, slice_of, stored_of, plan_w.value_or(w), compute, 64)});
       std::printf("%s tp%d pp%d %s rank %d: device %lld bytes, plan %lld (%d FP8 slices, %d starting inside a block)\n",
                   m.hp.model_type.c_str(), tp, pp, w == plan::WeightsOnDevice::kAsStored ? "as_stored" : "converted", r,
                   static_cast<long long>(be.bytes_), static_cast<long long>(plan->memory.at(r).weights), be.fp8_,
@@ -154,6 +173,37 @@ TEST_F(DeviceWeightBytes, Fp8DeepseekKeptAsStoredEqualsThePlanOnEveryRank) {
   }
   // Converted to bfloat16 on the device, FP8 weights count two bytes and no scales.
   for (const auto& r : compare(m, 2, 1, plan::WeightsOnDevice::kBF16, true)) EXPECT_EQ(r.device, r.plan);
+}
+
+// The GEMM workspaces planned before the load (what the CUDA plan check counts) equal the ones
+// the loader's placements reach, for every family, bf16 and f32 compute, converted and as
+// stored, on every rank of tp2 and pp2.
+TEST_F(DeviceWeightBytes, PlannedGemmWorkspacesEqualThePlacements) {
+  int nonzero = 0;
+  for (const char* family : {"llama", "qwen3_moe", "deepseek_v3", "llava", "qwen3_next"}) {
+    const bool fp8 = std::string(family) == "deepseek_v3";
+    const runtime::ModelInfo m = make(family, fp8 ? DType::kF8_E4M3 : DType::kBF16);
+    for (DType compute : {DType::kBF16, DType::kF32})
+      for (auto w : {plan::WeightsOnDevice::kBF16, plan::WeightsOnDevice::kAsStored})
+        for (auto [tp, pp] : {std::pair{2, 1}, {1, 2}})
+          for (const auto& r : compare(m, tp, pp, w, true, nullptr, nullptr, compute)) {
+            EXPECT_EQ(r.gemm_planned.weight, r.gemm_device.weight) << family << " tp" << tp << " pp" << pp;
+            EXPECT_EQ(r.gemm_planned.activation, r.gemm_device.activation) << family << " tp" << tp << " pp" << pp;
+            nonzero += r.gemm_device.weight + r.gemm_device.activation > 0 ? 1 : 0;
+          }
+  }
+  EXPECT_GT(nonzero, 0);
+}
+
+// Negative control: planning the FP8 weights as converted to bfloat16 while they are kept as
+// stored misses the weight workspace their dequantisation needs.
+TEST_F(DeviceWeightBytes, PlanningTheWrongKeptDtypeIsCaught) {
+  const runtime::ModelInfo m = make("deepseek_v3", DType::kF8_E4M3);
+  for (const auto& r : compare(m, 2, 1, plan::WeightsOnDevice::kAsStored, true, nullptr, nullptr, DType::kBF16,
+                               plan::WeightsOnDevice::kBF16)) {
+    EXPECT_GT(r.gemm_device.weight, 0);
+    EXPECT_EQ(r.gemm_planned.weight, 0);
+  }
 }
 
 // Negative control: a device that left the scales out would hold less than the plan counts.
