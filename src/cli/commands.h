@@ -33,5 +33,6 @@ void add_timeline_command(CLI::App& app, Commands& commands);
 void add_verify_command(CLI::App& app, Commands& commands);
 void add_baseline_command(CLI::App& app, Commands& commands);
 void add_kernels_command(CLI::App& app, Commands& commands);
+void add_preflight_command(CLI::App& app, Commands& commands);
 
 }  // namespace dayzero::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   dayzero::cli::add_verify_command(app, commands);
   dayzero::cli::add_baseline_command(app, commands);
   dayzero::cli::add_kernels_command(app, commands);
+  dayzero::cli::add_preflight_command(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

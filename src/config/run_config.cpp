@@ -55,7 +55,7 @@ Status Parser::parse_root(const YAML::Node& root) {
   if (!given(root)) return Status::InvalidArgument(cfg_->source_name + ": the run config is empty");
   DZ_RETURN_IF_ERROR(check_map(root, "", {"model", "backend", "comm", "parallel", "topology", "limits",
                                           "prompts", "generate", "dump", "watchdog", "runtime", "checklist",
-                                          "serve", "debug"}));
+                                          "serve", "debug", "preflight"}));
   if (!given(root["model"])) return error(root, "model", "missing required section (model: {path: ...})");
   DZ_RETURN_IF_ERROR(parse_model(root["model"]));
   if (given(root["backend"]))
@@ -74,6 +74,7 @@ Status Parser::parse_root(const YAML::Node& root) {
   if (given(root["generate"])) DZ_RETURN_IF_ERROR(parse_generate(root["generate"]));
   if (given(root["dump"])) DZ_RETURN_IF_ERROR(parse_dump(root["dump"]));
   if (given(root["watchdog"])) DZ_RETURN_IF_ERROR(parse_watchdog(root["watchdog"]));
+  if (given(root["preflight"])) DZ_RETURN_IF_ERROR(parse_preflight(root["preflight"]));
   if (given(root["runtime"])) DZ_RETURN_IF_ERROR(parse_runtime(root["runtime"]));
   if (given(root["checklist"])) DZ_RETURN_IF_ERROR(parse_checklist(root["checklist"]));
   if (given(root["serve"])) DZ_RETURN_IF_ERROR(parse_serve(root["serve"]));

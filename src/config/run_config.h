@@ -143,6 +143,15 @@ struct WatchdogConfig {
 };
 inline constexpr int64_t kMaxRingEvents = 1 << 20;
 
+// `dayzero preflight` (src/preflight/, docs/preflight.md); `dayzero run` does not read it.
+struct PreflightConfig {
+  // A rank, node or link measuring below this fraction of its peers' median is an outlier.
+  // 0 < outlier_fraction <= 1.
+  double outlier_fraction = 0.7;
+  int64_t read_mib = 64;        // read test: MiB per node of the checkpoint's shards (or a scratch file); >= 1
+  int64_t collective_mib = 4;   // per collective and pairwise transfer; >= 1
+};
+
 // debug.stall (tests only): world rank `rank` sleeps forever, its heartbeat still beating,
 // just before the op named by `before`: "<group kind> <op> #<seq>", e.g. "tp all_reduce #40",
 // "pp send #3", "env agree #12", "setup cart_sub #1". group kind: world, tp, pp, dp, ep, etp,
@@ -237,6 +246,7 @@ struct RunConfig {
   GenerateConfig generate;
   DumpConfig dump;
   WatchdogConfig watchdog;
+  PreflightConfig preflight;
   RuntimeConfig runtime;
   ChecklistConfig checklist;
   ServeConfig serve;

@@ -122,6 +122,25 @@ Status Parser::parse_activations(const YAML::Node& n, const std::string& path, D
   return Status::Ok();
 }
 
+Status Parser::parse_preflight(const YAML::Node& n) {
+  DZ_RETURN_IF_ERROR(check_map(n, "preflight", {"outlier_fraction", "read_mib", "collective_mib"}));
+  PreflightConfig& p = cfg_->preflight;
+  if (given(n["outlier_fraction"])) {
+    DZ_RETURN_IF_ERROR(get_double(n["outlier_fraction"], "preflight.outlier_fraction", &p.outlier_fraction));
+    if (!(p.outlier_fraction > 0 && p.outlier_fraction <= 1))
+      return error(n["outlier_fraction"], "preflight.outlier_fraction", "must be in (0, 1]");
+  }
+  if (given(n["read_mib"])) {
+    DZ_RETURN_IF_ERROR(get_int64(n["read_mib"], "preflight.read_mib", &p.read_mib));
+    if (p.read_mib < 1) return error(n["read_mib"], "preflight.read_mib", "must be >= 1");
+  }
+  if (given(n["collective_mib"])) {
+    DZ_RETURN_IF_ERROR(get_int64(n["collective_mib"], "preflight.collective_mib", &p.collective_mib));
+    if (p.collective_mib < 1) return error(n["collective_mib"], "preflight.collective_mib", "must be >= 1");
+  }
+  return Status::Ok();
+}
+
 Status Parser::parse_watchdog(const YAML::Node& n) {
   DZ_RETURN_IF_ERROR(check_map(n, "watchdog", {"collective_timeout_s", "phase_timeout_s", "ring_events"}));
   WatchdogConfig& w = cfg_->watchdog;

@@ -194,6 +194,7 @@ class Parser {
   Status parse_dump(const YAML::Node& n);
   Status parse_activations(const YAML::Node& n, const std::string& path, DumpSelection* sel);
   Status parse_watchdog(const YAML::Node& n);
+  Status parse_preflight(const YAML::Node& n);
   Status parse_runtime(const YAML::Node& n);
   Status parse_checklist(const YAML::Node& n);
   Status parse_serve(const YAML::Node& n);  // serve.cpp

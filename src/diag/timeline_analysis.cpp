@@ -240,6 +240,15 @@ Analysis analyse(const RunTrails& t) {
                                                                           : "alive";
     }
     a.ranks.push_back(s);
+    if (r.prompts_s > 0) {
+      CommShare c;
+      c.rank = r.rank;
+      c.host = r.host;
+      c.prompts_s = r.prompts_s;
+      c.by_kind = r.prompts_comm_s;
+      for (const auto& [kind, sec] : c.by_kind) c.comm_s += sec;
+      a.comm.push_back(std::move(c));
+    }
   }
 
   // Lost nodes (LostNode): only when the launcher ended a job spread over several hosts.
@@ -361,6 +370,13 @@ nlohmann::ordered_json to_json(const Analysis& a) {
                           {"last_event", r.last_event}, {"waiting_in", r.waiting_in}, {"waiting_s", r.waiting_s},
                           {"heartbeat", r.heartbeat}, {"heartbeat_age_s", r.heartbeat_age_s},
                           {"abort_reason", r.abort_reason}});
+  j["comm_share"] = nlohmann::ordered_json::array();
+  for (const CommShare& c : a.comm) {
+    nlohmann::ordered_json k = nlohmann::ordered_json::object();
+    for (const auto& [kind, sec] : c.by_kind) k[kind] = sec;
+    j["comm_share"].push_back({{"rank", c.rank}, {"host", c.host}, {"prompts_s", c.prompts_s}, {"comm_s", c.comm_s},
+                               {"share", c.prompts_s > 0 ? c.comm_s / c.prompts_s : 0.0}, {"by_kind", k}});
+  }
   j["lost_nodes"] = nlohmann::ordered_json::array();
   for (const LostNode& n : a.lost_nodes) j["lost_nodes"].push_back({{"host", n.host}, {"ranks", n.ranks}});
   j["culprits"] = a.culprits;
@@ -382,6 +398,16 @@ std::string to_text(const Analysis& a) {
                                                             std::to_string(g.last_rank)
                                                       : std::string()) +
          "\n";
+  if (!a.comm.empty()) {
+    o += "communication share of phase prompts (seconds in collectives and p2p / the phase, by group kind):\n";
+    for (const CommShare& c : a.comm) {
+      o += "  rank " + std::to_string(c.rank) + " (node " + c.host + "): " + fmt(c.comm_s) + " / " +
+           fmt(c.prompts_s) + " s (" + fmt(100.0 * c.comm_s / c.prompts_s, "%.1f") + "%)";
+      for (size_t i = 0; i < c.by_kind.size(); ++i)
+        o += (i ? ", " : ": ") + c.by_kind[i].first + " " + fmt(c.by_kind[i].second);
+      o += "\n";
+    }
+  }
   o += "ops not completed by every rank of their group:\n";
   if (a.stuck.empty()) o += "  none\n";
   for (const StuckOp& s : a.stuck)

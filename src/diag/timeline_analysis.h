@@ -74,6 +74,15 @@ struct LostNode {
   std::vector<int> ranks;  // world ranks, ascending
 };
 
+// One rank's communication share of its phase prompts (prefill and decode of every prompt):
+// seconds inside communication ops (collectives and p2p) against the phase's seconds.
+struct CommShare {
+  int rank = 0;
+  std::string host;
+  double prompts_s = 0, comm_s = 0;
+  std::vector<std::pair<std::string, double>> by_kind;  // "tp", "pp", "ep", "world", ...: seconds
+};
+
 struct Analysis {
   int world = 0, nodes = 0;
   std::vector<LostNode> lost_nodes;
@@ -81,6 +90,7 @@ struct Analysis {
   std::vector<GroupSpread> groups;
   std::vector<StuckOp> stuck;
   std::vector<RankState> ranks;
+  std::vector<CommShare> comm;  // ranks with a completed phase prompts, rank order
   std::vector<int> culprits;  // ranks the others wait for: never arrived, not waiting themselves
   bool launcher_ended_by_supervisor = false;  // dayzero-launch ended the launcher (launch/supervisor.json)
   std::string verdict;        // one paragraph

@@ -352,6 +352,21 @@ void summarise(RankParse& p, RankTrail& r, Merge& m, bool keep_slices) {
       r.phases[it->second].seconds += static_cast<double>(s.end - s.begin) * 1e-9;
     }
   }
+  // Communication inside the rank's phase prompts, by group kind.
+  for (const RawSlice& s : p.slices)
+    if (!s.comm && s.end >= 0 && p.strings.str(s.kind) == "phase" && p.strings.str(s.name) == "prompts") {
+      r.prompts_s = static_cast<double>(s.end - s.begin) * 1e-9;
+      for (const RawSlice& c : p.slices) {
+        if (!c.comm || c.end < 0 || c.begin < s.begin || c.end > s.end) continue;
+        const std::string& label = p.strings.str(c.group);
+        const std::string kind = label.substr(0, label.find('@'));
+        auto it = std::find_if(r.prompts_comm_s.begin(), r.prompts_comm_s.end(),
+                               [&](const auto& e) { return e.first == kind; });
+        if (it == r.prompts_comm_s.end()) it = r.prompts_comm_s.insert(it, {kind, 0.0});
+        it->second += static_cast<double>(c.end - c.begin) * 1e-9;
+      }
+      break;
+    }
   if (last) r.last_event = std::string(last->end < 0 ? "begin of " : "end of ") + op_text(*last);
   if (waiting) r.waiting_in = op_text(*waiting), r.waiting_begin_ns = waiting->begin;
   if (last_comm) r.last_comm_group = p.strings.str(last_comm->group);

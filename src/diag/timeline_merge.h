@@ -70,6 +70,11 @@ struct RankTrail {
   int64_t waiting_begin_ns = -1;
   std::string last_comm_group;             // group of the last communication slice in begin order
   std::vector<GroupPresence> presence;     // one per group it communicated in
+  // The communication share of the prompts: the rank's `phase prompts` seconds (0 when it has
+  // no completed one) and the seconds of its completed communication slices inside that phase,
+  // per group kind (the label before '@': "tp", "pp", "ep", "world", ...), in first-seen order.
+  double prompts_s = 0;
+  std::vector<std::pair<std::string, double>> prompts_comm_s;
 };
 
 // One (group, seq): the ranks that entered it, on rank 0's clock. 40 bytes.

@@ -10,6 +10,9 @@
 #include <string>
 
 #include "comm/mpi_env.h"
+#include "config/run_config.h"
+#include "core/status.h"
+#include "plan/plan.h"
 
 namespace dayzero::runtime {
 
@@ -30,5 +33,15 @@ struct RunArgs {
 
 // Collective over MPI_COMM_WORLD. Returns the process exit code (docs/design.md "Errors").
 int run(const comm::MpiEnv& env, const RunArgs& args);
+
+// What `run` of args.config_path would use on this job: its run config as read and its plan,
+// from the run's own first phases (config, model check, plan), each agreed over the world as in
+// `run`; nothing is written and no weight is read. Errors: the phases' (every rank the same).
+// Collective over MPI_COMM_WORLD.
+struct JobPlan {
+  config::RunConfig cfg;
+  plan::Plan plan;
+};
+Result<JobPlan> plan_job(const comm::MpiEnv& env, const RunArgs& args);
 
 }  // namespace dayzero::runtime

@@ -297,6 +297,62 @@ class RealLaunch(unittest.TestCase):
             self.assertEqual(open(run + "/launch/exit_code").read().strip(), "0")
 
 
+class Preflight(unittest.TestCase):
+    """--preflight runs `dayzero preflight` on the job's layout first and starts the job only after
+    exit 0 (or exit 1 with --preflight-anyway). A fake dayzero records its arguments and exits with
+    FAKE_PREFLIGHT_RC for preflight."""
+
+    def fake(self, d):
+        path = os.path.join(d, "fake-dayzero")
+        with open(path, "w") as f:
+            f.write(f"#!/bin/sh\necho \"$1\" >> {d}/calls\n"
+                    "if [ \"$1\" = preflight ]; then exit ${FAKE_PREFLIGHT_RC:-0}; fi\nexit 0\n")
+        os.chmod(path, 0o755)
+        return path
+
+    def launch_fake(self, d, rc, extra=()):
+        open(os.path.join(d, "calls"), "w").close()
+        r = launch(["--cpu", "--ranks-per-node", "1", "--threads", "1", "--run-dir", d + "/run", "--bin",
+                    self.fake(d), "--preflight", *extra, d + "/c.yaml"],
+                   env=clean_env(FAKE_PREFLIGHT_RC=str(rc)))
+        with open(os.path.join(d, "calls")) as f:
+            # The launcher's own `--version` for its record is not a start.
+            return r, [c for c in f.read().split() if not c.startswith("-")]
+
+    def test_dry_run_prints_preflight_then_the_job(self):
+        r = launch(["--hosts", "a,b", "--gpus-per-node", "2", "--threads", "1", "--assume-shared-fs",
+                    "--run-dir", "/shared/r", "--bin", "dz", "--preflight", "--dry-run", "c.yaml"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.strip().splitlines()
+        self.assertEqual(len(lines), 2, r.stdout)
+        self.assertTrue(lines[0].endswith("dz preflight c.yaml --dump-dir /shared/r"), lines[0])
+        self.assertTrue(lines[1].endswith("dz run c.yaml --dump-dir /shared/r"), lines[1])
+        # The same launcher options for both.
+        self.assertEqual(lines[0].split(" dz ")[0], lines[1].split(" dz ")[0])
+
+    def test_job_starts_after_exit_0(self):
+        with tempfile.TemporaryDirectory() as d:
+            r, calls = self.launch_fake(d, 0)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(calls, ["preflight", "run"])
+
+    def test_exit_1_stops_unless_told(self):
+        with tempfile.TemporaryDirectory() as d:
+            r, calls = self.launch_fake(d, 1)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(calls, ["preflight"])
+            self.assertIn("the job is not started", r.stderr)
+            r, calls = self.launch_fake(d, 1, ["--preflight-anyway"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(calls, ["preflight", "run"])
+
+    def test_exit_3_stops_even_when_told(self):
+        with tempfile.TemporaryDirectory() as d:
+            r, calls = self.launch_fake(d, 3, ["--preflight-anyway"])
+            self.assertEqual(r.returncode, 3, r.stderr)
+            self.assertEqual(calls, ["preflight"])
+
+
 if __name__ == "__main__":
     DAYZERO = os.path.abspath(sys.argv.pop(1))
     unittest.main(verbosity=2)

@@ -12,6 +12,8 @@
 #   testbed.sh cut DIR HOST             take HOST's link to the bridge down: its processes live on,
 #                                       but no packet reaches or leaves it (a lost network)
 #   testbed.sh mend DIR HOST            bring that link back up
+#   testbed.sh slow DIR HOST RATE       limit HOST's link to RATE (tc tbf on both ends of its veth,
+#                                       e.g. 200mbit): a slow NIC, cable or switch port
 #   testbed.sh down DIR                 kill every process on the nodes, remove the namespaces
 #   testbed.sh mpirun DIR ARGS...       mpirun on node0 across every node over TCP on the bridge
 #
@@ -177,6 +179,14 @@ cmd_link() {
   ip -n "$(node_ns "$1" "$n")" link set fab0 "$3"
 }
 
+cmd_slow() {
+  local n
+  n=$(node_index "$1" "$2")
+  command -v tc >/dev/null || die "tc (iproute2) is not installed" 3
+  ip netns exec "$(node_ns "$1" "$n")" tc qdisc replace dev fab0 root tbf rate "$3" burst 64kb latency 200ms
+  ip netns exec "$(fabric_ns "$1")" tc qdisc replace dev "v$n" root tbf rate "$3" burst 64kb latency 200ms
+}
+
 cmd_mpirun() {
   local dir=$1
   shift
@@ -190,7 +200,7 @@ cmd_mpirun() {
     --mca pml ob1 "$@"
 }
 
-[[ $# -ge 2 ]] || die "usage: testbed.sh up|down|exec|pids|kill|kill-ranks|cut|mend|mpirun DIR ..."
+[[ $# -ge 2 ]] || die "usage: testbed.sh up|down|exec|pids|kill|kill-ranks|cut|mend|slow|mpirun DIR ..."
 sub=$1
 shift
 case $sub in
@@ -202,6 +212,7 @@ case $sub in
   kill-ranks) [[ $# -eq 2 ]] || die "usage: testbed.sh kill-ranks DIR HOST"; cmd_kill_ranks "$@" ;;
   cut) [[ $# -eq 2 ]] || die "usage: testbed.sh cut DIR HOST"; cmd_link "$@" down ;;
   mend) [[ $# -eq 2 ]] || die "usage: testbed.sh mend DIR HOST"; cmd_link "$@" up ;;
+  slow) [[ $# -eq 3 ]] || die "usage: testbed.sh slow DIR HOST RATE"; cmd_slow "$@" ;;
   mpirun) cmd_mpirun "$@" ;;
-  *) die "unknown command $sub (up, down, exec, pids, kill, kill-ranks, cut, mend, mpirun)" ;;
+  *) die "unknown command $sub (up, down, exec, pids, kill, kill-ranks, cut, mend, slow, mpirun)" ;;
 esac

@@ -125,6 +125,19 @@ int Run::execute() {
   return 0;
 }
 
+Result<JobPlan> Run::plan_only() {
+  using Phase = Status (Run::*)();
+  const std::pair<const char*, Phase> phases[] = {
+      {"config", &Run::read_config}, {"model check", &Run::open_model_and_prompts}, {"plan", &Run::plan_and_partition}};
+  for (const auto& [name, phase] : phases) {
+    const Status agreed = comm::agree((this->*phase)());
+    if (!agreed.ok()) return agreed;
+  }
+  return JobPlan{cfg_, plan_};
+}
+
 int run(const comm::MpiEnv& env, const RunArgs& args) { return Run(env, args).execute(); }
+
+Result<JobPlan> plan_job(const comm::MpiEnv& env, const RunArgs& args) { return Run(env, args).plan_only(); }
 
 }  // namespace dayzero::runtime

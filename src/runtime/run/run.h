@@ -64,6 +64,8 @@ class Run {
       : env_(env), args_(args), watchdog_(env.rank(), [this](const std::string& why) { on_abort(why); }),
         hang_watch_(watchdog_, env.rank()) {}
   int execute();
+  // plan_job (runner.h): the phases up to the plan, each agreed; the config and the plan.
+  Result<JobPlan> plan_only();
 
  private:
   // The phases, in order (run.cpp); each is followed by an agreement over the world.

@@ -71,6 +71,35 @@ TEST(TimelineAnalysis, MissingRankIsTheCulpritAndBadLinesAreSkipped) {
   fs::remove_all(d);
 }
 
+std::string phase(int64_t t, const char* e, const char* name) {
+  return "{\"t_ns\":" + std::to_string(t) + ",\"ev\":\"" + e + "\",\"kind\":\"phase\",\"name\":\"" + name +
+         "\",\"group\":\"\",\"seq\":-1,\"bytes\":0}\n";
+}
+
+TEST(TimelineAnalysis, CommunicationShareCountsOnlyOpsInsidePhasePrompts) {
+  const fs::path d = folder("share");
+  // Rank 0: phase prompts 1.0 s long; inside it 0.25 s of tp all-reduce; an op before it (the
+  // load's) is not counted.
+  write(d / "events" / "rank-00000.jsonl",
+        ev(100000000, "begin", "all_reduce", 0) + ev(200000000, "end", "all_reduce", 0) +
+            phase(1000000000, "begin", "prompts") + ev(1100000000, "begin", "all_reduce", 1) +
+            ev(1350000000, "end", "all_reduce", 1) + phase(2000000000, "end", "prompts"));
+  // Rank 1 never completed its phase prompts: no share.
+  write(d / "events" / "rank-00001.jsonl", phase(1000000000, "begin", "prompts"));
+  auto t = load_run_trails(d.string());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const Analysis a = analyse(*t);
+  ASSERT_EQ(a.comm.size(), 1u);
+  EXPECT_EQ(a.comm[0].rank, 0);
+  EXPECT_NEAR(a.comm[0].prompts_s, 1.0, 1e-12);
+  EXPECT_NEAR(a.comm[0].comm_s, 0.25, 1e-12);
+  ASSERT_EQ(a.comm[0].by_kind.size(), 1u);
+  EXPECT_EQ(a.comm[0].by_kind[0].first, "tp");
+  EXPECT_NE(to_text(a).find("rank 0 (node ?): 0.250 / 1.000 s (25.0%): tp 0.250"), std::string::npos) << to_text(a);
+  EXPECT_NEAR(to_json(a)["comm_share"][0]["share"].get<double>(), 0.25, 1e-12);
+  fs::remove_all(d);
+}
+
 TEST(TimelineAnalysis, CompletedOpsGiveNoHang) {
   const fs::path d = folder("ok");
   write(d / "events" / "rank-00000.jsonl", ev(10, "begin", "all_reduce", 0) + ev(20, "end", "all_reduce", 0));
