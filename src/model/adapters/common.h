@@ -12,6 +12,23 @@ namespace dayzero::model {
 // Where a multimodal checkpoint (llava, kimi_k25) keeps its text model's tensors.
 inline constexpr const char* kLanguageModelPrefix = "language_model.";
 
+// Marks the weight `w` as block-quantized (hp's block size), its scales in the tensor
+// `scale_name`, and returns that tensor's spec: one f32 per block, replicated, read with its
+// weight rather than as a weight of its own.
+inline TensorSpec attach_block_scale(TensorSpec& w, std::string scale_name, const HParams& hp) {
+  w.scale_name = std::move(scale_name);
+  w.quant_block_rows = hp.quant_block_rows;
+  w.quant_block_cols = hp.quant_block_cols;
+  TensorSpec sc{w.scale_name,
+                {(w.shape[0] + hp.quant_block_rows - 1) / hp.quant_block_rows,
+                 (w.shape[1] + hp.quant_block_cols - 1) / hp.quant_block_cols},
+                ShardRule::kReplicated,
+                w.layer};
+  sc.skip_load = true;
+  sc.component = Component::kQuantScale;
+  return sc;
+}
+
 inline nlohmann::json llama_like_config(const ModelShape& s, const char* model_type, const char* architecture) {
   const int64_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
   nlohmann::json c = {

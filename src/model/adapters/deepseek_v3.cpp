@@ -172,17 +172,7 @@ std::vector<TensorSpec> DeepseekV3Adapter::tensor_specs(const HParams& hp) const
           !ends_with(t.name, "indexer.wq_b.weight") && !ends_with(t.name, "indexer.wk.weight"))
         continue;
       if (ends_with(t.name, "indexer.weights_proj.weight")) continue;  // kept in bf16
-      t.scale_name = t.name + "_scale_inv";
-      t.quant_block_rows = hp.quant_block_rows;
-      t.quant_block_cols = hp.quant_block_cols;
-      TensorSpec sc{t.scale_name,
-                    {(t.shape[0] + hp.quant_block_rows - 1) / hp.quant_block_rows,
-                     (t.shape[1] + hp.quant_block_cols - 1) / hp.quant_block_cols},
-                    ShardRule::kReplicated,
-                    t.layer};
-      sc.skip_load = true;
-      sc.component = Component::kQuantScale;
-      scales.push_back(std::move(sc));
+      scales.push_back(attach_block_scale(t, t.name + "_scale_inv", hp));
     }
     for (auto& t : scales) s.push_back(std::move(t));
   }

@@ -428,17 +428,7 @@ std::vector<TensorSpec> DeepseekV4Adapter::tensor_specs(const HParams& hp) const
     std::vector<TensorSpec> scales;
     for (auto& t : s) {
       if (t.shape.size() != 2 || !quantized(t.name)) continue;
-      t.scale_name = t.name.substr(0, t.name.size() - 7) + ".scale";  // X.weight -> X.scale
-      t.quant_block_rows = hp.quant_block_rows;
-      t.quant_block_cols = hp.quant_block_cols;
-      TensorSpec sc{t.scale_name,
-                    {(t.shape[0] + hp.quant_block_rows - 1) / hp.quant_block_rows,
-                     (t.shape[1] + hp.quant_block_cols - 1) / hp.quant_block_cols},
-                    R::kReplicated,
-                    t.layer};
-      sc.skip_load = true;
-      sc.component = Component::kQuantScale;
-      scales.push_back(std::move(sc));
+      scales.push_back(attach_block_scale(t, t.name.substr(0, t.name.size() - 7) + ".scale", hp));  // X.weight -> X.scale
     }
     for (auto& t : scales) s.push_back(std::move(t));
   }

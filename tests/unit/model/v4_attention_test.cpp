@@ -16,55 +16,16 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/reader.h"
-#include "checkpoint/safetensors.h"
-#include "core/dtype.h"
 #include "model/blocks/v4_compressor.h"
 #include "model/blocks/v4_attention.h"
 #include "model/blocks/v4_indexer.h"
+#include "tests/unit/model/v4_golden.h"
 
 namespace dayzero::model::blocks {
 namespace {
 
-using Tensors = std::map<std::string, std::vector<float>>;
-
-const Tensors& golden() {
-  static const Tensors t = [] {
-    Tensors out;
-    auto f = checkpoint::SafetensorsFile::open(std::string(DAYZERO_SOURCE_DIR) +
-                                               "/tests/data/golden/deepseek_v4.safetensors");
-    EXPECT_TRUE(f.ok()) << f.status().message();
-    if (!f.ok()) return out;
-    checkpoint::ByteReader reader;
-    for (const auto& info : f->tensors()) {
-      if (info.name.rfind("cmp.", 0) != 0 && info.name.rfind("attn.", 0) != 0) continue;
-      std::vector<uint8_t> bytes(info.nbytes);
-      EXPECT_TRUE(reader.read(info.file, info.offset, info.nbytes, bytes.data()).ok());
-      std::vector<float> v(static_cast<size_t>(shape_numel(info.shape)));
-      convert_to_f32(info.dtype, bytes.data(), v.data(), v.size());
-      out[info.name] = std::move(v);
-    }
-    return out;
-  }();
-  return t;
-}
-
-const std::vector<float>& g(const std::string& name) {
-  const auto it = golden().find(name);
-  EXPECT_NE(it, golden().end()) << name;
-  static const std::vector<float> kEmpty;
-  return it == golden().end() ? kEmpty : it->second;
-}
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
+using v4_test::rel_l2;
+const std::vector<float>& g(const std::string& name) { return v4_test::golden(name); }
 
 constexpr int64_t kD = 64, kPrompt = 40, kDecode = 8;
 

@@ -22,6 +22,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/dtype.h"
 #include "model/blocks/mhc.h"
+#include "tests/unit/model/v4_golden.h"
 #include "model/blocks/v4_attention.h"
 #include "model/blocks/v4_compressor.h"
 #include "model/blocks/v4_ffn.h"
@@ -34,27 +35,9 @@ namespace dayzero::model::blocks {
 namespace {
 
 namespace fs = std::filesystem;
-using Tensors = std::map<std::string, std::vector<float>>;
-
-Tensors read_all(const std::string& path) {
-  Tensors out;
-  auto f = checkpoint::SafetensorsFile::open(path);
-  EXPECT_TRUE(f.ok()) << f.status().message();
-  if (!f.ok()) return out;
-  checkpoint::ByteReader reader;
-  for (const auto& info : f->tensors()) {
-    std::vector<uint8_t> bytes(info.nbytes);
-    EXPECT_TRUE(reader.read(info.file, info.offset, info.nbytes, bytes.data()).ok());
-    std::vector<float> v(static_cast<size_t>(shape_numel(info.shape)));
-    if (info.dtype == DType::kI32) {
-      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(reinterpret_cast<const int32_t*>(bytes.data())[i]);
-    } else {
-      convert_to_f32(info.dtype, bytes.data(), v.data(), v.size());
-    }
-    out[info.name] = std::move(v);
-  }
-  return out;
-}
+using v4_test::read_all;
+using v4_test::rel_l2;
+using v4_test::Tensors;
 
 struct Model {
   HParams hp;
@@ -87,16 +70,7 @@ const Model& tiny() {
   return m;
 }
 
-const Tensors& golden() {
-  static const Tensors t = read_all(std::string(DAYZERO_SOURCE_DIR) + "/tests/data/golden/deepseek_v4.safetensors");
-  return t;
-}
-const std::vector<float>& g(const std::string& name) {
-  const auto it = golden().find(name);
-  EXPECT_NE(it, golden().end()) << name;
-  static const std::vector<float> kEmpty;
-  return it == golden().end() ? kEmpty : it->second;
-}
+const std::vector<float>& g(const std::string& name) { return v4_test::golden(name); }
 const std::vector<float>& W(const std::string& name) {
   const auto it = tiny().w.find(name);
   EXPECT_NE(it, tiny().w.end()) << name;
@@ -104,15 +78,6 @@ const std::vector<float>& W(const std::string& name) {
   return it == tiny().w.end() ? kEmpty : it->second;
 }
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
 
 void rmsnorm_rows(std::vector<float>& x, int64_t n, int64_t d, const std::vector<float>& w, float eps) {
   for (int64_t r = 0; r < n; ++r) {

@@ -10,42 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/reader.h"
-#include "checkpoint/safetensors.h"
-#include "core/dtype.h"
 #include "model/blocks/v4_routing.h"
+#include "tests/unit/model/v4_golden.h"
 
 namespace dayzero::model::blocks {
 namespace {
 
-using Tensors = std::map<std::string, std::vector<float>>;
-
-const Tensors& golden() {
-  static const Tensors t = [] {
-    Tensors out;
-    auto f = checkpoint::SafetensorsFile::open(std::string(DAYZERO_SOURCE_DIR) +
-                                               "/tests/data/golden/deepseek_v4.safetensors");
-    EXPECT_TRUE(f.ok()) << f.status().message();
-    if (!f.ok()) return out;
-    checkpoint::ByteReader reader;
-    for (const auto& info : f->tensors()) {
-      std::vector<uint8_t> bytes(info.nbytes);
-      EXPECT_TRUE(reader.read(info.file, info.offset, info.nbytes, bytes.data()).ok());
-      std::vector<float> v(static_cast<size_t>(shape_numel(info.shape)));
-      convert_to_f32(info.dtype, bytes.data(), v.data(), v.size());
-      out[info.name] = std::move(v);
-    }
-    return out;
-  }();
-  return t;
-}
-
-const std::vector<float>& g(const std::string& name) {
-  const auto it = golden().find(name);
-  EXPECT_NE(it, golden().end()) << name;
-  static const std::vector<float> kEmpty;
-  return it == golden().end() ? kEmpty : it->second;
-}
+using v4_test::rel_l2;
+const std::vector<float>& g(const std::string& name) { return v4_test::golden(name); }
 
 std::vector<int32_t> ints(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
@@ -69,15 +41,6 @@ Routing route(int layer, const std::string& scoring, bool bias = true, int hash_
   auto r = route_v4(g(p + "router_logits"), kTokens, kExperts, b, table, tokens, o);
   EXPECT_TRUE(r.ok()) << r.status().message();
   return r.ok() ? *r : Routing{};
-}
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
 }
 
 // Measured: the same experts in the same order on all 4 layers, weights within relative L2
