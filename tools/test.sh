@@ -14,7 +14,7 @@ bash tools/build.sh
 # tests run once as a run would (the widest instruction set, the large-M path timed at start-up)
 # and once per path below (ctest label kernel-path; a path this CPU cannot run is skipped).
 build/src/cli/dayzero kernels | sed 's/^/test.sh: /'
-echo "test.sh: kernel-path variants this machine runs: $(build/src/cli/dayzero kernels --list | tr '\n' ' ')"
+echo "test.sh: kernel paths this machine runs, each a ctest variant (isa=* with the built-in large-M path, large_m=* at the widest isa): $(build/src/cli/dayzero kernels --list | tr '\n' ' ')"
 (cd build && ctest --output-on-failure --timeout 600 -j"$(nproc)")
 if command -v clang++-14 >/dev/null && command -v clang-14 >/dev/null; then
   launcher=()
