@@ -83,8 +83,7 @@ std::string kernel_path_request_error() {
   if (env(kGemmVar) && env(kLargeMVar))
     return std::string(kGemmVar) + " runs one path at every m; " + kLargeMVar + " cannot also be set";
   // Whether the named library loads and computes right is known once the selection ran.
-  const std::string notes = gemm_request_failure();
-  return notes;
+  return gemm_request_failure();
 }
 
 GemmPath* builtin() { return builtin_isa().path; }

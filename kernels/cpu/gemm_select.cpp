@@ -203,6 +203,7 @@ struct Selection {
   std::string rule_reason;       // the rule's why
   std::string notes;             // "; "-joined notes of the selection (libraries missing, ...)
   std::string request_failure;   // why DAYZERO_GEMM or DAYZERO_GEMM_LARGE_M could not be honoured
+  bool large_pinned = false;     // DAYZERO_GEMM_LARGE_M chose the large-M path
 };
 
 // Rows up to which the built-in kernel's small-M tiles (every x row in cache, w streamed once
@@ -353,6 +354,7 @@ void pin_large_m_path(Selection& s) {
   }
   s.rule->set_large(path);
   s.large_id = want;
+  s.large_pinned = true;
   s.large_reason = "DAYZERO_GEMM_LARGE_M";
   s.info.path = s.rule->small()->name() + " at m <= " + std::to_string(kSmallM) + "; " + path->name() + " (" +
                 s.large_reason + ")" + s.notes;
@@ -417,7 +419,7 @@ std::vector<LargeMPath> large_m_paths(std::vector<std::string>* notes) {
 
 std::string large_m_path_id() { return selection().large_id; }
 
-bool large_m_path_pinned() { return selection().large_reason == "DAYZERO_GEMM_LARGE_M"; }
+bool large_m_path_pinned() { return selection().large_pinned; }
 
 std::string gemm_request_failure() { return selection().request_failure; }
 
@@ -430,7 +432,7 @@ bool set_large_m_path(const std::string& id, const std::string& how, std::string
     *why = "one GEMM path runs every M (DAYZERO_GEMM): the large-M path is not switched";
     return false;
   }
-  if (s.large_reason == "DAYZERO_GEMM_LARGE_M" && id != s.large_id) {
+  if (s.large_pinned && id != s.large_id) {
     *why = "the large-M path is pinned to " + s.large_id + " (DAYZERO_GEMM_LARGE_M)";
     return false;
   }

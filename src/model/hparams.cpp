@@ -130,25 +130,30 @@ Result<HParams> parse_llama_like(const nlohmann::json& c) {
     DZ_ASSIGN_OR_RETURN(hp.rope_theta, json_double_or(*rs, "rope_theta", hp.rope_theta));
   }
   if (rs) {
-    RopeScaling s;
-    DZ_ASSIGN_OR_RETURN(const std::string legacy_type, json_string_or(*rs, "type", "default"));
-    DZ_ASSIGN_OR_RETURN(s.type, json_string_or(*rs, "rope_type", legacy_type));
-    DZ_ASSIGN_OR_RETURN(s.factor, json_double_or(*rs, "factor", 1.0));
-    DZ_ASSIGN_OR_RETURN(s.low_freq_factor, json_double_or(*rs, "low_freq_factor", 1.0));
-    DZ_ASSIGN_OR_RETURN(s.high_freq_factor, json_double_or(*rs, "high_freq_factor", 4.0));
-    DZ_ASSIGN_OR_RETURN(s.original_max_position_embeddings, json_int_or(*rs, "original_max_position_embeddings", 8192));
-    DZ_ASSIGN_OR_RETURN(s.beta_fast, json_double_or(*rs, "beta_fast", 32.0));
-    DZ_ASSIGN_OR_RETURN(s.beta_slow, json_double_or(*rs, "beta_slow", 1.0));
-    DZ_ASSIGN_OR_RETURN(s.mscale, json_double_or(*rs, "mscale", 0.0));
-    DZ_ASSIGN_OR_RETURN(s.mscale_all_dim, json_double_or(*rs, "mscale_all_dim", 0.0));
-    DZ_ASSIGN_OR_RETURN(s.attention_factor, json_double_or(*rs, "attention_factor", 0.0));
-    DZ_ASSIGN_OR_RETURN(s.truncate, json_bool_or(*rs, "truncate", true));
-    if (s.type != "default" && s.type != "llama3" && s.type != "linear" && s.type != "yarn")
-      return Status::Unsupported("config.json: rope_scaling type '" + s.type +
-                                 "' is not supported (supported: default, linear, llama3, yarn)");
-    hp.rope_scaling = s;
+    DZ_ASSIGN_OR_RETURN(hp.rope_scaling, parse_rope_scaling(*rs, "rope_scaling"));
   }
   return hp;
+}
+
+Result<RopeScaling> parse_rope_scaling(const nlohmann::json& rs, const std::string& where) {
+  if (!rs.is_object()) return Status::InvalidArgument("config.json: key '" + where + "' must be an object");
+  RopeScaling s;
+  DZ_ASSIGN_OR_RETURN(const std::string legacy_type, json_string_or(rs, "type", "default"));
+  DZ_ASSIGN_OR_RETURN(s.type, json_string_or(rs, "rope_type", legacy_type));
+  DZ_ASSIGN_OR_RETURN(s.factor, json_double_or(rs, "factor", 1.0));
+  DZ_ASSIGN_OR_RETURN(s.low_freq_factor, json_double_or(rs, "low_freq_factor", 1.0));
+  DZ_ASSIGN_OR_RETURN(s.high_freq_factor, json_double_or(rs, "high_freq_factor", 4.0));
+  DZ_ASSIGN_OR_RETURN(s.original_max_position_embeddings, json_int_or(rs, "original_max_position_embeddings", 8192));
+  DZ_ASSIGN_OR_RETURN(s.beta_fast, json_double_or(rs, "beta_fast", 32.0));
+  DZ_ASSIGN_OR_RETURN(s.beta_slow, json_double_or(rs, "beta_slow", 1.0));
+  DZ_ASSIGN_OR_RETURN(s.mscale, json_double_or(rs, "mscale", 0.0));
+  DZ_ASSIGN_OR_RETURN(s.mscale_all_dim, json_double_or(rs, "mscale_all_dim", 0.0));
+  DZ_ASSIGN_OR_RETURN(s.attention_factor, json_double_or(rs, "attention_factor", 0.0));
+  DZ_ASSIGN_OR_RETURN(s.truncate, json_bool_or(rs, "truncate", true));
+  if (s.type != "default" && s.type != "llama3" && s.type != "linear" && s.type != "yarn")
+    return Status::Unsupported("config.json: " + where + " type '" + s.type +
+                               "' is not supported (supported: default, linear, llama3, yarn)");
+  return s;
 }
 
 double yarn_get_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }

@@ -34,6 +34,9 @@ struct RopeScaling {
 double yarn_get_mscale(double scale, double m);
 // The factor yarn multiplies cos/sin by (1 for other rope types).
 double rope_attention_factor(const RopeScaling& s);
+// A rope_scaling / rope_parameters object (`where` names it in errors): every key HF writes, with
+// HF's defaults; a rope type no family here runs is refused.
+Result<RopeScaling> parse_rope_scaling(const nlohmann::json& rs, const std::string& where);
 
 // Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2); absent when kv_lora_rank is 0.
 struct MlaParams {

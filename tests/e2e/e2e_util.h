@@ -61,8 +61,12 @@ inline Outcome run_dayzero_mpi(int ranks, const std::string& args) {
 // DAYZERO_GEMM_LARGE_M: the kernel-path variants of a test, cmake/DayzeroTargets.cmake), "" when
 // it can. A variant skips with it; ctest reads "kernel path not runnable here" as a skip.
 inline std::string kernel_path_unavailable() {
-  const Outcome o = run_dayzero("kernels --check");
-  return o.exit_code == 0 ? "" : o.output;
+  // Once per test process: the environment does not change between its cases.
+  static const std::string why = [] {
+    const Outcome o = run_dayzero("kernels --check");
+    return o.exit_code == 0 ? std::string() : o.output;
+  }();
+  return why;
 }
 #define DZ_SKIP_UNLESS_KERNEL_PATH_RUNS()                                                  \
   if (const std::string dz_why = ::dayzero::e2e::kernel_path_unavailable(); !dz_why.empty()) \

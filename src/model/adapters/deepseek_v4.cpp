@@ -22,23 +22,14 @@ namespace {
 using R = ShardRule;
 
 // One entry of rope_parameters (or a flat rope_scaling) as HF's rope utilities read it.
+// parse_rope_scaling, restricted to what V4 runs: plain RoPE or YaRN, cos/sin never scaled by
+// YaRN's mscale (transformers injects attention_factor 1.0 for this family).
 Result<RopeScaling> read_rope(const nlohmann::json& rs, const std::string& where) {
-  if (!rs.is_object()) return Status::InvalidArgument("config.json: key '" + where + "' must be an object");
-  RopeScaling s;
-  DZ_ASSIGN_OR_RETURN(const std::string legacy_type, json_string_or(rs, "type", "default"));
-  DZ_ASSIGN_OR_RETURN(s.type, json_string_or(rs, "rope_type", legacy_type));
+  DZ_ASSIGN_OR_RETURN(RopeScaling s, parse_rope_scaling(rs, where));
   if (s.type != "default" && s.type != "yarn")
     return Status::Unsupported("config.json: " + where + " rope_type '" + s.type +
                                "' is not supported for deepseek_v4 (supported: default, yarn)");
-  DZ_ASSIGN_OR_RETURN(s.factor, json_double_or(rs, "factor", 1.0));
-  DZ_ASSIGN_OR_RETURN(s.original_max_position_embeddings, json_int_or(rs, "original_max_position_embeddings", 8192));
-  DZ_ASSIGN_OR_RETURN(s.beta_fast, json_double_or(rs, "beta_fast", 32.0));
-  DZ_ASSIGN_OR_RETURN(s.beta_slow, json_double_or(rs, "beta_slow", 1.0));
-  DZ_ASSIGN_OR_RETURN(s.mscale, json_double_or(rs, "mscale", 0.0));
-  DZ_ASSIGN_OR_RETURN(s.mscale_all_dim, json_double_or(rs, "mscale_all_dim", 0.0));
-  // The V4 reference never scales cos/sin by YaRN's mscale: transformers injects 1.0.
-  DZ_ASSIGN_OR_RETURN(s.attention_factor, json_double_or(rs, "attention_factor", 1.0));
-  DZ_ASSIGN_OR_RETURN(s.truncate, json_bool_or(rs, "truncate", true));
+  if (!rs.contains("attention_factor")) s.attention_factor = 1.0;
   if (s.type == "yarn" && s.attention_factor != 1.0)
     return Status::Unsupported("config.json: " + where + " attention_factor " + std::to_string(s.attention_factor) +
                                " is not supported for deepseek_v4 (its reference leaves cos/sin unscaled: 1.0)");

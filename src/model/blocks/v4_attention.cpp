@@ -5,18 +5,10 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "model/blocks/row_linear.h"
 
 namespace dayzero::model::blocks {
 namespace {
-
-void attn_linear(const float* x, int64_t n, int64_t in, const float* w, int64_t out, float* y) {
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t o = 0; o < out; ++o) {
-      float acc = 0;
-      for (int64_t i = 0; i < in; ++i) acc += x[r * in + i] * w[o * in + i];
-      y[r * out + o] = acc;
-    }
-}
 
 // In place: x [width] times rsqrt(mean(x^2) + eps), times w when given.
 void attn_rmsnorm(float* x, int64_t width, const float* w, float eps) {
@@ -56,16 +48,16 @@ void v4_attention(const V4AttentionSizes& s, V4WindowCache& cache, std::span<con
   std::vector<float> keys(cache.kv);
   keys.resize((kept + n) * hd);
   float* kv = keys.data() + kept * hd;
-  attn_linear(x.data(), n, s.d, wkv.data(), hd, kv);
+  row_linear(x.data(), n, s.d, wkv.data(), hd, kv);
   for (int64_t r = 0; r < n; ++r) {
     attn_rmsnorm(kv + r * hd, hd, kv_norm.data(), s.rms_eps);
     attn_rotate(kv + r * hd, hd, s.rope_dim, inv_freq.data(), pos0 + r, 1.0f);
   }
   // Queries: q LoRA, each head normalised without a weight, rotated.
   std::vector<float> qa(n * s.q_lora), q(n * H * hd);
-  attn_linear(x.data(), n, s.d, wq_a.data(), s.q_lora, qa.data());
+  row_linear(x.data(), n, s.d, wq_a.data(), s.q_lora, qa.data());
   for (int64_t r = 0; r < n; ++r) attn_rmsnorm(qa.data() + r * s.q_lora, s.q_lora, q_norm.data(), s.rms_eps);
-  attn_linear(qa.data(), n, s.q_lora, wq_b.data(), H * hd, q.data());
+  row_linear(qa.data(), n, s.q_lora, wq_b.data(), H * hd, q.data());
   for (int64_t r = 0; r < n; ++r)
     for (int64_t h = 0; h < H; ++h) {
       float* qh = q.data() + (r * H + h) * hd;
@@ -113,9 +105,9 @@ void v4_attention(const V4AttentionSizes& s, V4WindowCache& cache, std::span<con
   std::vector<float> mid(n * G * s.o_lora);
   for (int64_t r = 0; r < n; ++r)
     for (int64_t g = 0; g < G; ++g)
-      attn_linear(o.data() + r * H * hd + g * per_group, 1, per_group, wo_a.data() + g * s.o_lora * per_group, s.o_lora,
+      row_linear(o.data() + r * H * hd + g * per_group, 1, per_group, wo_a.data() + g * s.o_lora * per_group, s.o_lora,
              mid.data() + (r * G + g) * s.o_lora);
-  attn_linear(mid.data(), n, G * s.o_lora, wo_b.data(), s.d, out.data());
+  row_linear(mid.data(), n, G * s.o_lora, wo_b.data(), s.d, out.data());
   // Keep the last window - 1 entries for the next call.
   const int64_t total = kept + n, keep = std::min<int64_t>(total, s.window - 1);
   cache.kv.assign(keys.begin() + (total - keep) * hd, keys.begin() + total * hd);

@@ -6,20 +6,11 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "model/blocks/row_linear.h"
 
 namespace dayzero::model::blocks {
 
 namespace {
-
-// y [n, out] = x [n, in] . w [out, in]^T
-void compressor_project(const float* x, int64_t n, int64_t in, const float* w, int64_t out, float* y) {
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t o = 0; o < out; ++o) {
-      float acc = 0;
-      for (int64_t i = 0; i < in; ++i) acc += x[r * in + i] * w[o * in + i];
-      y[r * out + o] = acc;
-    }
-}
 
 }  // namespace
 
@@ -37,8 +28,8 @@ int64_t compress_kv(const CompressorSizes& s, CompressorState& st, std::span<con
   const size_t old = st.pending_kv.size();
   st.pending_kv.resize(old + n * width);
   st.pending_gate.resize(old + n * width);
-  compressor_project(x.data(), n, s.d, wkv.data(), width, st.pending_kv.data() + old);
-  compressor_project(x.data(), n, s.d, wgate.data(), width, st.pending_gate.data() + old);
+  row_linear(x.data(), n, s.d, wkv.data(), width, st.pending_kv.data() + old);
+  row_linear(x.data(), n, s.d, wgate.data(), width, st.pending_gate.data() + old);
   const int64_t rows = static_cast<int64_t>(st.pending_kv.size()) / width, windows = rows / rate;
   const int64_t slots = s.coff * rate;  // gated slots per entry
   std::vector<float> kv(slots * hd), gate(slots * hd), entry(hd);
