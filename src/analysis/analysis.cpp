@@ -125,18 +125,19 @@ void add_features(Analysis& a, const nlohmann::json& config) {
     n_linear += t.is_linear_layer(l), n_sliding += t.is_sliding_layer(l);
     n_csa += t.compressed_kind(l) == "csa", n_hca += t.compressed_kind(l) == "hca";
   }
-  // DeepSeek-V4's attention (o_groups) is none of the proven kinds on any layer.
+  // DeepSeek-V4's attention (o_groups) is none of the generic kinds on any layer; its own proofs
+  // (evidence.cpp) cover its three layer kinds.
   const int64_t n_full = t.o_groups > 0 ? 0 : t.n_layer - n_linear - n_unknown;
-  n_unproven = t.o_groups > 0 ? t.n_layer : n_unknown;
+  n_unproven = n_unknown;
   if (t.o_groups > 0) {
     claim("shared-KV attention (DeepSeek-V4)",
           std::to_string(t.n_head) + " q heads over one KV head of " + std::to_string(t.head_dim) +
               " read as both key and value, q low-rank " + std::to_string(t.q_lora) + ", window " +
               std::to_string(t.sliding_window) + " on every layer",
           "o_groups, num_key_value_heads, q_lora_rank", "", "shared-KV attention (DeepSeek-V4)");
-    missing("sliding window", "window " + std::to_string(t.sliding_window) + " on all " + std::to_string(t.n_layer) +
-                                  " layers (DeepSeek-V4's attention)",
-            "sliding_window", "a bounded-window KV cache and mask");
+    claim("sliding window", "window " + std::to_string(t.sliding_window) + " on all " + std::to_string(t.n_layer) +
+                                " layers (DeepSeek-V4's attention: its own window of K=V entries)",
+          "sliding_window", "", "shared-KV attention (DeepSeek-V4)");
   }
   if (n_csa > 0)
     claim("compressed sparse attention", std::to_string(n_csa) + " of " + std::to_string(t.n_layer) + " layers: every " +
@@ -163,6 +164,9 @@ void add_features(Analysis& a, const nlohmann::json& config) {
     // The deepseek_v32 and glm_moe_dsa adapters run it (blocks/dsa_indexer: half-split or
     // interleaved rope, glm_moe_dsa's shared top-k layers); other families' indexers are not built.
     if (a.adapter == "deepseek_v32" || a.adapter == "glm_moe_dsa") ok("sparse attention indexer (DSA)", detail, evidence, "blocks/dsa_indexer");
+    else if (t.o_groups > 0)  // DeepSeek-V4's lightning indexer over its compressed entries (blocks/v4_indexer)
+      claim("lightning indexer (DeepSeek-V4)", detail + " over the compressed entries of the CSA layers", evidence, "",
+            "lightning indexer (DeepSeek-V4)");
     else if (n_unknown > 0 || t.kv_lora == 0)  // blocks/dsa_indexer selects keys for MLA; this indexer serves another attention
       a.features.push_back({"sparse attention indexer", detail, evidence, FeatureStatus::kReview,
                             "blocks/dsa_indexer runs DeepSeek-V3.2's indexer on MLA; this model's attention is not MLA",
@@ -196,7 +200,10 @@ void add_features(Analysis& a, const nlohmann::json& config) {
   if (n_sliding > 0 && t.o_groups == 0)
     missing("sliding window", "window " + std::to_string(t.sliding_window) + " in " + std::to_string(n_sliding) + " layers",
             t.layer_types.empty() ? "sliding_window" : "layer_types", "a bounded-window KV cache and mask");
-  if (any_part(a, "attention sinks"))
+  if (any_part(a, "attention sinks") && t.o_groups > 0)  // DeepSeek-V4's, in blocks/v4_attention
+    claim("attention sinks", "learned per-head sink logits", "tensors " + pattern(a, "attention sinks", ""), "",
+          "attention sinks (DeepSeek-V4)");
+  else if (any_part(a, "attention sinks"))
     missing("attention sinks", "learned per-head sink logits", "tensors " + pattern(a, "attention sinks", ""),
             "a sink term in the attention softmax");
   if (t.qk_norm && t.kv_lora == 0)

@@ -12,6 +12,7 @@ namespace dayzero::analysis {
 namespace {
 
 #define HF_GOLDEN(family) "tests/e2e/hf_golden_test.cpp Families/HfGolden.MatchesTransformers/" family
+#define V4_GOLDEN "tests/e2e/deepseek_v4_golden_test.cpp DeepseekV4Golden.PrefillAndCachedDecodeMatchTransformers"
 
 const std::vector<Proof> kProofs = {
     // attention
@@ -55,8 +56,26 @@ const std::vector<Proof> kProofs = {
     // embeddings and weights
     {"tied embeddings", "blocks/dense_decoder", "qwen2", HF_GOLDEN("qwen2")},
     {"FP8 block scales", "checkpoint/fp8 (dequantized at load)", "deepseek_v3", HF_GOLDEN("deepseek_v3_fp8")},
+    // DeepSeek-V4 (tests/data/golden/deepseek_v4.yaml: sliding, CSA, HCA and CSA layers, layer 0
+    // hash-routed, 2 residual streams, 2 output groups, swiglu_limit 10)
+    {"shared-KV attention (DeepSeek-V4)", "blocks/v4_attention", "deepseek_v4", V4_GOLDEN},
+    {"layer_types=sliding_attention", "blocks/v4_attention", "deepseek_v4", V4_GOLDEN},
+    {"layer_types=compressed_sparse_attention", "blocks/v4_attention, v4_compressor, v4_indexer", "deepseek_v4", V4_GOLDEN},
+    {"layer_types=heavily_compressed_attention", "blocks/v4_attention, v4_compressor", "deepseek_v4", V4_GOLDEN},
+    {"compressed KV attention", "blocks/v4_compressor", "deepseek_v4", V4_GOLDEN},
+    {"grouped output projection", "blocks/v4_attention", "deepseek_v4", V4_GOLDEN},
+    {"hyper-connections", "blocks/mhc", "deepseek_v4", V4_GOLDEN},
+    {"scoring_func=sqrtsoftplus", "blocks/v4_routing", "deepseek_v4", V4_GOLDEN},
+    {"mlp_layer_types=hash_moe", "blocks/v4_routing", "deepseek_v4", V4_GOLDEN},
+    {"mlp_layer_types=moe", "blocks/moe", "deepseek_v4", V4_GOLDEN},
+    {"clamped SwiGLU", "blocks/mlp (swiglu_limited)", "deepseek_v4", V4_GOLDEN},
+    {"shared experts", "blocks/mlp", "deepseek_v4", V4_GOLDEN},
+    {"partial rotary", "blocks/v4_attention", "deepseek_v4", V4_GOLDEN},
+    {"attention sinks (DeepSeek-V4)", "blocks/v4_attention", "deepseek_v4", V4_GOLDEN},
+    {"lightning indexer (DeepSeek-V4)", "blocks/v4_indexer", "deepseek_v4", V4_GOLDEN},
 };
 
+#undef V4_GOLDEN
 #undef HF_GOLDEN
 
 }  // namespace

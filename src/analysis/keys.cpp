@@ -311,7 +311,7 @@ struct EnumKey {
   std::vector<const char*> values;
 };
 const EnumKey kEnums[] = {
-    {"scoring_func", {"softmax", "sigmoid"}},
+    {"scoring_func", {"softmax", "sigmoid", "sqrtsoftplus"}},
     {"topk_method", {"greedy", "noaux_tc", "group_limited_greedy"}},
     // deepseek_v4's two compressed kinds: their tensors are counted (tensors.cpp) with compress_rates
     {"layer_types", {"full_attention", "linear_attention", "sliding_attention", "compressed_sparse_attention",

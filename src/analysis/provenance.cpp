@@ -213,7 +213,7 @@ void add_provenance(Analysis& a, const nlohmann::json& config, const FolderCode*
     for (const ModuleAccount& x : m.modules)
       if (x.block.empty())
         a.risks.push_back("unmatched " + x.kind + " " + m.file + ":" + std::to_string(x.line) + " " + x.name +
-                          (x.base.empty() ? "" : " (" + x.base + ")") + ": no dayzero block computes it" +
+                          (x.base.empty() ? "" : " (" + x.base + ")") + ": no dayzero block is matched to it by its computation" +
                           (x.hint.empty() ? "" : "; its name suggests " + x.hint + " (a name proves nothing)") +
                           (x.how.empty() ? "" : "; " + x.how));
   for (const ModelingScan& m : code->modeling)

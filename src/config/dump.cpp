@@ -23,7 +23,7 @@ const std::vector<std::string>& dump_point_names() {
       "embed",    "attn_norm",  "attn_out", "ffn_norm",         "router_logits", "topk_ids",    "ffn_out",
       "layer_out", "final_norm", "logits",  "vision_layer_out", "projector_out", "merged_embed",
       "vision_embed", "vision_selected", "vision_merged",
-      "index_topk_ids"};
+      "index_topk_ids", "hc_head"};
   return kNames;
 }
 
@@ -61,7 +61,8 @@ bool DumpSelection::wants_key(std::string_view key) const {
     if (key == "vision.embed") return wants_point("vision_embed");
     if (key == "vision.selected") return wants_point("vision_selected");
     if (key == "vision.merged") return wants_point("vision_merged");
-    static constexpr std::string_view kTop[] = {"embed", "final_norm", "logits", "projector_out", "merged_embed"};
+    static constexpr std::string_view kTop[] = {"embed", "hc_head", "final_norm", "logits", "projector_out",
+                                                "merged_embed"};
     return std::find(std::begin(kTop), std::end(kTop), key) != std::end(kTop) && wants_point(key);
   }
   const size_t dot = rest.find('.');

@@ -44,7 +44,8 @@ std::tuple<int, int64_t, int, std::string> forward_key(const std::string& name) 
   if (name == "merged_embed") return {2, 0, 0, ""};
   if (name == "embed") return {3, 0, 0, ""};
   if (name.rfind("layers.", 0) == 0) return layered(4, 7);
-  if (name == "final_norm") return {5, 0, 0, ""};
+  if (name == "hc_head") return {5, 0, 0, ""};
+  if (name == "final_norm") return {5, 1, 0, ""};
   if (name == "logits") return {6, 0, 0, ""};
   return {9, 0, 0, name};
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +26,16 @@ class Backend;
 
 namespace dayzero::model {
 
+// A layer's per-sequence state that is neither keys and values nor a linear-attention state: an
+// adapter's own (DeepSeek-V4: the window's K=V entries, the compressors' tails and entries, the
+// indexer's keys). Made by Adapter::new_layer_state; the runtime only holds it and hands it to
+// forward_layer in SeqSegment.
+struct LayerState {
+  virtual ~LayerState() = default;
+  // Bytes it reserves for a context of the n_ctx it was made for (counted in the KV ledger).
+  virtual int64_t bytes() const = 0;
+};
+
 // One sequence's share of a forward call: a contiguous range of the batch's rows and this
 // layer's cache of that sequence. Prefill is one segment of n tokens; batched decode is one
 // segment of one token per live sequence. Row-wise blocks (norms, MLP, MoE) never look at
@@ -41,6 +52,7 @@ struct SeqSegment {
   Tensor* conv_state = nullptr;
   Tensor* recurrent_state = nullptr;
   int64_t* state_pos = nullptr;
+  LayerState* layer_state = nullptr;  // the adapter's own state of this layer (null: none)
   int64_t pos0 = 0;           // position of the segment's first row in its sequence
   int64_t row0 = 0;           // first row of the segment in the batch
   int64_t n_rows = 0;         // rows (tokens) of the segment
@@ -71,6 +83,7 @@ struct LayerContext {
   // The batch's sequences in row order; they tile [0, n_tokens) without gaps.
   std::span<const SeqSegment> segments;
   const Tensor& positions;   // int32 [n_tokens], per row (each row's position in its sequence)
+  const Tensor& token_ids;   // int32 [n_tokens] on the host: each row's token (hash-routed experts)
   const Tensor& inv_freq;    // f32 [head_dim / 2]
   ActivationSink* sink;      // may be null
   // Sums a row-parallel partial result over the tensor-parallel group (absent: tp = 1).
@@ -94,8 +107,8 @@ struct LayerContext {
   // The same context reading its weights through other (a multimodal adapter's text model under
   // its prefix view); every other field carries over.
   LayerContext with_weights(const Weights& other) const {
-    return {be,      hp,      other,   segments, positions, inv_freq, sink, tp_all_reduce, expert_tokens,
-            dsa_keys, tp_rank, tp_size, expert_group};
+    return {be,           hp,       other,   segments, positions, token_ids, inv_freq, sink, tp_all_reduce,
+            expert_tokens, dsa_keys, tp_rank,  tp_size, expert_group};
   }
 };
 
@@ -140,8 +153,28 @@ class Adapter {
   // weight (model_folder.h); `inspect` and `plan` do not ask.
   virtual Status forward_support(const HParams& hp) const { return Status::Ok(); }
 
-  // hidden [n_tokens, n_embd] is updated in place to the layer's output.
+  // hidden [n_tokens, residual_width] is updated in place to the layer's output.
   virtual void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const = 0;
+
+  // The residual state a token carries between layers (what pipeline stages pass, replay takes
+  // and layer_out dumps): n_embd, or DeepSeek-V4's hc_mult streams of n_embd. A family whose
+  // width differs turns the embedded rows [n, n_embd] into it (enter_residual, first stage) and
+  // collapses it back to [n, n_embd] before the final norm (leave_residual, last stage).
+  virtual int64_t residual_width(const HParams& hp) const { return hp.n_embd; }
+  virtual void enter_residual(backend::Backend& be, const HParams& hp, const Weights& w, const Tensor& embedded,
+                              Tensor& residual) const {
+    DZ_CHECK(false, family() << " has no residual streams");
+  }
+  virtual void leave_residual(backend::Backend& be, const HParams& hp, const Weights& w, const Tensor& residual,
+                              Tensor& out, ActivationSink* sink) const {
+    DZ_CHECK(false, family() << " has no residual streams");
+  }
+  // This layer's own per-sequence state for a context of n_ctx tokens (null: the runtime's keys
+  // and values, or linear-attention state, from the layer descriptor). A layer with a state
+  // gets no keys and values from the runtime.
+  virtual std::unique_ptr<LayerState> new_layer_state(const HParams& hp, int layer, int64_t n_ctx, int tp) const {
+    return nullptr;
+  }
 
   // Multimodal families (hp.vision.enabled): one image's features in the text width
   // [n_features, n_embd] (blocks::image_feature_count rows), computed on the first pipeline

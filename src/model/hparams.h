@@ -155,7 +155,6 @@ struct DeepseekV4Params {
   std::string scoring_func;       // sqrtsoftplus | softmax | sigmoid
   double routed_scaling_factor = 1.0;
   int64_t n_shared_experts = 0;
-  double swiglu_limit = 0;        // clamps the experts' gate / up pre-activations (0: none)
   std::vector<V4Attention> layer_types;  // [n_layer]
   std::vector<bool> hash_moe;            // [n_layer]: expert choice from tid2eid[input_ids]
   int64_t compress_rate(int layer) const {
@@ -191,6 +190,9 @@ struct HParams {
   int64_t n_expert_used = 0;      // top-k
   int64_t n_ff_expert = 0;        // intermediate size of one expert
   bool norm_topk_prob = true;     // renormalise the top-k probabilities to sum to 1
+  // SwiGLU of the experts and shared expert with gate clamped above at the limit and up to
+  // [-limit, limit] before silu(gate) * up (DeepSeek-V4); 0: no clamp.
+  double swiglu_limit = 0;
   std::vector<int> dense_layers;  // layers with a dense MLP instead of experts
   bool norm_weight_offset = false;  // every RMSNorm scales by (1 + w), Gemma-style (qwen3_next)
   // Rotary dimensions when not head_dim (MLA rotates qk_rope_head_dim of each head): the

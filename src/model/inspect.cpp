@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/dtype.h"
+#include "model/registry.h"
 
 namespace dayzero::model {
 namespace {
@@ -78,32 +79,34 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
   const DeepSeekParams* ds = std::get_if<DeepSeekParams>(&hp.family_params);
   const DeepseekV4Params* v4 = std::get_if<DeepseekV4Params>(&hp.family_params);
   if (v4) {
-    // Read, counted and planned; the forward pass does not run them yet (Adapter::forward_support).
+    // Run where the adapter's forward pass takes the config (not the UE8M0-scaled FP8 weights yet).
+    const auto adapter = find_adapter_by_family(hp.family);
+    const S run = adapter.ok() && (*adapter)->forward_support(hp).ok() ? S::kYes : S::kNo;
     int n_sliding = 0, n_csa = 0, n_hca = 0, n_hash = 0;
     for (const V4Attention t : v4->layer_types)
       (t == V4Attention::kSliding ? n_sliding : t == V4Attention::kCompressedSparse ? n_csa : n_hca)++;
     for (const bool h : v4->hash_moe) n_hash += h ? 1 : 0;
     const auto n = [](int64_t x) { return std::to_string(x); };
     f.push_back({"mHC", n(v4->hc_mult) + " residual streams, Sinkhorn-Knopp " + n(v4->hc_sinkhorn_iters) + " iterations",
-                 S::kNo});
+                 run});
     f.push_back({"hybrid attention", n(n_sliding) + " sliding, " + n(n_csa) + " compressed sparse (1 entry per " +
                                          n(v4->csa_rate) + " tokens, indexer top-" + n(v4->index_topk) + "), " +
                                          n(n_hca) + " heavily compressed (1 per " + n(v4->hca_rate) + "); window " +
                                          n(v4->sliding_window),
-                 S::kNo});
+                 run});
     f.push_back({"K=V MQA", heads + " of " + n(hp.head_dim) + ", q LoRA " + n(v4->q_lora_rank) +
                                        ", attention sinks, rotary on the last " + n(v4->rope_dim) + " channels",
-                 S::kNo});
-    f.push_back({"grouped o-proj", n(v4->o_groups) + " groups of rank " + n(v4->o_lora_rank), S::kNo});
+                 run});
+    f.push_back({"grouped o-proj", n(v4->o_groups) + " groups of rank " + n(v4->o_lora_rank), run});
     f.push_back({"RoPE", "theta " + fmt_num(hp.rope_theta) + " (sliding), " + fmt_num(v4->compress_rope_theta) +
                              " (compressed" + (hp.rope_scaling.type == "yarn" ? ", yarn x" + fmt_num(hp.rope_scaling.factor) : "") +
                              ")",
-                 S::kNo});
+                 run});
     f.push_back({"MoE " + v4->scoring_func,
                  "top-" + n(hp.n_expert_used) + " of " + n(hp.n_expert) + " experts, " + n(n_hash) +
                      " hash-routed layers (tid2eid), scaling " + fmt_num(v4->routed_scaling_factor) + ", " +
-                     n(v4->n_shared_experts) + " shared, SwiGLU clamp " + fmt_num(v4->swiglu_limit),
-                 S::kNo});
+                     n(v4->n_shared_experts) + " shared, SwiGLU clamp " + fmt_num(hp.swiglu_limit),
+                 run});
   } else if (ds && ds->mla.kv_lora_rank > 0) {
     const MlaParams& m = ds->mla;
     f.push_back({"MLA", "q_lora " + std::to_string(m.q_lora_rank) + ", kv_lora " + std::to_string(m.kv_lora_rank) +

@@ -76,6 +76,9 @@ BlockScaledSlice block_scaled_slice(const model::TensorSpec& spec, const Slice& 
 }
 
 DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights, KeepsQuantized keeps) {
+  // An integer table (DeepSeek-V4's tid2eid) is kept in f32, exact below 2^24 (bf16 is exact
+  // only to 256: 384 experts would be rounded).
+  if (spec.index_range > 0) return DType::kF32;
   if (weights == WeightsOnDevice::kBF16) return DType::kBF16;
   if (weights == WeightsOnDevice::kF32) return DType::kF32;
   if (spec.pack_group > 0) return keeps.int4 && stored == DType::kBF16 ? DType::kI4 : DType::kF32;
@@ -91,7 +94,7 @@ int64_t held_bytes(const model::TensorSpec& spec, size_t index, const Slice& sli
   if (p.stored_bytes.empty()) return slice_bytes(spec, slice, p.bytes_per_weight);
   DZ_CHECK(index < p.stored_bytes.size(), spec.name << ": no stored element size (" << p.stored_bytes.size()
                                                     << " for spec " << index << ")");
-  const int64_t elem = p.stored_bytes[index];
+  const int64_t elem = spec.index_range > 0 ? 4 : p.stored_bytes[index];  // kept_dtype: an index table in f32
   // As stored: 0.5 B + group scales, unless dequantised on load (weight_sizes: 4 B)
   if (spec.pack_group > 0 && elem != 4) return pack_quant_bytes(spec, slice, true);
   if (elem == 1 && !spec.scale_name.empty() && spec.shape.size() == 2 && spec.quant_block_rows > 0 &&

@@ -24,7 +24,9 @@ bool stage_holds(const model::TensorSpec& spec, const model::HParams& hp, const 
   }
   const bool tied = hp.tie_embeddings || names.lm_head == names.embed;
   if (spec.name == names.embed) return stage.has_embedding || (tied && stage.has_lm_head);
-  if (spec.name == names.final_norm || spec.name == names.lm_head) return stage.has_lm_head;
+  // The head's own tensors go with it (DeepSeek-V4's hc_head collapse before the final norm).
+  if (spec.name == names.final_norm || spec.name == names.lm_head || spec.component == model::Component::kLmHead)
+    return stage.has_lm_head;
   return stage.has_embedding;
 }
 

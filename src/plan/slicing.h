@@ -49,7 +49,8 @@ struct EdgeNames {
 EdgeNames edge_names(const model::Adapter& adapter, const model::HParams& hp);
 
 // Whether a stage holds a tensor at all, before any tp split. Layers >= n_layer (stacked
-// after the decoder, e.g. multi-token prediction) go with the last stage.
+// after the decoder, e.g. multi-token prediction) and the head's tensors (component lm_head)
+// go with the last stage, the other tensors outside the layers with the first.
 bool stage_holds(const model::TensorSpec& spec, const model::HParams& hp, const Stage& stage,
                  const EdgeNames& names = {});
 

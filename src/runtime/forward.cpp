@@ -52,9 +52,19 @@ class StackingSink final : public model::ActivationSink {
 }  // namespace
 
 KvCache::KvCache(backend::Backend& be, int layer_begin, std::span<const model::LayerCache> layers, int tp,
-                 int64_t n_ctx, KvLedger* ledger)
+                 int64_t n_ctx, KvLedger* ledger, const StateMaker& make_state)
     : layer_begin_(layer_begin), n_ctx_(n_ctx), ledger_(ledger) {
-  for (const model::LayerCache& c : layers) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const model::LayerCache& c = layers[i];
+    states_.push_back(make_state ? make_state(layer_begin + static_cast<int>(i)) : nullptr);
+    if (states_.back()) {  // the adapter's own state replaces keys, values and recurrent state
+      k_.emplace_back();
+      v_.emplace_back();
+      ik_.emplace_back();
+      conv_.emplace_back();
+      rec_.emplace_back();
+      continue;
+    }
     auto grows = [&](int64_t heads, int64_t dim) {
       return heads > 0 && dim > 0 ? be.empty(DType::kF32, {n_ctx, heads, dim}) : Tensor();
     };
@@ -86,6 +96,7 @@ KvCache::KvCache(KvCache&& o) noexcept
       conv_(std::move(o.conv_)),
       rec_(std::move(o.rec_)),
       state_pos_(std::move(o.state_pos_)),
+      states_(std::move(o.states_)),
       ledger_(o.ledger_) {
   o.k_.clear();
   o.v_.clear();
@@ -93,6 +104,7 @@ KvCache::KvCache(KvCache&& o) noexcept
   o.conv_.clear();
   o.rec_.clear();
   o.state_pos_.clear();
+  o.states_.clear();
   o.n_ctx_ = 0;
   o.ledger_ = nullptr;
 }
@@ -108,6 +120,7 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
     conv_ = std::move(o.conv_);
     rec_ = std::move(o.rec_);
     state_pos_ = std::move(o.state_pos_);
+    states_ = std::move(o.states_);
     ledger_ = o.ledger_;
     o.k_.clear();
     o.v_.clear();
@@ -115,6 +128,7 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
     o.conv_.clear();
     o.rec_.clear();
     o.state_pos_.clear();
+    o.states_.clear();
     o.n_ctx_ = 0;
     o.ledger_ = nullptr;
   }
@@ -130,6 +144,7 @@ void KvCache::release() {
   conv_.clear();
   rec_.clear();
   state_pos_.clear();
+  states_.clear();
   n_ctx_ = 0;
 }
 
@@ -148,6 +163,8 @@ int64_t KvCache::state_bytes() const {
     if (t.defined()) b += static_cast<int64_t>(t.bytes());
   for (const auto& t : rec_)
     if (t.defined()) b += static_cast<int64_t>(t.bytes());
+  for (const auto& s : states_)
+    if (s) b += s->bytes();
   return b;
 }
 
@@ -186,7 +203,9 @@ Forward::Forward(backend::Backend& be, const model::Adapter& adapter, const mode
 KvCache Forward::new_cache(int64_t n_ctx) const {
   const std::span<const model::LayerCache> mine(caches_.data() + part_.layer_begin,
                                                 static_cast<size_t>(part_.layer_end - part_.layer_begin));
-  return KvCache(be_, part_.layer_begin, mine, part_.tp ? part_.tp->size() : 1, n_ctx, &kv_ledger_);
+  const int tp = part_.tp ? part_.tp->size() : 1;
+  const KvCache::StateMaker make_state = [&](int layer) { return adapter_.new_layer_state(hp_, layer, n_ctx, tp); };
+  return KvCache(be_, part_.layer_begin, mine, tp, n_ctx, &kv_ledger_, make_state);
 }
 
 Tensor Forward::run(std::span<const int32_t> tokens, int64_t pos0, KvCache& cache, model::ActivationSink* sink,
@@ -236,6 +255,7 @@ void Forward::run_layers(std::span<const SeqInput> seqs, Rows& rows, model::Acti
   std::vector<std::vector<int32_t>> dsa_keys;  // the last DSA indexer's selection, per row
   for (int l = part_.layer_begin; l < part_.layer_end; ++l) {
     for (size_t i = 0; i < seqs.size(); ++i) {
+      rows.segments[i].layer_state = seqs[i].cache->layer_state(l);
       rows.segments[i].k_cache = &seqs[i].cache->k(l);
       rows.segments[i].v_cache = &seqs[i].cache->v(l);
       rows.segments[i].index_k_cache = seqs[i].cache->index_k(l);
@@ -243,8 +263,9 @@ void Forward::run_layers(std::span<const SeqInput> seqs, Rows& rows, model::Acti
       rows.segments[i].recurrent_state = seqs[i].cache->recurrent_state(l);
       rows.segments[i].state_pos = seqs[i].cache->state_pos(l);
     }
-    model::LayerContext ctx{be_, hp_, w_, rows.segments, rows.positions, inv_freq_, sink,
-                            tp_all_reduce_ ? &tp_all_reduce_ : nullptr, expert_tokens_, &dsa_keys};
+    model::LayerContext ctx{be_,        hp_,      w_,   rows.segments, rows.positions, rows.ids_host,
+                            inv_freq_,  sink,     tp_all_reduce_ ? &tp_all_reduce_ : nullptr, expert_tokens_,
+                            &dsa_keys};
     if (part_.tp) ctx.tp_rank = part_.tp->rank(), ctx.tp_size = part_.tp->size();
     if (expert_group_) ctx.expert_group = &*expert_group_;
     adapter_.forward_layer(ctx, l, hidden);
@@ -254,7 +275,7 @@ void Forward::run_layers(std::span<const SeqInput> seqs, Rows& rows, model::Acti
 Tensor Forward::replay(const Tensor& input, const SeqInput& seq, model::ActivationSink* sink) {
   DZ_CHECK(!part_.first_stage && !part_.last_stage && part_.pp == nullptr,
            "replay needs a partition of decoder layers only (no embedding, lm_head or pipeline)");
-  DZ_CHECK(input.shape() == (std::vector<int64_t>{static_cast<int64_t>(seq.tokens.size()), hp_.n_embd}),
+  DZ_CHECK(input.shape() == (std::vector<int64_t>{static_cast<int64_t>(seq.tokens.size()), adapter_.residual_width(hp_)}),
            "replay input " << shape_str(input.shape()) << " for " << seq.tokens.size() << " tokens");
   PerturbSink perturb(be_, perturb_point_, perturb_scale_, sink);
   if (!perturb_point_.empty()) sink = &perturb;
@@ -271,13 +292,16 @@ Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink*
   const int64_t n = rows.n;
   const std::vector<model::SeqSegment>& segments = rows.segments;
 
-  Tensor hidden = be_.empty_output(DType::kF32, {n, hp_.n_embd});  // embedded or received in full
+  const int64_t width = adapter_.residual_width(hp_);
+  Tensor hidden = be_.empty_output(DType::kF32, {n, width});  // embedded or received in full
   if (part_.first_stage) {
-    be_.embedding(be_.to_device(rows.ids_host), w_.get(adapter_.embed_name()), part_.vocab_begin, hidden);
+    Tensor embedded = width == hp_.n_embd ? hidden : be_.empty_output(DType::kF32, {n, hp_.n_embd});
+    be_.embedding(be_.to_device(rows.ids_host), w_.get(adapter_.embed_name()), part_.vocab_begin, embedded);
     // Vocabulary-parallel: each tp rank filled the rows of its vocabulary range.
-    if (part_.vocab_end - part_.vocab_begin < hp_.n_vocab && tp_all_reduce_) tp_all_reduce_(hidden);
-    model::emit(sink, "embed", hidden);
-    if (!seqs[0].images.empty()) place_images(seqs[0], hidden, sink);
+    if (part_.vocab_end - part_.vocab_begin < hp_.n_vocab && tp_all_reduce_) tp_all_reduce_(embedded);
+    model::emit(sink, "embed", embedded);
+    if (!seqs[0].images.empty()) place_images(seqs[0], embedded, sink);
+    if (width != hp_.n_embd) adapter_.enter_residual(be_, hp_, w_, embedded, hidden);
   } else {
     const int prev = part_.pp->rank() - 1;
     check_comm(part_.pp->recv(hidden, prev, kHiddenTag), "pipeline receive of hidden states");
@@ -290,7 +314,13 @@ Tensor Forward::run_batch(std::span<const SeqInput> seqs, model::ActivationSink*
     return {};
   }
   Tensor normed = be_.empty_output(DType::kF32, {n, hp_.n_embd});
-  model::blocks::rms_norm(be_, hp_, hidden, w_.get(adapter_.final_norm_name()), normed);
+  if (width != hp_.n_embd) {
+    Tensor collapsed = be_.empty_output(DType::kF32, {n, hp_.n_embd});
+    adapter_.leave_residual(be_, hp_, w_, hidden, collapsed, sink);
+    model::blocks::rms_norm(be_, hp_, collapsed, w_.get(adapter_.final_norm_name()), normed);
+  } else {
+    model::blocks::rms_norm(be_, hp_, hidden, w_.get(adapter_.final_norm_name()), normed);
+  }
   model::emit(sink, "final_norm", normed);
   Tensor last_rows;  // [n_seqs, n_embd]: each sequence's last row
   if (all_logits || n == static_cast<int64_t>(seqs.size())) {

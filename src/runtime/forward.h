@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -53,13 +54,16 @@ struct KvLedger {
 // (linear attention) its conv window [conv_rows, local heads x conv_per_head] and recurrent
 // state [local heads x v_per_head, k_dim, v_dim] (f32), whatever n_ctx is. Heads split over tp
 // as model::LayerCache says (plan::local_heads).
+// A layer whose adapter makes its own state (model::Adapter::new_layer_state, given as
+// make_state) keeps that instead of any of these.
 // Move-only; counted in its ledger (if any) until destroyed or released. REQUIRES: the
 // ledger outlives the cache.
 class KvCache {
  public:
   // layers: the caches of layers [layer_begin, layer_begin + layers.size()); tp: the tp group's size.
+  using StateMaker = std::function<std::unique_ptr<model::LayerState>(int layer)>;
   KvCache(backend::Backend& be, int layer_begin, std::span<const model::LayerCache> layers, int tp, int64_t n_ctx,
-          KvLedger* ledger = nullptr);
+          KvLedger* ledger = nullptr, const StateMaker& make_state = {});
   KvCache(KvCache&& o) noexcept;
   KvCache& operator=(KvCache&& o) noexcept;
   KvCache(const KvCache&) = delete;
@@ -79,7 +83,9 @@ class KvCache {
     return rec_[layer - layer_begin_].defined() ? &rec_[layer - layer_begin_] : nullptr;
   }
   int64_t* state_pos(int layer) { return &state_pos_[layer - layer_begin_]; }
-  // Bytes of keys and values (and indexer keys), and of the linear-attention state.
+  // The adapter's own state of the layer, or null.
+  model::LayerState* layer_state(int layer) { return states_[layer - layer_begin_].get(); }
+  // Bytes of keys and values (and indexer keys), and of the linear-attention and adapter states.
   int64_t kv_bytes() const;
   int64_t state_bytes() const;
   int64_t bytes() const { return kv_bytes() + state_bytes(); }
@@ -92,6 +98,7 @@ class KvCache {
   std::vector<Tensor> k_, v_, ik_;
   std::vector<Tensor> conv_, rec_;  // [n_layers]; empty tensors outside linear-attention layers
   std::vector<int64_t> state_pos_;
+  std::vector<std::unique_ptr<model::LayerState>> states_;  // [n_layers]; null where the adapter keeps none
   KvLedger* ledger_ = nullptr;
 };
 
@@ -141,9 +148,10 @@ class Forward {
   // partition().layer_begin as another run recorded it, through this rank's layers [layer_begin,
   // layer_end) by the same layer loop as run_batch, for one sequence at positions seq.pos0 ..
   // pos0 + n - 1 (the token ids only give n). No embedding, pipeline transfer, final norm or
-  // lm_head. Returns the hidden state leaving the last layer, [n, n_embd] on the device.
-  // Collective over tp. REQUIRES: a partition with neither first nor last stage and no pp group;
-  // input on the host, [n, n_embd] with n = seq.tokens.size().
+  // lm_head. Returns the hidden state leaving the last layer, [n, residual width] on the device
+  // (model::Adapter::residual_width). Collective over tp. REQUIRES: a partition with neither
+  // first nor last stage and no pp group; input on the host, [n, residual width] with
+  // n = seq.tokens.size().
   Tensor replay(const Tensor& input, const SeqInput& seq, model::ActivationSink* sink);
 
   // Counts routed tokens per [layer][expert] of this rank's MoE layers into `counts` (sized
@@ -171,7 +179,7 @@ class Forward {
     std::vector<model::SeqSegment> segments;  // [n_seqs]
   };
   Rows stack_rows(std::span<const SeqInput> seqs);
-  // This rank's decoder layers over hidden [n, n_embd] (in place), each sequence on its cache.
+  // This rank's decoder layers over hidden [n, residual width] (in place), each sequence on its cache.
   void run_layers(std::span<const SeqInput> seqs, Rows& rows, model::ActivationSink* sink, Tensor& hidden);
   Tensor lm_head(const Tensor& normed);
   // The images' features into their placeholder rows of hidden [n_tokens, n_embd] (first stage).

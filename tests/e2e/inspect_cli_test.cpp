@@ -175,16 +175,16 @@ TEST(InspectCli, ModelingOptionAccountsForEveryModule) {
   for (const auto& m : r["modeling"][0]["modules"])
     hc = hc || (m["name"] == "DeepseekV4HyperConnection" && m["line"] == 884 && m["matched"] == false);
   EXPECT_TRUE(hc) << r["modeling"][0]["modules"].dump();
-  EXPECT_TRUE(r["keys"]["unrecognised"].contains("scoring_func")) << r["keys"].dump();
+  EXPECT_FALSE(r["keys"]["unrecognised"].contains("scoring_func")) << r["keys"].dump();  // sqrtsoftplus is run
   EXPECT_TRUE(r["keys"]["irrelevant"].contains("router_aux_loss_coef")) << r["keys"].dump();
-  // The deepseek_v4 adapter reads the config but refuses its run (Adapter::forward_support): it
-  // proves none of the features, so none is "supported by adapter".
-  for (const auto& f : r["features"]) EXPECT_NE(f["status"], "supported by adapter") << f.dump();
-  for (const auto& f : r["features"])
-    if (f["status"] == "supported by block") {
-      EXPECT_EQ(f["name"].get<std::string>().find("sqrtsoftplus"), std::string::npos);
-      EXPECT_FALSE(f["proof"].get<std::string>().empty()) << f.dump();  // "supported" names its proof
-    }
+  // The deepseek_v4 adapter runs the config (its golden test proves it): the hyper-connections
+  // are supported by it even where the modeling scan leaves their module unmatched.
+  bool hc_supported = false;
+  for (const auto& f : r["features"]) {
+    hc_supported = hc_supported || (f["name"] == "hyper-connections" && f["status"] == "supported by adapter");
+    if (f["status"] == "supported by block") EXPECT_FALSE(f["proof"].get<std::string>().empty()) << f.dump();
+  }
+  EXPECT_TRUE(hc_supported) << r["features"].dump();
   const fs::path d = scratch_dir("inspect_modeling_register");
   const fs::path reg = d / "register.yaml";
   fs::remove(reg);
@@ -196,8 +196,7 @@ TEST(InspectCli, ModelingOptionAccountsForEveryModule) {
   bool line = false;
   for (const auto& u : e["unmatched"]) line = line || u.as<std::string>() == "modeling_deepseek_v4.py:884 DeepseekV4HyperConnection";
   EXPECT_TRUE(line);
-  EXPECT_EQ(e["keys"]["unrecognised"]["scoring_func"].as<std::string>(), "\"sqrtsoftplus\"");
-  EXPECT_NE(e["closest"].as<std::string>().find("closest: deepseek_v3"), std::string::npos);
+  EXPECT_FALSE(e["keys"]["unrecognised"] && e["keys"]["unrecognised"]["scoring_func"]);
   // A --modeling path that is not there is bad input naming it.
   const Outcome bad = run_dayzero("inspect " + fixture_dir("DeepSeek-V4-Flash") + " --modeling " + modeling + "_absent");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;

@@ -64,6 +64,12 @@ std::string sizes_yaml(const std::string& family) {
   // variant loads tp slices of block-quantized weights.
   if (family.starts_with("deepseek_v3") || family == "glm_moe_dsa") y += "n_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n";
   if (family == "deepseek_v3_fp8") y = "family: deepseek_v3\ndtype: fp8\n" + y.substr(y.find('\n') + 1);
+  // DeepSeek-V4: 8 heads of 32 in 4 output groups (tp4 gives every rank one group), layers
+  // sliding / CSA / HCA / CSA with windows of 8, CSA entries per 4 tokens and HCA per 8, so the
+  // prompts and their decode cross each; layer 0 hash-routed; 2 residual streams.
+  if (family == "deepseek_v4")
+    y = "family: deepseek_v4\nn_vocab: 512\nn_embd: 64\nn_layer: 4\nn_head: 8\nhead_dim: 32\nn_ff: 128\nseed: 23\n"
+        "n_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n";
   return y;
 }
 
@@ -111,13 +117,20 @@ const PlanCase kDsaPlans[] = {
 // Hybrid linear attention (qwen3_next: Gated DeltaNet layers 0 and 2, gated full attention 1 and
 // 3, so every pp2 stage holds both): the linear layers' state carried through decode; qwen3_5_moe
 // the same with the split projections (in_proj_qkv's [q | k | v] rows split by heads per section).
+// DeepSeek-V4: query heads, sinks and output groups split over tp (the one K=V head, the
+// compressors, the indexer and the mHC mixing replicated), the residual streams passed between
+// stages, the window / compressor / indexer state carried through decode per rank.
+const PlanCase kV4Plans[] = {
+    {"tp2", 1, 1, 2}, {"tp4", 1, 1, 4}, {"pp2", 1, 2, 1}, {"tp2_ep2", 1, 1, 2, 2},
+};
+
 const PlanCase kHybridPlans[] = {
     {"tp2", 1, 1, 2}, {"pp2", 1, 2, 1}, {"tp2_pp2", 1, 2, 2}, {"tp2_ep2", 1, 1, 2, 2},
 };
 
 bool is_moe(const std::string& family) {
   return family == "mixtral" || family == "qwen3_moe" || family == "qwen3_next" || family == "qwen3_5_moe" ||
-         family.starts_with("deepseek_v3") || family == "glm_moe_dsa";
+         family.starts_with("deepseek_v3") || family == "glm_moe_dsa" || family == "deepseek_v4";
 }
 // deepseek_v3's first layer is dense (first_k_dense_replace 1 in make-model).
 int moe_layers(const std::string& family) {
@@ -125,8 +138,10 @@ int moe_layers(const std::string& family) {
 }
 // Layers with an indexer of their own, each dumping index_topk_ids.
 int indexer_layers(const std::string& family) {
-  return family == "deepseek_v32" ? kLayers : family == "glm_moe_dsa" ? kLayers / 2 : 0;
+  return family == "deepseek_v32" ? kLayers : family == "glm_moe_dsa" || family == "deepseek_v4" ? kLayers / 2 : 0;
 }
+// Points outside the layers besides embed, final_norm and logits: DeepSeek-V4's hc_head.
+int extra_points(const std::string& family) { return family == "deepseek_v4" ? 1 : 0; }
 
 struct FamilyModel {
   fs::path dir, model;
@@ -199,7 +214,8 @@ TEST_P(PartitionInvariance, MatchesOneRank) {
   const MergedDump& want = m.reference;
   // MoE layers add router_logits and topk_ids per layer, prompt and phase; DSA index_topk_ids.
   const size_t moe_keys = 2u * static_cast<size_t>(moe_layers(family)) * 3 * 2 +
-                          static_cast<size_t>(indexer_layers(family)) * 3 * 2;
+                          static_cast<size_t>(indexer_layers(family)) * 3 * 2 +
+                          static_cast<size_t>(extra_points(family)) * 3 * 2;
   ASSERT_EQ(want.size(), kReferenceKeys + moe_keys) << family << ": the reference run lacks keys";
   ASSERT_EQ(want.count("activations/raw/decode/layers.3.layer_out"), 1u);
 
@@ -313,7 +329,7 @@ TEST_P(PartitionInvarianceTolerance, ToleranceSeesATenfoldEps) {
   EXPECT_GT(worst, rel_l2_tol(family)) << family << ": a tenfold rms_norm_eps passes the partition tolerance";
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, PartitionInvarianceTolerance, ::testing::Values("llama", "qwen3_5_moe"));
+INSTANTIATE_TEST_SUITE_P(Families, PartitionInvarianceTolerance, ::testing::Values("llama", "qwen3_5_moe", "deepseek_v4"));
 
 std::string case_name(const ::testing::TestParamInfo<PartitionInvariance::ParamType>& info) {
   return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name;
@@ -329,6 +345,8 @@ INSTANTIATE_TEST_SUITE_P(MoePlans, PartitionInvariance,
 INSTANTIATE_TEST_SUITE_P(HybridPlans, PartitionInvariance,
                          ::testing::Combine(::testing::Values("qwen3_next", "qwen3_5_moe"), ::testing::ValuesIn(kHybridPlans)),
                          case_name);
+INSTANTIATE_TEST_SUITE_P(V4Plans, PartitionInvariance,
+                         ::testing::Combine(::testing::Values("deepseek_v4"), ::testing::ValuesIn(kV4Plans)), case_name);
 INSTANTIATE_TEST_SUITE_P(DsaPlans, PartitionInvariance,
                          ::testing::Combine(::testing::Values("deepseek_v32", "glm_moe_dsa"), ::testing::ValuesIn(kDsaPlans)),
                          case_name);

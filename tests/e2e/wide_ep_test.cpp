@@ -29,6 +29,8 @@ std::string sizes(const std::string& family) {
   std::string y = "family: " + family + "\nn_vocab: 512\nn_embd: 64\nn_layer: 4\nn_head: 4\nn_head_kv: 2\nn_ff: 128\nseed: 23\n"
                   "n_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n";
   if (family == "qwen3_moe") y += "head_dim: 32\n";
+  if (family == "deepseek_v4") y = "family: deepseek_v4\nn_vocab: 512\nn_embd: 64\nn_layer: 4\nn_head: 4\nhead_dim: 32\n"
+                                   "n_ff: 128\nseed: 23\nn_expert: 8\nn_expert_used: 2\nn_ff_expert: 48\n";
   return y;
 }
 
@@ -95,7 +97,7 @@ TEST_P(WideEp, Ep4AndEp2Pp2MatchOneRank) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, WideEp, ::testing::Values("qwen3_moe", "deepseek_v3", "kimi_k25"));
+INSTANTIATE_TEST_SUITE_P(Families, WideEp, ::testing::Values("qwen3_moe", "deepseek_v3", "kimi_k25", "deepseek_v4"));
 
 TEST(WideEpNegative, ReversedCombineFailsTheTolerance) {
   const Family& f = family("qwen3_moe");

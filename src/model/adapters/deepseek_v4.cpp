@@ -7,14 +7,15 @@
 // names (embed.weight, layers.N.attn.wq_a.weight + .scale, layers.N.ffn.gate.tid2eid, mtp.N.*),
 // and the layer descriptors (window, compressed entries, indexer keys, compressor tails) the
 // planner and memory model count. The blocks of its layer are model/blocks/mhc, v4_attention,
-// v4_compressor, v4_indexer, v4_routing and v4_ffn; the runtime does not run them yet, so `run`
-// refuses the family (forward_support); `inspect` and `plan` read it. Not FP4 experts (refused
-// by name).
+// v4_compressor, v4_indexer and v4_routing, composed into a layer by blocks/v4_layer (the
+// residual streams are the runtime's hidden state: residual_width). Not FP4 experts (refused by
+// name), and a run of FP8 weights with UE8M0 scales is refused until the loader decodes them.
 // HF reference: transformers/models/deepseek_v4 (5.25) and its conversion_mapping.py entry.
 #include <cmath>
 
 #include "model/adapters/adapters.h"
 #include "model/adapters/common.h"
+#include "model/blocks/v4_layer.h"
 
 namespace dayzero::model {
 namespace {
@@ -58,12 +59,24 @@ class DeepseekV4Adapter final : public Adapter {
   std::vector<LayerDesc> layer_kinds(const HParams& hp) const override;
 
   Status forward_support(const HParams& hp) const override {
-    return Status::Unsupported("deepseek_v4: this build reads, inspects and plans DeepSeek-V4, but the runtime's "
-                               "forward pass does not run it yet (hc_mult residual streams, per-kind compressor "
-                               "caches), so it is not run");
+    if (hp.quant_block_rows > 0)
+      return Status::Unsupported("deepseek_v4: FP8 weights with UE8M0 block scales (quantization_config "
+                                 "scale_fmt 'ue8m0') are read by inspect and plan, but not loaded for a run yet");
+    return Status::Ok();
   }
-  void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const override {
-    DZ_CHECK(false, "deepseek_v4 layer " << layer << ": no forward pass (forward_support refuses the run)");
+  void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const override { blocks::v4_layer(ctx, layer, hidden); }
+  // The hc_mult residual streams of every row (mHC).
+  int64_t residual_width(const HParams& hp) const override { return hp.deepseek_v4().hc_mult * hp.n_embd; }
+  void enter_residual(backend::Backend& be, const HParams& hp, const Weights& w, const Tensor& embedded,
+                      Tensor& residual) const override {
+    blocks::v4_enter_streams(be, hp, embedded, residual);
+  }
+  void leave_residual(backend::Backend& be, const HParams& hp, const Weights& w, const Tensor& residual, Tensor& out,
+                      ActivationSink* sink) const override {
+    blocks::v4_leave_streams(be, hp, w, residual, out, sink);
+  }
+  std::unique_ptr<LayerState> new_layer_state(const HParams& hp, int layer, int64_t n_ctx, int tp) const override {
+    return blocks::v4_layer_state(hp, layer, n_ctx);
   }
 
   nlohmann::json make_config(const ModelShape& s) const override;
@@ -236,8 +249,8 @@ Result<HParams> DeepseekV4Adapter::parse_hparams(const nlohmann::json& c) const 
   if (v.scoring_func != "sqrtsoftplus" && v.scoring_func != "softmax" && v.scoring_func != "sigmoid")
     return Status::Unsupported("config.json: deepseek_v4 scoring_func '" + v.scoring_func +
                                "' is not supported (sqrtsoftplus, softmax, sigmoid)");
-  DZ_ASSIGN_OR_RETURN(v.swiglu_limit, json_double_or(c, "swiglu_limit", 10.0));
-  if (v.swiglu_limit < 0) return Status::InvalidArgument("config.json: key 'swiglu_limit' must be >= 0");
+  DZ_ASSIGN_OR_RETURN(hp.swiglu_limit, json_double_or(c, "swiglu_limit", 10.0));
+  if (hp.swiglu_limit < 0) return Status::InvalidArgument("config.json: key 'swiglu_limit' must be >= 0");
   if (auto it = c.find("mlp_layer_types"); it != c.end() && !it->is_null()) {
     if (!it->is_array() || static_cast<int64_t>(it->size()) < hp.n_layer)
       return Status::InvalidArgument("config.json: key 'mlp_layer_types' must list one type per layer");
@@ -464,7 +477,7 @@ std::vector<LayerDesc> DeepseekV4Adapter::layer_kinds(const HParams& hp) const {
 }
 
 // Generated models: 4 layers (sliding, CSA, HCA, CSA) with the first hash-routed, 4 heads of 64
-// (16 rotary), one K=V head, 2 output groups, CSA rate 4 with an 8-head indexer of 32 keeping
+// (16 rotary), one K=V head, an output group per 2 heads, CSA rate 4 with an 8-head indexer of 32 keeping
 // 4 entries, HCA rate 8, window 8, 2 mHC streams with 20 Sinkhorn iterations, YaRN x4 on the
 // compressed branches.
 nlohmann::json DeepseekV4Adapter::make_config(const ModelShape& s) const {
@@ -488,7 +501,7 @@ nlohmann::json DeepseekV4Adapter::make_config(const ModelShape& s) const {
       {"head_dim", hd},
       {"partial_rotary_factor", 0.25},
       {"q_lora_rank", s.n_embd / 2},
-      {"o_groups", 2},
+      {"o_groups", std::max<int64_t>(1, s.n_head / 2)},
       {"o_lora_rank", s.n_embd / 2},
       {"hidden_act", "silu"},
       {"max_position_embeddings", s.max_position},

@@ -4,7 +4,7 @@
 // the streams and is projected onto doubly-stochastic matrices by Sinkhorn-Knopp), and the final
 // hc_head collapse before the model norm. Host f32 arrays, computed in f32 as transformers does
 // (modeling_deepseek_v4.py: DeepseekV4HyperConnection, DeepseekV4HyperHead). Not the attention or
-// MoE blocks the streams wrap, and not yet wired into a forward pass.
+// MoE blocks the streams wrap (blocks/v4_layer composes them).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// SwiGLU feed-forward: down(silu(gate(x)) * up(x)), optional biases. Backend-agnostic.
+// SwiGLU feed-forward: down(silu(gate(x)) * up(x)), optional biases, gate and up clamped first
+// where hp.swiglu_limit says (DeepSeek-V4). Backend-agnostic.
 #pragma once
 
 #include <string>
@@ -15,5 +16,10 @@ struct MlpNames {
 // Returns [n_tokens, n_embd] for x [n_tokens, n_embd]. gate/up are column-parallel and down
 // row-parallel over the tp group: the partial output is reduced before the down bias.
 Tensor swiglu_mlp(const LayerContext& ctx, const MlpNames& names, const Tensor& x);
+
+// gate = silu(gate) * up in place, gate clamped above at limit and up to [-limit, limit] first
+// when limit > 0 (the clamp on the host: only DeepSeek-V4 has one). Used by the dense MLP and
+// every routed expert.
+void swiglu_limited(backend::Backend& be, double limit, Tensor& gate, Tensor& up);
 
 }  // namespace dayzero::model::blocks

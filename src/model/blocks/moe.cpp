@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#include "model/blocks/mlp.h"
 
 namespace dayzero::model::blocks {
 
@@ -115,7 +116,7 @@ Tensor run_expert(LayerContext& ctx, int layer, int expert, const MoeNames& name
   const Tensor* ws[] = {&gate_w, &ctx.w.get(expert_tensor_name(names.expert_up, layer, expert))};
   Tensor* ys[] = {&g, &u};
   be.matmul_shared_x(xe, ws, ys);
-  be.swiglu(g, u, g);
+  swiglu_limited(be, ctx.hp.swiglu_limit, g, u);
   Tensor ye = be.empty(DType::kF32, {m, d});
   be.matmul(g, ctx.w.get(expert_tensor_name(names.expert_down, layer, expert)), ye);
   Tensor ye_host = Tensor::host(DType::kF32, {m, d});

@@ -5,7 +5,7 @@
 // closed by its position; CSA: the lightning indexer's picks), a learned sink per head in the
 // softmax, the conjugate rotary on the output, and the grouped output projection (wo_a per group
 // of heads, then wo_b). Host arrays in f32. Not the compressor or indexer (v4_compressor.h,
-// v4_indexer.h, whose results it takes), and not yet wired into a forward pass.
+// v4_indexer.h, whose results it takes); blocks/v4_layer runs it per sequence.
 #pragma once
 
 #include <cstdint>

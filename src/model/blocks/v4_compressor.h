@@ -6,8 +6,7 @@
 // series, Ca (first head_dim) and Cb (second); entry w gates window w-1's Ca with window w's Cb
 // over 2 x rate slots. The state carries the tokens of a window not yet closed and the last
 // window's Ca across calls, so compressing a sequence in any split equals compressing it whole.
-// Host arrays in f32. Not the indexer's scoring nor the attention over the entries, and not yet
-// wired into a forward pass.
+// Host arrays in f32. Not the indexer's scoring nor the attention over the entries.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
 // DeepSeek-V4's FFN (transformers' DeepseekV4Experts and DeepseekV4MLP): routed experts and the
 // shared expert, each a SwiGLU whose gate is clamped above at swiglu_limit and whose up is
 // clamped to [-swiglu_limit, swiglu_limit] before silu(gate) * up. Host arrays in f32, plain
-// loops; the experts' choice is blocks/v4_routing. Not yet wired into a forward pass.
+// loops; the experts' choice is blocks/v4_routing. The host reference of the runtime's path
+// (moe_experts and swiglu_mlp with hp.swiglu_limit), used by tests/unit/model/v4_model_test.
 #pragma once
 
 #include <cstdint>

@@ -4,8 +4,8 @@
 // index_head_dim, coff 2); a query's score of key t is sum_h w_h relu(q_h . k_t) / sqrt(head_dim),
 // with q = q_residual . wq_b^T (n_heads heads, rotated like the keys at the query's position) and
 // w = x . weights_proj^T / sqrt(n_heads). A query at position p sees only entries closed by then,
-// t < (p + 1) / rate; it keeps the top index_topk of those. Host arrays in f32; not yet wired
-// into a forward pass.
+// t < (p + 1) / rate; it keeps the top index_topk of those. Host arrays in f32; blocks/v4_layer
+// runs it per sequence.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 // frozen tid2eid row of each token's id; the chosen experts' unbiased scores are renormalised
 // (sum + 1e-20, always: the reference does not read norm_topk_prob) and scaled by
 // routed_scaling_factor. Host arrays; not the
-// experts (blocks/moe.h runs them), and not yet wired into a forward pass.
+// experts (blocks/moe.h runs them; blocks/v4_layer composes the two).
 #pragma once
 
 #include <cstdint>

@@ -91,7 +91,7 @@ Status Run::open_replay_source() {
       return Status::InvalidArgument(src + ": " + r.path() + " holds " + name + " of prompt '" + id +
                                      "' in stats mode; a replay needs dump.activations.mode: full");
     DZ_ASSIGN_OR_RETURN(dump::FloatArray a, r.read_activation(id, dump::kPhasePrefill, name));
-    const Shape want = {static_cast<int64_t>(pr.ids.size()), model_.hp.n_embd};
+    const Shape want = {static_cast<int64_t>(pr.ids.size()), model_.adapter->residual_width(model_.hp)};
     if (a.shape != want)
       return Status::InvalidArgument(src + ": " + r.path() + ": " + name + " of prompt '" + id + "' has shape " +
                                      shape_str(a.shape) + ", expected " + shape_str(want));

@@ -229,13 +229,20 @@ TEST(DeepseekV4, BadKeysAreRefusedByName) {
   EXPECT_TRUE(parse(load("DeepSeek-V4-Flash")).ok());
 }
 
-// Until the forward pass lands, `run` is refused before any weight is read.
-TEST(DeepseekV4, RunIsRefusedNotRunWrongly) {
+// The unquantized model runs; the published FP8 weights with UE8M0 scales are refused before any
+// weight is read, by name, until the loader decodes those scales.
+TEST(DeepseekV4, Ue8m0ScaledWeightsAreRefusedNotRunWrongly) {
   auto hp = parse(load("DeepSeek-V4-Flash"));
   ASSERT_TRUE(hp.ok());
-  const Status s = adapter().forward_support(*hp);
+  EXPECT_TRUE(adapter().forward_support(*hp).ok());
+  nlohmann::json q = load("DeepSeek-V4-Flash");
+  q["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"scale_fmt", "ue8m0"},
+                              {"weight_block_size", {128, 128}}};
+  auto qhp = parse(q);
+  ASSERT_TRUE(qhp.ok()) << qhp.status().message();
+  const Status s = adapter().forward_support(*qhp);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.message().find("does not run it yet"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("UE8M0"), std::string::npos) << s.message();
   // Every other family runs.
   auto v3 = find_adapter_by_family("deepseek_v3");
   ASSERT_TRUE(v3.ok());

@@ -176,7 +176,7 @@ class GatedDeltaNetTest : public ::testing::Test {
     seg.pos0 = pos0;
     seg.n_rows = n;
     Tensor positions = Tensor::host(DType::kI32, {n}), inv_freq = Tensor::host(DType::kF32, {1});
-    LayerContext ctx{*be_, layer_.hp, weights_, {&seg, 1}, positions, inv_freq, nullptr};
+    LayerContext ctx{*be_, layer_.hp, weights_, {&seg, 1}, positions, positions, inv_freq, nullptr};
     Tensor out = blocks::gated_deltanet(ctx, layer_.names, be_->to_device(xh));
     Tensor host = Tensor::host(DType::kF32, out.shape());
     be_->to_host(out, host);

@@ -7,8 +7,8 @@
 // entries close at 44 and 48 tokens), their logits against transformers' cached decode. The
 // issue's negative controls (Sinkhorn at 1 iteration, compress_rope_theta = rope_theta, softmax
 // instead of sqrtsoftplus, tid2eid off by one) each fail the tolerance. This composition lives in
-// the test: the runtime's forward pass does not run deepseek_v4 yet (its hidden state is one
-// row per token, V4's is hc_mult streams).
+// the test from the blocks' host functions alone; the runtime's composition (blocks/v4_layer,
+// backend GEMMs for the router and experts) is tests/e2e/deepseek_v4_golden_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -185,7 +185,7 @@ std::vector<float> forward(const std::vector<int32_t>& tokens, std::vector<Layer
     const V4FfnWeights shared{W(p + "ffn.shared_experts.w1.weight"), W(p + "ffn.shared_experts.w3.weight"),
                               W(p + "ffn.shared_experts.w2.weight")};
     v4_ffn(x, n, d, *r, hp.n_expert_used, expert, hp.n_ff_expert, shared, v.n_shared_experts * hp.n_ff_expert,
-           static_cast<float>(v.swiglu_limit), out);
+           static_cast<float>(hp.swiglu_limit), out);
     hyper_connection_post(hs, streams, out, post, comb);
     if (layer_out) layer_out->push_back(streams);
   }
