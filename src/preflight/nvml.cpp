@@ -28,11 +28,11 @@ struct Nvml {
   }
 };
 
+// f = the library's `name`; the first name not found goes to `missing`.
 template <typename F>
-bool bind(void* lib, const char* name, F& f, std::string& missing) {
+void bind_symbol(void* lib, const char* name, F& f, std::string& missing) {
   f = reinterpret_cast<F>(dlsym(lib, name));
   if (!f && missing.empty()) missing = name;
-  return f != nullptr;
 }
 
 std::string mode_text(unsigned current, unsigned pending) {
@@ -58,13 +58,13 @@ NvmlReport read_nvml(const std::vector<std::string>& pci_bus_ids, const std::str
   } close{lib};
   Nvml n;
   std::string missing;
-  bind(lib, "nvmlInit_v2", n.init, missing);
-  bind(lib, "nvmlShutdown", n.shutdown, missing);
-  bind(lib, "nvmlErrorString", n.error_string, missing);
-  bind(lib, "nvmlSystemGetDriverVersion", n.driver_version, missing);
-  bind(lib, "nvmlDeviceGetHandleByPciBusId_v2", n.by_bus_id, missing);
-  bind(lib, "nvmlDeviceGetMigMode", n.mig_mode, missing);
-  bind(lib, "nvmlDeviceGetEccMode", n.ecc_mode, missing);
+  bind_symbol(lib, "nvmlInit_v2", n.init, missing);
+  bind_symbol(lib, "nvmlShutdown", n.shutdown, missing);
+  bind_symbol(lib, "nvmlErrorString", n.error_string, missing);
+  bind_symbol(lib, "nvmlSystemGetDriverVersion", n.driver_version, missing);
+  bind_symbol(lib, "nvmlDeviceGetHandleByPciBusId_v2", n.by_bus_id, missing);
+  bind_symbol(lib, "nvmlDeviceGetMigMode", n.mig_mode, missing);
+  bind_symbol(lib, "nvmlDeviceGetEccMode", n.ecc_mode, missing);
   if (!missing.empty()) return fill("unknown (NVML: no " + missing + ")");
   if (const NvmlReturn r = n.init(); r != kNvmlSuccess) return fill(n.error("nvmlInit_v2", r));
   rep.loaded = true;
