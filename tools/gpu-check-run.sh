@@ -3,8 +3,9 @@
 # GPU and nothing of dayzero's build, in two calls that each fit 300 s:
 #   run.sh tests OUT_DIR   the environment (glibc, driver, compute mode, library lookup), the probe
 #       of CUDA's last-error slot after a "not ready" poll, then cuda_kernels_test, nccl_smoke_test,
-#       cuda_stored_load_test and cuda_e2e_test (capped at 240 s); step timeouts 290 s + 10 s for
-#       unpacking and packing = 300 s;
+#       cuda_stored_load_test, cuda_preflight_test (preflight's device path: NCCL or staged
+#       collectives, host-device copies, NVML) and cuda_e2e_test (capped at 220 s); step timeouts
+#       290 s + 10 s for unpacking and packing = 300 s;
 #   run.sh bench OUT_DIR   only if device time is left: a generated ~0.6 B bf16 llama, cuda_bench's
 #       reference figures and dayzero's load, prefill and decode against them; 290 s + 10 s.
 # Each step's log goes to WORK_DIR (default /tmp/dayzero-gpu-work); after every step and on exit
@@ -14,7 +15,7 @@
 #   --dry-run   on any machine: every step's command is logged instead of run, so the plan, its
 #       timeouts (checked to add to <= 300 s, else exit 2) and the packing into OUT_DIR can be
 #       checked where no GPU is (tests/tools/gpu_check_dry_run_test.sh).
-# Environment: WORK_DIR; NVIDIA_SMI (default nvidia-smi); E2E_TIMEOUT_S (default 240);
+# Environment: WORK_DIR; NVIDIA_SMI (default nvidia-smi); E2E_TIMEOUT_S (default 220);
 # DRY_RUN_SKIP=1 makes each dry-run test log a gtest SKIPPED line (to exercise the GPU-listed rule).
 # Exit: 0 every step passed (or skipped where no GPU is listed), 1 a step failed, 2 usage or a plan
 # over 300 s, 3 dayzero cannot load here.
@@ -96,7 +97,7 @@ SUMMARY=$OUT/summary-$CALL.txt
 : >"$SUMMARY"
 
 # --- the plan of each call: step name, timeout (s), command -----------------------------------
-E2E_TIMEOUT_S=${E2E_TIMEOUT_S:-240}
+E2E_TIMEOUT_S=${E2E_TIMEOUT_S:-220}
 steps=()
 add_step() { steps+=("$1|$2|$3"); }
 if [[ $CALL == tests ]]; then
@@ -105,6 +106,7 @@ if [[ $CALL == tests ]]; then
   add_step cuda_kernels_test 15 "$P/bin/cuda_kernels_test"
   add_step nccl_smoke_test 10 "$P/bin/nccl_smoke_test"
   add_step cuda_stored_load_test 10 "$P/bin/cuda_stored_load_test"
+  add_step cuda_preflight_test 20 "$P/bin/cuda_preflight_test"
   add_step cuda_e2e_test "$E2E_TIMEOUT_S" "$P/bin/cuda_e2e_test"
 else
   add_step make-model 100 "bench_make_model"

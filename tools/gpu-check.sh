@@ -4,7 +4,8 @@
 #       gpu-labelled test binaries, cuda_bench, the shared libraries they need and Open MPI's
 #       launcher and orted with its components into OUT_DIR/dayzero-gpu.tar.xz (checked < 64 MiB).
 #   dayzero-gpu/run.sh tests OUT_DIR    there, first call (<= 300 s with unpacking): environment,
-#       the last-error probe, kernels, NCCL smoke, stored load, end to end (240 s at most).
+#       the last-error probe, kernels, NCCL smoke, stored load, preflight's device path, end to
+#       end (220 s at most).
 #   dayzero-gpu/run.sh bench OUT_DIR    there, a second call only if device time is left (<= 300 s):
 #       load GB/s to device vs raw read, prefill TFLOP/s vs cuBLAS bf16 GEMMs of the same shapes,
 #       decode tokens/s vs the memory-bandwidth bound, on a generated ~0.6 B bf16 llama.
@@ -22,7 +23,8 @@ OUT=${2:-$ROOT/build-gpu-pack}
 BUILD=${DAYZERO_GPU_BUILD_DIR:-$ROOT/build}
 LIMIT=$((64 << 20))
 # Only what needs the GPU: the CPU-only tests run in CI, not on device time.
-TARGETS=(dayzero cuda_bench cuda_probe_test cuda_kernels_test nccl_smoke_test cuda_e2e_test cuda_stored_load_test)
+TARGETS=(dayzero cuda_bench cuda_probe_test cuda_kernels_test nccl_smoke_test cuda_e2e_test cuda_stored_load_test
+         cuda_preflight_test)
 
 echo "gpu-check: building ${TARGETS[*]} in $BUILD (CUDA on)"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDAYZERO_CUDA=ON \
@@ -35,7 +37,8 @@ mkdir -p "$P/bin" "$P/lib" "$P/ompi/bin" "$P/ompi/lib/openmpi3" "$P/ompi/share" 
 
 binaries=("$BUILD/src/cli/dayzero" "$BUILD/bench/cuda_bench" "$BUILD/tests/unit/cuda/cuda_probe_test"
           "$BUILD/tests/unit/cuda/cuda_kernels_test" "$BUILD/tests/unit/cuda/nccl_smoke_test"
-          "$BUILD/tests/e2e/cuda_e2e_test" "$BUILD/tests/unit/cuda/cuda_stored_load_test")
+          "$BUILD/tests/e2e/cuda_e2e_test" "$BUILD/tests/unit/cuda/cuda_stored_load_test"
+          "$BUILD/tests/e2e/cuda_preflight_test")
 for b in "${binaries[@]}"; do
   [[ -x $b ]] || { echo "gpu-check: $b was not built" >&2; exit 3; }
   strip --strip-debug -o "$P/bin/$(basename "$b")" "$b"

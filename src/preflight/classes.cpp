@@ -90,6 +90,13 @@ std::vector<std::pair<std::string, std::vector<std::string>>> agreeing_fields(co
            (d.value("ecc", false) ? "on" : "off");
     return s.empty() ? std::string("(none)") : s;
   });
+  // The driver's MIG and ECC modes of each device, in order (NVML; "unknown (no NVML)" without it).
+  for (const char* mode : {"mig_mode", "ecc_mode"})
+    add(std::string("gpus.") + mode, [mode](const json& j) {
+      std::string s;
+      for (const json& d : at(j, "gpus", "devices")) s += (s.empty() ? "" : "; ") + d.value(mode, std::string("(none)"));
+      return s.empty() ? std::string("(none)") : s;
+    });
   std::vector<std::string> versions, vars;
   std::set<std::string> seen_v, seen_e;
   for (const json& j : inv) {

@@ -20,7 +20,8 @@ struct Mismatch {
 };
 
 // The fields that must agree, as one string per rank (an unset variable reads "(unset)"), in a
-// fixed order: CPU model and ISA, cores, memory (GiB), GPU count, every version, every recorded
+// fixed order: CPU model and ISA, cores, memory (GiB), GPU count, the GPUs (model, compute
+// capability, memory, ECC), their MIG and ECC modes as NVML reads them, every version, every recorded
 // environment variable any rank has, the interfaces that are not down, the InfiniBand devices,
 // the filesystems of the run folder and the checkpoint. inventories: one per rank, rank order.
 std::vector<std::pair<std::string, std::vector<std::string>>> agreeing_fields(

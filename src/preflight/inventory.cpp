@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "preflight/nvml.h"
 #ifdef DAYZERO_WITH_CUDA
 #include "kernels/cuda/inventory.h"
 #endif
@@ -152,11 +153,16 @@ nlohmann::ordered_json local_inventory(const InventoryInputs& in) {
     nlohmann::ordered_json devs = nlohmann::ordered_json::array();
 #ifdef DAYZERO_WITH_CUDA
     const kernels::cuda::CudaInventory ci = kernels::cuda::inventory();
-    for (const auto& d : ci.devices)
+    std::vector<std::string> bus_ids;
+    for (const auto& d : ci.devices) bus_ids.push_back(d.pci_bus_id);
+    const NvmlReport nvml = read_nvml(bus_ids);
+    for (size_t i = 0; i < ci.devices.size(); ++i) {
+      const auto& d = ci.devices[i];
       devs.push_back({{"index", d.index}, {"name", d.name}, {"pci_bus_id", d.pci_bus_id},
                       {"memory_bytes", d.memory_bytes},
                       {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
-                      {"ecc", d.ecc}});
+                      {"ecc", d.ecc}, {"mig_mode", nvml.devices[i].mig_mode}, {"ecc_mode", nvml.devices[i].ecc_mode}});
+    }
     if (!ci.error.empty()) g["error"] = ci.error;
     versions_cuda["cuda_runtime"] = cuda_ver(ci.runtime_version);
     versions_cuda["cuda_driver"] = cuda_ver(ci.driver_version);
@@ -164,8 +170,12 @@ nlohmann::ordered_json local_inventory(const InventoryInputs& in) {
     versions_cuda["nccl"] = dotted(ci.nccl_version);
 #else
     (void)dotted;
+    const NvmlReport nvml = read_nvml({});
     versions_cuda["cuda_runtime"] = cuda_ver(0);
 #endif
+    // The driver's own version (the CUDA driver API's "13.0" is shared by many driver builds).
+    versions_cuda["nvidia_driver"] = nvml.driver_version;
+    g["nvml"] = nvml.status;
     g["count"] = static_cast<int64_t>(devs.size());
     g["devices"] = devs;
     j["gpus"] = g;

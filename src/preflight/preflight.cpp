@@ -1,5 +1,6 @@
 // `dayzero preflight` (preflight.h): the order of the checks, the watchdog around them, the
-// table on rank 0 and preflight.json. The inventory, the comparison and the tests are the
+// backend and Comms the tests run on (chosen by transport.h, made here as the run makes them),
+// the table on rank 0 and preflight.json. The inventory, the comparison and the tests are the
 // other files of this folder.
 #include "preflight/preflight.h"
 
@@ -16,15 +17,21 @@
 #include <memory>
 #include <sstream>
 
+#include "backend/backend.h"
+#include "comm/completion_wait.h"
 #include "comm/groups.h"
 #include "comm/mpi_comm.h"
+#include "comm/nccl_comm.h"
 #include "comm/op_watch.h"
+#include "comm/staged_comm.h"
 #include "core/clock.h"
 #include "kernels/ops.h"
 #include "plan/plan.h"
 #include "preflight/classes.h"
 #include "preflight/inventory.h"
+#include "preflight/nvml.h"
 #include "preflight/probes.h"
+#include "preflight/transport.h"
 #include "runtime/hang_watch.h"
 #include "runtime/runner.h"
 #include "runtime/watchdog.h"
@@ -38,10 +45,12 @@ using json = nlohmann::ordered_json;
 constexpr int kReps = 3;
 constexpr int kPairReps = 5;              // round trips per pair, the fastest counts
 constexpr int64_t kGemmN = 1024;           // 2.1 GFLOP a call: tens of ms on a CPU core
+constexpr int64_t kCopyBytes = 64 << 20;   // per host-device copy: a few ms over PCIe
+constexpr int kCopyReps = 5;               // copies each way, the fastest counts
 constexpr double kDefaultTimeoutS = 60;    // per op, without a run config
 constexpr double kPhaseTimeoutS = 600;     // the tests together
 constexpr double kAbortGraceS = 5;
-constexpr const char* kSchema = "dayzero.preflight/1";
+constexpr const char* kSchema = "dayzero.preflight/2";
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -89,11 +98,17 @@ json figure_json(const CollectiveFigure& f) {
 }
 
 struct Test {
-  std::string name;    // "gemm", "read", "tp all_reduce", "pairwise nodes", "pairwise links"
+  std::string name;    // "gemm", "h2d copy", "read", "tp all_reduce", "pairwise nodes", "pairwise links"
   std::string what;    // a line for the table: "f32 GEMM 1024^3 per rank"
   std::string unit;    // "GFLOP/s" or "GB/s"
   double scale = 1;    // value / scale in the unit
   std::vector<Figure> figures;
+  std::string transport;  // what carried a communication test (transport_name); empty otherwise
+};
+
+// A test that did not run here, and why (the host-device copy without a GPU).
+struct NotRun {
+  std::string name, reason;
 };
 
 }  // namespace
@@ -172,9 +187,74 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
 
   // The groups: the job's plan, or every rank a replica (the world all-reduce only).
   plan::Plan plan = job ? job->plan : plan::data_parallel_plan(env.world_size(), 1, hosts);
+  // Declared before the groups, whose Comms stage through it: it outlives them.
+  std::unique_ptr<backend::Backend> be;
   auto made = comm::ProcessGroups::create(plan, env.rank(), nullptr);
   if (!made.ok()) return bad(made.status());
   comm::ProcessGroups groups = std::move(made).value();
+
+  // The backend and each group's Comm, by the run's rule (transport.h) on facts gathered from
+  // every rank: the GPUs each sees and the one it binds (local rank modulo the visible ones).
+  int n_gpu = 0;
+  {
+    auto n = backend::cuda_device_count();
+    const Status agreed = comm::agree(n.ok() ? Status::Ok() : n.status().with_context(env.hostname()));
+    if (!agreed.ok()) return bad(agreed);
+    n_gpu = *n;
+  }
+  const int device = env.local_rank() % std::max(1, n_gpu);
+  std::string bus;
+  if (n_gpu > 0)
+    if (auto b = backend::cuda_pci_bus_id(device); b.ok()) bus = *b;
+  TransportInputs ti;
+  if (job) {
+    ti.backend = job->cfg.backend;
+    ti.comm = job->cfg.comm;
+  }
+  ti.cuda_built = backend::cuda_built();
+  for (const auto& t : comm::all_gather_strings(std::to_string(n_gpu))) ti.visible_gpus.push_back(std::stoi(t));
+  ti.hosts = hosts;
+  ti.gpu_keys = comm::all_gather_strings(comm::gpu_key(env.hostname(), bus));
+  ti.group_sizes = {groups.mpi_world().size(), groups.mpi_tp().size(), groups.mpi_pp().size(),
+                    groups.mpi_dp().size(),    plan.wide_ep() ? groups.mpi_ep().size() : 1,
+                    groups.mpi_etp().size()};
+  ti.world_moves_device_tensors = !job;
+  auto chosen = choose_transports(ti);
+  if (!chosen.ok()) return bad(chosen.status());
+  const TransportChoice tc = std::move(chosen).value();
+  if (tc.cuda) {
+    // The NCCL bootstrap waits on every member: a peer that never comes is a hang like any other.
+    runtime::WatchdogScope setup(watchdog, "the preflight's backend and NCCL communicators", kPhaseTimeoutS);
+    backend::BackendOptions bo;
+    bo.kind = "cuda";
+    bo.device_index = device;
+    bo.compute_dtype = DType::kF32;
+    auto made_be = backend::make_backend(bo);
+    const Status agreed = comm::agree(made_be.ok() ? Status::Ok() : made_be.status().with_context(env.hostname()));
+    if (!agreed.ok()) return bad(agreed);
+    be = std::move(made_be).value();
+    backend::Backend* b = be.get();
+    comm::DeviceStaging staging{[b](const Tensor& t) {
+                                  Tensor h = Tensor::host_uninitialized(t.dtype(), t.shape());
+                                  b->to_host(t, h);
+                                  return h;
+                                },
+                                [b](const Tensor& h, Tensor& dst) { b->copy(b->to_device(h), dst); }};
+    Status first;
+    // Collective over each group in turn, every rank in the same order (as the run wraps them).
+    groups.wrap_each([&](comm::MpiComm& m, comm::GroupKind kind) -> std::unique_ptr<comm::Comm> {
+      if (tc.transport[static_cast<size_t>(kind)] != Transport::kNccl)
+        return std::make_unique<comm::StagedComm>(m, staging);
+#ifdef DAYZERO_WITH_CUDA
+      auto c = comm::NcclComm::create(m, device, b->device_stream(), nullptr, comm::nccl_wait_timeout_s(timeout));
+      if (c.ok()) return std::move(c).value();
+      if (first.ok()) first = c.status();
+#endif
+      return std::make_unique<comm::StagedComm>(m, staging);
+    });
+    const Status agreed_comms = comm::agree(first);
+    if (!agreed_comms.ok()) return bad(agreed_comms);
+  }
   // One rank per node, in node order (the first rank of each node).
   MPI_Comm leaders_mpi = MPI_COMM_NULL;
   MPI_Comm_split(MPI_COMM_WORLD, env.local_rank() == 0 ? 0 : MPI_UNDEFINED, env.rank(), &leaders_mpi);
@@ -186,7 +266,7 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
   const int64_t coll_bytes = pc.collective_mib << 20;
   json mine;
   Status local;
-  bool read_failed = false;  // the same on every rank (agreed)
+  bool read_failed = false;  // the copy or the read failed somewhere: the same on every rank (agreed)
   {
     runtime::WatchdogScope phase(watchdog, "preflight tests", kPhaseTimeoutS);
     const int threads = a.threads > 0 ? a.threads
@@ -196,6 +276,14 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
     local = groups.world().barrier();
     if (local.ok()) mine["gemm_gflops"] = gemm_gflops(kGemmN, kReps);
     if (local.ok()) local = groups.world().barrier();
+    // Every rank at once, as the job's ranks load their weights.
+    if (local.ok() && be) {
+      auto c = host_device_copy(device, kCopyBytes, kCopyReps);
+      if (c.ok())
+        mine["copy"] = json{{"h2d_bytes_per_s", c->h2d}, {"d2h_bytes_per_s", c->d2h}, {"bytes", c->bytes}};
+      else
+        local = c.status().with_context(env.hostname() + " rank " + std::to_string(env.rank()));
+    }
     if (local.ok() && leaders) {
       auto r = read_rate(job ? shard_files(job->cfg.model.path) : std::vector<std::string>{}, run_dir,
                          env.hostname(), pc.read_mib << 20);
@@ -204,45 +292,47 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
       else
         local = r.status().with_context(env.hostname());
     }
-    // A read fails on some nodes only: agreed here, before any rank enters a collective the
-    // failed ones would skip.
+    // A copy or a read fails on some ranks only: agreed here, before any rank enters a collective
+    // the failed ones would skip.
     local = comm::agree(local);
     read_failed = !local.ok();
     json colls = json::array();
-    auto record = [&](const char* axis, const char* op, comm::Comm& g, const std::string& subject,
-                      const CollectiveFigure& f) {
+    auto record = [&](const char* axis, const char* op, comm::Comm& g, comm::GroupKind kind,
+                      const std::string& subject, const CollectiveFigure& f) {
       if (g.rank() != 0) return;
       json c = figure_json(f);
       c["axis"] = axis;
       c["op"] = op;
       c["group"] = subject;
       c["size"] = g.size();
+      c["transport"] = transport_name(tc.transport[static_cast<size_t>(kind)]);
       colls.push_back(c);
     };
+    backend::Backend* dev = be.get();  // the buffers' device: null on the CPU
     // Errors of these depend only on arguments every rank computes alike: the ranks stop together.
     if (local.ok()) local = groups.world().barrier();
     if (job) {
       if (local.ok() && plan.tp > 1) {
-        auto f = all_reduce_figure(groups.tp(), coll_bytes, kReps);
-        if (f.ok()) record("tp", "all_reduce", groups.tp(), groups.tp().label(), *f);
+        auto f = all_reduce_figure(groups.tp(), dev, coll_bytes, kReps);
+        if (f.ok()) record("tp", "all_reduce", groups.tp(), comm::GroupKind::kTp, groups.tp().label(), *f);
         else local = f.status();
       }
       if (local.ok() && plan.pp > 1) {
-        auto f = send_recv_hops(groups.pp(), coll_bytes, kReps);
+        auto f = send_recv_hops(groups.pp(), dev, coll_bytes, kReps);
         if (f.ok())
           for (size_t h = 0; h < f->size(); ++h)
-            record("pp", "send_recv", groups.pp(),
+            record("pp", "send_recv", groups.pp(), comm::GroupKind::kPp,
                    groups.pp().label() + " stage " + std::to_string(h) + "->" + std::to_string(h + 1), (*f)[h]);
         else local = f.status();
       }
       if (local.ok() && plan.ep > 1) {
-        auto f = all_to_all_figure(groups.ep(), coll_bytes, kReps);
-        if (f.ok()) record("ep", "all_to_all", groups.ep(), groups.ep().label(), *f);
+        auto f = all_to_all_figure(groups.ep(), dev, coll_bytes, kReps);
+        if (f.ok()) record("ep", "all_to_all", groups.ep(), comm::GroupKind::kEp, groups.ep().label(), *f);
         else local = f.status();
       }
     } else if (local.ok() && env.world_size() > 1) {
-      auto f = all_reduce_figure(groups.world(), coll_bytes, kReps);
-      if (f.ok()) record("world", "all_reduce", groups.world(), "world", *f);
+      auto f = all_reduce_figure(groups.world(), dev, coll_bytes, kReps);
+      if (f.ok()) record("world", "all_reduce", groups.world(), comm::GroupKind::kWorld, "world", *f);
       else local = f.status();
     }
     mine["collectives"] = colls;
@@ -280,14 +370,32 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
 
     std::vector<Test> tests;
     {
-      Test t{"gemm", "f32 GEMM " + std::to_string(kGemmN) + "^3, per rank", "GFLOP/s", 1, {}};
+      Test t{"gemm", "f32 GEMM " + std::to_string(kGemmN) + "^3, per rank", "GFLOP/s", 1, {}, ""};
       for (int r = 0; r < env.world_size(); ++r)
         t.figures.push_back({"rank " + std::to_string(r) + " (" + hosts[r] + ")", figs[r].value("gemm_gflops", 0.0)});
       tests.push_back(t);
     }
+    std::vector<NotRun> not_run;
+    if (tc.cuda) {
+      const std::string what = fmt("%.0f MiB", static_cast<double>(kCopyBytes) / (1 << 20)) +
+                               " between pinned host memory and the rank's GPU, every rank at once";
+      Test h2d{"h2d copy", "host to device copy per rank, " + what, "GB/s", 1e9, {}, ""};
+      Test d2h{"d2h copy", "device to host copy per rank, " + what, "GB/s", 1e9, {}, ""};
+      for (int r = 0; r < env.world_size(); ++r) {
+        const std::string who = "rank " + std::to_string(r) + " (" + hosts[r] + ")";
+        h2d.figures.push_back({who, figs[r]["copy"].value("h2d_bytes_per_s", 0.0)});
+        d2h.figures.push_back({who, figs[r]["copy"].value("d2h_bytes_per_s", 0.0)});
+      }
+      tests.push_back(h2d);
+      tests.push_back(d2h);
+    } else {
+      const std::string why = "no GPU: backend " + tc.backend + " (" + tc.backend_reason + ")";
+      not_run.push_back({"h2d copy", why});
+      not_run.push_back({"d2h copy", why});
+    }
     {
       std::string source;
-      Test t{"read", "", "GB/s", 1e9, {}};
+      Test t{"read", "", "GB/s", 1e9, {}, ""};
       for (size_t n = 0; n < node_names.size(); ++n) {
         const json& rd = figs[leader_ranks[n]]["read"];
         t.figures.push_back({node_names[n], rd.value("bytes_per_s", 0.0)});
@@ -302,15 +410,19 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
         const std::string key = c.value("axis", "") + " " + c.value("op", "");
         if (!by_axis.count(key)) {
           by_axis[key] = tests.size();
-          tests.push_back({key, key + " bus bandwidth, " + std::to_string(c.value("size", 0)) + " ranks, " +
-                                    std::to_string(pc.collective_mib) + " MiB",
-                           "GB/s", 1e9, {}});
+          const std::string transport = c.value("transport", "");
+          tests.push_back({key,
+                           key + " bus bandwidth, " + std::to_string(c.value("size", 0)) + " ranks, " +
+                               std::to_string(pc.collective_mib) + " MiB, " + transport,
+                           "GB/s", 1e9, {}, transport});
         }
         tests[by_axis[key]].figures.push_back({c.value("group", ""), c.value("busbw_bytes_per_s", 0.0)});
       }
     if (figs[0].contains("pairs")) {
-      Test links{"pairwise links", "exchange between nodes, " + std::to_string(pc.collective_mib) + " MiB each way",
-                 "GB/s", 1e9, {}};
+      const std::string host_mpi = transport_name(Transport::kMpiHost);
+      Test links{"pairwise links",
+                 "exchange between nodes, " + std::to_string(pc.collective_mib) + " MiB each way, " + host_mpi,
+                 "GB/s", 1e9, {}, host_mpi};
       std::vector<std::vector<double>> per_node(node_names.size());
       size_t k = 0;
       for (size_t i = 0; i < node_names.size(); ++i)
@@ -320,7 +432,7 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
           per_node[i].push_back(v);
           per_node[j].push_back(v);
         }
-      Test nodes{"pairwise nodes", "each node's median over its links", "GB/s", 1e9, {}};
+      Test nodes{"pairwise nodes", "each node's median over its links", "GB/s", 1e9, {}, host_mpi};
       for (size_t n = 0; n < node_names.size(); ++n) nodes.figures.push_back({node_names[n], median(per_node[n])});
       tests.push_back(nodes);
       tests.push_back(links);
@@ -349,6 +461,7 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
     out << "dayzero preflight: " << env.world_size() << " rank(s) on " << node_names.size() << " node(s)";
     if (job)
       out << ", plan dp=" << plan.dp << " pp=" << plan.pp << " tp=" << plan.tp << " ep=" << plan.ep;
+    out << "\nbackend      " << tc.backend << " (" << tc.backend_reason << "); comm " << tc.comm;
     out << "\ninventory (rank 0; what differs is under mismatches)\n";
     std::string isa;
     for (const auto& f : r0["cpu"]["isa"]) isa += (isa.empty() ? "" : " ") + f.get<std::string>();
@@ -358,9 +471,11 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
     if (!r0["gpus"]["devices"].empty()) {
       const json& d = r0["gpus"]["devices"][0];
       out << " x " << d.value("name", "") << " (sm_" << d.value("compute_capability", "") << ", "
-          << gib(d.value("memory_bytes", 0.0)) << ", ECC " << (d.value("ecc", false) ? "on" : "off") << ")";
+          << gib(d.value("memory_bytes", 0.0)) << ", ECC " << (d.value("ecc", false) ? "on" : "off") << "; MIG "
+          << d.value("mig_mode", "") << ", ECC mode " << d.value("ecc_mode", "") << ")";
     }
-    out << (r0["gpus"].value("cuda_built", false) ? "" : " (built without CUDA)") << "\n";
+    out << (r0["gpus"].value("cuda_built", false) ? "" : " (built without CUDA)") << "; "
+        << r0["gpus"].value("nvml", std::string(kNoNvml)) << "\n";
     out << "  versions    ";
     for (const auto& [k, v] : r0["versions"].items()) out << " " << k << " " << v.get<std::string>() << ";";
     out << "\n  interfaces  ";
@@ -385,6 +500,7 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
         out << "    " << pad(f.subject, 34) << pad(fmt("%.3g ", f.value / t.scale) + t.unit, 16) << fmt("%.2f", f.ratio)
             << (f.outlier ? "  OUTLIER" : "") << "\n";
     }
+    for (const auto& n : not_run) out << "  " << n.name << ": not run: " << n.reason << "\n";
     out << "outliers     " << (outliers.empty() ? "none" : std::to_string(outliers.size())) << "\n";
     for (const auto& o : outliers) out << "  " << o << "\n";
     out << "verdict      "
@@ -404,6 +520,8 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
     doc["plan"] = job ? json{{"dp", plan.dp}, {"pp", plan.pp}, {"tp", plan.tp}, {"ep", plan.ep}, {"etp", plan.etp}}
                       : json(nullptr);
     doc["outlier_fraction"] = pc.outlier_fraction;
+    doc["backend"] = json{{"name", tc.backend}, {"reason", tc.backend_reason}};
+    doc["comm"] = tc.comm;
     doc["ranks"] = invs;
     json mm = json::array();
     for (const auto& m : mismatches) mm.push_back(json{{"field", m.field}, {"message", m.message}, {"classes", m.classes}});
@@ -416,10 +534,15 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
         v.push_back(f.value);
         fj.push_back(json{{"subject", f.subject}, {"value", f.value / t.scale}, {"ratio", f.ratio}, {"outlier", f.outlier}});
       }
-      tj.push_back(json{{"name", t.name}, {"what", t.what}, {"unit", t.unit}, {"median", median(v) / t.scale},
-                        {"figures", fj}});
+      json tt{{"name", t.name}, {"what", t.what}, {"unit", t.unit}, {"median", median(v) / t.scale}};
+      if (!t.transport.empty()) tt["transport"] = t.transport;
+      tt["figures"] = fj;
+      tj.push_back(tt);
     }
     doc["tests"] = tj;
+    json nr = json::array();
+    for (const auto& n : not_run) nr.push_back(json{{"name", n.name}, {"reason", n.reason}});
+    doc["not_run"] = nr;
     doc["outliers"] = outliers;
     doc["clock_offset_max_ns"] = worst_offset;
     doc["exit_code"] = code;

@@ -36,6 +36,11 @@ CollectiveFigure figure(int64_t bytes, double seconds, double bus_factor) {
   return f;
 }
 
+// A tensor on be's device (zero-filled), or on the host without a backend.
+Tensor test_buffer(backend::Backend* be, Shape shape) {
+  return be ? be->empty(DType::kF32, std::move(shape)) : Tensor::host(DType::kF32, std::move(shape));
+}
+
 constexpr int64_t kChunk = 4 << 20;
 
 // Reads up to limit bytes of fd after dropping its cached pages; returns bytes read, -1 on error.
@@ -116,9 +121,9 @@ Result<ReadFigure> read_rate(const std::vector<std::string>& files, const std::s
   return f;
 }
 
-Result<CollectiveFigure> all_reduce_figure(comm::Comm& g, int64_t bytes, int reps) {
+Result<CollectiveFigure> all_reduce_figure(comm::Comm& g, backend::Backend* be, int64_t bytes, int reps) {
   const int64_t n = std::max<int64_t>(g.size(), bytes / 4 / g.size() * g.size());
-  Tensor t = Tensor::host(DType::kF32, {n});
+  Tensor t = test_buffer(be, {n});
   DZ_RETURN_IF_ERROR(g.all_reduce_sum(t));
   DZ_RETURN_IF_ERROR(g.barrier());
   const auto t0 = Clock::now();
@@ -128,12 +133,12 @@ Result<CollectiveFigure> all_reduce_figure(comm::Comm& g, int64_t bytes, int rep
   return figure(n * 4, s, 2 * (k - 1) / k);
 }
 
-Result<CollectiveFigure> all_to_all_figure(comm::Comm& g, int64_t bytes, int reps) {
+Result<CollectiveFigure> all_to_all_figure(comm::Comm& g, backend::Backend* be, int64_t bytes, int reps) {
   constexpr int64_t kCols = 256;
   const int64_t rows = std::max<int64_t>(1, bytes / 4 / kCols / g.size());
   const std::vector<int64_t> counts(static_cast<size_t>(g.size()), rows);
-  Tensor in = Tensor::host(DType::kF32, {rows * g.size(), kCols});
-  Tensor out = Tensor::host(DType::kF32, {rows * g.size(), kCols});
+  Tensor in = test_buffer(be, {rows * g.size(), kCols});
+  Tensor out = test_buffer(be, {rows * g.size(), kCols});
   DZ_RETURN_IF_ERROR(g.all_to_allv(in, counts, out, counts, "dispatch"));
   DZ_RETURN_IF_ERROR(g.barrier());
   const auto t0 = Clock::now();
@@ -143,8 +148,8 @@ Result<CollectiveFigure> all_to_all_figure(comm::Comm& g, int64_t bytes, int rep
   return figure(rows * g.size() * kCols * 4, s, (k - 1) / k);
 }
 
-Result<std::vector<CollectiveFigure>> send_recv_hops(comm::Comm& g, int64_t bytes, int reps) {
-  Tensor t = Tensor::host(DType::kF32, {std::max<int64_t>(1, bytes / 4)});
+Result<std::vector<CollectiveFigure>> send_recv_hops(comm::Comm& g, backend::Backend* be, int64_t bytes, int reps) {
+  Tensor t = test_buffer(be, {std::max<int64_t>(1, bytes / 4)});
   std::vector<CollectiveFigure> out;
   for (int h = 0; h + 1 < g.size(); ++h) {
     DZ_RETURN_IF_ERROR(g.barrier());

@@ -1,10 +1,14 @@
 // `dayzero preflight` on this host, two ranks: a consistent launch exits 0 and writes
-// preflight.json in the documented schema (docs/preflight.md); ranks started with different
+// preflight.json in the documented schema (docs/preflight.md), with no GPU visible on the CPU's
+// path (MPI on host buffers, the host-device copy test not run and why, NVML's fields unknown
+// where the library is absent); ranks started with different
 // values of a variable that matters (an MPMD launch) are named, exit 1, while a secret-looking
 // value is never printed; with a run config the plan's tp all-reduce is tested and the
 // checkpoint's shards read, and pp 2 / tp 2 x ep 2 plans get their send/recv and all-to-all; a stalled tp all-reduce (debug.stall) ends the job with exit 3
 // naming the group; bad options and configs exit 2.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "e2e_util.h"
@@ -41,7 +45,12 @@ fs::path write_config(const std::string& name, const std::string& extra) {
 
 void expect_schema(const json& doc, int world) {
   ASSERT_TRUE(doc.is_object());
-  EXPECT_EQ(doc.value("schema", ""), "dayzero.preflight/1");
+  EXPECT_EQ(doc.value("schema", ""), "dayzero.preflight/2");
+  EXPECT_TRUE(doc["backend"]["name"].is_string());
+  EXPECT_TRUE(doc["backend"]["reason"].is_string());
+  EXPECT_TRUE(doc["comm"].is_string());
+  ASSERT_TRUE(doc["not_run"].is_array());
+  for (const json& n : doc["not_run"]) EXPECT_TRUE(n["name"].is_string() && n["reason"].is_string()) << n.dump();
   EXPECT_EQ(doc["world_size"], world);
   ASSERT_TRUE(doc["nodes"].is_array());
   ASSERT_TRUE(doc["outlier_fraction"].is_number());
@@ -54,13 +63,21 @@ void expect_schema(const json& doc, int world) {
       EXPECT_TRUE(i.contains(k)) << "ranks[" << r << "] lacks " << k;
     EXPECT_TRUE(i["cpu"]["model"].is_string());
     EXPECT_TRUE(i["cpu"]["isa"].is_array());
-    for (const char* v : {"mpi", "hdf5", "cuda_runtime", "dayzero"}) EXPECT_TRUE(i["versions"][v].is_string()) << v;
+    for (const char* v : {"mpi", "hdf5", "cuda_runtime", "nvidia_driver", "dayzero"})
+      EXPECT_TRUE(i["versions"][v].is_string()) << v;
+    EXPECT_TRUE(i["gpus"]["nvml"].is_string());
     EXPECT_TRUE(i["run_dir"]["free_bytes"].is_number());
   }
   ASSERT_TRUE(doc["mismatches"].is_array());
   ASSERT_TRUE(doc["tests"].is_array());
   for (const json& t : doc["tests"]) {
     for (const char* k : {"name", "what", "unit", "median", "figures"}) EXPECT_TRUE(t.contains(k)) << k;
+    // Every communication test says what carried it.
+    const std::string name = t["name"];
+    if (name.find("all_reduce") != std::string::npos || name.find("send_recv") != std::string::npos ||
+        name.find("all_to_all") != std::string::npos || name.rfind("pairwise", 0) == 0) {
+      EXPECT_TRUE(t["transport"].is_string()) << name;
+    }
     for (const json& f : t["figures"]) {
       EXPECT_TRUE(f["subject"].is_string());
       EXPECT_GT(f["value"].get<double>(), 0) << t["name"] << " " << f["subject"];
@@ -80,7 +97,9 @@ const json* find_test(const json& doc, const std::string& name) {
 
 TEST(Preflight, ConsistentTwoRankLaunchExitsZeroAndWritesTheSchema) {
   const fs::path d = scratch_dir("preflight-ok");
-  const Outcome o = run_shell(mpiexec() + "-n 2 " + dayzero_bin() + " preflight --dump-dir " + (d / "run").string() + kSmall);
+  // No GPU visible, also where there is one: the CPU's path (a GPU's is cuda_preflight_test's).
+  const Outcome o = run_shell("CUDA_VISIBLE_DEVICES= " + mpiexec() + "-x CUDA_VISIBLE_DEVICES -n 2 " + dayzero_bin() +
+                              " preflight --dump-dir " + (d / "run").string() + kSmall);
   ASSERT_EQ(o.exit_code, 0) << o.output;
   EXPECT_NE(o.output.find("verdict      consistent (exit 0)"), std::string::npos) << o.output;
   const json doc = json::parse(read_file(d / "run" / "preflight.json"));
@@ -92,6 +111,27 @@ TEST(Preflight, ConsistentTwoRankLaunchExitsZeroAndWritesTheSchema) {
   EXPECT_EQ((*gemm)["figures"].size(), 2u);
   const json* ar = find_test(doc, "world all_reduce");
   ASSERT_NE(ar, nullptr) << doc["tests"].dump(2);
+  // The CPU's path: MPI on host buffers, and the copy test absent with its reason, not a figure.
+  EXPECT_EQ(doc["backend"]["name"], "cpu");
+  EXPECT_EQ(doc["comm"], "mpi");
+  EXPECT_EQ((*ar)["transport"], "mpi (host buffers)");
+  EXPECT_NE((*ar)["what"].get<std::string>().find("mpi (host buffers)"), std::string::npos);
+  EXPECT_EQ(find_test(doc, "h2d copy"), nullptr);
+  EXPECT_EQ(find_test(doc, "d2h copy"), nullptr);
+  ASSERT_EQ(doc["not_run"].size(), 2u) << doc["not_run"].dump(2);
+  EXPECT_EQ(doc["not_run"][0]["name"], "h2d copy");
+  EXPECT_EQ(doc["not_run"][1]["name"], "d2h copy");
+  const std::string why = doc["not_run"][0]["reason"];
+  EXPECT_EQ(why.rfind("no GPU: backend cpu (", 0), 0u) << why;
+  EXPECT_NE(o.output.find("  h2d copy: not run: " + why), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("backend      cpu ("), std::string::npos) << o.output;
+  // Without libnvidia-ml (this process cannot open it either) NVML's fields say so.
+  if (void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    dlclose(nvml);
+  } else {
+    EXPECT_EQ(doc["ranks"][0]["versions"]["nvidia_driver"], "unknown (no NVML)");
+    EXPECT_EQ(doc["ranks"][1]["gpus"]["nvml"], "unknown (no NVML)");
+  }
   const json* rd = find_test(doc, "read");
   ASSERT_NE(rd, nullptr);
   EXPECT_NE((*rd)["what"].get<std::string>().find("scratch file"), std::string::npos);
@@ -196,6 +236,13 @@ TEST(Preflight, BadInputExitsTwo) {
   o = run_shell(mpiexec() + "-n 1 " + dayzero_bin() + " preflight " + cfg.string());
   EXPECT_EQ(o.exit_code, 2) << o.output;
   EXPECT_NE(o.output.find("preflight.outlier_fraction"), std::string::npos) << o.output;
+  // backend: cuda where no GPU is visible: the job would not start, nor does its preflight.
+  const fs::path cuda = write_config("preflight-nocuda", "backend: cuda\n");
+  o = run_shell("CUDA_VISIBLE_DEVICES= " + mpiexec() + "-x CUDA_VISIBLE_DEVICES -n 1 " + dayzero_bin() + " preflight " +
+                cuda.string() + " --dump-dir " + (cuda.parent_path() / "run").string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("backend: cuda"), std::string::npos) << o.output;
+  EXPECT_FALSE(fs::exists(cuda.parent_path() / "run" / "preflight.json"));
 }
 
 }  // namespace

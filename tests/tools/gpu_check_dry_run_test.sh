@@ -44,7 +44,8 @@ for call in tests bench; do
   steps=$(grep -c '^gpu-check: plan ' "$log")
   check "$call: logs-$call.tgz holds one log per step ($steps)" test "$(tar tzf "$out/logs-$call.tgz" | grep -c '\.log$')" -eq "$steps"
 done
-check "tests: cuda_e2e_test capped at 240 s" grep -q '^gpu-check: plan cuda_e2e_test  *240 s' "$T/tests.txt"
+check "tests: cuda_e2e_test capped at 220 s" grep -q '^gpu-check: plan cuda_e2e_test  *220 s' "$T/tests.txt"
+check "tests: preflight's device path planned (20 s)" grep -q '^gpu-check: plan cuda_preflight_test  *20 s' "$T/tests.txt"
 check "tests: the probe runs before the e2e test" \
   test "$(grep -n 'plan cuda_probe_test' "$T/tests.txt" | cut -d: -f1)" -lt "$(grep -n 'plan cuda_e2e_test' "$T/tests.txt" | cut -d: -f1)"
 
@@ -52,7 +53,7 @@ check "tests: the probe runs before the e2e test" \
 E2E_TIMEOUT_S=400 WORK_DIR=$T/w-over NVIDIA_SMI=$no_gpu bash "$RUN" tests "$T/out-over" --dry-run >"$T/over.txt" 2>&1
 rc=$?
 check "a 400 s e2e cap is refused (exit 2)" test $rc -eq 2
-check "  naming the total" grep -q "timeouts add to 460 s, over the 300 s" "$T/over.txt"
+check "  naming the total" grep -q "timeouts add to 480 s, over the 300 s" "$T/over.txt"
 check "  and no step ran" test ! -e "$T/out-over/logs-tests.tgz"
 
 # 3. Skipped tests: SKIP without a GPU listed, FAIL with one.

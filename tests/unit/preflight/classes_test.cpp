@@ -1,6 +1,7 @@
 // The comparison half of preflight (src/preflight/classes.h, inventory.h's variable rules):
-// fields that differ are named by node and ranks with the majority's value; equal inventories
-// give nothing; figures are rated against their median and the slow one named.
+// fields that differ (the driver's MIG and ECC modes included) are named by node and ranks with
+// the majority's value; equal inventories give nothing; figures are rated against their median
+// and the slow one named.
 #include <gtest/gtest.h>
 
 #include "preflight/classes.h"
@@ -81,6 +82,24 @@ TEST(PreflightClasses, AnotherGpuModelOrItsEccStateIsNamed) {
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].message, "g1 (rank 3): gpus.devices=NVIDIA H100 sm_9.0 80 GiB ECC off; the other 3 rank(s) on 2 node(s): "
                           "NVIDIA H100 sm_9.0 80 GiB ECC on");
+}
+
+TEST(PreflightClasses, TheDriversMigModeAndANodeWithoutNvmlAreNamed) {
+  std::vector<json> inv;
+  for (int r = 0; r < 4; ++r) {
+    inv.push_back(inventory(r, "g" + std::to_string(r / 2), "eth0"));
+    inv.back()["gpus"] = {{"count", 1},
+                          {"devices", json::array({{{"name", "NVIDIA H100"}, {"compute_capability", "9.0"},
+                                                    {"memory_bytes", int64_t{80} << 30}, {"ecc", true},
+                                                    {"mig_mode", "disabled"}, {"ecc_mode", "enabled"}}})}};
+  }
+  EXPECT_TRUE(find_mismatches(inv).empty());
+  inv[2]["gpus"]["devices"][0]["mig_mode"] = "enabled";
+  inv[3]["gpus"]["devices"][0]["ecc_mode"] = "unknown (no NVML)";
+  const auto m = find_mismatches(inv);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].message, "g1 (rank 2): gpus.mig_mode=enabled; the other 3 rank(s) on 2 node(s): disabled");
+  EXPECT_EQ(m[1].message, "g1 (rank 3): gpus.ecc_mode=unknown (no NVML); the other 3 rank(s) on 2 node(s): enabled");
 }
 
 TEST(PreflightClasses, RankRangesAndWhere) {
