@@ -125,8 +125,22 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
       be.device().kind == DeviceKind::kCpu
           ? plan::KeepsQuantized{be.keeps_fp8_weights(), be.keeps_int4_weights(), false}
           : (be.keeps_fp8_weights() ? plan::kCudaKeepsQuantized : plan::KeepsQuantized{false, false, false});
+  // An index table (DeepSeek-V4's tid2eid: token -> experts) holds whole numbers in [0, index_range).
+  const auto in_range = [](const model::TensorSpec& spec, const Tensor& host, const checkpoint::WeightRecord& rec) -> Status {
+    if (spec.index_range <= 0) return Status::Ok();
+    DZ_CHECK(host.dtype() == DType::kF32, spec.name << ": an index table is loaded as f32");
+    for (int64_t i = 0; i < host.numel(); ++i) {
+      const float v = host.f32()[i];
+      if (v < 0 || v >= static_cast<float>(spec.index_range) || v != static_cast<float>(static_cast<int64_t>(v)))
+        return Status::Corrupt(rec.file + ": tensor " + spec.name + " holds " + std::to_string(static_cast<int64_t>(v)) +
+                               " at element " + std::to_string(i) + ", outside [0, " + std::to_string(spec.index_range) +
+                               ")");
+    }
+    return Status::Ok();
+  };
   const auto place = [&](const model::TensorSpec& spec, Tensor host, checkpoint::WeightRecord rec) -> Status {
     DZ_RETURN_IF_ERROR(finite(spec, rec));
+    DZ_RETURN_IF_ERROR(in_range(spec, host, rec));
     if (weights_on_device) {
       const DType kept = plan::kept_dtype(spec, stored(spec), *weights_on_device, keeps);
       // An FP8 weight dequantised on the host (a backend that keeps no FP8) takes the compute dtype's place.

@@ -457,6 +457,61 @@ TEST(BadInput, LayerTypesLengthDisagreesWithLayerCount) {
   expect_bad_input(run_case(c), c, {"layer_types", "num_hidden_layers", "3", "4"});
 }
 
+// DeepSeek-V4 (the tiny golden model): the hash-routed layer's token -> experts table missing or
+// naming an expert that does not exist, a layer_types kind that is not V4's, hc_mult 0.
+Case make_v4_case(const std::string& name) {
+  static const fs::path good = [] {
+    const fs::path d = scratch_dir("bad-input-good-deepseek-v4");
+    make_model_from_yaml(golden_sizes("deepseek_v4"), d / "model");
+    return d;
+  }();
+  Case c{scratch_dir("bad-input-" + name)};
+  fs::copy(good / "model", c.model(), fs::copy_options::recursive);
+  write_file(c.config(), "model: {path: model, dtype: float32}\n"
+                         "prompts:\n"
+                         "  - {id: capital, text: \"The capital of France is\"}\n"
+                         "generate: {max_new_tokens: 2}\n"
+                         "dump:\n"
+                         "  dir: " + (c.dir / "run").string() + "\n");
+  return c;
+}
+
+TEST(BadInput, V4TokenTableMissing) {
+  const Case c = make_v4_case("v4-tid2eid-missing");
+  auto tensors = read_tensors(c.st());
+  const std::string name = "layers.0.ffn.gate.tid2eid";
+  ASSERT_EQ(tensors.erase(name), 1u);
+  write_tensors(c.st(), tensors);
+  expect_bad_input(run_case(c), c, {name, "missing"});
+}
+
+TEST(BadInput, V4TokenTableNamesAnExpertThatIsNotThere) {
+  const Case c = make_v4_case("v4-tid2eid-range");
+  auto tensors = read_tensors(c.st());
+  TensorBytes& t = tensors.at("layers.0.ffn.gate.tid2eid");
+  ASSERT_EQ(t.dtype, DType::kI32);
+  const int32_t eight = 8;  // 8 experts: ids 0-7
+  std::memcpy(t.bytes.data() + 4 * 5, &eight, 4);
+  write_tensors(c.st(), tensors);
+  expect_bad_input(run_case(c), c, {"layers.0.ffn.gate.tid2eid", "holds 8 at element 5", "outside [0, 8)"});
+}
+
+TEST(BadInput, V4UnknownLayerTypeAndNoResidualStreams) {
+  const Case c = make_v4_case("v4-config");
+  auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
+  auto bad = cfg;
+  bad["layer_types"][2] = "zz_attention";
+  write_file(c.model() / "config.json", bad.dump(2));
+  expect_bad_input(run_case(c), c, {"layer_types[2]", "zz_attention"});
+  bad = cfg;
+  bad["hc_mult"] = 0;
+  write_file(c.model() / "config.json", bad.dump(2));
+  expect_bad_input(run_case(c), c, {"hc_mult", "got 0"});
+  write_file(c.model() / "config.json", cfg.dump(2));  // the control: the model as made runs
+  const Outcome ok = run_case(c);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+}
+
 // ---- Untrusted input: every case ends in exit 2 within kQuickS, never a crash or a hang. ----
 
 constexpr double kQuickS = 5.0;
