@@ -1,7 +1,8 @@
 // make-model --like --sparse on real configs: the WizardLM-2-8x22B fixture with its real index
 // (59 shards) gives exactly the index's tensor-to-shard map and total_size, and the shard files
 // have the sizes its Git-LFS pointers record; Kimi-K2 and DeepSeek-V3 (FP8 + block scales, no
-// index) give HF-named ~5 GB shards with their own index. Each uses under 100 MB of disk and
+// index) give HF-named ~5 GB shards with their own index; DeepSeek-V4-Flash and -Pro their
+// published tensor names. Each uses under 100 MB of disk and
 // `inspect`, `plan` and `verify --structure-only` (WizardLM: against its LFS pointers' sizes)
 // read it at full scale. Never reads the holes.
 #include <sys/stat.h>
@@ -149,6 +150,30 @@ void check_fp8_layout(const std::string& fixture, const std::string& plan_args) 
 TEST(SparseModel, KimiK2Fp8Layout) { check_fp8_layout("Kimi-K2-Instruct", "--nodes 2 --gpus-per-node 8 --gpu-mem 141GiB"); }
 
 TEST(SparseModel, DeepSeekV3Fp8Layout) { check_fp8_layout("DeepSeek-V3", "--nodes 1 --gpus-per-node 8 --gpu-mem 141GiB"); }
+
+// DeepSeek-V4-Flash and -Pro (transformers' configs, bf16): the published tensor names, I32
+// tid2eid tables for the hash-routed layers, the MTP layer; inspect, plan and verify at full
+// scale (V4-Flash 581.9 GB on one node of 8 H200, V4-Pro 3.2 TB on four).
+void check_v4_layout(const std::string& fixture, const std::string& plan_args) {
+  const fs::path dir = scratch_dir("sparse-" + fixture) / "m";
+  const Outcome made = run_dayzero("make-model --like " + (kConfigs / fixture / "config.json").string() +
+                                   " --sparse --out " + dir.string());
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const Layout l = read_layout(dir);
+  EXPECT_EQ(l.shard_of, weight_map(read_json(dir / "model.safetensors.index.json")));
+  for (const char* name : {"embed.weight", "layers.0.hc_attn_fn", "layers.1.attn.compressor.wkv.weight", "mtp.0.e_proj.weight"})
+    EXPECT_TRUE(l.dtype_of.count(name)) << name;
+  EXPECT_EQ(l.dtype_of.at("layers.0.ffn.gate.tid2eid"), "I32");
+  EXPECT_LT(disk_used(dir), 100ull << 20);
+  inspect_and_plan(dir, l.tensor_bytes, plan_args);
+}
+
+TEST(SparseModel, DeepSeekV4FlashLayout) {
+  check_v4_layout("DeepSeek-V4-Flash", "--nodes 1 --gpus-per-node 8 --gpu-mem 141GiB");
+}
+TEST(SparseModel, DeepSeekV4ProLayout) {
+  check_v4_layout("DeepSeek-V4-Pro", "--nodes 4 --gpus-per-node 8 --gpu-mem 141GiB");
+}
 
 TEST(SparseModel, RefusesWhatItCannotHonour) {
   const fs::path dir = scratch_dir("sparse-refusals");
