@@ -62,6 +62,25 @@ Case make_case(const std::string& name, bool sharded = false) {
   return c;
 }
 
+// A case folder holding a copy of the tiny model of tests/data/golden/<family>.yaml (made once).
+Case make_family_case(const std::string& name, const std::string& family) {
+  static std::map<std::string, fs::path> good;
+  if (!good.count(family)) {
+    const fs::path d = scratch_dir("bad-input-good-" + family);
+    make_model_from_yaml(golden_sizes(family), d / "model");
+    good[family] = d;
+  }
+  Case c{scratch_dir("bad-input-" + name)};
+  fs::copy(good[family] / "model", c.model(), fs::copy_options::recursive);
+  write_file(c.config(), "model: {path: model, dtype: float32}\n"
+                         "prompts:\n"
+                         "  - {id: capital, text: \"The capital of France is\"}\n"
+                         "generate: {max_new_tokens: 2}\n"
+                         "dump:\n"
+                         "  dir: " + (c.dir / "run").string() + "\n");
+  return c;
+}
+
 Outcome run_case(const Case& c) { return run_dayzero("run " + c.config().string()); }
 
 // Exit code 2; exactly one line mentions an error, it is dayzero's own, and it names every
@@ -314,26 +333,9 @@ TEST(BadInput, InspectMissingTensorExitsTwo) {
 
 // FP8 checkpoints (deepseek_v3, quantization_config fp8): a quantized Linear whose
 // weight_scale_inv is missing or has the wrong block grid fails the check before loading.
-Case make_fp8_case(const std::string& name) {
-  static const fs::path good = [] {
-    const fs::path d = scratch_dir("bad-input-good-fp8");
-    make_model_from_yaml(golden_sizes("deepseek_v3_fp8"), d / "model");
-    return d;
-  }();
-  Case c{scratch_dir("bad-input-" + name)};
-  fs::copy(good / "model", c.model(), fs::copy_options::recursive);
-  write_file(c.config(), "model: {path: model, dtype: float32}\n"
-                         "prompts:\n"
-                         "  - {id: capital, text: \"The capital of France is\"}\n"
-                         "generate: {max_new_tokens: 2}\n"
-                         "dump:\n"
-                         "  dir: " + (c.dir / "run").string() + "\n"
-                         "  activations: {layers: all, phase: both}\n");
-  return c;
-}
 
 TEST(BadInput, Fp8ScaleMissing) {
-  const Case c = make_fp8_case("fp8-scale-missing");
+  const Case c = make_family_case("fp8-scale-missing", "deepseek_v3_fp8");
   auto tensors = read_tensors(c.st());
   const std::string scale = "model.layers.1.mlp.experts.3.down_proj.weight_scale_inv";
   ASSERT_EQ(tensors.erase(scale), 1u);
@@ -342,7 +344,7 @@ TEST(BadInput, Fp8ScaleMissing) {
 }
 
 TEST(BadInput, Fp8ScaleMisShaped) {
-  const Case c = make_fp8_case("fp8-scale-shape");
+  const Case c = make_family_case("fp8-scale-shape", "deepseek_v3_fp8");
   auto tensors = read_tensors(c.st());
   const std::string scale = "model.layers.0.self_attn.kv_a_proj_with_mqa.weight_scale_inv";
   ASSERT_TRUE(tensors.count(scale));
@@ -354,29 +356,12 @@ TEST(BadInput, Fp8ScaleMisShaped) {
   expect_bad_input(run_case(c), c, {scale, "[2, 3]", "[1, 2]"});
 }
 
+
 // DeepSeek sparse attention (deepseek_v32, glm_moe_dsa): an indexer keeping no keys, a checkpoint
 // without one of its tensors, or (glm_moe_dsa) per-layer indexer types of the wrong length, is
 // refused with one sentence naming the key or the tensor.
-Case make_dsa_case(const std::string& name, const std::string& family = "deepseek_v32") {
-  static std::map<std::string, fs::path> good;
-  if (!good.count(family)) {
-    const fs::path d = scratch_dir("bad-input-good-" + family);
-    make_model_from_yaml(golden_sizes(family), d / "model");
-    good[family] = d;
-  }
-  Case c{scratch_dir("bad-input-" + name)};
-  fs::copy(good[family] / "model", c.model(), fs::copy_options::recursive);
-  write_file(c.config(), "model: {path: model, dtype: float32}\n"
-                         "prompts:\n"
-                         "  - {id: capital, text: \"The capital of France is\"}\n"
-                         "generate: {max_new_tokens: 2}\n"
-                         "dump:\n"
-                         "  dir: " + (c.dir / "run").string() + "\n");
-  return c;
-}
-
 TEST(BadInput, DsaIndexTopkNotPositive) {
-  const Case c = make_dsa_case("dsa-index-topk");
+  const Case c = make_family_case("dsa-index-topk", "deepseek_v32");
   auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
   cfg["index_topk"] = 0;
   write_file(c.model() / "config.json", cfg.dump(2));
@@ -384,7 +369,7 @@ TEST(BadInput, DsaIndexTopkNotPositive) {
 }
 
 TEST(BadInput, DsaIndexerTensorMissing) {
-  const Case c = make_dsa_case("dsa-indexer-missing");
+  const Case c = make_family_case("dsa-indexer-missing", "deepseek_v32");
   auto tensors = read_tensors(c.st());
   const std::string name = "model.layers.2.self_attn.indexer.wk.weight";
   ASSERT_EQ(tensors.erase(name), 1u);
@@ -393,7 +378,7 @@ TEST(BadInput, DsaIndexerTensorMissing) {
 }
 
 TEST(BadInput, GlmIndexTopkNotPositive) {
-  const Case c = make_dsa_case("glm-index-topk", "glm_moe_dsa");
+  const Case c = make_family_case("glm-index-topk", "glm_moe_dsa");
   auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
   cfg["index_topk"] = -8;
   write_file(c.model() / "config.json", cfg.dump(2));
@@ -401,7 +386,7 @@ TEST(BadInput, GlmIndexTopkNotPositive) {
 }
 
 TEST(BadInput, GlmIndexerTensorMissing) {
-  const Case c = make_dsa_case("glm-indexer-missing", "glm_moe_dsa");
+  const Case c = make_family_case("glm-indexer-missing", "glm_moe_dsa");
   auto tensors = read_tensors(c.st());
   const std::string name = "model.layers.2.self_attn.indexer.weights_proj.weight";  // layer 2: a full one
   ASSERT_EQ(tensors.erase(name), 1u);
@@ -410,7 +395,7 @@ TEST(BadInput, GlmIndexerTensorMissing) {
 }
 
 TEST(BadInput, GlmIndexerTypesLength) {
-  const Case c = make_dsa_case("glm-indexer-types", "glm_moe_dsa");
+  const Case c = make_family_case("glm-indexer-types", "glm_moe_dsa");
   auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
   ASSERT_EQ(cfg["indexer_types"].size(), 4u);
   cfg["indexer_types"].erase(3);
@@ -438,19 +423,7 @@ TEST(BadInput, ContextBeyondTheSlidingWindow) {
 // Hybrid linear attention (qwen3_next): a layer_types list of another length than
 // num_hidden_layers is refused with one sentence naming both keys.
 TEST(BadInput, LayerTypesLengthDisagreesWithLayerCount) {
-  static const fs::path good = [] {
-    const fs::path d = scratch_dir("bad-input-good-qwen3-next");
-    make_model_from_yaml(golden_sizes("qwen3_next"), d / "model");
-    return d;
-  }();
-  Case c{scratch_dir("bad-input-layer-types")};
-  fs::copy(good / "model", c.model(), fs::copy_options::recursive);
-  write_file(c.config(), "model: {path: model, dtype: float32}\n"
-                         "prompts:\n"
-                         "  - {id: capital, text: \"The capital of France is\"}\n"
-                         "generate: {max_new_tokens: 2}\n"
-                         "dump:\n"
-                         "  dir: " + (c.dir / "run").string() + "\n");
+  const Case c = make_family_case("layer-types", "qwen3_next");
   auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
   cfg["layer_types"] = {"linear_attention", "full_attention", "linear_attention"};  // 3 of 4 layers
   write_file(c.model() / "config.json", cfg.dump(2));
@@ -459,25 +432,9 @@ TEST(BadInput, LayerTypesLengthDisagreesWithLayerCount) {
 
 // DeepSeek-V4 (the tiny golden model): the hash-routed layer's token -> experts table missing or
 // naming an expert that does not exist, a layer_types kind that is not V4's, hc_mult 0.
-Case make_v4_case(const std::string& name) {
-  static const fs::path good = [] {
-    const fs::path d = scratch_dir("bad-input-good-deepseek-v4");
-    make_model_from_yaml(golden_sizes("deepseek_v4"), d / "model");
-    return d;
-  }();
-  Case c{scratch_dir("bad-input-" + name)};
-  fs::copy(good / "model", c.model(), fs::copy_options::recursive);
-  write_file(c.config(), "model: {path: model, dtype: float32}\n"
-                         "prompts:\n"
-                         "  - {id: capital, text: \"The capital of France is\"}\n"
-                         "generate: {max_new_tokens: 2}\n"
-                         "dump:\n"
-                         "  dir: " + (c.dir / "run").string() + "\n");
-  return c;
-}
 
 TEST(BadInput, V4TokenTableMissing) {
-  const Case c = make_v4_case("v4-tid2eid-missing");
+  const Case c = make_family_case("v4-tid2eid-missing", "deepseek_v4");
   auto tensors = read_tensors(c.st());
   const std::string name = "layers.0.ffn.gate.tid2eid";
   ASSERT_EQ(tensors.erase(name), 1u);
@@ -486,7 +443,7 @@ TEST(BadInput, V4TokenTableMissing) {
 }
 
 TEST(BadInput, V4TokenTableNamesAnExpertThatIsNotThere) {
-  const Case c = make_v4_case("v4-tid2eid-range");
+  const Case c = make_family_case("v4-tid2eid-range", "deepseek_v4");
   auto tensors = read_tensors(c.st());
   TensorBytes& t = tensors.at("layers.0.ffn.gate.tid2eid");
   ASSERT_EQ(t.dtype, DType::kI32);
@@ -497,7 +454,7 @@ TEST(BadInput, V4TokenTableNamesAnExpertThatIsNotThere) {
 }
 
 TEST(BadInput, V4UnknownLayerTypeAndNoResidualStreams) {
-  const Case c = make_v4_case("v4-config");
+  const Case c = make_family_case("v4-config", "deepseek_v4");
   auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
   auto bad = cfg;
   bad["layer_types"][2] = "zz_attention";
