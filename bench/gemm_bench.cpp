@@ -15,8 +15,10 @@
 //                                                 values, so all three compute the same product,
 //                                                 and the pool exceeds the cache at one byte each;
 //                                                 and matmul_nt_int4 on them quantized to INT4 in
-//                                                 groups of 32 with bf16 scales, whose sampled
-//                                                 error is the quantization's)
+//                                                 groups of 32 with bf16 scales, and matmul_nt_fp4
+//                                                 on them quantized to MXFP4 (E2M1, a UE8M0 scale
+//                                                 per 32), whose sampled errors are the
+//                                                 quantizations')
 // Candidates also include oneDNN and "selected" (what matmul_nt runs, the rule by rows).
 #include <dlfcn.h>
 #include <unistd.h>
@@ -36,6 +38,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
+#include "checkpoint/fp4.h"
 #include "checkpoint/pack_quantized.h"
 #include "kernels/ops.h"
 
@@ -160,6 +163,8 @@ struct StoredWeight {
   std::vector<uint8_t> int4;        // [n, 4 x words(k)]: the packed int32 words' bytes
   std::vector<uint16_t> int4_scale;  // [n, groups of 32] bf16
   Int4Weight int4_view;
+  dayzero::checkpoint::Fp4Packed mxfp4;  // [n, k / 2] codes, [n, groups of 32] UE8M0
+  Fp4Weight mxfp4_view;
 };
 
 // INT4 in groups of 32 as compressed-tensors' observer packs it (checkpoint::pack_quantize).
@@ -189,6 +194,9 @@ const StoredWeight& stored(const float* w, int64_t n, int64_t k) {
     s.view.scale = s.scale.data();
     s.view.scale_cols = (k + 127) / 128;
     quantize_int4(w, n, k, s);
+    s.mxfp4 = dayzero::checkpoint::fp4_quantize(w, n, k, dayzero::StoredScheme::kMxfp4);
+    s.mxfp4_view = {s.mxfp4.packed.data(), s.mxfp4.scale.data(), (k + 1) / 2, (k + 31) / 32, 0, 32,
+                    dayzero::ScaleKind::kUE8M0, 1.0f};
   }
   return s;
 }
@@ -331,6 +339,10 @@ int main(int argc, char** argv) {
     candidates.push_back({"selected int4", &info, [] {}, [](int t) { gemm_set_threads(t); },
                           [](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
                             matmul_nt_int4(m, n, k, x, stored(w, n, k).int4_view, y);
+                          }});
+    candidates.push_back({"selected mxfp4", &info, [] {}, [](int t) { gemm_set_threads(t); },
+                          [](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
+                            matmul_nt_fp4(m, n, k, x, stored(w, n, k).mxfp4_view, y);
                           }});
   }
   gemm::GemmPath* own = gemm::builtin();

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/stored_format.h"
+
 namespace dayzero::kernels::cpu {
 
 // Which GEMM implementation runs and why, e.g. "openblas 0.3.21 SkylakeX (library detected
@@ -84,11 +86,41 @@ void dequantise_int4_rows(const Int4Weight& w, int64_t k, int64_t j0, int64_t ro
 void matmul_nt_int4(int64_t m, int64_t n, int64_t k, const float* x, const Int4Weight& w, float* y,
                     bool accumulate = false);
 
-// The weight of a product: f32, bf16 as stored, block-scaled FP8 as stored, or pack-quantized INT4.
-enum class WeightKind : uint8_t { kF32, kBF16, kFp8, kInt4 };
+// An FP4 Linear weight as stored (MXFP4 or NVFP4: core/stored_format.h; checkpoint/fp4.h), or
+// one rank's slice of it: q[n, k] E2M1 codes, two a byte, low nibble first, from the slice's
+// column 0 on, row i at q + i * row_bytes (row_bytes >= (k + 1) / 2); the scale bytes of the
+// groups of group_size inputs that cover the slice, [n, scale_cols] (UE8M0 for MXFP4, E4M3 for
+// NVFP4), the first being the group holding the slice's column 0; col0: where the slice starts in
+// the whole weight's columns. Element (i, j) is e2m1(q) * fp4_group_scale(scale_kind, scale byte,
+// global_scale), one f32 multiply: the value the dequantising load gives
+// (checkpoint::load_fp4_dequant_f32). NaN scale bytes are refused on load.
+struct Fp4Weight {
+  const uint8_t* q = nullptr;
+  const uint8_t* scale = nullptr;
+  int64_t row_bytes = 0;
+  int64_t scale_cols = 0;
+  int64_t col0 = 0;
+  int64_t group_size = 32;
+  ScaleKind scale_kind = ScaleKind::kUE8M0;
+  float global_scale = 1.0f;  // NVFP4's per-tensor scale (the divisor); 1 for MXFP4
+};
+
+// Rows [j0, j0 + rows) of an FP4 weight w[n, k] dequantised into out[rows, k]: the bits the
+// dequantising load gives them.
+void dequantise_fp4_rows(const Fp4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
+
+// matmul_nt with w an FP4 weight as stored, read at half a byte an element (and a scale byte per
+// group). As matmul_nt_int4: inside the small-M kernel each element is converted and the result
+// has the bits of matmul_nt on the dequantised weight; above, dequantised panels.
+void matmul_nt_fp4(int64_t m, int64_t n, int64_t k, const float* x, const Fp4Weight& w, float* y,
+                   bool accumulate = false);
+
+// The weight of a product: f32, bf16 as stored, block-scaled FP8 as stored, pack-quantized INT4
+// or FP4 (MXFP4, NVFP4) as stored.
+enum class WeightKind : uint8_t { kF32, kBF16, kFp8, kInt4, kFp4 };
 
 // One product of matmul_nt_shared_x: y[m, n] = x · w[n, k]^T. w points to the elements (f32,
-// bf16), to the Fp8Weight (FP8) or to the Int4Weight (INT4).
+// bf16), to the Fp8Weight (FP8), the Int4Weight (INT4) or the Fp4Weight (FP4).
 struct NtProduct {
   int64_t n = 0;
   const void* w = nullptr;

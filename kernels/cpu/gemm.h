@@ -97,6 +97,9 @@ struct BuiltinKernels {
   void (*matmul_nt_small_int4)(int64_t m, int64_t n, int64_t k, const float* x, const Int4Weight& w, float* y,
                                float beta);
   void (*dequantise_int4_rows)(const Int4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
+  void (*matmul_nt_small_fp4)(int64_t m, int64_t n, int64_t k, const float* x, const Fp4Weight& w, float* y,
+                              float beta);
+  void (*dequantise_fp4_rows)(const Fp4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
   void (*matmul_nt_small_shared_x)(int64_t m, int64_t k, const float* x, const NtProduct* products, int count,
                                    float beta);
 };
@@ -170,6 +173,10 @@ void dequantise_fp8_rows_builtin(const Fp8Weight& w, int64_t n, int64_t k, int64
 // The same on an INT4 weight as the CPU keeps it (ops.h Int4Weight).
 void matmul_nt_small_int4(int64_t m, int64_t n, int64_t k, const float* x, const Int4Weight& w, float* y, float beta);
 void dequantise_int4_rows_builtin(const Int4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
+
+// The same on an FP4 weight as the CPU keeps it (ops.h Fp4Weight).
+void matmul_nt_small_fp4(int64_t m, int64_t n, int64_t k, const float* x, const Fp4Weight& w, float* y, float beta);
+void dequantise_fp4_rows_builtin(const Fp4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
 
 // The built-in small-M kernel over several weights of one x (ops.h matmul_nt_shared_x): one
 // parallel loop over the column tiles of all of them, each weight's tiles those of its own call.

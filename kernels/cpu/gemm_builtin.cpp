@@ -1,8 +1,8 @@
 // The built-in GEMM path: y = x · w^T as register-tiled dot products (x and w are both
 // contiguous along k), split over n across dayzero's thread pool. At m <= 16 (decode) it is the
 // selected path: x stays in cache and w streams once, prefetched (docs/gemm.md, "Small M"), on
-// f32 weights, on bf16 and block-scaled FP8 weights as stored and on pack-quantized INT4 weights
-// (matmul_nt_bf16, matmul_nt_fp8, matmul_nt_int4).
+// f32 weights, on bf16 and block-scaled FP8 weights as stored, on pack-quantized INT4 weights and
+// on FP4 (MXFP4, NVFP4) weights (matmul_nt_bf16, matmul_nt_fp8, matmul_nt_int4, matmul_nt_fp4).
 // Above, it is blocked over k and rows of x and is the fallback when no BLAS library loads
 // and the second opinion in the tests; there it does not compete with packed BLAS kernels.
 //
@@ -123,6 +123,26 @@ struct Int4Row {
   int group_shift;              // Int4Prepared's
   const Int4Prepared* f;
 };
+// An FP4 weight's per-call table (Fp4Prepared): the f32 scale of each of the 256 scale bytes
+// (core/stored_format.h fp4_group_scale: 2^(e - 127) for MXFP4, f32(E4M3) / global for NVFP4),
+// and the group of each vector step as Int4Prepared's.
+struct Fp4Prepared {
+  const Fp4Weight* w = nullptr;
+  const int32_t* step_group = nullptr;  // [k / kLanes]
+  int group_shift = -1;
+  float scale_of[256];
+};
+struct Fp4Tiles {
+  const Fp4Prepared* f;
+  int64_t row;
+};
+struct Fp4Row {
+  const uint8_t* q;            // the row's codes
+  const uint8_t* srow;         // the scale bytes of its groups
+  const int32_t* step_group;   // Fp4Prepared's
+  int group_shift;             // Fp4Prepared's
+  const Fp4Prepared* f;
+};
 // Bits an element: of the pointee for the f32 and bf16 views (plain pointers).
 template <typename W>
 inline constexpr int kWeightBits = 8 * static_cast<int>(sizeof(std::remove_pointer_t<W>));
@@ -130,6 +150,8 @@ template <>
 inline constexpr int kWeightBits<Fp8Tiles> = 8;
 template <>
 inline constexpr int kWeightBits<Int4Tiles> = 4;
+template <>
+inline constexpr int kWeightBits<Fp4Tiles> = 4;
 static_assert(kWeightBits<const float*> == 32 && kWeightBits<const uint16_t*> == 16,
               "an element's bits, not its pointer's: one prefetch per 64-byte line of w, not per step");
 
@@ -195,6 +217,37 @@ inline Vec w_load(const Int4Row& r, int64_t p) {
   return simd::mul(simd::load_int4(r.q + p / 2), s);
 }
 inline const char* w_addr(const Int4Row& r, int64_t p) { return reinterpret_cast<const char*>(r.q + p / 2); }
+
+inline Fp4Tiles w_rows(const Fp4Tiles& w, int64_t j, int64_t k) {
+  (void)k;
+  return {w.f, w.row + j};
+}
+inline Fp4Row w_row(const Fp4Tiles& w, int64_t j, int64_t k) {
+  (void)k;
+  const int64_t r = w.row + j;
+  const Fp4Weight& q = *w.f->w;
+  return {q.q + r * q.row_bytes, q.scale + r * q.scale_cols, w.f->step_group, w.f->group_shift, w.f};
+}
+inline float fp4_scale_at(const Fp4Row& r, int64_t p) {
+  const Fp4Weight& q = *r.f->w;
+  return r.f->scale_of[r.srow[(q.col0 + p) / q.group_size - q.col0 / q.group_size]];
+}
+inline float w_at(const Fp4Row& r, int64_t p) { return simd::e2m1_at(r.q, p) * fp4_scale_at(r, p); }
+inline Vec w_load(const Fp4Row& r, int64_t p) {
+  if (r.group_shift >= 0) [[likely]]
+    return simd::mul(simd::load_e2m1(r.q + p / 2), simd::load_scalar(r.f->scale_of[r.srow[p >> r.group_shift]]));
+  const int32_t g = r.step_group[p / simd::kLanes];
+  Vec s;
+  if (g >= 0) {
+    s = simd::load_scalar(r.f->scale_of[r.srow[g]]);
+  } else {
+    float lanes[simd::kLanes];
+    for (int l = 0; l < simd::kLanes; ++l) lanes[l] = fp4_scale_at(r, p + l);
+    s = simd::load(lanes);
+  }
+  return simd::mul(simd::load_e2m1(r.q + p / 2), s);
+}
+inline const char* w_addr(const Fp4Row& r, int64_t p) { return reinterpret_cast<const char*>(r.q + p / 2); }
 
 // The end of every tile: each y element is its lanes summed by hsum, then the scalar tail
 // [p, kc) of its dot product, then stored or added to y. One order for every tile shape and
@@ -513,6 +566,24 @@ void prepare_int4(const Int4Weight& w, int64_t n, int64_t k, std::vector<int32_t
   out = {&w, steps.data(), by_shift ? std::countr_zero(static_cast<uint64_t>(w.group_size)) : -1};
 }
 
+// The scale table and step table of an FP4 weight w[n, k] for one call (Fp4Prepared).
+void prepare_fp4(const Fp4Weight& w, int64_t n, int64_t k, std::vector<int32_t>& steps, Fp4Prepared& out) {
+  DZ_CHECK(w.group_size > 0 && w.col0 >= 0 && n >= 1 && k >= 1 && w.row_bytes >= (k + 1) / 2 &&
+               (w.scale_kind == ScaleKind::kUE8M0 || w.scale_kind == ScaleKind::kE4M3),
+           "fp4 weight " << n << " x " << k << " at column " << w.col0 << " in groups of " << w.group_size << ", "
+                         << w.row_bytes << " bytes a row");
+  const int64_t scale_cols = (w.col0 + k - 1) / w.group_size + 1 - w.col0 / w.group_size;
+  DZ_CHECK(w.scale_cols == scale_cols,
+           "fp4 weight " << n << " x " << k << ": " << w.scale_cols << " scale columns, its groups need " << scale_cols);
+  column_block_steps(w.col0, w.group_size, k, steps);
+  const bool by_shift = std::has_single_bit(static_cast<uint64_t>(w.group_size)) &&
+                        w.group_size % simd::kLanes == 0 && w.col0 % w.group_size == 0;
+  out.w = &w;
+  out.step_group = steps.data();
+  out.group_shift = by_shift ? std::countr_zero(static_cast<uint64_t>(w.group_size)) : -1;
+  for (int b = 0; b < 256; ++b) out.scale_of[b] = fp4_group_scale(w.scale_kind, static_cast<uint8_t>(b), w.global_scale);
+}
+
 }  // namespace
 
 void dequantise_fp8_rows_builtin(const Fp8Weight& w, int64_t n, int64_t k, int64_t j0, int64_t rows, float* out) {
@@ -557,6 +628,26 @@ void matmul_nt_small_int4(int64_t m, int64_t n, int64_t k, const float* x, const
   });
 }
 
+void dequantise_fp4_rows_builtin(const Fp4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
+  if (rows <= 0 || k <= 0) return;
+  thread_local std::vector<int32_t> steps;
+  Fp4Prepared f;
+  prepare_fp4(w, j0 + rows, k, steps, f);
+  const Fp4Tiles t{&f, 0};
+  for (int64_t j = j0; j < j0 + rows; ++j) row_to_f32(w_row(t, j, k), k, out + (j - j0) * k);
+}
+
+void matmul_nt_small_fp4(int64_t m, int64_t n, int64_t k, const float* x, const Fp4Weight& w, float* y, float beta) {
+  DZ_CHECK(m >= 1 && m <= kSmallMaxM, "matmul_nt_small_fp4: m " << m << " outside 1.." << kSmallMaxM);
+  thread_local std::vector<int32_t> steps;
+  Fp4Prepared f;
+  prepare_fp4(w, n, k, steps, f);
+  const Fp4Tiles t{&f, 0};
+  for_column_chunks(m, n, k, m == 1 ? g_m1_rows.load() : kNrSmall, [&](int64_t j0, int64_t j1) {
+    gemm_columns_small<Fp4Tiles>(m, n, k, x, t, y, beta, j0, j1);
+  });
+}
+
 void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count, float beta) {
   DZ_CHECK(m >= 1 && m <= kSmallMaxM && count >= 0 && count <= kMaxSharedXProducts,
            "matmul_nt_small_shared_x: m " << m << ", " << count << " products");
@@ -566,11 +657,12 @@ void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProd
   const int64_t nr = m == 1 ? g_m1_rows.load() : kNrSmall;
   int64_t first[kMaxSharedXProducts + 1] = {0};
   int64_t work = 0;
-  // The FP8 and INT4 products' scales and step tables, prepared once for all the threads.
+  // The FP8, INT4 and FP4 products' scales and step tables, prepared once for all the threads.
   thread_local std::vector<float> scale[kMaxSharedXProducts];
   thread_local std::vector<int32_t> steps[kMaxSharedXProducts];
   Fp8Prepared fp8[kMaxSharedXProducts];
   Int4Prepared int4[kMaxSharedXProducts];
+  Fp4Prepared fp4[kMaxSharedXProducts];
   for (int i = 0; i < count; ++i) {
     first[i + 1] = first[i] + (products[i].n + nr - 1) / nr;
     work += m * products[i].n * k;
@@ -578,6 +670,8 @@ void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProd
       prepare_fp8(*static_cast<const Fp8Weight*>(products[i].w), products[i].n, k, scale[i], steps[i], fp8[i]);
     if (products[i].kind == WeightKind::kInt4 && products[i].n > 0)
       prepare_int4(*static_cast<const Int4Weight*>(products[i].w), products[i].n, k, steps[i], int4[i]);
+    if (products[i].kind == WeightKind::kFp4 && products[i].n > 0)
+      prepare_fp4(*static_cast<const Fp4Weight*>(products[i].w), products[i].n, k, steps[i], fp4[i]);
   }
   for_tile_chunks(work, first[count], [&](int64_t t0, int64_t t1) {
     for (int i = 0; i < count; ++i) {
@@ -595,6 +689,9 @@ void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProd
         case WeightKind::kInt4:
           gemm_columns_small<Int4Tiles>(m, pr.n, k, x, Int4Tiles{&int4[i], 0}, pr.y, beta, j0, j1);
           break;
+        case WeightKind::kFp4:
+          gemm_columns_small<Fp4Tiles>(m, pr.n, k, x, Fp4Tiles{&fp4[i], 0}, pr.y, beta, j0, j1);
+          break;
         case WeightKind::kF32:
           gemm_columns_small<const float*>(m, pr.n, k, x, static_cast<const float*>(pr.w), pr.y, beta, j0, j1);
           break;
@@ -607,6 +704,7 @@ const BuiltinKernels& kernels() {
   static const BuiltinKernels table{simd::kIsaName,         builtin_path(),        matmul_nt_small_bf16,
                                     matmul_nt_small_fp8,    dequantise_fp8_rows_builtin,
                                     matmul_nt_small_int4,   dequantise_int4_rows_builtin,
+                                    matmul_nt_small_fp4,    dequantise_fp4_rows_builtin,
                                     matmul_nt_small_shared_x};
   return table;
 }

@@ -103,6 +103,12 @@ void matmul_nt_small_int4(int64_t m, int64_t n, int64_t k, const float* x, const
 void dequantise_int4_rows_builtin(const Int4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
   builtin_isa().dequantise_int4_rows(w, k, j0, rows, out);
 }
+void matmul_nt_small_fp4(int64_t m, int64_t n, int64_t k, const float* x, const Fp4Weight& w, float* y, float beta) {
+  builtin_isa().matmul_nt_small_fp4(m, n, k, x, w, y, beta);
+}
+void dequantise_fp4_rows_builtin(const Fp4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
+  builtin_isa().dequantise_fp4_rows(w, k, j0, rows, out);
+}
 void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count, float beta) {
   builtin_isa().matmul_nt_small_shared_x(m, k, x, products, count, beta);
 }

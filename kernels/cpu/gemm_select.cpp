@@ -1,5 +1,5 @@
 // Picks the GEMM paths once per process and implements the ops.h GEMM entry points (gemm_info,
-// gemm_set_threads, matmul_nt, matmul_nt_bf16, matmul_nt_fp8, matmul_nt_int4, matmul_nt_shared_x). The rule
+// gemm_set_threads, matmul_nt, matmul_nt_bf16, matmul_nt_fp8, matmul_nt_int4, matmul_nt_fp4, matmul_nt_shared_x). The rule
 // is fixed, so the same shape takes the same path (and bits); a run's start-up timing (gemm_tune.cpp)
 // may then replace its large-M path (set_large_m_path: one choice per job, cached per machine) and
 // picks how the small-M kernel streams w, never what it sums. The rule: the built-in kernel for
@@ -545,6 +545,20 @@ void matmul_nt_int4(int64_t m, int64_t n, int64_t k, const float* x, const Int4W
   });
 }
 
+void dequantise_fp4_rows(const Fp4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
+  DZ_CHECK(j0 >= 0 && rows >= 0 && k >= 0, "dequantise_fp4_rows: rows [" << j0 << ", " << j0 + rows << ") of k " << k);
+  gemm::dequantise_fp4_rows_builtin(w, k, j0, rows, out);
+}
+
+void matmul_nt_fp4(int64_t m, int64_t n, int64_t k, const float* x, const Fp4Weight& w, float* y, bool accumulate) {
+  if (empty_product("matmul_nt_fp4", m, n, k, y, accumulate)) return;
+  if (m <= gemm::kSmallM && gemm::selection().small_m_builtin)
+    return gemm::matmul_nt_small_fp4(m, n, k, x, w, y, accumulate ? 1.0f : 0.0f);
+  matmul_nt_panels(m, n, k, x, y, accumulate, [&](int64_t j0, int64_t rows, float* out) {
+    gemm::dequantise_fp4_rows_builtin(w, k, j0, rows, out);
+  });
+}
+
 void matmul_nt_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count, bool accumulate) {
   DZ_CHECK(m >= 0 && k >= 0 && count >= 0, "matmul_nt_shared_x " << m << "x" << k << ", " << count << " products");
   if (m >= 1 && k >= 1 && m <= gemm::kSmallM && gemm::selection().small_m_builtin)
@@ -555,6 +569,7 @@ void matmul_nt_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* p
       case WeightKind::kBF16: matmul_nt_bf16(m, p.n, k, x, static_cast<const uint16_t*>(p.w), p.y, accumulate); break;
       case WeightKind::kFp8: matmul_nt_fp8(m, p.n, k, x, *static_cast<const Fp8Weight*>(p.w), p.y, accumulate); break;
       case WeightKind::kInt4: matmul_nt_int4(m, p.n, k, x, *static_cast<const Int4Weight*>(p.w), p.y, accumulate); break;
+      case WeightKind::kFp4: matmul_nt_fp4(m, p.n, k, x, *static_cast<const Fp4Weight*>(p.w), p.y, accumulate); break;
       case WeightKind::kF32: matmul_nt(m, p.n, k, x, static_cast<const float*>(p.w), p.y, accumulate); break;
     }
   }

@@ -58,6 +58,17 @@ inline Vec load_int4(const uint8_t* p) {
   const __m512i v = _mm512_srlv_epi32(words, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
   return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(v, _mm512_set1_epi32(15)), _mm512_set1_epi32(8)));
 }
+// kLanes E2M1 codes (kLanes / 2 bytes, low nibble first) as their f32 values, exact: each lane
+// shifts its own nibble down, as load_int4, and looks it up in the 16 values.
+inline Vec load_e2m1(const uint8_t* p) {
+  int32_t w[2];
+  std::memcpy(w, p, 8);
+  const __m512i words = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(w[0])), _mm256_set1_epi32(w[1]), 1);
+  const __m512i v = _mm512_srlv_epi32(words, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+  const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f,
+                                      -3.0f, -4.0f, -6.0f);
+  return _mm512_permutexvar_ps(_mm512_and_si512(v, _mm512_set1_epi32(15)), table);
+}
 inline Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
 #elif defined(__AVX2__) && defined(__FMA__)
 inline constexpr int kLanes = 8;
@@ -90,6 +101,15 @@ inline Vec load_int4(const uint8_t* p) {
   const __m256i words = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p)));
   const __m256i v = _mm256_srlv_epi32(words, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
   return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, _mm256_set1_epi32(15)), _mm256_set1_epi32(8)));
+}
+// load_e2m1 as on AVX-512, the magnitude from the low 3 bits of each lane's nibble (the
+// permute reads only those), the sign bit moved from bit 3 to bit 31.
+inline Vec load_e2m1(const uint8_t* p) {
+  const __m256i words = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p)));
+  const __m256i v = _mm256_srlv_epi32(words, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+  const __m256 mag = _mm256_permutevar8x32_ps(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f), v);
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(8)), 28);
+  return _mm256_or_ps(mag, _mm256_castsi256_ps(sign));
 }
 inline Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
 inline float hsum(Vec v) {
@@ -135,6 +155,20 @@ inline Vec mul(Vec a, Vec b) {
 }
 #define DAYZERO_SIMD_SCALAR_FP8 1
 #define DAYZERO_SIMD_SCALAR_INT4 1
+#define DAYZERO_SIMD_SCALAR_E2M1 1
+#endif
+
+// The 16 E2M1 values by code (core/stored_format.h e2m1_to_f32), and element p of an FP4 row
+// (two a byte, low nibble first) as its value.
+inline constexpr float kE2m1Values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                          -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+inline float e2m1_at(const uint8_t* row, int64_t p) { return kE2m1Values[(row[p >> 1] >> (4 * (p & 1))) & 15]; }
+#if defined(DAYZERO_SIMD_SCALAR_E2M1)
+inline Vec load_e2m1(const uint8_t* p) {
+  float v[kLanes];
+  for (int i = 0; i < kLanes; ++i) v[i] = e2m1_at(p, i);
+  return load(v);
+}
 #endif
 
 // Element p of an INT4 row (two a byte, low nibble first, each stored as q + 8) as q.

@@ -27,6 +27,12 @@ Tensor Backend::to_device_int4_weight(const Int4WeightSlice& w) {
   return {};
 }
 
+Tensor Backend::to_device_fp4_weight(const Fp4WeightSlice& w) {
+  (void)w;
+  DZ_CHECK(false, "backend " << name() << " keeps no FP4 weights (keeps_fp4_weights() is false)");
+  return {};
+}
+
 void check_route_args(const Tensor& logits, const Tensor* bias, const RouterOptions& o, const Tensor& ids,
                       const Tensor& weights) {
   DZ_CHECK(logits.rank() == 2 && logits.dtype() == DType::kF32, "route_topk: logits " << shape_str(logits.shape()));

@@ -29,8 +29,9 @@ struct MemoryInfo {
   int64_t weight_bytes = 0;
   // CPU: the block scales held with the FP8 weights kept as stored (to_device_fp8_weight), and
   // the group scales and the rest of each row's last word held with the INT4 ones
-  // (to_device_int4_weight), which those tensors' bytes() (one byte, half a byte an element) do
-  // not count. CUDA: 0 (in weight_bytes).
+  // (to_device_int4_weight), and the scales, global scale and the rest of each row's last byte
+  // held with the FP4 ones (to_device_fp4_weight), which those tensors' bytes() (one byte, half a
+  // byte an element) do not count. CUDA: 0 (in weight_bytes).
   int64_t weight_scale_bytes = 0;
 };
 
@@ -49,6 +50,17 @@ struct Int4WeightSlice {
   int64_t cols = 0;               // the slice's columns
   int64_t col0 = 0;               // its first column in the whole weight
   int64_t group_size = 32;
+};
+
+// An FP4 weight slice as stored (checkpoint::Fp4AsStored: MXFP4 or NVFP4), for
+// to_device_fp4_weight.
+struct Fp4WeightSlice {
+  const Tensor* q = nullptr;      // host U8 [rows, row bytes]: the E2M1 codes from the slice's column 0
+  const Tensor* scale = nullptr;  // host U8 [rows, groups covering the columns]: the scale bytes
+  int64_t cols = 0;               // the slice's columns
+  int64_t col0 = 0;               // its first column in the whole weight
+  StoredScheme scheme = StoredScheme::kMxfp4;
+  float global_scale = 1.0f;      // NVFP4's per-tensor scale
 };
 
 // What the backend pre-sizes before the first prompt (reserve): from the plan, so that the
@@ -129,6 +141,14 @@ class Backend {
   // small-M GEMM, in dequantised panels above; to_host dequantises it.
   // REQUIRES: keeps_int4_weights().
   virtual Tensor to_device_int4_weight(const Int4WeightSlice& w);
+  // Whether to_device_fp4_weight keeps FP4 weights as stored (the CPU with cpu_keeps_stored;
+  // CUDA has no FP4 kernels yet); otherwise the loader dequantises them on the host.
+  virtual bool keeps_fp4_weights() const { return false; }
+  // A weight holding the codes, the scale bytes and the global scale in one allocation of the
+  // bytes the plan counts (core/stored_format.h StoredSlice::held_bytes): dtype F4, shape
+  // [rows, cols]. matmul converts it inside the small-M GEMM, in dequantised panels above;
+  // to_host dequantises it. REQUIRES: keeps_fp4_weights().
+  virtual Tensor to_device_fp4_weight(const Fp4WeightSlice& w);
   // Pre-sizes the caches and workspaces from the plan (CUDA: the stream-ordered pool holds
   // cache_bytes + activation_bytes from now on, the GEMM workspaces take their bounds from the
   // weights placed so far and max_tokens). Call after the weights are placed. OutOfMemory with

@@ -79,7 +79,9 @@ bool is_fp8(DType t) { return t == DType::kF8_E4M3 || t == DType::kF8_E5M2; }
 // weight it is handed by the address of its elements (Tensor carries no layout): a registry maps
 // it while the storage lives. An FP8 weight: f32 scales [scale_rows, scale_cols] of its blocks,
 // bytes [rows, cols] (slice.device_bytes() in all). An INT4 weight: bf16 scales [rows, groups],
-// the int32 words covering each row (plan::pack_quant_bytes in all).
+// the int32 words covering each row (plan::pack_quant_bytes in all). An FP4 weight: its scale
+// bytes [rows, groups], the bytes of codes covering each row (StoredSlice::held_bytes in all, the
+// global scale kept in the layout and counted there).
 struct Fp8Layout {
   kc::Fp8Weight w;  // q and scale point into the storage
   int64_t rows = 0, cols = 0;
@@ -89,6 +91,11 @@ struct Int4Layout {
   kc::Int4Weight w;  // q and scale point into the storage
   int64_t rows = 0, cols = 0;
   int64_t scale_bytes = 0;  // the storage's bytes beside the tensor's own: scales, rows' padding
+};
+struct Fp4Layout {
+  kc::Fp4Weight w;  // q and scale point into the storage
+  int64_t rows = 0, cols = 0;
+  int64_t scale_bytes = 0;  // the storage's bytes beside the tensor's own: scales, global, rows' padding
 };
 template <typename Layout>
 struct QuantizedWeights {
@@ -272,7 +279,44 @@ class CpuBackend final : public Backend {
     st->publish(layout);
     return t;
   }
-  // A bf16 weight into an f32 host tensor is widened, an FP8 or INT4 one dequantised; otherwise
+  bool keeps_fp4_weights() const override { return keeps_stored_; }
+  // The scale bytes and codes copied as they are into one allocation (QuantizedHostStorage) of the
+  // table's held_bytes (the global scale's 4 bytes included, so the plan's count is the allocation).
+  Tensor to_device_fp4_weight(const Fp4WeightSlice& w) override {
+    DZ_CHECK(keeps_stored_, "cpu to_device_fp4_weight: this backend keeps weights in f32 (cpu_keeps_stored is off)");
+    const StoredFormat& f = stored_format(w.scheme);
+    DZ_CHECK(w.q && w.scale && w.q->device().is_cpu() && w.scale->device().is_cpu() && w.q->dtype() == DType::kU8 &&
+                 w.q->rank() == 2 && w.scale->dtype() == DType::kU8 && f.value_bits == 4 && f.unit_bits == 8 &&
+                 w.col0 >= 0 && w.cols >= 0 && w.q->dim(1) >= static_cast<int64_t>(dtype_row_bytes(DType::kF4, w.cols)),
+             "cpu to_device_fp4_weight: expects host U8 codes [rows, row bytes] for " << w.cols
+                                                                                     << " columns and host U8 scales");
+    const int64_t rows = w.q->dim(0);
+    const StoredSlice held{&f, rows, w.cols, 0, w.col0, 1, f.block_cols};
+    const int64_t groups = w.cols ? held.scale_cols() : 0;
+    DZ_CHECK(w.scale->numel() == rows * groups && (rows == 0 || w.cols == 0 || w.q->dim(1) == held.value_row_bytes()),
+             "cpu to_device_fp4_weight: scale " << shape_str(w.scale->shape()) << " for " << rows << " x " << groups
+                                                << " groups, codes " << shape_str(w.q->shape()));
+    const size_t scale_bytes = w.scale->bytes(), q_bytes = w.q->bytes();
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, held.held_bytes()));
+    DZ_CHECK(rows == 0 || w.cols == 0 || bytes == scale_bytes + q_bytes + static_cast<size_t>(f.global_scale_bytes),
+             "cpu to_device_fp4_weight: " << bytes << " bytes held for " << scale_bytes << " + " << q_bytes);
+    auto st = std::make_shared<QuantizedHostStorage<Fp4Layout>>(bytes, fp4_);
+    auto* base = static_cast<char*>(st->data());
+    if (scale_bytes) std::memcpy(base, w.scale->data(), scale_bytes);
+    if (q_bytes) std::memcpy(base + scale_bytes, w.q->data(), q_bytes);
+    if (f.global_scale_bytes && bytes >= scale_bytes + q_bytes + 4)
+      std::memcpy(base + scale_bytes + q_bytes, &w.global_scale, 4);
+    Tensor t(DType::kF4, {rows, w.cols}, st, scale_bytes);
+    Fp4Layout layout;
+    layout.w = {reinterpret_cast<const uint8_t*>(base + scale_bytes), reinterpret_cast<const uint8_t*>(base),
+                w.q->dim(1), groups, w.col0, f.block_cols, f.scale, w.global_scale};
+    layout.rows = rows;
+    layout.cols = w.cols;
+    layout.scale_bytes = static_cast<int64_t>(bytes) - static_cast<int64_t>(t.bytes());
+    st->publish(layout);
+    return t;
+  }
+  // A bf16 weight into an f32 host tensor is widened, an FP8, INT4 or FP4 one dequantised; otherwise
   // the bytes are copied.
   void to_host(const Tensor& src, Tensor& dst) override { copy(src, dst); }
   void copy(const Tensor& src, Tensor& dst) override {
@@ -284,6 +328,10 @@ class CpuBackend final : public Backend {
       const Int4Layout l = int4_of(src, "copy");
       return kc::dequantise_int4_rows(l.w, l.cols, 0, l.rows, f(dst));
     }
+    if (src.dtype() == DType::kF4 && dst.dtype() == DType::kF32 && src.numel() == dst.numel()) {
+      const Fp4Layout l = fp4_of(src, "copy");
+      return kc::dequantise_fp4_rows(l.w, l.cols, 0, l.rows, f(dst));
+    }
     if (src.dtype() != dst.dtype() && dst.dtype() == DType::kF32 && src.numel() == dst.numel())
       return widen(src, f(dst));
     DZ_CHECK(src.bytes() == dst.bytes(), "copy " << shape_str(src.shape()) << " -> " << shape_str(dst.shape()));
@@ -293,7 +341,7 @@ class CpuBackend final : public Backend {
   MemoryInfo memory_info() const override {
     const int64_t peak = peak_rss_bytes();
     MemoryInfo m{budget_, budget_ - peak, peak};
-    m.weight_scale_bytes = fp8_->scale_bytes.load() + int4_->scale_bytes.load();
+    m.weight_scale_bytes = fp8_->scale_bytes.load() + int4_->scale_bytes.load() + fp4_->scale_bytes.load();
     return m;
   }
 
@@ -304,6 +352,7 @@ class CpuBackend final : public Backend {
     if (w.dtype() == DType::kBF16) return kc::matmul_nt_bf16(m, n, k, f(x), u16(w), f(y), accumulate);
     if (is_fp8(w.dtype())) return kc::matmul_nt_fp8(m, n, k, f(x), fp8_of(w, "matmul").w, f(y), accumulate);
     if (w.dtype() == DType::kI4) return kc::matmul_nt_int4(m, n, k, f(x), int4_of(w, "matmul").w, f(y), accumulate);
+    if (w.dtype() == DType::kF4) return kc::matmul_nt_fp4(m, n, k, f(x), fp4_of(w, "matmul").w, f(y), accumulate);
     kc::matmul_nt(m, n, k, f(x), f(w), f(y), accumulate);
   }
   void matmul_shared_x(const Tensor& x, std::span<const Tensor* const> ws, std::span<Tensor* const> ys) override {
@@ -312,17 +361,21 @@ class CpuBackend final : public Backend {
     std::array<kc::NtProduct, kc::kMaxSharedXProducts> products;
     std::array<kc::Fp8Weight, kc::kMaxSharedXProducts> fp8;
     std::array<kc::Int4Weight, kc::kMaxSharedXProducts> int4;
+    std::array<kc::Fp4Weight, kc::kMaxSharedXProducts> fp4;
     for (size_t i = 0; i < ws.size(); ++i) {
       const Tensor& w = *ws[i];
       Tensor& y = *ys[i];
       DZ_CHECK(w.dim(1) == k && x.numel() == m * k && y.numel() == m * w.dim(0) &&
                    (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16 || is_fp8(w.dtype()) ||
-                    w.dtype() == DType::kI4),
+                    w.dtype() == DType::kI4 || w.dtype() == DType::kF4),
                "matmul_shared_x x" << shape_str(x.shape()) << " w" << shape_str(w.shape()) << " y"
                                    << shape_str(y.shape()));
       if (is_fp8(w.dtype())) {
         fp8[i] = fp8_of(w, "matmul_shared_x").w;
         products[i] = {w.dim(0), &fp8[i], kc::WeightKind::kFp8, f(y)};
+      } else if (w.dtype() == DType::kF4) {
+        fp4[i] = fp4_of(w, "matmul_shared_x").w;
+        products[i] = {w.dim(0), &fp4[i], kc::WeightKind::kFp4, f(y)};
       } else if (w.dtype() == DType::kI4) {
         int4[i] = int4_of(w, "matmul_shared_x").w;
         products[i] = {w.dim(0), &int4[i], kc::WeightKind::kInt4, f(y)};
@@ -439,11 +492,13 @@ class CpuBackend final : public Backend {
   };
   Fp8Layout fp8_of(const Tensor& w, const char* op) const { return layout_of(*fp8_, w, "FP8", op); }
   Int4Layout int4_of(const Tensor& w, const char* op) const { return layout_of(*int4_, w, "INT4", op); }
+  Fp4Layout fp4_of(const Tensor& w, const char* op) const { return layout_of(*fp4_, w, "FP4", op); }
 
   int64_t budget_;
   bool keeps_stored_;
   std::shared_ptr<QuantizedWeights<Fp8Layout>> fp8_ = std::make_shared<QuantizedWeights<Fp8Layout>>();
   std::shared_ptr<QuantizedWeights<Int4Layout>> int4_ = std::make_shared<QuantizedWeights<Int4Layout>>();
+  std::shared_ptr<QuantizedWeights<Fp4Layout>> fp4_ = std::make_shared<QuantizedWeights<Fp4Layout>>();
   // The 2-D f32 and bf16 weights, as the GEMM tuning takes them.
   static std::vector<kc::gemm::TuneWeight> tune_weights(const std::vector<const Tensor*>& weights) {
     std::vector<kc::gemm::TuneWeight> tw;

@@ -61,7 +61,7 @@ void add_make_model_command(CLI::App& app, Commands& commands) {
   cmd->add_option("--n-expert-used", a->o.shape.n_expert_used, "Experts per token (MoE families)");
   cmd->add_option("--n-ff-expert", a->o.shape.n_ff_expert, "Intermediate size of one expert (qwen3_moe, deepseek_v3)");
   cmd->add_flag("--tie-embeddings", a->o.shape.tie_embeddings, "Share embedding and lm_head");
-  cmd->add_option("--dtype", a->dtype, "bfloat16 (default), float16, float32, fp8 (block-quantized Linears) or int4 (pack-quantized as the family ships it, rest bfloat16; families that support it)");
+  cmd->add_option("--dtype", a->dtype, "bfloat16 (default), float16, float32, fp8 (block-quantized Linears), int4 (pack-quantized as the family ships it, rest bfloat16; families that support it), mxfp4 or nvfp4 (routed experts in compressed-tensors mxfp4- / nvfp4-pack-quantized, rest bfloat16; families with experts)");
   cmd->add_option("--shards", a->o.shards, "Number of safetensors shards (> 1 writes an index)");
   cmd->add_option("--seed", a->o.seed, "Seed of the weights");
   cmd->add_option("--tokenizer", a->o.tokenizer_dir, "Copy tokenizer.json from this folder (default: a small trained one)");
@@ -99,7 +99,7 @@ void add_make_model_command(CLI::App& app, Commands& commands) {
         if (!given("--shards")) o.shards = from_yaml.shards;
         if (!given("--seed")) o.seed = from_yaml.seed;
         if (!given("--tokenizer")) o.tokenizer_dir = from_yaml.tokenizer_dir;
-        if (!given("--dtype")) o.dtype = from_yaml.dtype, o.shape.quant = from_yaml.shape.quant;
+        if (!given("--dtype")) o.dtype = from_yaml.dtype, o.shape.quant = from_yaml.shape.quant, o.fp4 = from_yaml.fp4;
         o.shape.max_position = from_yaml.shape.max_position;
         o.shape.rope_theta = from_yaml.shape.rope_theta;
       }
@@ -110,8 +110,10 @@ void add_make_model_command(CLI::App& app, Commands& commands) {
         else if (d == "float16" || d == "f16") o.dtype = DType::kF16;
         else if (d == "fp8") o.dtype = DType::kF8_E4M3;
         else if (d == "int4") o.dtype = DType::kBF16, o.shape.quant = "int4";
+        else if (d == "mxfp4" || d == "nvfp4") o.dtype = DType::kBF16, o.fp4 = d;
         else {
-          std::cerr << "dayzero make-model: --dtype " << d << " is not bfloat16, float16, float32, fp8 or int4" << std::endl;
+          std::cerr << "dayzero make-model: --dtype " << d << " is not bfloat16, float16, float32, fp8, int4, mxfp4 or nvfp4"
+                    << std::endl;
           return 2;
         }
       }

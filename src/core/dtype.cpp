@@ -22,8 +22,9 @@ constexpr DTypeInfo kInfo[] = {
     {DType::kI16, "I16", 16, true, false},      {DType::kI32, "I32", 32, true, false},
     {DType::kI64, "I64", 64, true, false},      {DType::kU8, "U8", 8, true, false},
     {DType::kBool, "BOOL", 8, false, false},    {DType::kI4, "I4", 4, false, false},
+    {DType::kF8_E8M0, "F8_E8M0", 8, true, true}, {DType::kF4, "F4", 4, false, false},
 };
-static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == static_cast<size_t>(DType::kI4) + 1, "one row per DType, in order");
+static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == static_cast<size_t>(DType::kF4) + 1, "one row per DType, in order");
 const DTypeInfo& info(DType t) { return kInfo[static_cast<int>(t)]; }
 
 float bits_to_f32(uint32_t b) {
@@ -40,7 +41,7 @@ uint32_t f32_to_bits(float f) {
 
 std::optional<DType> parse_dtype(std::string_view s) {
   for (const auto& i : kInfo)
-    if (s == i.name && i.t != DType::kI4) return i.t;
+    if (s == i.name && i.t != DType::kI4 && i.t != DType::kF4) return i.t;
   return std::nullopt;
 }
 const char* dtype_name(DType t) { return info(t).name; }
@@ -84,6 +85,7 @@ float f8_e4m3_to_f32(uint8_t v) {
 }
 
 float f8_e5m2_to_f32(uint8_t v) { return f16_to_f32(static_cast<uint16_t>(v) << 8); }
+float f8_e8m0_to_f32(uint8_t v) { return v == 0xff ? NAN : std::ldexp(1.0f, static_cast<int>(v) - 127); }
 
 uint16_t f32_to_bf16(float f) {
   uint32_t b = f32_to_bits(f);
@@ -135,6 +137,9 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
     case DType::kF8_E5M2:
       for (size_t i = 0; i < n; ++i) dst[i] = f8_e5m2_to_f32(p[i]);
       return;
+    case DType::kF8_E8M0:
+      for (size_t i = 0; i < n; ++i) dst[i] = f8_e8m0_to_f32(p[i]);
+      return;
     case DType::kI8:
       for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(static_cast<int8_t>(p[i]));
       return;
@@ -163,6 +168,7 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
       }
       return;
     case DType::kBool:
+    case DType::kF4:
     case DType::kI4: break;  // kI4 has scales besides its nibbles: the kernels' dequantise_int4_rows
   }
   DZ_CHECK(false, "convert_to_f32: dtype " << dtype_name(t) << " is not numeric");

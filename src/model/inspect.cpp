@@ -151,10 +151,19 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
       f.push_back({"MoE softmax routing", experts + (hp.norm_topk_prob ? ", renormalised" : ""), S::kYes});
     }
   }
-  int64_t packed = 0, group = 0;
-  for (const auto& s : specs)
+  int64_t packed = 0, group = 0, fp4 = 0;
+  const StoredFormat* fp4_format = nullptr;
+  for (const auto& s : specs) {
     if (s.pack_group > 0) ++packed, group = s.pack_group;
-  if (packed > 0) {
+    if (s.fp4 && s.component != Component::kQuantScale) ++fp4, fp4_format = s.fp4;
+  }
+  if (fp4 > 0) {
+    f.push_back({"FP4 weights",
+                 std::to_string(fp4) + " routed-expert weights (compressed-tensors " + fp4_format->name +
+                     ": E2M1, a scale per " + std::to_string(fp4_format->block_cols) +
+                     "), kept as stored on the CPU (as_stored), else dequantized to f32 at load",
+                 S::kYes});
+  } else if (packed > 0) {
     f.push_back({"INT4 weights",
                  std::to_string(packed) + " Linear weights (compressed-tensors, groups of " + std::to_string(group) +
                      "), dequantized to f32 at load",
@@ -204,6 +213,11 @@ std::string stored_dtype_name(const TensorSpec& s, const ParamReport& r) {
     const std::string t(x);
     return s.name.size() >= t.size() && s.name.compare(s.name.size() - t.size(), t.size(), t) == 0;
   };
+  if (s.fp4 && s.component == Component::kQuantScale) {  // FP4 storage (compressed-tensors)
+    if (ends(".weight_packed")) return "U8";
+    if (ends(".weight_scale")) return s.fp4->scale == ScaleKind::kE4M3 ? "F8_E4M3" : "U8";
+    return "F32";  // the NVFP4 global scale
+  }
   if (ends(".weight_packed") || ends(".weight_shape")) return "I32";  // INT4 pack-quantized storage
   if (ends(".weight_scale") && s.component == Component::kQuantScale) return "BF16";
   if (s.component == Component::kQuantScale) return "F32";
@@ -242,7 +256,7 @@ ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& spe
   for (const auto& s : specs) {
     const int64_t n = shape_numel(s.shape);
     const bool scale = s.component == Component::kQuantScale;
-    if (!catalog && s.pack_group == 0) {  // a pack-quantized weight is stored as its companions
+    if (!catalog && s.pack_group == 0 && !(s.fp4 && !scale)) {  // a pack-quantized or FP4 weight is stored as its companions
       const std::string dt = stored_dtype_name(s, r);
       DTypeCount& d = r.dtypes[dt];
       d.tensors += 1;
@@ -253,14 +267,14 @@ ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& spe
     if (scale) {
       r.scale_tensors += 1;
       const checkpoint::TensorInfo* t = catalog ? catalog->find(s.name) : nullptr;
-      r.scale_bytes += t ? t->nbytes : static_cast<uint64_t>(n) * 4;
+      r.scale_bytes += t ? t->nbytes : static_cast<uint64_t>(n) * (s.fp4 ? stored_size(stored_dtype_name(s, r)) : 4);
       continue;
     }
     const bool mtp = s.layer >= hp.n_layer;
     component_slot(mtp ? r.mtp : r.main, s.component) += n;
     if (mtp) continue;
     if (s.component == Component::kRoutedExpert) routed_by_layer[s.layer] += n;
-    if (!s.scale_name.empty() || s.pack_group > 0) r.quantized_params += n;
+    if (!s.scale_name.empty() || s.pack_group > 0 || s.fp4) r.quantized_params += n;
   }
   if (catalog) {
     r.dtype_source = "checkpoint";

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include "core/json.h"
+#include "model/fp4_specs.h"
 #include "model/registry.h"
 
 namespace dayzero::model {
@@ -44,6 +45,12 @@ Result<ModelFolder> open_model_folder(const std::string& path, WeightsNeeded wei
   if (Status s = check_tensor_count(*hp); !s.ok()) return in_context(s);
   m.hp = std::move(hp).value();
   m.specs = m.adapter->tensor_specs(m.hp);
+  // FP4 experts (compressed-tensors mxfp4- / nvfp4-pack-quantized) for any family with routed
+  // experts: the adapter's routed-expert weights become the format's logical weights.
+  auto fp4 = checkpoint::parse_fp4_quant(m.config, "config.json");
+  if (!fp4.ok()) return in_context(fp4.status());
+  if (*fp4)
+    if (Status s = apply_fp4_quant(m.specs, **fp4); !s.ok()) return in_context(s);
   m.layers = describe_layers(*m.adapter, m.hp, m.specs);
   if (weights == WeightsNeeded::kRequired)
     if (Status s = m.adapter->forward_support(m.hp); !s.ok()) return in_context(s);

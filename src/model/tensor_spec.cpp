@@ -33,12 +33,38 @@ const char* component_name(Component c) {
   return "?";
 }
 
+namespace {
+// An FP4 companion's part by its name's ending: 0 codes, 1 scales, 2 the global scale.
+int fp4_part(const TensorSpec& s) {
+  const auto ends = [&](const std::string& x) {
+    return s.name.size() >= x.size() && s.name.compare(s.name.size() - x.size(), x.size(), x) == 0;
+  };
+  return ends(".weight_packed") ? 0 : ends(".weight_scale") ? 1 : 2;
+}
+}  // namespace
+
 bool stored_dtype_fits(const TensorSpec& s, DType t) {
   if (s.index_range > 0) return t == DType::kI32 || t == DType::kI64;
+  if (s.fp4 && s.component == Component::kQuantScale) {  // checkpoint/fp4.h's layout
+    switch (fp4_part(s)) {
+      case 0: return t == DType::kU8 || t == DType::kI8;
+      case 1: return s.fp4->scale == ScaleKind::kE4M3 ? t == DType::kF8_E4M3 : t == DType::kU8 || t == DType::kF8_E8M0;
+      default: return t == DType::kF32;
+    }
+  }
   return s.component == Component::kQuantScale || dtype_is_float(t);
 }
 
-const char* expected_dtype(const TensorSpec& s) { return s.index_range > 0 ? "I32 or I64" : "a float type"; }
+const char* expected_dtype(const TensorSpec& s) {
+  if (s.fp4 && s.component == Component::kQuantScale) {
+    switch (fp4_part(s)) {
+      case 0: return "U8 or I8 (two E2M1 codes a byte)";
+      case 1: return s.fp4->scale == ScaleKind::kE4M3 ? "F8_E4M3 (NVFP4 scales)" : "U8 or F8_E8M0 (MXFP4 scales)";
+      default: return "F32 (the NVFP4 global scale)";
+    }
+  }
+  return s.index_range > 0 ? "I32 or I64" : "a float type";
+}
 
 void set_component(std::vector<TensorSpec>& specs, size_t from, Component c) {
   for (size_t i = from; i < specs.size(); ++i) specs[i].component = c;

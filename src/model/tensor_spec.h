@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/stored_format.h"
 #include "core/tensor.h"
 
 namespace dayzero::model {
@@ -78,6 +79,11 @@ struct TensorSpec {
     int64_t rows = 0, block = 1;
   };
   std::vector<Section> shard_sections = {};
+  // FP4 Linear (compressed-tensors mxfp4- / nvfp4-pack-quantized: checkpoint/fp4.h): its row of
+  // the stored-format table. As pack_group: name and shape are the logical weight, not on disk;
+  // its companions `<module>.weight_packed`, `.weight_scale` (and NVFP4's `.weight_global_scale`)
+  // are declared as their own specs (kQuantScale, skip_load) and read with it. nullptr: not FP4.
+  const StoredFormat* fp4 = nullptr;
 };
 
 // Whether a checkpoint tensor stored as t can be this spec: an integer table (index_range > 0)

@@ -82,6 +82,7 @@ DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice we
   if (weights == WeightsOnDevice::kBF16) return DType::kBF16;
   if (weights == WeightsOnDevice::kF32) return DType::kF32;
   if (spec.pack_group > 0) return keeps.int4 && stored == DType::kBF16 ? DType::kI4 : DType::kF32;
+  if (spec.fp4) return keeps.fp4 ? DType::kF4 : DType::kF32;
   const bool fp8 = stored == DType::kF8_E4M3 || stored == DType::kF8_E5M2;
   if (fp8 && !spec.scale_name.empty()) return keeps.fp8_blocks ? stored : DType::kF32;
   if (fp8 && !keeps.fp8_unscaled) return DType::kF32;
@@ -97,6 +98,9 @@ int64_t held_bytes(const model::TensorSpec& spec, size_t index, const Slice& sli
   const int64_t elem = spec.index_range > 0 ? 4 : p.stored_bytes[index];  // kept_dtype: an index table in f32
   // As stored: 0.5 B + group scales, unless dequantised on load (weight_sizes: 4 B)
   if (spec.pack_group > 0 && elem != 4) return pack_quant_bytes(spec, slice, true);
+  // FP4 as stored: 0.5 B + a scale byte per group (+ NVFP4's global scale), unless dequantised
+  // on load (weight_sizes: 4 B).
+  if (spec.fp4 && elem != 4) return fp4_bytes(spec, slice);
   if (elem == 1 && !spec.scale_name.empty() && spec.shape.size() == 2 && spec.quant_block_rows > 0 &&
       spec.quant_block_cols > 0)
     return block_scaled_slice(spec, slice).device_bytes();
@@ -109,7 +113,7 @@ std::vector<int64_t> stored_bytes_from_config(const std::vector<model::TensorSpe
     if (!s.scale_name.empty()) scales.insert(s.scale_name);
   std::vector<int64_t> out(specs.size(), other);
   for (size_t i = 0; i < specs.size(); ++i) {
-    if (!specs[i].scale_name.empty()) out[i] = 1;
+    if (!specs[i].scale_name.empty() || specs[i].fp4) out[i] = 1;
     else if (scales.count(specs[i].name)) out[i] = kScaleBytes;
   }
   return out;

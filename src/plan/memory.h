@@ -82,16 +82,17 @@ BlockScaledSlice block_scaled_slice(const model::TensorSpec& spec, const Slice& 
 // Which quantized weights a backend keeps as stored under model.weights_on_device: as_stored;
 // the others it dequantises to f32 on load. CUDA ({true, true, true}) keeps block-scaled FP8
 // and counts a pack-quantized INT4 weight and an FP8 tensor without block scales as stored too
-// (the run refuses them: they have no device form); the CPU ({true, true, false}) keeps
-// block-scaled FP8 and pack-quantized INT4 (both converted inside its GEMM) and dequantises FP8
-// without block scales.
+// (the run refuses them: they have no device form), and FP4 likewise; the CPU ({true, true,
+// false, true}) keeps block-scaled FP8, pack-quantized INT4 and FP4 (converted inside its GEMM)
+// and dequantises FP8 without block scales.
 struct KeepsQuantized {
   bool fp8_blocks = true;    // block-scaled FP8 (a spec with a scale_name)
   bool int4 = true;          // pack-quantized INT4 (a spec with a pack_group)
   bool fp8_unscaled = true;  // FP8 without block scales
+  bool fp4 = true;           // FP4 (MXFP4, NVFP4: a spec with fp4 set)
 };
-inline constexpr KeepsQuantized kCudaKeepsQuantized{true, true, true};
-inline constexpr KeepsQuantized kCpuKeepsQuantized{true, true, false};
+inline constexpr KeepsQuantized kCudaKeepsQuantized{true, true, true, true};
+inline constexpr KeepsQuantized kCpuKeepsQuantized{true, true, false, true};
 
 // What a backend keeps of a weight stored as `stored` under model.weights_on_device: as stored,
 // a block-scaled FP8 weight (a spec with a scale_name) stays FP8 with its scales (held_bytes:
@@ -99,7 +100,8 @@ inline constexpr KeepsQuantized kCpuKeepsQuantized{true, true, false};
 // dequantised to F32 where it does not; a pack-quantized INT4 weight (`stored`: the dtype of its
 // group scales) is I4, its int32 words and BF16 scales as stored (held_bytes:
 // pack_quant_bytes), where keeps.int4 and its scales are BF16, else F32; an FP8 tensor without
-// block scales is F32 unless keeps.fp8_unscaled; BF16 and F32 stay as they are, F16 becomes BF16 (the
+// block scales is F32 unless keeps.fp8_unscaled; an FP4 weight (spec.fp4) is F4, its codes and
+// scale bytes as stored (held_bytes: fp4_bytes), where keeps.fp4, else F32; BF16 and F32 stay as they are, F16 becomes BF16 (the
 // same two bytes; no backend has F16 kernels); bfloat16 / float32: every weight in that dtype.
 DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights, KeepsQuantized keeps = {});
 
@@ -111,8 +113,9 @@ DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice we
 int64_t held_bytes(const model::TensorSpec& spec, size_t index, const Slice& slice, const MemoryParams& p);
 
 // Stored element sizes from config.json alone (no checkpoint to read), parallel to specs: 1 for
-// block-quantized FP8 weights (specs with a scale_name: quantization_config fp8), kScaleBytes
-// for their scale tensors, `other` (config.json's torch_dtype) for the rest.
+// block-quantized FP8 weights (specs with a scale_name: quantization_config fp8) and FP4 weights
+// (spec.fp4: counted by fp4_bytes), kScaleBytes for the FP8 scale tensors, `other`
+// (config.json's torch_dtype) for the rest.
 std::vector<int64_t> stored_bytes_from_config(const std::vector<model::TensorSpec>& specs, int64_t other);
 
 // One rank's estimate: weights from slice_for over every spec (held_bytes), KV cache and state of

@@ -58,19 +58,24 @@ Result<WeightSizes> stored_weight_sizes(const model::ModelFolder& m) {
     w.stored_bytes.reserve(m.specs.size());
     for (const auto& s : m.specs) {
       const auto* t = m.catalog.find(s.name);
-      w.stored_bytes.push_back(t ? static_cast<int64_t>(dtype_size(t->dtype)) : w.bytes_per_weight);
+      // An FP4 weight (never on disk under its own name) is counted by the stored-format table.
+      w.stored_bytes.push_back(s.fp4 ? 1 : t ? static_cast<int64_t>(dtype_size(t->dtype)) : w.bytes_per_weight);
     }
     return w;
   }
   DZ_ASSIGN_OR_RETURN(WeightSizes w, config_dtype(m.config));
   const bool quantized = std::any_of(m.specs.begin(), m.specs.end(), [](const auto& s) { return !s.scale_name.empty(); });
   const bool packed = std::any_of(m.specs.begin(), m.specs.end(), [](const auto& s) { return s.pack_group > 0; });
-  if (quantized || packed) {
+  const auto fp4 = std::find_if(m.specs.begin(), m.specs.end(), [](const auto& s) { return s.fp4 != nullptr; });
+  if (quantized || packed || fp4 != m.specs.end()) {
     // torch_dtype then names the unquantized tensors (a float8 one: taken as bfloat16).
     if (w.bytes_per_weight == 1) w.bytes_per_weight = 2;
     w.stored_bytes = stored_bytes_from_config(m.specs, w.bytes_per_weight);
     if (quantized) w.label += "; fp8 Linear weights 1 B + f32 block scales (quantization_config)";
     if (packed) w.label += "; int4 pack-quantized Linear weights 0.5 B + bf16 group scales (quantization_config)";
+    if (fp4 != m.specs.end())
+      w.label += std::string("; ") + fp4->fp4->name + " expert weights 0.5 B + a scale byte per " +
+                 std::to_string(fp4->fp4->block_cols) + " (quantization_config)";
   }
   return w;
 }
@@ -81,13 +86,19 @@ Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice we
   if (weights == WeightsOnDevice::kBF16) return WeightSizes{2, {}, "bfloat16"};
   if (weights == WeightsOnDevice::kF32) return WeightSizes{4, {}, "float32"};
   DZ_ASSIGN_OR_RETURN(WeightSizes w, stored_weight_sizes(m));
-  if (keeps.fp8_blocks && keeps.int4 && keeps.fp8_unscaled) return w;
-  bool fp8_dequantised = false, int4_dequantised = false;
+  if (keeps.fp8_blocks && keeps.int4 && keeps.fp8_unscaled && keeps.fp4) return w;
+  bool fp8_dequantised = false, int4_dequantised = false, fp4_dequantised = false;
   for (size_t i = 0; i < m.specs.size(); ++i) {
     const model::TensorSpec& s = m.specs[i];
     const checkpoint::TensorInfo* t = m.has_weights ? m.catalog.find(s.name) : nullptr;
     const bool fp8 = t ? t->dtype == DType::kF8_E4M3 || t->dtype == DType::kF8_E5M2 : !s.scale_name.empty();
     if (s.component == model::Component::kQuantScale) continue;
+    if (s.fp4) {
+      if (keeps.fp4) continue;
+      w.stored_bytes.at(i) = 4;
+      fp4_dequantised = true;
+      continue;
+    }
     if (s.pack_group <= 0 && !fp8) continue;
     // The stored dtype kept_dtype takes: a pack-quantized weight's group scales' (from config.json
     // alone the format's BF16, as the label says).
@@ -101,6 +112,7 @@ Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice we
   if (fp8_dequantised || int4_dequantised)
     w.label += std::string("; ") + (fp8_dequantised && int4_dequantised ? "fp8/int4" : fp8_dequantised ? "fp8" : "int4") +
                " weights dequantised to float32 on load";
+  if (fp4_dequantised) w.label += "; fp4 weights dequantised to float32 on load";
   return w;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/stored_format.h"
 #include "model/adapter.h"
 
 namespace dayzero::plan {
@@ -202,9 +203,19 @@ int64_t pack_quant_bytes(const model::TensorSpec& spec, const Slice& slice, bool
   if (slice.dim == 0) r0 = 0, r1 = slice.extent();
   if (slice.dim == 1) c0 = slice.begin, c1 = slice.end;
   if (r1 <= r0 || c1 <= c0) return 0;
-  // Covering words and groups, as checkpoint::load_pack_quantized_f32 reads them.
-  const int64_t words = (c1 - 1) / 8 + 1 - c0 / 8, groups = (c1 - 1) / spec.pack_group + 1 - c0 / spec.pack_group;
-  return (r1 - r0) * (words * 4 + (with_scales ? groups * 2 : 0));
+  // Covering words and groups, as checkpoint::load_pack_quantized_f32 reads them: the int4-pack
+  // row of the stored-format table.
+  const StoredSlice s{&stored_format(StoredScheme::kInt4Group), r1 - r0, c1 - c0, r0, c0, 1, spec.pack_group};
+  return with_scales ? s.held_bytes() : s.rows * s.value_row_bytes();
+}
+
+int64_t fp4_bytes(const model::TensorSpec& spec, const Slice& slice, bool with_scales) {
+  if (!slice.held || spec.shape.size() != 2 || !spec.fp4) return 0;
+  int64_t r0 = 0, r1 = spec.shape[0], c0 = 0, c1 = spec.shape[1];
+  if (slice.dim == 0) r0 = 0, r1 = slice.extent();
+  if (slice.dim == 1) c0 = slice.begin, c1 = slice.end;
+  const StoredSlice s{spec.fp4, r1 - r0, c1 - c0, r0, c0, 1, spec.fp4->block_cols};
+  return with_scales ? s.held_bytes() : (s.cols > 0 ? s.rows * s.value_row_bytes() : 0);
 }
 
 }  // namespace dayzero::plan

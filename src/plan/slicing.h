@@ -84,6 +84,12 @@ int64_t slice_bytes(const model::TensorSpec& spec, const Slice& slice, int64_t b
 // words covering its columns in each of its rows, plus with_scales the BF16 group scales
 // covering them; 0 when not held.
 int64_t pack_quant_bytes(const model::TensorSpec& spec, const Slice& slice, bool with_scales);
+// An FP4 spec's held bytes for a slice (spec.fp4 set, 2-D): the table's StoredSlice::held_bytes
+// of the rows and columns held (the bytes of codes covering the columns, a scale byte per
+// covering group, NVFP4's global scale), as checkpoint::load_fp4_as_stored reads them and the
+// CPU backend allocates them. 0 for a slice not held.
+// with_scales false: the codes alone (the bytes the loader's record counts as read).
+int64_t fp4_bytes(const model::TensorSpec& spec, const Slice& slice, bool with_scales = true);
 
 // Whether the spec's shard rule can split it over tp ranks. InvalidArgument with a reason that
 // names the tensor ("...k_proj.weight: 8 blocks (1024 rows in blocks of 128) are not divisible

@@ -6,10 +6,12 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint/fp4.h"
 #include "checkpoint/fp8.h"
 #include "checkpoint/pack_quantized.h"
 #include "core/clock.h"
 #include "kernels/ops.h"
+#include "model/fp4_specs.h"
 #include "model/pack_quant_specs.h"
 #include "model/registry.h"
 #include "plan/slicing.h"
@@ -20,7 +22,7 @@ namespace fs = std::filesystem;
 Status check_tensors(const ModelInfo& m) {
   std::set<std::string> claimed;
   for (const auto& spec : m.specs) {
-    if (spec.pack_group > 0) continue;  // a logical weight: its stored companions are specs of their own
+    if (spec.pack_group > 0 || model::is_fp4_weight(spec)) continue;  // a logical weight: its stored companions are specs of their own
     claimed.insert(spec.name);
     const checkpoint::TensorInfo* t = m.catalog.find(spec.name);
     if (!t)
@@ -50,10 +52,12 @@ Status check_keepable_as_stored(const ModelInfo& m) {
   for (const auto& spec : m.specs) {
     const checkpoint::TensorInfo* t = m.catalog.find(spec.name);
     const bool fp8 = t && (t->dtype == DType::kF8_E4M3 || t->dtype == DType::kF8_E5M2);
-    if (spec.pack_group > 0 || (fp8 && spec.scale_name.empty()))
+    if (spec.pack_group > 0 || model::is_fp4_weight(spec) || (fp8 && spec.scale_name.empty()))
       return Status::Unsupported(std::string("model.weights_on_device: as_stored cannot take effect on the device for ") +
                                  spec.name +
-                                 (spec.pack_group > 0 ? " (pack-quantized INT4" : " (FP8 without block scales") +
+                                 (spec.pack_group > 0 ? " (pack-quantized INT4"
+                                  : spec.fp4          ? std::string(" (") + spec.fp4->name
+                                                      : std::string(" (FP8 without block scales")) +
                                  ", dequantised on load); use bfloat16");
   }
   return Status::Ok();
@@ -67,7 +71,7 @@ namespace {
 size_t loader_result_bytes(const ModelInfo& m, const SliceFn& slice_of, bool stored_float) {
   size_t total = 0;
   for (const auto& spec : m.specs) {
-    if (spec.skip_load || spec.pack_group > 0 || !spec.scale_name.empty()) continue;
+    if (spec.skip_load || spec.pack_group > 0 || spec.fp4 || !spec.scale_name.empty()) continue;
     const TensorSlice s = slice_of ? slice_of(spec) : TensorSlice{};
     if (!s.held) continue;
     const plan::Slice ps{s.held, s.dim, s.begin, s.end, s.rows};
@@ -123,8 +127,8 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
   // FP8 without block scales.
   const plan::KeepsQuantized keeps =
       be.device().kind == DeviceKind::kCpu
-          ? plan::KeepsQuantized{be.keeps_fp8_weights(), be.keeps_int4_weights(), false}
-          : (be.keeps_fp8_weights() ? plan::kCudaKeepsQuantized : plan::KeepsQuantized{false, false, false});
+          ? plan::KeepsQuantized{be.keeps_fp8_weights(), be.keeps_int4_weights(), false, be.keeps_fp4_weights()}
+          : (be.keeps_fp8_weights() ? plan::kCudaKeepsQuantized : plan::KeepsQuantized{false, false, false, false});
   // An index table (DeepSeek-V4's tid2eid: token -> experts) holds whole numbers in [0, index_range).
   const auto in_range = [](const model::TensorSpec& spec, const Tensor& host, const checkpoint::WeightRecord& rec) -> Status {
     if (spec.index_range <= 0) return Status::Ok();
@@ -165,13 +169,36 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
     if (spec.skip_load) continue;
     const TensorSlice slice = slice_of ? slice_of(spec) : TensorSlice{};
     if (!slice.held) continue;
-    if (!slice.rows.empty() && (spec.pack_group > 0 || !spec.scale_name.empty()))
-      return Status::Unsupported(m.catalog.find(spec.name)->file + ": tensor " + spec.name +
+    if (!slice.rows.empty() && (spec.pack_group > 0 || spec.fp4 || !spec.scale_name.empty()))
+      return Status::Unsupported(m.dir + ": tensor " + spec.name +
                                  ": a quantized weight cannot be split in sections over tp yet");
     if (!slice.rows.empty()) {
       DZ_RETURN_IF_ERROR(loader.submit_rows(m.catalog, spec.name, reader, slice.rows));
       DZ_RETURN_IF_ERROR(take_queued());
       queued = &spec;
+      continue;
+    }
+    if (spec.fp4) {
+      // FP4 (compressed-tensors mxfp4- / nvfp4-pack-quantized): only this slice's codes and
+      // covering scale bytes read.
+      DZ_RETURN_IF_ERROR(take_queued());
+      checkpoint::WeightRecord rec;
+      const checkpoint::Fp4Layout layout =
+          checkpoint::compressed_tensors_fp4_layout(model::fp4_module(spec), spec.fp4->scheme);
+      if (weights_on_device && be.keeps_fp4_weights() &&
+          plan::kept_dtype(spec, stored(spec), *weights_on_device, keeps) == DType::kF4) {
+        // Kept as stored: the codes and scale bytes, converted inside the backend's GEMM.
+        DZ_ASSIGN_OR_RETURN(checkpoint::Fp4AsStored a,
+                            checkpoint::load_fp4_as_stored(m.catalog, layout, spec.shape[0], spec.shape[1], reader,
+                                                           &rec, slice.dim, slice.begin, slice.end));
+        DZ_RETURN_IF_ERROR(finite(spec, rec));
+        weights.put(spec.name, be.to_device_fp4_weight({&a.q, &a.scale, a.cols, a.col0, a.scheme, a.global_scale}));
+        record(std::move(rec));
+        continue;
+      }
+      DZ_ASSIGN_OR_RETURN(Tensor host, checkpoint::load_fp4_dequant_f32(m.catalog, layout, spec.shape[0], spec.shape[1],
+                                                                        reader, &rec, slice.dim, slice.begin, slice.end));
+      DZ_RETURN_IF_ERROR(place(spec, std::move(host), std::move(rec)));
       continue;
     }
     if (spec.pack_group > 0) {

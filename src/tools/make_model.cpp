@@ -14,10 +14,12 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint/fp4.h"
 #include "checkpoint/fp8.h"
 #include "checkpoint/pack_quantized.h"
 #include "checkpoint/writer.h"
 #include "core/json.h"
+#include "model/fp4_specs.h"
 #include "model/registry.h"
 #include "tools/bpe_trainer.h"
 
@@ -282,8 +284,23 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
   auto parsed = adapter->parse_hparams(config);
   if (!parsed.ok()) return parsed.status().with_context("the sizes give an invalid " + o.family + " config");
   const HParams hp = std::move(parsed).value();
-  const std::vector<TensorSpec> specs = adapter->tensor_specs(hp);
+  std::vector<TensorSpec> specs = adapter->tensor_specs(hp);
   std::set<std::string> scale_names;  // written with their weight
+  // FP4: the routed experts in compressed-tensors' layout, every other Linear on the ignore list
+  // (as published checkpoints list them); config.json is written again with the config.
+  if (!o.fp4.empty()) {
+    const StoredFormat* f = find_stored_format(o.fp4);
+    if (!f || f->value_bits != 4 || f->unit_bits != 8)
+      return Status::InvalidArgument("make-model: '" + o.fp4 + "' is not an FP4 format (mxfp4, nvfp4)");
+    config["quantization_config"] = checkpoint::fp4_quant_config(f->scheme, model::fp4_ignore_list(specs));
+    DZ_ASSIGN_OR_RETURN(auto quant, checkpoint::parse_fp4_quant(config, "make-model"));
+    DZ_RETURN_IF_ERROR(model::apply_fp4_quant(specs, *quant));
+    for (const auto& s : specs)
+      if (s.fp4 && s.component == model::Component::kQuantScale) scale_names.insert(s.name);
+    if (scale_names.empty())
+      return Status::Unsupported("make-model: the " + o.family + " adapter declares no routed experts to store in " + f->name);
+    DZ_RETURN_IF_ERROR(write_text(out / "config.json", config.dump(2)));
+  }
   for (const auto& s : specs)
     if (!s.scale_name.empty()) scale_names.insert(s.scale_name);
   if (fp8 && scale_names.empty())
@@ -330,7 +347,25 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
       if (last) DZ_RETURN_IF_ERROR(flush());
       continue;
     }
-    if (s.pack_group > 0) {
+    if (model::is_fp4_weight(s)) {
+      const std::vector<uint8_t> f32 = make_tensor_bytes(s, o.seed, DType::kF32);
+      const checkpoint::Fp4Packed p =
+          checkpoint::fp4_quantize(reinterpret_cast<const float*>(f32.data()), s.shape[0], s.shape[1], s.fp4->scheme);
+      const checkpoint::Fp4Layout l = checkpoint::compressed_tensors_fp4_layout(model::fp4_module(s), s.fp4->scheme);
+      const bool nv = s.fp4->scheme == StoredScheme::kNvfp4;
+      const int64_t groups = (s.shape[1] + s.fp4->block_cols - 1) / s.fp4->block_cols;
+      in_shard += p.packed.size() + p.scale.size() + (nv ? 4 : 0);
+      written += p.packed.size() + p.scale.size() + (nv ? 4 : 0);
+      weight_map[l.values] = weight_map[l.scale] = shard_name(shard);
+      writer.add(l.values, DType::kU8, {s.shape[0], (s.shape[1] + 1) / 2}, p.packed);
+      writer.add(l.scale, nv ? DType::kF8_E4M3 : DType::kU8, {s.shape[0], groups}, p.scale);
+      if (nv) {
+        std::vector<uint8_t> g(4);
+        std::memcpy(g.data(), &p.global_scale, 4);
+        weight_map[l.global] = shard_name(shard);
+        writer.add(l.global, DType::kF32, {1}, std::move(g));
+      }
+    } else if (s.pack_group > 0) {
       const std::vector<uint8_t> f32 = make_tensor_bytes(s, o.seed, DType::kF32);
       checkpoint::PackQuant q;
       q.group_size = s.pack_group;
@@ -432,7 +467,8 @@ Status read_make_model_yaml(const std::string& path, MakeModelOptions& o) {
         else if (d == "float16" || d == "f16") o.dtype = DType::kF16;
         else if (d == "fp8") o.dtype = DType::kF8_E4M3;
         else if (d == "int4") o.dtype = DType::kBF16, o.shape.quant = "int4";
-        else return Status::InvalidArgument(path + ": dtype '" + d + "' is not bfloat16, float16, float32, fp8 or int4");
+        else if (d == "mxfp4" || d == "nvfp4") o.dtype = DType::kBF16, o.fp4 = d;
+        else return Status::InvalidArgument(path + ": dtype '" + d + "' is not bfloat16, float16, float32, fp8, int4, mxfp4 or nvfp4");
       } else {
         return Status::InvalidArgument(path + ": unknown key '" + key + "'");
       }

@@ -26,6 +26,7 @@ struct MakeModelOptions {
   DType dtype = DType::kBF16;  // BF16 (default), F16, F32, or F8_E4M3 (block-quantized Linears, rest BF16)
   int shards = 1;              // > 1 writes model-0000i-of-0000N.safetensors + index
   std::string tokenizer_dir;   // copy tokenizer.json (+ tokenizer_config.json) from here; empty = train a small one
+  std::string fp4;             // "mxfp4" or "nvfp4": routed experts in that format (compressed-tensors), rest dtype
   // Keys set over the adapter's generated config.json before the tensor list is derived from
   // it (a null value is written as null, e.g. q_lora_rank), for variants a shape cannot say.
   nlohmann::json config_overrides = nlohmann::json::object();

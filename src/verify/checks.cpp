@@ -100,7 +100,8 @@ void check(Report& rep, const CheckpointFiles& plan, const Expectations& ex, con
       if (f.present && !f.header_error.empty()) bad_header_files.insert(f.name);
     std::set<std::string> claimed;
     for (const auto& spec : m->specs) {
-      if (spec.pack_group > 0) continue;  // a logical INT4 weight: its stored companions are specs of their own
+      // A logical INT4 or FP4 weight: its stored companions are specs of their own.
+      if (spec.pack_group > 0 || (spec.fp4 && spec.component != model::Component::kQuantScale)) continue;
       claimed.insert(spec.name);
       auto it = actual.find(spec.name);
       if (it == actual.end()) {

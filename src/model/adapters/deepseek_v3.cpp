@@ -7,6 +7,7 @@
 // HF reference: transformers/models/deepseek_v3.
 #include <cmath>
 
+#include "checkpoint/fp4.h"
 #include "checkpoint/fp8.h"
 #include "model/adapters/adapters.h"
 #include "model/adapters/common.h"
@@ -100,7 +101,9 @@ Result<HParams> DeepseekV3Adapter::parse_hparams(const nlohmann::json& c) const 
   for (int l = 0; l < first_dense; ++l) hp.dense_layers.push_back(l);
   DZ_ASSIGN_OR_RETURN(hp.n_nextn_layer, json_int_or(c, "num_nextn_predict_layers", 0));
   if (hp.n_nextn_layer < 0) return Status::InvalidArgument("config.json: key 'num_nextn_predict_layers' must be >= 0");
-  auto quant = checkpoint::parse_block_quant(c);
+  // An FP4 quantization_config (compressed-tensors) is the model folder's (model/fp4_specs.h).
+  Result<std::optional<checkpoint::BlockQuant>> quant = std::optional<checkpoint::BlockQuant>{};
+  if (!checkpoint::is_fp4_quant_config(c)) quant = checkpoint::parse_block_quant(c);
   if (!quant.ok()) return quant.status();
   if (*quant) {
     hp.quant_block_rows = (*quant)->block_rows;

@@ -41,6 +41,7 @@ Status Run::load_checkpoint() {
     const plan::Slice s = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
     if (!s.held) continue;
     if (spec.pack_group > 0) expected += static_cast<uint64_t>(plan::pack_quant_bytes(spec, s, false));
+    else if (spec.fp4) expected += static_cast<uint64_t>(plan::fp4_bytes(spec, s, false));
     else
       expected += static_cast<uint64_t>(
           plan::slice_bytes(spec, s, static_cast<int64_t>(dtype_size(model_.catalog.find(spec.name)->dtype))));

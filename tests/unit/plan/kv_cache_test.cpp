@@ -5,8 +5,13 @@
 // the activations of a batch. Also the weight sizes plan_request.h gives from a config alone.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
+#include "checkpoint/fp4.h"
+#include "model/fp4_specs.h"
 #include "model/model_folder.h"
 #include "plan/memory.h"
 #include "plan/plan_request.h"
@@ -157,6 +162,64 @@ TEST(PlanRequestBuilder, ResidentBatch) {
   EXPECT_EQ(resident_batch(8, 3), 3);   // fewer prompts than max_batch: all resident
   EXPECT_EQ(resident_batch(8, 20), 8);  // more: max_batch at a time
   EXPECT_EQ(resident_batch(8, 0), 1);
+}
+
+// DeepSeek-V3's config with its routed experts in MXFP4 (compressed-tensors, every other Linear
+// ignored, as make-model writes it): each expert weight counts 0.5 B an element plus one byte
+// per 32 (plan::fp4_bytes, the stored-format table), whole and as a column slice starting inside
+// a group; 4 B where the backend keeps no FP4; the experts' bytes against bf16's: 2 / (0.5 + 1/32)
+// = 3.76x fewer.
+TEST(StoredWeightSizes, Mxfp4ExpertsCountValuesAndScales) {
+  auto cfg = model::read_config_json(std::string(DAYZERO_FIXTURES_DIR) + "/configs/DeepSeek-V3/config.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().message();
+  nlohmann::json c = *cfg;
+  c.erase("quantization_config");
+  const std::string dir = ::testing::TempDir() + "/dz-mxfp4-config";
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const nlohmann::json& j) { std::ofstream(dir + "/config.json") << j.dump(); };
+  write(c);
+  auto plain = model::open_model_folder(dir + "/config.json", model::WeightsNeeded::kIfPresent);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  c["quantization_config"] = checkpoint::fp4_quant_config(StoredScheme::kMxfp4, model::fp4_ignore_list(plain->specs));
+  write(c);
+  auto m = model::open_model_folder(dir + "/config.json", model::WeightsNeeded::kIfPresent);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto kept = weight_sizes(*m, WeightsOnDevice::kAsStored, kCpuKeepsQuantized);
+  auto none = weight_sizes(*m, WeightsOnDevice::kAsStored, KeepsQuantized{true, true, false, false});
+  ASSERT_TRUE(kept.ok() && none.ok()) << kept.status().message();
+  EXPECT_NE(kept->label.find("mxfp4 expert weights 0.5 B + a scale byte per 32"), std::string::npos) << kept->label;
+  EXPECT_NE(none->label.find("fp4 weights dequantised to float32 on load"), std::string::npos) << none->label;
+  MemoryParams pk, pn;
+  pk.stored_bytes = kept->stored_bytes;
+  pn.stored_bytes = none->stored_bytes;
+  int64_t n_fp4 = 0, fp4_bytes_total = 0, elements = 0;
+  for (size_t i = 0; i < m->specs.size(); ++i) {
+    const model::TensorSpec& s = m->specs[i];
+    if (!model::is_fp4_weight(s)) {
+      EXPECT_TRUE(s.fp4 == nullptr || s.skip_load) << s.name;
+      continue;
+    }
+    ++n_fp4;
+    EXPECT_EQ(s.component, model::Component::kRoutedExpert) << s.name;
+    EXPECT_EQ(kept_dtype(s, DType::kF32, WeightsOnDevice::kAsStored, kCpuKeepsQuantized), DType::kF4) << s.name;
+    EXPECT_EQ(kept_dtype(s, DType::kF32, WeightsOnDevice::kAsStored, KeepsQuantized{true, true, false, false}),
+              DType::kF32);
+    const int64_t numel = s.shape[0] * s.shape[1];
+    const Slice whole{true};
+    EXPECT_EQ(held_bytes(s, i, whole, pk), numel / 2 + numel / 32) << s.name;
+    EXPECT_EQ(held_bytes(s, i, whole, pn), numel * 4) << s.name;
+    // Columns 45..301: bytes 22..150 (129) and groups 1..9 (9) of each row.
+    const Slice cols{true, 1, 45, 301};
+    EXPECT_EQ(held_bytes(s, i, cols, pk), s.shape[0] * (129 + 9)) << s.name;
+    fp4_bytes_total += held_bytes(s, i, whole, pk);
+    elements += numel;
+  }
+  // 58 MoE layers x 256 experts x 3 weights.
+  EXPECT_EQ(n_fp4, 58 * 256 * 3);
+  const double ratio = static_cast<double>(2 * elements) / static_cast<double>(fp4_bytes_total);
+  EXPECT_NEAR(ratio, 2.0 / (0.5 + 1.0 / 32.0), 1e-9);
+  std::printf("DeepSeek-V3 routed experts: %lld parameters, %lld bytes in MXFP4, %.4fx fewer than bf16\n",
+              static_cast<long long>(elements), static_cast<long long>(fp4_bytes_total), ratio);
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+// FP4 Linears in a tensor list (fp4_specs.h).
+#include "model/fp4_specs.h"
+
+#include "core/check.h"
+
+namespace dayzero::model {
+
+namespace {
+const std::string kFp4WeightSuffix = ".weight";
+
+bool is_quantizable_linear(const TensorSpec& s) {
+  if (s.skip_load || s.shape.size() != 2 || s.name.size() <= kFp4WeightSuffix.size() ||
+      s.name.compare(s.name.size() - kFp4WeightSuffix.size(), kFp4WeightSuffix.size(), kFp4WeightSuffix) != 0)
+    return false;
+  const Component c = s.component;
+  return c == Component::kAttention || c == Component::kMlp || c == Component::kRoutedExpert ||
+         c == Component::kSharedExpert || c == Component::kRouter || c == Component::kLmHead;
+}
+}  // namespace
+
+Status apply_fp4_quant(std::vector<TensorSpec>& specs, const checkpoint::Fp4Quant& quant) {
+  const StoredFormat* f = &stored_format(quant.scheme);
+  std::vector<TensorSpec> companions;
+  for (TensorSpec& s : specs) {
+    if (!is_quantizable_linear(s)) continue;
+    const std::string module = s.name.substr(0, s.name.size() - kFp4WeightSuffix.size());
+    if (!quant.quantizes(module)) continue;
+    if (s.component != Component::kRoutedExpert)
+      return Status::Unsupported(std::string("config.json: quantization_config quantizes ") + module + " (" +
+                                 component_name(s.component) + ") to " + f->name +
+                                 "; dayzero keeps FP4 for routed experts only (add it to the ignore list)");
+    s.fp4 = f;
+    const int64_t out = s.shape[0], in = s.shape[1];
+    std::vector<std::pair<std::string, Shape>> parts = {{module + ".weight_packed", Shape{out, (in + 1) / 2}},
+                                                        {module + ".weight_scale", Shape{out, (in + f->block_cols - 1) / f->block_cols}}};
+    if (f->global_scale_bytes) parts.push_back({module + ".weight_global_scale", Shape{1}});
+    for (auto& [name, shape] : parts) {
+      TensorSpec t{name, shape, ShardRule::kReplicated, s.layer};
+      t.skip_load = true;
+      t.component = Component::kQuantScale;
+      t.fp4 = f;
+      companions.push_back(std::move(t));
+    }
+  }
+  for (auto& t : companions) specs.push_back(std::move(t));
+  return Status::Ok();
+}
+
+std::vector<std::string> fp4_ignore_list(const std::vector<TensorSpec>& specs) {
+  std::vector<std::string> out;
+  for (const TensorSpec& s : specs)
+    if (is_quantizable_linear(s) && s.component != Component::kRoutedExpert)
+      out.push_back(s.name.substr(0, s.name.size() - kFp4WeightSuffix.size()));
+  return out;
+}
+
+std::string fp4_module(const TensorSpec& spec) {
+  DZ_CHECK(is_fp4_weight(spec) && spec.name.size() > kFp4WeightSuffix.size(), spec.name << " is not an FP4 weight");
+  return spec.name.substr(0, spec.name.size() - kFp4WeightSuffix.size());
+}
+
+}  // namespace dayzero::model

@@ -1,0 +1,35 @@
+// Declares the FP4 Linears of a tensor list (compressed-tensors mxfp4- / nvfp4-pack-quantized:
+// the formats are rows of core/stored_format.h, the layout checkpoint/fp4.h): which weights the
+// quantization_config quantizes and the stored companions each one brings. dayzero keeps FP4
+// for routed experts, the weights published checkpoints ship in it; a config that quantizes any
+// other Linear is refused. The forward pass sees only the logical weights.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "checkpoint/fp4.h"
+#include "core/status.h"
+#include "model/tensor_spec.h"
+
+namespace dayzero::model {
+
+// Every routed-expert Linear weight of specs (2-D `<module>.weight`, component kRoutedExpert)
+// whose module quant.quantizes() becomes FP4 (spec.fp4 = the format's row), and its
+// weight_packed U8 [out, ceil(in / 2)], weight_scale [out, ceil(in / g)] and, NVFP4,
+// weight_global_scale F32 [1] are appended (component kQuantScale, skip_load, the weight's
+// layer, fp4 set). Errors: Unsupported naming the first other Linear (attention, dense or shared
+// MLP, router, lm_head) that quant quantizes. Skipped specs (multi-token prediction) are left
+// as they are.
+Status apply_fp4_quant(std::vector<TensorSpec>& specs, const checkpoint::Fp4Quant& quant);
+
+// The modules of every Linear weight of specs that is not a routed expert: the ignore list of a
+// quantization_config that stores the routed experts only (make-model).
+std::vector<std::string> fp4_ignore_list(const std::vector<TensorSpec>& specs);
+
+// Whether spec is an FP4 logical weight (not one of its companions).
+inline bool is_fp4_weight(const TensorSpec& spec) { return spec.fp4 && spec.component != Component::kQuantScale; }
+// The module of an FP4 weight spec ("<module>.weight"). REQUIRES: is_fp4_weight(spec).
+std::string fp4_module(const TensorSpec& spec);
+
+}  // namespace dayzero::model
