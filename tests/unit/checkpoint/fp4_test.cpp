@@ -258,5 +258,39 @@ TEST(Fp4Load, HeaderChecksNameTheTensor) {
              StatusCode::kInvalidArgument, {"'gpt.up_blocks'", "not whole blocks of 32"});
 }
 
+// quantization_config: the two formats as make-model writes them are read back; another
+// compressed-tensors format is left to its own parser; each unsupported key refused naming it.
+TEST(Fp4Config, ParsesTheTwoFormatsAndRefusesTheRest) {
+  for (StoredScheme s : {StoredScheme::kMxfp4, StoredScheme::kNvfp4}) {
+    nlohmann::json c = {{"quantization_config", fp4_quant_config(s, {"lm_head", "re:.*self_attn.*"})}};
+    ASSERT_TRUE(is_fp4_quant_config(c));
+    auto q = parse_fp4_quant(c, "config.json");
+    ASSERT_TRUE(q.ok()) << q.status().message();
+    ASSERT_TRUE(q->has_value());
+    EXPECT_EQ((*q)->scheme, s);
+    EXPECT_FALSE((*q)->quantizes("lm_head"));
+    EXPECT_FALSE((*q)->quantizes("model.layers.0.self_attn.q_proj"));
+    EXPECT_TRUE((*q)->quantizes("model.layers.0.mlp.experts.3.up_proj"));
+  }
+  nlohmann::json int4 = {{"quantization_config", fp4_quant_config(StoredScheme::kMxfp4, {})}};
+  int4["quantization_config"]["format"] = "pack-quantized";
+  EXPECT_FALSE(is_fp4_quant_config(int4));
+  auto none = parse_fp4_quant(int4, "config.json");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  const auto refused = [](const std::string& path, const nlohmann::json& value, const std::string& key) {
+    nlohmann::json c = {{"quantization_config", fp4_quant_config(StoredScheme::kMxfp4, {})}};
+    c["quantization_config"][nlohmann::json::json_pointer(path)] = value;
+    expect_bad(parse_fp4_quant(c, "config.json").status(), StatusCode::kUnsupported, {key});
+  };
+  refused("/config_groups/group_0/weights/group_size", 16, "weights.group_size 16");
+  refused("/config_groups/group_0/weights/type", "int", "weights.type \"int\"");
+  refused("/config_groups/group_0/weights/strategy", "tensor_group", "weights.strategy");
+  refused("/config_groups/group_0/input_activations", nlohmann::json{{"num_bits", 4}}, "input_activations");
+  refused("/kv_cache_scheme", nlohmann::json{{"num_bits", 8}}, "kv_cache_scheme");
+  nlohmann::json bad_re = {{"quantization_config", fp4_quant_config(StoredScheme::kMxfp4, {"re:("})}};
+  expect_bad(parse_fp4_quant(bad_re, "config.json").status(), StatusCode::kInvalidArgument, {"'re:('", "does not compile"});
+}
+
 }  // namespace
 }  // namespace dayzero::checkpoint

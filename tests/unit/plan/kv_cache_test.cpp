@@ -214,6 +214,15 @@ TEST(StoredWeightSizes, Mxfp4ExpertsCountValuesAndScales) {
     fp4_bytes_total += held_bytes(s, i, whole, pk);
     elements += numel;
   }
+  // A config that also quantizes attention is refused naming the module (FP4 is kept for routed
+  // experts only); control: the ignore list above.
+  c["quantization_config"] = checkpoint::fp4_quant_config(StoredScheme::kMxfp4, {"lm_head"});
+  write(c);
+  auto refused = model::open_model_folder(dir + "/config.json", model::WeightsNeeded::kIfPresent);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().exit_code(), 2);
+  EXPECT_NE(refused.status().message().find("routed experts only"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("model.layers.0.self_attn"), std::string::npos) << refused.status().message();
   // 58 MoE layers x 256 experts x 3 weights.
   EXPECT_EQ(n_fp4, 58 * 256 * 3);
   const double ratio = static_cast<double>(2 * elements) / static_cast<double>(fp4_bytes_total);
