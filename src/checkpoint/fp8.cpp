@@ -101,9 +101,9 @@ Result<Fp8Parts> load_fp8_parts(const Catalog& catalog, const std::string& weigh
                             " is not in the checkpoint " + catalog.dir());
   }
   const std::string swhere = s->file + ": tensor " + single_quoted(scale_name) + " " + shape_str(s->shape);
-  if (s->dtype != DType::kF32 && s->dtype != DType::kBF16) {
-    return Status::InvalidArgument(swhere + ": dtype " + dtype_name(s->dtype) + ", expected F32 or BF16 for the scale of " +
-                                   single_quoted(weight_name));
+  if (s->dtype != DType::kF32 && s->dtype != DType::kBF16 && s->dtype != DType::kF8_E8M0) {
+    return Status::InvalidArgument(swhere + ": dtype " + dtype_name(s->dtype) +
+                                   ", expected F32, BF16 or F8_E8M0 for the scale of " + single_quoted(weight_name));
   }
   const int64_t rows = w->shape[0], cols = w->shape[1];
   const Shape expect = {ceil_div(rows, br), ceil_div(cols, bc)};
@@ -278,6 +278,7 @@ std::pair<std::vector<uint8_t>, std::vector<float>> quantize_fp8_blocks(const fl
           if (std::isfinite(w[i * cols + j])) amax = std::max(amax, std::fabs(w[i * cols + j]));
       float s = amax / kF8E4M3Max;
       if (s == 0.0f) s = 1.0f;  // an all-zero block (or amax so small the scale underflows)
+      if (quant.pow2_scales) s = std::exp2(std::ceil(std::log2(s)));  // the power of two at or above: no overflow
       scale[bi * n_bc + bj] = s;
       for (int64_t i = i0; i < i1; ++i)
         for (int64_t j = j0; j < j1; ++j) q[i * cols + j] = f32_to_f8_e4m3_sat(w[i * cols + j] / s);

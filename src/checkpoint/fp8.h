@@ -26,6 +26,8 @@ inline constexpr float kF8E4M3Max = 448.0f;
 // when the block size does not divide it.
 struct BlockQuant {
   int64_t block_rows = 128, block_cols = 128;
+  // Scales as UE8M0 (DeepSeek-V4's `.scale` tensors, F8_E8M0): powers of two only.
+  bool pow2_scales = false;
 };
 
 // Reads config.json's quantization_config. Success: nullopt when the key is absent or null (an
@@ -78,7 +80,8 @@ Result<Fp8AsStored> load_fp8_as_stored(const Catalog& catalog, const std::string
 uint8_t f32_to_f8_e4m3_sat(float v);
 
 // Quantizes w [rows, cols] as DeepSeek's FP8 checkpoints are made: per block, scale_inv =
-// amax / 448 over its finite |w| (1 when amax is 0), and byte = E4M3(w / scale_inv).
+// amax / 448 over its finite |w| (1 when amax is 0; with pow2_scales the power of two at or
+// above it, as UE8M0 holds it), and byte = E4M3(w / scale_inv).
 // Returns (E4M3 bytes [rows, cols], scale_inv [ceil(rows / br), ceil(cols / bc)]), row-major.
 // REQUIRES: rows, cols >= 0; positive block sizes; w holds rows * cols floats.
 std::pair<std::vector<uint8_t>, std::vector<float>> quantize_fp8_blocks(const float* w, int64_t rows,

@@ -121,7 +121,10 @@ struct ModelShape {
   bool tie_embeddings = false;
   int32_t bos_id = -1, eos_id = -1;
   std::string torch_dtype = "bfloat16";
-  std::string quant = {};  // "" or "int4": the family's INT4 layout (make_config writes its quantization_config)
+  // "" / "int4": the family's INT4 layout (make_config writes its quantization_config); "fp8"
+  // (--dtype fp8): make_config may write the family's own FP8 quantization_config, else
+  // make-model writes DeepSeek-V3's.
+  std::string quant = {};
   int32_t image_token_id = -1;  // the tokenizer's image placeholder (image_placeholder_text), -1: none
 };
 

@@ -200,6 +200,7 @@ struct HParams {
   int64_t rope_dim = 0;
   int64_t n_nextn_layer = 0;  // multi-token-prediction layers after n_layer (declared, not run)
   int64_t quant_block_rows = 0, quant_block_cols = 0;  // FP8 block size (0: not quantized)
+  bool quant_scale_ue8m0 = false;  // the FP8 block scales are UE8M0 tensors (F8_E8M0; DeepSeek-V4's `.scale`)
   VisionParams vision;         // multimodal families only
   FamilyParams family_params;  // the family's own part (monostate: none)
   nlohmann::json raw;          // config.json as read

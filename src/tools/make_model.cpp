@@ -267,8 +267,9 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
   shape.eos_id = tids.eos;
   shape.image_token_id = tids.placeholder;
   shape.torch_dtype = o.dtype == DType::kF32 ? "float32" : o.dtype == DType::kF16 ? "float16" : "bfloat16";
+  if (fp8) shape.quant = "fp8";
   nlohmann::json config = adapter->make_config(shape);
-  if (fp8)
+  if (fp8 && !config.contains("quantization_config"))
     config["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
                                      {"weight_block_size", {128, 128}}};
   for (const auto& [key, value] : o.config_overrides.items()) config[key] = value;
@@ -388,18 +389,24 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
       writer.add(checkpoint::weight_shape_name(module), DType::kI32, {2}, std::move(dims));
     } else if (!s.scale_name.empty()) {
       const std::vector<uint8_t> f32 = make_tensor_bytes(s, o.seed, DType::kF32);
-      const checkpoint::BlockQuant q{s.quant_block_rows, s.quant_block_cols};
+      const checkpoint::BlockQuant q{s.quant_block_rows, s.quant_block_cols, hp.quant_scale_ue8m0};
       auto [w8, scale] = checkpoint::quantize_fp8_blocks(reinterpret_cast<const float*>(f32.data()), s.shape[0],
                                                          s.shape[1], q);
       const Shape scale_shape = {(s.shape[0] + q.block_rows - 1) / q.block_rows,
                                  (s.shape[1] + q.block_cols - 1) / q.block_cols};
-      std::vector<uint8_t> scale_bytes(scale.size() * 4);
-      std::memcpy(scale_bytes.data(), scale.data(), scale_bytes.size());
+      // F32 scale_inv (DeepSeek-V3), or UE8M0 bytes 127 + log2(scale) (DeepSeek-V4's `.scale`).
+      const DType scale_dtype = hp.quant_scale_ue8m0 ? DType::kF8_E8M0 : DType::kF32;
+      std::vector<uint8_t> scale_bytes(scale.size() * dtype_size(scale_dtype));
+      if (hp.quant_scale_ue8m0)
+        for (size_t i = 0; i < scale.size(); ++i)
+          scale_bytes[i] = static_cast<uint8_t>(127 + static_cast<int>(std::lround(std::log2(scale[i]))));
+      else
+        std::memcpy(scale_bytes.data(), scale.data(), scale_bytes.size());
       in_shard += w8.size() + scale_bytes.size();
       written += w8.size() + scale_bytes.size();
       weight_map[s.name] = weight_map[s.scale_name] = shard_name(shard);
       writer.add(s.name, DType::kF8_E4M3, s.shape, std::move(w8));
-      writer.add(s.scale_name, DType::kF32, scale_shape, std::move(scale_bytes));
+      writer.add(s.scale_name, scale_dtype, scale_shape, std::move(scale_bytes));
     } else if (s.index_range > 0) {
       // An index table [rows, k]: each row k distinct values of [0, index_range), seeded.
       DZ_CHECK(s.shape.size() == 2 && s.shape[1] <= s.index_range, s.name << ": index table shape");

@@ -62,16 +62,19 @@ Case make_case(const std::string& name, bool sharded = false) {
   return c;
 }
 
-// A case folder holding a copy of the tiny model of tests/data/golden/<family>.yaml (made once).
-Case make_family_case(const std::string& name, const std::string& family) {
+// A case folder holding a copy of the tiny model of tests/data/golden/<family>.yaml (made once
+// per family and make-model flags).
+Case make_family_case(const std::string& name, const std::string& family, const std::string& flags = "") {
   static std::map<std::string, fs::path> good;
-  if (!good.count(family)) {
-    const fs::path d = scratch_dir("bad-input-good-" + family);
-    make_model_from_yaml(golden_sizes(family), d / "model");
-    good[family] = d;
+  const std::string key = family + (flags.empty() ? "" : "-fp8");
+  DZ_CHECK(flags.empty() || flags == "--dtype fp8", "make_family_case: flags " << flags);
+  if (!good.count(key)) {
+    const fs::path d = scratch_dir("bad-input-good-" + key);
+    make_model_from_yaml(golden_sizes(family), d / "model", flags);
+    good[key] = d;
   }
   Case c{scratch_dir("bad-input-" + name)};
-  fs::copy(good[family] / "model", c.model(), fs::copy_options::recursive);
+  fs::copy(good[key] / "model", c.model(), fs::copy_options::recursive);
   write_file(c.config(), "model: {path: model, dtype: float32}\n"
                          "prompts:\n"
                          "  - {id: capital, text: \"The capital of France is\"}\n"
@@ -451,6 +454,18 @@ TEST(BadInput, V4TokenTableNamesAnExpertThatIsNotThere) {
   std::memcpy(t.bytes.data() + 4 * 5, &eight, 4);
   write_tensors(c.st(), tensors);
   expect_bad_input(run_case(c), c, {"layers.0.ffn.gate.tid2eid", "holds 8 at element 5", "outside [0, 8)"});
+}
+
+// The published FP8 layout: a `.scale` (UE8M0) of another block grid than its weight's.
+TEST(BadInput, V4ScaleMisShaped) {
+  const Case c = make_family_case("v4-scale-shape", "deepseek_v4", "--dtype fp8");
+  auto tensors = read_tensors(c.st());
+  const std::string scale = "layers.1.attn.wq_b.scale";
+  ASSERT_EQ(tensors.at(scale).shape, (Shape{2, 1}));  // wq_b [256, 32] in 128x128 blocks
+  ASSERT_EQ(tensors.at(scale).dtype, DType::kF8_E8M0);
+  tensors.at(scale).shape = {1, 2};
+  write_tensors(c.st(), tensors);
+  expect_bad_input(run_case(c), c, {scale, "has shape [1, 2], expected [2, 1]"});
 }
 
 TEST(BadInput, V4UnknownLayerTypeAndNoResidualStreams) {

@@ -8,8 +8,8 @@
 // and the layer descriptors (window, compressed entries, indexer keys, compressor tails) the
 // planner and memory model count. The blocks of its layer are model/blocks/mhc, v4_attention,
 // v4_compressor, v4_indexer and v4_routing, composed into a layer by blocks/v4_layer (the
-// residual streams are the runtime's hidden state: residual_width). Not FP4 experts (refused by
-// name), and a run of FP8 weights with UE8M0 scales is refused until the loader decodes them.
+// residual streams are the runtime's hidden state: residual_width). FP8 Linears with UE8M0
+// `.scale` tensors are kept as stored as deepseek_v3's FP8 are. Not FP4 experts (refused by name).
 // HF reference: transformers/models/deepseek_v4 (5.25) and its conversion_mapping.py entry.
 #include <cmath>
 
@@ -58,12 +58,7 @@ class DeepseekV4Adapter final : public Adapter {
   std::vector<TensorSpec> tensor_specs(const HParams& hp) const override;
   std::vector<LayerDesc> layer_kinds(const HParams& hp) const override;
 
-  Status forward_support(const HParams& hp) const override {
-    if (hp.quant_block_rows > 0)
-      return Status::Unsupported("deepseek_v4: FP8 weights with UE8M0 block scales (quantization_config "
-                                 "scale_fmt 'ue8m0') are read by inspect and plan, but not loaded for a run yet");
-    return Status::Ok();
-  }
+  Status forward_support(const HParams& hp) const override { return Status::Ok(); }
   void forward_layer(LayerContext& ctx, int layer, Tensor& hidden) const override { blocks::v4_layer(ctx, layer, hidden); }
   // The hc_mult residual streams of every row (mHC).
   int64_t residual_width(const HParams& hp) const override { return hp.deepseek_v4().hc_mult * hp.n_embd; }
@@ -284,9 +279,8 @@ Result<HParams> DeepseekV4Adapter::parse_hparams(const nlohmann::json& c) const 
                                  "unquantized experts are read");
     DZ_ASSIGN_OR_RETURN(const std::string fmt, json_string_or(*q, "fmt", "e4m3"));
     if (fmt != "e4m3") return Status::Unsupported("config.json: quantization_config.fmt '" + fmt + "' is not supported (e4m3)");
-    // The release's block scales are UE8M0 (powers of two, one byte). The loader does not decode
-    // them yet, so only inspect and plan read such a checkpoint (forward_support refuses runs);
-    // the planner counts each scale as 4 bytes, an overestimate of 3 bytes per block.
+    // The release's block scales are UE8M0 (F8_E8M0 `.scale` tensors, powers of two, one byte on
+    // disk); a backend keeps each as an f32 scale, which is what the planner counts.
     DZ_ASSIGN_OR_RETURN(const std::string scale_fmt, json_string_or(*q, "scale_fmt", ""));
     if (scale_fmt != "ue8m0")
       return Status::Unsupported("config.json: deepseek_v4 quantization_config.scale_fmt '" + scale_fmt +
@@ -297,6 +291,7 @@ Result<HParams> DeepseekV4Adapter::parse_hparams(const nlohmann::json& c) const 
       return Status::InvalidArgument("config.json: quantization_config.weight_block_size must be two positive integers");
     hp.quant_block_rows = (*bs)[0].get<int64_t>();
     hp.quant_block_cols = (*bs)[1].get<int64_t>();
+    hp.quant_scale_ue8m0 = true;
   }
   return hp;
 }
@@ -536,6 +531,10 @@ nlohmann::json DeepseekV4Adapter::make_config(const ModelShape& s) const {
   };
   if (s.bos_id >= 0) c["bos_token_id"] = s.bos_id;
   if (s.eos_id >= 0) c["eos_token_id"] = s.eos_id;
+  // The release's FP8 Linears with UE8M0 128x128 block scales (make-model --dtype fp8).
+  if (s.quant == "fp8")
+    c["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+                                {"scale_fmt", "ue8m0"}, {"weight_block_size", {128, 128}}};
   return c;
 }
 

@@ -138,9 +138,8 @@ TEST(Accounting, AMadeUpKeyIsUnrecognisedWithItsValue) {
 }
 
 // DeepSeek-V4's features are supported where the deepseek_v4 adapter runs them, and, for a
-// model no adapter claims, only through the proofs naming its golden test (evidence.cpp); an
-// adapter that reads the config but refuses the run (the published UE8M0-scaled FP8 weights)
-// proves nothing. Unknown layer kinds are never supported.
+// model no adapter claims, only through the proofs naming its golden test (evidence.cpp); a
+// config the adapter refuses is claimed by none. Unknown layer kinds are never supported.
 TEST(Accounting, DeepseekV4FeaturesAreSupportedOnlyWhereATestRunsThem) {
   const char* const kV4Features[] = {"MoE routing (scoring_func sqrtsoftplus)", "compressed sparse attention",
                                      "heavily compressed attention", "hash routing", "hyper-connections",
@@ -171,12 +170,11 @@ TEST(Accounting, DeepseekV4FeaturesAreSupportedOnlyWhereATestRunsThem) {
     EXPECT_EQ(feature(*r, name)->status, FeatureStatus::kBlock) << name;
     EXPECT_NE(feature(*r, name)->proof.find("deepseek_v4_golden_test.cpp"), std::string::npos) << name;
   }
-  // The control: the published weights' config, whose run the adapter refuses, is claimed by no
-  // adapter, and the feature the proofs do not cover (the FP8 scales as UE8M0) is not supported.
-  nlohmann::json published = load("DeepSeek-V4-Flash");
-  published["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"scale_fmt", "ue8m0"},
-                                      {"weight_block_size", {128, 128}}};
-  auto p = analyze(published, {}, Source::kConfig);
+  // The control: a config the adapter refuses (an activation it does not run) is claimed by no
+  // adapter, so nothing is "supported by adapter".
+  nlohmann::json refused = load("DeepSeek-V4-Flash");
+  refused["hidden_act"] = "relu";
+  auto p = analyze(refused, {}, Source::kConfig);
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_TRUE(p->adapter.empty());
   for (const auto& f : p->features) EXPECT_NE(f.status, FeatureStatus::kAdapter) << f.name;

@@ -378,7 +378,7 @@ TEST(Fp8Test, BadWeightsAndScalesRejectedWithoutReading) {
   expect_bad(run("cols"), bad, {"'cols.weight_scale_inv'", "[2, 2]", "expected shape [2, 3]"});
   expect_bad(run("flat"), bad, {"'flat.weight_scale_inv'", "[6]", "expected shape [2, 3]"});
   expect_bad(run("ok", {64, 128}), bad, {"'ok.weight_scale_inv'", "[2, 3]", "expected shape [4, 3]", "[64, 128]"});
-  expect_bad(run("f16s"), bad, {"'f16s.weight_scale_inv'", "F16", "F32 or BF16"});
+  expect_bad(run("f16s"), bad, {"'f16s.weight_scale_inv'", "F16", "F32, BF16 or F8_E8M0"});
   expect_bad(run("bf16"), bad, {"'bf16.weight'", "BF16", "F8_E4M3", file});
   expect_bad(run("cube"), bad, {"'cube.weight'", "2-D"});
   expect_bad(run("ok", {0, 128}), bad, {"'ok.weight'", "[0, 128]"});
@@ -463,6 +463,46 @@ TEST(Fp8Test, E4M3EncoderRoundsToNearestEvenAndSaturates) {
   EXPECT_EQ(f32_to_f8_e4m3_sat(NAN) & 0x7f, 0x7f);
   EXPECT_EQ(f32_to_f8_e4m3_sat(464.0f), 0x7e);  // tie between 448 (even) and 480 (not E4M3FN)
   EXPECT_EQ(f32_to_f8_e4m3_sat(-1e9f), 0xfe);
+}
+
+// UE8M0 scales (DeepSeek-V4's `.scale`, F8_E8M0): each the power of two at or above amax / 448,
+// so no value saturates; read back as F8_E8M0 bytes 127 + log2(scale), the checkpoint path gives
+// the weight within E4M3's precision. The control: the same bytes with one scale byte one lower
+// (half the scale) put that block's elements off by half.
+TEST(Fp8Test, PowerOfTwoScalesAsUe8m0) {
+  std::vector<float> w(kRows * kCols);
+  for (int64_t i = 0; i < kRows * kCols; ++i) w[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+  auto [q, scale] = quantize_fp8_blocks(w.data(), kRows, kCols, {kBlock, kBlock, true});
+  ASSERT_EQ(scale.size(), 6u);
+  std::vector<uint8_t> e8m0(scale.size());
+  for (size_t b = 0; b < scale.size(); ++b) {
+    int e = 0;
+    EXPECT_EQ(std::frexp(scale[b], &e), 0.5f) << "block " << b << ": " << scale[b] << " is not a power of two";
+    EXPECT_GE(scale[b] * 448.0f, 3.0f * 0.999f) << "block " << b;  // no saturation: amax <= 448 s
+    EXPECT_LT(scale[b] * 448.0f / 2, 3.0f) << "block " << b;         // and the smallest such power
+    e8m0[b] = static_cast<uint8_t>(127 + e - 1);
+  }
+  const auto load = [&](const std::vector<uint8_t>& scales) {
+    TempDir dir;
+    SafetensorsWriter writer;
+    writer.add("w.weight", DType::kF8_E4M3, {kRows, kCols}, q);
+    writer.add("w.scale", DType::kF8_E8M0, {2, 3}, scales);
+    const Catalog catalog = open_catalog(dir, writer);
+    ByteReader reader;
+    auto t = load_fp8_dequant_f32(catalog, "w.weight", "w.scale", {}, reader, nullptr);
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    return t.ok() ? std::vector<float>(t->f32(), t->f32() + t->numel()) : std::vector<float>{};
+  };
+  const std::vector<float> dq = load(e8m0);
+  ASSERT_EQ(dq.size(), w.size());
+  double worst = 0;
+  for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(dq[i]) - w[i]) / 3.0);
+  EXPECT_LT(worst, 1.0 / 16);  // 3 mantissa bits: half an ulp of the largest is 2^-4 of it
+  std::vector<uint8_t> halved = e8m0;
+  --halved[4];
+  const std::vector<float> bad = load(halved);
+  ASSERT_EQ(bad.size(), w.size());
+  EXPECT_EQ(bad[kBlock * kCols + kBlock], dq[kBlock * kCols + kBlock] / 2);  // block [1][1], first element
 }
 
 TEST(Fp8Test, QuantizeThenDequantizeIsWithinE4M3Precision) {

@@ -229,20 +229,20 @@ TEST(DeepseekV4, BadKeysAreRefusedByName) {
   EXPECT_TRUE(parse(load("DeepSeek-V4-Flash")).ok());
 }
 
-// The unquantized model runs; the published FP8 weights with UE8M0 scales are refused before any
-// weight is read, by name, until the loader decodes those scales.
-TEST(DeepseekV4, Ue8m0ScaledWeightsAreRefusedNotRunWrongly) {
+// The unquantized model and the published FP8 weights with UE8M0 scales both run.
+TEST(DeepseekV4, UnquantizedAndUe8m0Fp8Run) {
   auto hp = parse(load("DeepSeek-V4-Flash"));
   ASSERT_TRUE(hp.ok());
   EXPECT_TRUE(adapter().forward_support(*hp).ok());
+  EXPECT_FALSE(hp->quant_scale_ue8m0);
   nlohmann::json q = load("DeepSeek-V4-Flash");
   q["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"scale_fmt", "ue8m0"},
                               {"weight_block_size", {128, 128}}};
   auto qhp = parse(q);
   ASSERT_TRUE(qhp.ok()) << qhp.status().message();
-  const Status s = adapter().forward_support(*qhp);
-  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.message().find("UE8M0"), std::string::npos) << s.message();
+  EXPECT_TRUE(adapter().forward_support(*qhp).ok());
+  EXPECT_TRUE(qhp->quant_scale_ue8m0);
+  EXPECT_EQ(qhp->quant_block_rows, 128);
   // Every other family runs.
   auto v3 = find_adapter_by_family("deepseek_v3");
   ASSERT_TRUE(v3.ok());
