@@ -57,7 +57,39 @@ __global__ void dequant_fp8_kernel(int64_t rows, int64_t cols, const uint8_t* w,
   }
 }
 
+__constant__ float kE2m1Values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+__global__ void dequant_fp4_kernel(int64_t rows, int64_t cols, const uint8_t* q, int64_t row_bytes,
+                                   const uint8_t* scale, int64_t scale_cols, int64_t group, int64_t col0,
+                                   bool e4m3_scale, float global_scale, bool to_bf16, void* out) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    const int code = (q[r * row_bytes + c / 2] >> (4 * (c & 1))) & 15;
+    const uint8_t sb = scale[r * scale_cols + (col0 + c) / group];
+    // 2^(e - 127) exactly (2^-127 is an f32 subnormal); E4M3 over the global scale, rounded once.
+    const float s = e4m3_scale ? __fdiv_rn(fp8_to_f32(sb, false), global_scale) : ldexpf(1.0f, int{sb} - 127);
+    const float v = __fmul_rn(kE2m1Values[code], s);
+    if (to_bf16) static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(v);
+    else static_cast<float*>(out)[i] = v;
+  }
+}
+
 }  // namespace
+
+Status dequant_fp4_groups(int64_t rows, int64_t cols, const uint8_t* q, int64_t row_bytes, const uint8_t* scale,
+                          int64_t scale_cols, int64_t group, int64_t col0, bool e4m3_scale, float global_scale,
+                          Elem to, void* out, cudaStream_t stream) {
+  if (group <= 0 || col0 < 0 || col0 >= group || row_bytes < (cols + 1) / 2 || scale_cols < 0)
+    return Status::InvalidArgument("cuda dequant_fp4_groups: groups of " + std::to_string(group) + " from column " +
+                                   std::to_string(col0) + ", " + std::to_string(row_bytes) + " bytes a row");
+  if (rows <= 0 || cols <= 0) return Status::Ok();
+  dequant_fp4_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(rows, cols, q, row_bytes, scale, scale_cols,
+                                                                     group, col0, e4m3_scale, global_scale,
+                                                                     to == Elem::kBF16, out);
+  return launch_status("dequant_fp4_groups");
+}
 
 Status convert(int64_t n, Elem from, const void* x, Elem to, void* y, cudaStream_t stream) {
   if (n <= 0) return Status::Ok();

@@ -33,6 +33,16 @@ Status dequant_fp8_blocks(int64_t rows, int64_t cols, const uint8_t* w, bool e5m
                           int64_t scale_cols, int64_t block_rows, int64_t block_cols, int64_t row0, int64_t col0,
                           Elem to, void* out, cudaStream_t stream);
 
+// out[rows, cols] = e2m1(code of q[i][j]) * group scale, written as `to` (f32 or bf16: one f32
+// multiply, then one rounding), the CPU's dequantise_fp4_rows (kernels/ops.h Fp4Weight): q the
+// E2M1 codes two a byte, low nibble first, row i at q + i * row_bytes; scale the scale bytes
+// [rows, scale_cols] of the groups of `group` columns covering the slice, the first holding its
+// column 0; col0: the slice's first column modulo group. Group scale: 2^(byte - 127) (e4m3_scale
+// false: MXFP4) or f32(E4M3 byte) / global_scale (NVFP4, one f32 division).
+Status dequant_fp4_groups(int64_t rows, int64_t cols, const uint8_t* q, int64_t row_bytes, const uint8_t* scale,
+                          int64_t scale_cols, int64_t group, int64_t col0, bool e4m3_scale, float global_scale,
+                          Elem to, void* out, cudaStream_t stream);
+
 // y[n] += x[n]; x f32 or bf16 (a weight, e.g. a position embedding), y f32.
 Status add_inplace(int64_t n, Elem x_elem, const void* x, float* y, cudaStream_t stream);
 // y[rows, width] += b[width]; b f32 or bf16.

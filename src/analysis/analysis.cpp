@@ -307,6 +307,11 @@ void add_features(Analysis& a, const nlohmann::json& config) {
       ok("FP8 block scales", what, "quantization_config", "checkpoint/fp8 (dequantized at load)");
     else if (a.dims.quant_method == "compressed-tensors" && a.dims.quant_bits == 4 && a.adapter == "kimi_k25")
       ok("quantized weights", what, "quantization_config", "checkpoint/pack_quantized (dequantized at load)");
+    else if (a.dims.quant_method == "compressed-tensors" && !a.adapter.empty() &&
+             (a.dims.quant_detail.rfind("mxfp4-pack-quantized", 0) == 0 ||
+              a.dims.quant_detail.rfind("nvfp4-pack-quantized", 0) == 0))
+      ok("FP4 experts", what, "quantization_config",
+         "checkpoint/fp4 (routed experts kept as stored on the CPU, else dequantized at load)");
     else if (a.dims.mxfp4)
       missing("quantized weights", what, "quantization_config.quant_method; tensors " +
               pattern(a, "quantization scales", "(none)"),

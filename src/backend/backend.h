@@ -141,13 +141,14 @@ class Backend {
   // small-M GEMM, in dequantised panels above; to_host dequantises it.
   // REQUIRES: keeps_int4_weights().
   virtual Tensor to_device_int4_weight(const Int4WeightSlice& w);
-  // Whether to_device_fp4_weight keeps FP4 weights as stored (the CPU with cpu_keeps_stored;
-  // CUDA has no FP4 kernels yet); otherwise the loader dequantises them on the host.
+  // Whether to_device_fp4_weight keeps FP4 weights as stored (CUDA; the CPU with
+  // cpu_keeps_stored); otherwise the loader dequantises them on the host.
   virtual bool keeps_fp4_weights() const { return false; }
   // A weight holding the codes, the scale bytes and the global scale in one allocation of the
   // bytes the plan counts (core/stored_format.h StoredSlice::held_bytes): dtype F4, shape
-  // [rows, cols]. matmul converts it inside the small-M GEMM, in dequantised panels above;
-  // to_host dequantises it. REQUIRES: keeps_fp4_weights().
+  // [rows, cols]. matmul dequantises it (CUDA: into a workspace just before its GEMM; CPU:
+  // inside its small-M GEMM, in panels above); to_host dequantises it.
+  // REQUIRES: keeps_fp4_weights().
   virtual Tensor to_device_fp4_weight(const Fp4WeightSlice& w);
   // Pre-sizes the caches and workspaces from the plan (CUDA: the stream-ordered pool holds
   // cache_bytes + activation_bytes from now on, the GEMM workspaces take their bounds from the

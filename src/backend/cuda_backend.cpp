@@ -81,6 +81,27 @@ class Fp8Storage final : public DeviceStorage {
   const void* key_;
 };
 
+// Registers its layout in Fp4Weights while it lives; counts held_bytes as weight bytes.
+class Fp4Storage final : public DeviceStorage {
+ public:
+  Fp4Storage(void* p, size_t bytes, int device, cudaStream_t stream, std::shared_ptr<MemCounter> counter,
+             std::shared_ptr<Fp4Weights> registry, const Fp4Layout& layout)
+      : DeviceStorage(p, bytes, device, stream, std::move(counter), layout.slice.held_bytes()),
+        registry_(std::move(registry)),
+        key_(static_cast<const char*>(p) + layout.slice.scale_bytes()) {
+    std::lock_guard<std::mutex> lock(registry_->mu);
+    registry_->by_codes[key_] = layout;
+  }
+  ~Fp4Storage() override {
+    std::lock_guard<std::mutex> lock(registry_->mu);
+    registry_->by_codes.erase(key_);
+  }
+
+ private:
+  std::shared_ptr<Fp4Weights> registry_;
+  const void* key_;
+};
+
 bool is_host_float(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
 Elem elem_of_host(DType t) { return t == DType::kF32 ? Elem::kF32 : t == DType::kBF16 ? Elem::kBF16 : Elem::kF16; }
 
@@ -221,6 +242,38 @@ Tensor CudaBackend::to_device_fp8_weight(const Fp8WeightSlice& w) {
   return Tensor(w.bytes->dtype(), {sl.rows, sl.cols}, std::move(st), static_cast<size_t>(sl.scale_bytes()));
 }
 
+// Scale bytes, codes and the global scale copied as they are into one allocation of the table's
+// held_bytes (what the plan counts).
+Tensor CudaBackend::to_device_fp4_weight(const Fp4WeightSlice& w) {
+  const StoredFormat& f = stored_format(w.scheme);
+  DZ_CHECK(w.q && w.scale && w.q->device().is_cpu() && w.scale->device().is_cpu() && w.q->dtype() == DType::kU8 &&
+               w.q->rank() == 2 && w.scale->dtype() == DType::kU8 && f.value_bits == 4 && f.unit_bits == 8,
+           "cuda to_device_fp4_weight: expects host U8 codes and host U8 scales");
+  const int64_t rows = w.q->dim(0);
+  Fp4Layout layout;
+  layout.slice = {&f, rows, w.cols, 0, w.col0, 1, f.block_cols};
+  layout.row_bytes = w.q->dim(1);
+  layout.global_scale = w.global_scale;
+  const StoredSlice& sl = layout.slice;
+  DZ_CHECK(rows == 0 || w.cols == 0 ||
+               (layout.row_bytes == sl.value_row_bytes() && w.scale->numel() == rows * sl.scale_cols()),
+           "cuda to_device_fp4_weight: codes " << shape_str(w.q->shape()) << ", scale " << shape_str(w.scale->shape())
+                                               << " for " << rows << " x " << w.cols << " from column " << w.col0);
+  const size_t bytes = std::max<int64_t>(1, sl.held_bytes());
+  void* p = raw_alloc(bytes, Shape{rows, w.cols});
+  layout.scales = static_cast<const uint8_t*>(p);
+  auto st = std::make_shared<Fp4Storage>(p, bytes, device_, stream_, mem_, fp4_, layout);
+  ws_bounds_.note_fp8(rows, w.cols);  // the dequantised weight's workspace, as FP8's
+  begin_staging();
+  size_t c = 0;
+  stage_bytes(w.scale->data(), w.scale->bytes(), static_cast<char*>(p), c);
+  stage_bytes(w.q->data(), w.q->bytes(), static_cast<char*>(p) + w.scale->bytes(), c);
+  if (f.global_scale_bytes && bytes >= w.scale->bytes() + w.q->bytes() + 4)
+    stage_bytes(&w.global_scale, 4, static_cast<char*>(p) + w.scale->bytes() + w.q->bytes(), c);
+  end_staging();
+  return Tensor(DType::kF4, {rows, w.cols}, std::move(st), w.scale->bytes());
+}
+
 void CudaBackend::to_host(const Tensor& src, Tensor& dst) {
   DZ_CHECK(dst.device().is_cpu() && src.numel() == dst.numel(),
            "cuda to_host " << shape_str(src.shape()) << " -> " << shape_str(dst.shape()));
@@ -229,8 +282,8 @@ void CudaBackend::to_host(const Tensor& src, Tensor& dst) {
     std::memcpy(dst.data(), src.data(), src.bytes());
     return;
   }
-  if (is_fp8(src.dtype())) {
-    DZ_CHECK(dst.dtype() == DType::kF32, "cuda to_host: an FP8 weight widens into f32 only");
+  if (is_dequantised_per_gemm(src.dtype())) {
+    DZ_CHECK(dst.dtype() == DType::kF32, "cuda to_host: an FP8 or FP4 weight widens into f32 only");
     Tensor wide = alloc(DType::kF32, src.shape());
     dequantise(src, Elem::kF32, wide.data(), "to_host");
     DZ_CUDA_CHECK(cudaMemcpyAsync(dst.data(), wide.data(), wide.bytes(), cudaMemcpyDeviceToHost, stream_), "to_host");

@@ -61,6 +61,20 @@ struct Fp8Weights {
   std::unordered_map<const void*, Fp8Layout> by_bytes;
 };
 
+// An FP4 weight kept as stored: one allocation of its StoredSlice::held_bytes (the plan's
+// count), the scale bytes [rows, scale_cols] first, then the codes [rows, row_bytes], then the
+// 4-byte global scale (NVFP4); found by the address of its codes, as FP8's.
+struct Fp4Layout {
+  const uint8_t* scales = nullptr;
+  StoredSlice slice;     // rows, cols, col0, the format and its group
+  int64_t row_bytes = 0;
+  float global_scale = 1.0f;
+};
+struct Fp4Weights {
+  std::mutex mu;
+  std::unordered_map<const void*, Fp4Layout> by_codes;
+};
+
 inline Elem elem_of(const Tensor& t, const char* op) {
   DZ_CHECK(!t.device().is_cpu(), "cuda " << op << ": a host tensor " << shape_str(t.shape()) << " was passed");
   if (t.dtype() == DType::kF32) return Elem::kF32;
@@ -69,6 +83,8 @@ inline Elem elem_of(const Tensor& t, const char* op) {
 }
 
 inline bool is_fp8(DType t) { return t == DType::kF8_E4M3 || t == DType::kF8_E5M2; }
+// A weight kept as stored that matmul dequantises first: FP8 or FP4.
+inline bool is_dequantised_per_gemm(DType t) { return is_fp8(t) || t == DType::kF4; }
 
 class CudaBackend final : public Backend {
  public:
@@ -90,6 +106,8 @@ class CudaBackend final : public Backend {
   Tensor to_device_weight(const Tensor& host, DType kept) override;
   bool keeps_fp8_weights() const override { return true; }
   Tensor to_device_fp8_weight(const Fp8WeightSlice& w) override;
+  bool keeps_fp4_weights() const override { return true; }
+  Tensor to_device_fp4_weight(const Fp4WeightSlice& w) override;
   void to_host(const Tensor& src, Tensor& dst) override;
   void copy(const Tensor& src, Tensor& dst) override;
   void synchronize() override { DZ_CUDA_CHECK(cudaStreamSynchronize(stream_), "synchronize"); }
@@ -118,7 +136,7 @@ class CudaBackend final : public Backend {
 
   void* raw_alloc(size_t bytes, const Shape& shape);
   Tensor alloc(DType dtype, Shape shape, bool weight = false);
-  // FP8 weight -> `to` in out [rows, cols] on the compute stream (cuda_backend_ops.cpp).
+  // FP8 or FP4 weight -> `to` in out [rows, cols] on the compute stream (cuda_backend_ops.cpp).
   void dequantise(const Tensor& w, Elem to, void* out, const char* op);
   // The copy stream waits for the compute stream's allocations; the compute stream, after the
   // copies, for the weight.
@@ -152,6 +170,7 @@ class CudaBackend final : public Backend {
   int64_t fixed_bytes_ = 0;
   std::shared_ptr<MemCounter> mem_ = std::make_shared<MemCounter>();
   std::shared_ptr<Fp8Weights> fp8_ = std::make_shared<Fp8Weights>();
+  std::shared_ptr<Fp4Weights> fp4_ = std::make_shared<Fp4Weights>();
   kcu::Gemm gemm_;
 };
 

@@ -25,6 +25,18 @@ Fp8Layout fp8_of(Fp8Weights& reg, const Tensor& w, const char* op) {
   return it->second;
 }
 
+// The layout of the FP4 weight a tensor views, whole.
+Fp4Layout fp4_of(Fp4Weights& reg, const Tensor& w, const char* op) {
+  std::lock_guard<std::mutex> lock(reg.mu);
+  const auto it = reg.by_codes.find(w.data());
+  DZ_CHECK(it != reg.by_codes.end(),
+           "cuda " << op << ": an FP4 tensor " << shape_str(w.shape()) << " that is not a whole FP4 weight of this backend");
+  DZ_CHECK(w.numel() == it->second.slice.rows * it->second.slice.cols,
+           "cuda " << op << ": an FP4 weight of " << it->second.slice.rows << " x " << it->second.slice.cols
+                   << " viewed as " << shape_str(w.shape()));
+  return it->second;
+}
+
 float* f(Tensor& t, const char* op) {
   DZ_CHECK(elem_of(t, op) == Elem::kF32, "cuda " << op << ": expected an f32 tensor");
   return static_cast<float*>(t.data());
@@ -49,7 +61,7 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& y, bool accum
   const void* xa = f(x, "matmul");
   const void* wa = w.data();
   Elem ge = Elem::kF32;
-  if (is_fp8(w.dtype())) {
+  if (is_dequantised_per_gemm(w.dtype())) {
     ge = compute_ == DType::kBF16 ? Elem::kBF16 : Elem::kF32;
     void* wd = weight_workspace(static_cast<size_t>(n * k) * elem_bytes(ge));
     dequantise(w, ge, wd, "matmul");
@@ -157,6 +169,14 @@ void CudaBackend::route_topk(const Tensor& logits, const Tensor* bias, const Rou
 
 // FP8 weight -> `to` in out [rows, cols] on the compute stream.
 void CudaBackend::dequantise(const Tensor& w, Elem to, void* out, const char* op) {
+  if (w.dtype() == DType::kF4) {
+    const Fp4Layout l = fp4_of(*fp4_, w, op);
+    const StoredSlice& sl = l.slice;
+    DZ_STATUS_CHECK(kcu::dequant_fp4_groups(sl.rows, sl.cols, static_cast<const uint8_t*>(w.data()), l.row_bytes,
+                                           l.scales, sl.scale_cols(), sl.block_cols, sl.col0 % sl.block_cols,
+                                           sl.format->scale == ScaleKind::kE4M3, l.global_scale, to, out, stream_));
+    return;
+  }
   const Fp8Layout st = fp8_of(*fp8_, w, op);
   const BlockScaledSlice& sl = st.slice;
   // The scales held start at the block holding the slice's first row and column.

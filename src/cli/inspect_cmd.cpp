@@ -101,8 +101,11 @@ void print_text(const model::ModelFolder& d, const model::ParamReport& r) {
   o.unsetf(std::ios::fixed);
   o << std::setprecision(6);
   if (!r.quant_method.empty())
-    o << "quantization " << r.quant_method << " " << r.quant_fmt << " " << r.quant_block_rows << "x"
-      << r.quant_block_cols << " blocks: " << model::grouped_count(r.quantized_params) << " params quantized; "
+    o << "quantization " << r.quant_method << " " << r.quant_fmt
+      << (r.quant_block_rows > 0 ? " " + std::to_string(r.quant_block_rows) + "x" + std::to_string(r.quant_block_cols) +
+                                       " blocks"
+                                 : std::string())
+      << ": " << model::grouped_count(r.quantized_params) << " params quantized; "
       << r.scale_tensors << " scale tensors, " << model::grouped_count(static_cast<int64_t>(r.scale_bytes))
       << " bytes of metadata (not parameters)\n";
   else

@@ -82,9 +82,9 @@ BlockScaledSlice block_scaled_slice(const model::TensorSpec& spec, const Slice& 
 // Which quantized weights a backend keeps as stored under model.weights_on_device: as_stored;
 // the others it dequantises to f32 on load. CUDA ({true, true, true}) keeps block-scaled FP8
 // and counts a pack-quantized INT4 weight and an FP8 tensor without block scales as stored too
-// (the run refuses them: they have no device form), and FP4 likewise; the CPU ({true, true,
-// false, true}) keeps block-scaled FP8, pack-quantized INT4 and FP4 (converted inside its GEMM)
-// and dequantises FP8 without block scales.
+// (the run refuses them: they have no device form) and keeps FP4 (dequantised per GEMM); the
+// CPU ({true, true, false, true}) keeps block-scaled FP8, pack-quantized INT4 and FP4
+// (converted inside its GEMM) and dequantises FP8 without block scales.
 struct KeepsQuantized {
   bool fp8_blocks = true;    // block-scaled FP8 (a spec with a scale_name)
   bool int4 = true;          // pack-quantized INT4 (a spec with a pack_group)

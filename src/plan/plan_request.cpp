@@ -61,6 +61,10 @@ Result<WeightSizes> stored_weight_sizes(const model::ModelFolder& m) {
       // An FP4 weight (never on disk under its own name) is counted by the stored-format table.
       w.stored_bytes.push_back(s.fp4 ? 1 : t ? static_cast<int64_t>(dtype_size(t->dtype)) : w.bytes_per_weight);
     }
+    const auto fp4 = std::find_if(m.specs.begin(), m.specs.end(), [](const auto& s) { return s.fp4 != nullptr; });
+    if (fp4 != m.specs.end())
+      w.label += std::string("; ") + fp4->fp4->name + " expert weights 0.5 B + a scale byte per " +
+                 std::to_string(fp4->fp4->block_cols);
     return w;
   }
   DZ_ASSIGN_OR_RETURN(WeightSizes w, config_dtype(m.config));

@@ -52,12 +52,10 @@ Status check_keepable_as_stored(const ModelInfo& m) {
   for (const auto& spec : m.specs) {
     const checkpoint::TensorInfo* t = m.catalog.find(spec.name);
     const bool fp8 = t && (t->dtype == DType::kF8_E4M3 || t->dtype == DType::kF8_E5M2);
-    if (spec.pack_group > 0 || model::is_fp4_weight(spec) || (fp8 && spec.scale_name.empty()))
+    if (spec.pack_group > 0 || (fp8 && spec.scale_name.empty()))
       return Status::Unsupported(std::string("model.weights_on_device: as_stored cannot take effect on the device for ") +
                                  spec.name +
-                                 (spec.pack_group > 0 ? " (pack-quantized INT4"
-                                  : spec.fp4          ? std::string(" (") + spec.fp4->name
-                                                      : std::string(" (FP8 without block scales")) +
+                                 (spec.pack_group > 0 ? " (pack-quantized INT4" : " (FP8 without block scales") +
                                  ", dequantised on load); use bfloat16");
   }
   return Status::Ok();

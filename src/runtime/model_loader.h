@@ -30,7 +30,7 @@ Status check_tensors(const ModelInfo& m);
 // Whether a device can keep every weight as stored (model.weights_on_device: as_stored on CUDA):
 // Ok, or Unsupported naming the first weight without a device form as stored, a pack-quantized
 // INT4 weight or an FP8 tensor without block scales (both are dequantised on load), in one
-// sentence that says to use bfloat16. Block-scaled FP8, BF16, F16 and F32 weights are keepable.
+// sentence that says to use bfloat16. Block-scaled FP8, FP4, BF16, F16 and F32 weights are keepable.
 Status check_keepable_as_stored(const ModelInfo& m);
 
 struct LoadStats {

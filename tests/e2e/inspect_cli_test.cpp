@@ -65,6 +65,30 @@ TEST(InspectCli, CheckpointFolderRunsTheTensorCheck) {
   EXPECT_GT(j["quantization"]["scale_tensors"].get<int64_t>(), 0);
 }
 
+// A qwen3_moe with MXFP4 experts (make-model --dtype mxfp4): its companions' dtypes from the
+// headers and from config.json alone agree (U8 codes and exponents), the experts count as
+// quantized parameters, the tensor check passes, and the feature is named supported.
+TEST(InspectCli, Mxfp4ExpertsFromHeadersAndFromConfig) {
+  const fs::path d = scratch_dir("inspect_mxfp4");
+  write_file(d / "sizes.yaml", "family: qwen3_moe\ndtype: mxfp4\nn_layer: 2\nseed: 5\n");
+  make_model_from_yaml(d / "sizes.yaml", d / "model");
+  const Outcome o = run_dayzero("inspect " + (d / "model").string() + " --json");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const nlohmann::json j = parse_json(o);
+  EXPECT_EQ(j["check"], "ok");
+  ASSERT_TRUE(j["dtypes"].contains("U8")) << j["dtypes"].dump();
+  EXPECT_GT(j["quantization"]["quantized_params"].get<int64_t>(), 0);
+  fs::create_directories(d / "config-only");
+  fs::copy_file(d / "model" / "config.json", d / "config-only" / "config.json");
+  const Outcome c = run_dayzero("inspect " + (d / "config-only").string() + " --json");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const nlohmann::json k = parse_json(c);
+  EXPECT_EQ(k["dtypes"]["U8"], j["dtypes"]["U8"]) << k["dtypes"].dump() << " vs " << j["dtypes"].dump();
+  EXPECT_EQ(k["quantization"]["quantized_params"], j["quantization"]["quantized_params"]);
+  const Outcome t = run_dayzero("inspect " + (d / "model").string());
+  EXPECT_NE(t.output.find("FP4 weights           supported"), std::string::npos) << t.output;
+}
+
 TEST(InspectCli, LlavaCountsItsVisionTowerAndProjector) {
   const Outcome o = run_dayzero("inspect --json " + fixture_config("llava-1.5-7b-hf"));
   ASSERT_EQ(o.exit_code, 0) << o.output;

@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "core/block_scale.h"
+#include "core/stored_format.h"
 #include "core/dtype.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/ops.h"
@@ -255,6 +256,69 @@ TEST_F(CudaVsCpu, Fp8WeightKeptAsStored) {
       EXPECT_EQ(g->memory_info().weight_bytes, before) << what << ": the weight's bytes outlive it";
     }
   }
+}
+
+// An FP4 weight kept as stored (MXFP4 groups of 32, NVFP4 groups of 16 over a global scale), as
+// the loader hands it over: whole, and columns 19..61 (an odd column inside a group: the codes
+// moved down a nibble, as load_fp4_as_stored does). One allocation of the table's held_bytes
+// counted as weight bytes; read back dequantised, the bits of the CPU's dequantise_fp4_rows
+// (one f32 multiply each side); matmul (f32 compute) against the CPU GEMM on that
+// dequantisation, bound 2e-6 (order only, as MatmulF32). Negative control: the same codes read
+// with the next group's scale are far off.
+TEST_F(CudaVsCpu, Fp4WeightKeptAsStored) {
+  ASSERT_TRUE(gpu_->keeps_fp4_weights());
+  constexpr int64_t R = 40, C = 72;
+  for (StoredScheme scheme : {StoredScheme::kMxfp4, StoredScheme::kNvfp4})
+    for (auto [c0, c1] : {std::pair<int64_t, int64_t>{0, C}, {19, 61}}) {
+      const StoredFormat& f = stored_format(scheme);
+      const int64_t g = f.block_cols, cols = c1 - c0;
+      const StoredSlice sl{&f, R, cols, 0, c0, 1, g};
+      std::mt19937 rng(kSeed + 50);
+      std::vector<uint8_t> codes(R * cols), q(static_cast<size_t>(R * sl.value_row_bytes()), 0),
+          scale(static_cast<size_t>(R * sl.scale_cols()));
+      for (auto& v : codes) v = static_cast<uint8_t>(rng() & 15);
+      for (auto& v : scale) v = scheme == StoredScheme::kMxfp4 ? static_cast<uint8_t>(120 + rng() % 16)
+                                                               : static_cast<uint8_t>(1 + rng() % 0x7e);
+      for (int64_t i = 0; i < R; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          q[i * sl.value_row_bytes() + j / 2] |= static_cast<uint8_t>(codes[i * cols + j] << (4 * (j % 2)));
+      const float global = scheme == StoredScheme::kNvfp4 ? 2.5f : 1.0f;
+      const kernels::cpu::Fp4Weight hw{q.data(), scale.data(), sl.value_row_bytes(), sl.scale_cols(), c0, g, f.scale,
+                                       global};
+      std::vector<float> want(R * cols);
+      kernels::cpu::dequantise_fp4_rows(hw, cols, 0, R, want.data());
+      Tensor qt = Tensor::host(DType::kU8, {R, sl.value_row_bytes()});
+      std::memcpy(qt.data(), q.data(), q.size());
+      Tensor st = Tensor::host(DType::kU8, {R, sl.scale_cols()});
+      std::memcpy(st.data(), scale.data(), scale.size());
+      const std::string what = std::string(f.name) + " columns " + std::to_string(c0) + ".." + std::to_string(c1);
+      const int64_t before = gpu_->memory_info().weight_bytes;
+      {
+        Tensor wd = gpu_->to_device_fp4_weight({&qt, &st, cols, c0, scheme, global});
+        EXPECT_EQ(wd.dtype(), DType::kF4);
+        EXPECT_EQ(gpu_->memory_info().weight_bytes - before, sl.held_bytes()) << what;
+        EXPECT_EQ(back(*gpu_, wd), want) << what;
+        const int64_t m = 5;
+        const auto x = random_values(m * cols, kSeed + 51);
+        Tensor yg = gpu_->empty(DType::kF32, {m, R});
+        gpu_->matmul(gpu_->to_device(host_of(x, {m, cols})), wd, yg, false);
+        const auto got = back(*gpu_, yg);
+        Tensor yr = Tensor::host(DType::kF32, {m, R});
+        cpu_->matmul(host_of(x, {m, cols}), host_of(want, {R, cols}), yr, false);
+        EXPECT_CLOSE(values(yr), got, 2e-6) << what;
+        std::vector<uint8_t> shifted = scale;  // each row's groups read one to the left
+        for (int64_t i = 0; i < R; ++i)
+          for (int64_t j = 0; j + 1 < sl.scale_cols(); ++j) shifted[i * sl.scale_cols() + j] = scale[i * sl.scale_cols() + j + 1];
+        std::vector<float> off(R * cols);
+        kernels::cpu::dequantise_fp4_rows({q.data(), shifted.data(), sl.value_row_bytes(), sl.scale_cols(), c0, g, f.scale,
+                                           global},
+                                          cols, 0, R, off.data());
+        Tensor yo = Tensor::host(DType::kF32, {m, R});
+        cpu_->matmul(host_of(x, {m, cols}), host_of(off, {R, cols}), yo, false);
+        EXPECT_GT(rel_l2(values(yo), got), 1e-2) << what << ": a misplaced scale would pass";
+      }
+      EXPECT_EQ(gpu_->memory_info().weight_bytes, before) << what << ": the weight's bytes outlive it";
+    }
 }
 
 // Weights in the dtype the plan counted, whatever the compute dtype: a bf16 weight under f32
