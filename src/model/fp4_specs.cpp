@@ -59,4 +59,30 @@ std::string fp4_module(const TensorSpec& spec) {
   return spec.name.substr(0, spec.name.size() - kFp4WeightSuffix.size());
 }
 
+checkpoint::Fp4Layout fp4_layout(const TensorSpec& spec) {
+  const std::string module = fp4_module(spec);
+  return spec.fp4_in_place ? checkpoint::deepseek_v4_fp4_layout(module)
+                           : checkpoint::compressed_tensors_fp4_layout(module, spec.fp4->scheme);
+}
+
+void apply_in_place_fp4_experts(std::vector<TensorSpec>& specs) {
+  const StoredFormat* f = &stored_format(StoredScheme::kMxfp4);
+  std::vector<TensorSpec> scales;
+  for (TensorSpec& s : specs) {
+    // Every routed expert, the multi-token-prediction layers' too (declared, never loaded).
+    if (s.component != Component::kRoutedExpert || s.shape.size() != 2 || s.name.size() <= kFp4WeightSuffix.size() ||
+        s.name.compare(s.name.size() - kFp4WeightSuffix.size(), kFp4WeightSuffix.size(), kFp4WeightSuffix) != 0)
+      continue;
+    s.fp4 = f;
+    s.fp4_in_place = true;
+    const checkpoint::Fp4Layout l = fp4_layout(s);
+    TensorSpec t{l.scale, {s.shape[0], (s.shape[1] + f->block_cols - 1) / f->block_cols}, ShardRule::kReplicated, s.layer};
+    t.skip_load = true;
+    t.component = Component::kQuantScale;
+    t.fp4 = f;
+    scales.push_back(std::move(t));
+  }
+  for (auto& t : scales) specs.push_back(std::move(t));
+}
+
 }  // namespace dayzero::model

@@ -31,5 +31,13 @@ std::vector<std::string> fp4_ignore_list(const std::vector<TensorSpec>& specs);
 inline bool is_fp4_weight(const TensorSpec& spec) { return spec.fp4 && spec.component != Component::kQuantScale; }
 // The module of an FP4 weight spec ("<module>.weight"). REQUIRES: is_fp4_weight(spec).
 std::string fp4_module(const TensorSpec& spec);
+// Where the checkpoint keeps an FP4 weight: compressed-tensors' companions, or DeepSeek-V4's
+// codes in place with `<module>.scale` (spec.fp4_in_place). REQUIRES: is_fp4_weight(spec).
+checkpoint::Fp4Layout fp4_layout(const TensorSpec& spec);
+
+// DeepSeek-V4's routed experts published in MXFP4 (quantization_config expert_dtype fp4): every
+// routed-expert Linear weight of specs becomes MXFP4 in place (fp4_in_place) and its
+// `<module>.scale` [out, ceil(in / 32)] is appended (kQuantScale, skip_load, fp4 set).
+void apply_in_place_fp4_experts(std::vector<TensorSpec>& specs);
 
 }  // namespace dayzero::model

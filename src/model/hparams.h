@@ -155,6 +155,7 @@ struct DeepseekV4Params {
   std::string scoring_func;       // sqrtsoftplus | softmax | sigmoid
   double routed_scaling_factor = 1.0;
   int64_t n_shared_experts = 0;
+  bool fp4_experts = false;       // quantization_config expert_dtype fp4: routed experts MXFP4 in place
   std::vector<V4Attention> layer_types;  // [n_layer]
   std::vector<bool> hash_moe;            // [n_layer]: expert choice from tid2eid[input_ids]
   int64_t compress_rate(int layer) const {

@@ -39,7 +39,7 @@ int fp4_part(const TensorSpec& s) {
   const auto ends = [&](const std::string& x) {
     return s.name.size() >= x.size() && s.name.compare(s.name.size() - x.size(), x.size(), x) == 0;
   };
-  return ends(".weight_packed") ? 0 : ends(".weight_scale") ? 1 : 2;
+  return ends(".weight_packed") ? 0 : ends(".weight_scale") || ends(".scale") ? 1 : 2;  // .scale: DeepSeek-V4's
 }
 }  // namespace
 

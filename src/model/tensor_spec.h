@@ -84,6 +84,10 @@ struct TensorSpec {
   // its companions `<module>.weight_packed`, `.weight_scale` (and NVFP4's `.weight_global_scale`)
   // are declared as their own specs (kQuantScale, skip_load) and read with it. nullptr: not FP4.
   const StoredFormat* fp4 = nullptr;
+  // DeepSeek-V4's FP4 layout instead: the E2M1 codes under the weight's own name, I8 or U8
+  // [out, ceil(in / 2)], with its UE8M0 scales in `<module>.scale` [out, ceil(in / 32)] (a
+  // kQuantScale spec of its own); the codes are claimed under this spec's name.
+  bool fp4_in_place = false;
 };
 
 // Whether a checkpoint tensor stored as t can be this spec: an integer table (index_range > 0)

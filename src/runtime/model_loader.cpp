@@ -22,6 +22,15 @@ namespace fs = std::filesystem;
 Status check_tensors(const ModelInfo& m) {
   std::set<std::string> claimed;
   for (const auto& spec : m.specs) {
+    if (model::is_fp4_weight(spec) && spec.fp4_in_place) {
+      // DeepSeek-V4's FP4 codes under the weight's own name (the loader checks their dtype and
+      // shape against the header with the scales'); its `.scale` is a spec of its own.
+      claimed.insert(spec.name);
+      if (!m.catalog.find(spec.name))
+        return Status::NotFound(m.dir + ": tensor " + spec.name + " (FP4 codes) expected by the " +
+                                m.adapter->family() + " adapter is missing from the checkpoint");
+      continue;
+    }
     if (spec.pack_group > 0 || model::is_fp4_weight(spec)) continue;  // a logical weight: its stored companions are specs of their own
     claimed.insert(spec.name);
     const checkpoint::TensorInfo* t = m.catalog.find(spec.name);
@@ -181,8 +190,7 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
       // covering scale bytes read.
       DZ_RETURN_IF_ERROR(take_queued());
       checkpoint::WeightRecord rec;
-      const checkpoint::Fp4Layout layout =
-          checkpoint::compressed_tensors_fp4_layout(model::fp4_module(spec), spec.fp4->scheme);
+      const checkpoint::Fp4Layout layout = model::fp4_layout(spec);
       if (weights_on_device && be.keeps_fp4_weights() &&
           plan::kept_dtype(spec, stored(spec), *weights_on_device, keeps) == DType::kF4) {
         // Kept as stored: the codes and scale bytes, converted inside the backend's GEMM.

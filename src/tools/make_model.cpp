@@ -267,8 +267,13 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
   shape.eos_id = tids.eos;
   shape.image_token_id = tids.placeholder;
   shape.torch_dtype = o.dtype == DType::kF32 ? "float32" : o.dtype == DType::kF16 ? "float16" : "bfloat16";
+  // A family whose release has its own quantized layout writes its quantization_config for it
+  // (deepseek_v4: FP8 with UE8M0 scales, MXFP4 experts in place); the others get DeepSeek-V3's
+  // FP8 or compressed-tensors' FP4 below.
   if (fp8) shape.quant = "fp8";
+  if (!o.fp4.empty()) shape.quant = o.fp4;
   nlohmann::json config = adapter->make_config(shape);
+  const bool own_quant = config.contains("quantization_config");
   if (fp8 && !config.contains("quantization_config"))
     config["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
                                      {"weight_block_size", {128, 128}}};
@@ -289,18 +294,20 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
   std::set<std::string> scale_names;  // written with their weight
   // FP4: the routed experts in compressed-tensors' layout, every other Linear on the ignore list
   // (as published checkpoints list them); config.json is written again with the config.
-  if (!o.fp4.empty()) {
+  if (!o.fp4.empty() && !own_quant) {
     const StoredFormat* f = find_stored_format(o.fp4);
     if (!f || f->value_bits != 4 || f->unit_bits != 8)
       return Status::InvalidArgument("make-model: '" + o.fp4 + "' is not an FP4 format (mxfp4, nvfp4)");
     config["quantization_config"] = checkpoint::fp4_quant_config(f->scheme, model::fp4_ignore_list(specs));
     DZ_ASSIGN_OR_RETURN(auto quant, checkpoint::parse_fp4_quant(config, "make-model"));
     DZ_RETURN_IF_ERROR(model::apply_fp4_quant(specs, *quant));
+    DZ_RETURN_IF_ERROR(write_text(out / "config.json", config.dump(2)));
+  }
+  if (!o.fp4.empty()) {
     for (const auto& s : specs)
       if (s.fp4 && s.component == model::Component::kQuantScale) scale_names.insert(s.name);
     if (scale_names.empty())
-      return Status::Unsupported("make-model: the " + o.family + " adapter declares no routed experts to store in " + f->name);
-    DZ_RETURN_IF_ERROR(write_text(out / "config.json", config.dump(2)));
+      return Status::Unsupported("make-model: the " + o.family + " adapter declares no routed experts to store in " + o.fp4);
   }
   for (const auto& s : specs)
     if (!s.scale_name.empty()) scale_names.insert(s.scale_name);
@@ -352,14 +359,16 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
       const std::vector<uint8_t> f32 = make_tensor_bytes(s, o.seed, DType::kF32);
       const checkpoint::Fp4Packed p =
           checkpoint::fp4_quantize(reinterpret_cast<const float*>(f32.data()), s.shape[0], s.shape[1], s.fp4->scheme);
-      const checkpoint::Fp4Layout l = checkpoint::compressed_tensors_fp4_layout(model::fp4_module(s), s.fp4->scheme);
+      const checkpoint::Fp4Layout l = model::fp4_layout(s);
       const bool nv = s.fp4->scheme == StoredScheme::kNvfp4;
       const int64_t groups = (s.shape[1] + s.fp4->block_cols - 1) / s.fp4->block_cols;
       in_shard += p.packed.size() + p.scale.size() + (nv ? 4 : 0);
       written += p.packed.size() + p.scale.size() + (nv ? 4 : 0);
       weight_map[l.values] = weight_map[l.scale] = shard_name(shard);
-      writer.add(l.values, DType::kU8, {s.shape[0], (s.shape[1] + 1) / 2}, p.packed);
-      writer.add(l.scale, nv ? DType::kF8_E4M3 : DType::kU8, {s.shape[0], groups}, p.scale);
+      // DeepSeek-V4 stores its codes as I8 and its scales as F8_E8M0; compressed-tensors U8.
+      writer.add(l.values, s.fp4_in_place ? DType::kI8 : DType::kU8, {s.shape[0], (s.shape[1] + 1) / 2}, p.packed);
+      writer.add(l.scale, nv ? DType::kF8_E4M3 : s.fp4_in_place ? DType::kF8_E8M0 : DType::kU8, {s.shape[0], groups},
+                 p.scale);
       if (nv) {
         std::vector<uint8_t> g(4);
         std::memcpy(g.data(), &p.global_scale, 4);

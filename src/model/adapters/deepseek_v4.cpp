@@ -9,13 +9,15 @@
 // planner and memory model count. The blocks of its layer are model/blocks/mhc, v4_attention,
 // v4_compressor, v4_indexer and v4_routing, composed into a layer by blocks/v4_layer (the
 // residual streams are the runtime's hidden state: residual_width). FP8 Linears with UE8M0
-// `.scale` tensors are kept as stored as deepseek_v3's FP8 are. Not FP4 experts (refused by name).
+// `.scale` tensors are kept as stored as deepseek_v3's FP8 are, its MXFP4 routed experts (codes in
+// `.weight`, UE8M0 scales per 32 in `.scale`, model/fp4_specs) as every FP4 expert is.
 // HF reference: transformers/models/deepseek_v4 (5.25) and its conversion_mapping.py entry.
 #include <cmath>
 
 #include "model/adapters/adapters.h"
 #include "model/adapters/common.h"
 #include "model/blocks/v4_layer.h"
+#include "model/fp4_specs.h"
 
 namespace dayzero::model {
 namespace {
@@ -272,11 +274,12 @@ Result<HParams> DeepseekV4Adapter::parse_hparams(const nlohmann::json& c) const 
     if (method != "fp8")
       return Status::Unsupported("config.json: deepseek_v4 quantization_config.quant_method '" + method +
                                  "' is not supported (fp8)");
+    // The release's routed experts: FP4 (MXFP4 codes in `.weight`, UE8M0 scales per 32 in `.scale`).
     DZ_ASSIGN_OR_RETURN(const std::string expert_dtype, json_string_or(*q, "expert_dtype", ""));
-    if (!expert_dtype.empty() && expert_dtype != "fp8")
+    if (!expert_dtype.empty() && expert_dtype != "fp8" && expert_dtype != "fp4")
       return Status::Unsupported("config.json: quantization_config.expert_dtype '" + expert_dtype +
-                                 "': FP4 (or other non-FP8) routed experts are not supported yet; only FP8 or "
-                                 "unquantized experts are read");
+                                 "' is not supported (fp8, fp4)");
+    v.fp4_experts = expert_dtype == "fp4";
     DZ_ASSIGN_OR_RETURN(const std::string fmt, json_string_or(*q, "fmt", "e4m3"));
     if (fmt != "e4m3") return Status::Unsupported("config.json: quantization_config.fmt '" + fmt + "' is not supported (e4m3)");
     // The release's block scales are UE8M0 (F8_E8M0 `.scale` tensors, powers of two, one byte on
@@ -427,10 +430,12 @@ std::vector<TensorSpec> DeepseekV4Adapter::tensor_specs(const HParams& hp) const
     std::vector<TensorSpec> scales;
     for (auto& t : s) {
       if (t.shape.size() != 2 || !quantized(t.name)) continue;
+      if (v.fp4_experts && t.component == Component::kRoutedExpert) continue;  // FP4, below
       scales.push_back(attach_block_scale(t, t.name.substr(0, t.name.size() - 7) + ".scale", hp));  // X.weight -> X.scale
     }
     for (auto& t : scales) s.push_back(std::move(t));
   }
+  if (v.fp4_experts) apply_in_place_fp4_experts(s);
   return s;
 }
 
@@ -531,10 +536,13 @@ nlohmann::json DeepseekV4Adapter::make_config(const ModelShape& s) const {
   };
   if (s.bos_id >= 0) c["bos_token_id"] = s.bos_id;
   if (s.eos_id >= 0) c["eos_token_id"] = s.eos_id;
-  // The release's FP8 Linears with UE8M0 128x128 block scales (make-model --dtype fp8).
-  if (s.quant == "fp8")
+  // The release's FP8 Linears with UE8M0 128x128 block scales (make-model --dtype fp8), and its
+  // MXFP4 routed experts beside them (--dtype mxfp4).
+  if (s.quant == "fp8" || s.quant == "mxfp4") {
     c["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
                                 {"scale_fmt", "ue8m0"}, {"weight_block_size", {128, 128}}};
+    if (s.quant == "mxfp4") c["quantization_config"]["expert_dtype"] = "fp4";
+  }
   return c;
 }
 

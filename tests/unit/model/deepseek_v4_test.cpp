@@ -132,11 +132,23 @@ TEST(DeepseekV4, Fp8ScalesAndFp4Refusal) {
   auto no_fmt = parse(f32_scales);
   ASSERT_FALSE(no_fmt.ok());
   EXPECT_NE(no_fmt.status().message().find("scale_fmt"), std::string::npos) << no_fmt.status().message();
+  // The release's MXFP4 experts: codes in place under .weight, UE8M0 scales per 32 in .scale; the
+  // shared expert and attention stay FP8. Another expert dtype is refused by name.
   c["quantization_config"]["expert_dtype"] = "fp4";
   auto fp4 = parse(c);
-  ASSERT_FALSE(fp4.ok());
-  EXPECT_EQ(fp4.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(fp4.status().message().find("expert_dtype 'fp4'"), std::string::npos) << fp4.status().message();
+  ASSERT_TRUE(fp4.ok()) << fp4.status().message();
+  const auto s4 = by_name(adapter().tensor_specs(*fp4));
+  const TensorSpec& w2 = s4.at("layers.3.ffn.experts.7.w2.weight");
+  EXPECT_TRUE(w2.fp4 && w2.fp4_in_place);
+  EXPECT_EQ(w2.scale_name, "");
+  EXPECT_EQ(s4.at("layers.3.ffn.experts.7.w2.scale").shape, (Shape{4096, 64}));  // [d, ff / 32]
+  EXPECT_EQ(s4.at("layers.3.ffn.shared_experts.w2.weight").scale_name, "layers.3.ffn.shared_experts.w2.scale");
+  EXPECT_EQ(s4.at("layers.3.ffn.shared_experts.w2.weight").fp4, nullptr);
+  c["quantization_config"]["expert_dtype"] = "fp6";
+  auto fp6 = parse(c);
+  ASSERT_FALSE(fp6.ok());
+  EXPECT_EQ(fp6.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(fp6.status().message().find("expert_dtype 'fp6'"), std::string::npos) << fp6.status().message();
 }
 
 // Totals from the specs (MTP apart, as the published figures count) against DeepSeek's 284B

@@ -173,11 +173,11 @@ TEST_F(PlanCli, UnknownFamilyPlansFromTheGenericAnalysis) {
   EXPECT_NE(ss.str().find("sparse-attention indexer's key"), std::string::npos);
 }
 
-// DeepSeek-V4-Pro (1.6T) with its non-expert Linears and, until FP4 is read, its experts in FP8
-// with UE8M0 128x128 block scales (the release's quantization_config; the scales counted at 4 B),
-// at a 65,536-token context: pp2 x tp8 on two nodes of 8 H200 and pp4 x tp8 on four of 8 H100,
-// every rank under the cap, the ranks holding the whole model between them (1,602.6 GB measured:
-// 1.6T weights of 1 B plus scales, embedding and norms in bf16). The control: in bf16 (3.2 TB)
+// DeepSeek-V4-Pro (1.6T) as released: FP8 Linears with UE8M0 128x128 block scales (counted at
+// 4 B, as a rank holds them) and MXFP4 routed experts (0.5 B + a UE8M0 byte per 32), at a
+// 65,536-token context: dp2 x tp8 on two nodes of 8 H200 (a replica per node) and dp2 x pp2 x
+// tp8 on four of 8 H100, every rank under the cap, the ranks holding two copies of the model
+// between them (1,753.7 GB measured: 876.8 GB a replica). The control: in bf16 (3.2 TB)
 // nothing fits on the H200 nodes.
 TEST_F(PlanCli, DeepseekV4ProOnTwoH200NodesAndFourH100Nodes) {
   std::ifstream in(std::string(DAYZERO_FIXTURES_DIR) + "/configs/DeepSeek-V4-Pro/config.json");
@@ -185,7 +185,7 @@ TEST_F(PlanCli, DeepseekV4ProOnTwoH200NodesAndFourH100Nodes) {
   const std::string bf16 = (dir_ / "v4pro-bf16.json").string(), fp8 = (dir_ / "v4pro-fp8.json").string();
   std::ofstream(bf16) << c.dump();
   c["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"scale_fmt", "ue8m0"},
-                              {"weight_block_size", {128, 128}}};
+                              {"weight_block_size", {128, 128}}, {"expert_dtype", "fp4"}};
   std::ofstream(fp8) << c.dump();
   struct Case {
     int nodes;
@@ -193,8 +193,8 @@ TEST_F(PlanCli, DeepseekV4ProOnTwoH200NodesAndFourH100Nodes) {
     double cap_gib;
     const char* plan;
   };
-  for (const Case& k : {Case{2, "141GiB", 141 * 0.9, "plan        dp=1 pp=2 tp=8"},
-                        Case{4, "80GiB", 80 * 0.9, "plan        dp=1 pp=4 tp=8"}}) {
+  for (const Case& k : {Case{2, "141GiB", 141 * 0.9, "plan        dp=2 pp=1 tp=8"},
+                        Case{4, "80GiB", 80 * 0.9, "plan        dp=2 pp=2 tp=8"}}) {
     const std::string out = (dir_ / ("v4pro-" + std::to_string(k.nodes) + ".json")).string();
     const CliRun r = run("--config " + fp8 + " --nodes " + std::to_string(k.nodes) + " --gpus-per-node 8 --gpu-mem " +
                          k.mem + " --context 65536 --out " + out);
@@ -209,8 +209,8 @@ TEST_F(PlanCli, DeepseekV4ProOnTwoH200NodesAndFourH100Nodes) {
       worst = std::max(worst, m["total"].get<double>());
     }
     EXPECT_LT(worst, k.cap_gib * (1 << 30)) << r.out;
-    EXPECT_NEAR(weights / 1e9, 1602.6, 1.0) << r.out;
-    std::printf("V4-Pro FP8 on %d x 8 (%s): %s, weights %.1f GB over the ranks, the fullest rank %.1f GiB\n", k.nodes,
+    EXPECT_NEAR(weights / 1e9, 1753.7, 1.0) << r.out;
+    std::printf("V4-Pro FP8 + MXFP4 on %d x 8 (%s): %s, weights %.1f GB over the ranks, the fullest rank %.1f GiB\n", k.nodes,
                 k.mem, k.plan + 12, weights / 1e9, worst / (1 << 30));
   }
   const CliRun none = run("--config " + bf16 + " --nodes 2 --gpus-per-node 8 --gpu-mem 141GiB --context 65536");
