@@ -5,7 +5,8 @@
 // norm over the 40-token prompt (longer than the window of 8, a CSA block of 4 and an HCA block
 // of 8), the last prompt logits, the 8 greedy tokens, and the logits of the decode steps, which
 // run one token each through the window, compressor and indexer state the prompt left (entries
-// close at 44 and 48 tokens) and are held against transformers' cached decode. Negative
+// close at 44 and 48 tokens) and are held against transformers' cached decode, and layer 1's
+// indexer picks, prompt and decode rows, equal transformers'. Negative
 // controls: the same run with one config key wrong (Sinkhorn at 1 iteration, compress_rope_theta
 // = rope_theta, softmax instead of sqrtsoftplus scores) fails the tolerance and lands on
 // transformers run with the same bug. The blocks alone: tests/unit/model/v4_*_test.cpp.
@@ -60,7 +61,8 @@ fs::path run_golden(const fs::path& model, const std::string& tag) {
                                "prompts:\n  - {id: golden, tokens: [" + ids + "]}\n"
                                "generate: {max_new_tokens: 8, stop_at_eos: false}\n"
                                "dump:\n  dir: " + (dir / "run").string() + "\n"
-                               "  activations: {layers: all, points: [embed, layer_out, final_norm, logits], phase: both}\n");
+                               "  activations: {layers: all, points: [embed, layer_out, final_norm, logits, index_topk_ids], "
+                               "phase: both}\n");
   const Outcome o = run_dayzero("run " + (dir / "run.yaml").string());
   EXPECT_EQ(o.exit_code, 0) << o.output;
   return rank0_dump(dir / "run");
@@ -117,6 +119,21 @@ TEST(DeepseekV4Golden, PrefillAndCachedDecodeMatchTransformers) {
   }
   EXPECT_LT(worst, kTol);
   std::printf("decode logits (%zu steps): worst relative L2 %.2e\n", steps, worst);
+
+  // Layer 1's lightning indexer (CSA): the compressed entries each query picked, prompt rows then
+  // decode rows, equal to transformers' (ascending, -1 for none).
+  const std::vector<float> picked_prefill = prefill(*r, "layers.1.index_topk_ids");
+  auto picked_decode = r->read_activation("golden", "decode", "layers.1.index_topk_ids");
+  ASSERT_TRUE(picked_decode.ok()) << picked_decode.status().message();
+  std::vector<float> picked = picked_prefill;
+  picked.insert(picked.end(), picked_decode->data.begin(), picked_decode->data.end());
+  const std::vector<float>& want_picks = g.t.at("cmp.indexer.picks");
+  ASSERT_LE(picked.size(), want_picks.size());
+  int64_t differ = 0;
+  for (size_t i = 0; i < picked.size(); ++i) differ += picked[i] != want_picks[i];
+  EXPECT_EQ(differ, 0) << "of " << picked.size() << " picks";
+  std::printf("layers.1.index_topk_ids: %zu picks of %zu rows, %lld differ\n", picked.size(), picked.size() / 4,
+              static_cast<long long>(differ));
 }
 
 TEST(DeepseekV4Golden, WrongConfigsFailTheToleranceAndMatchTransformersWithTheSameBug) {
@@ -136,6 +153,14 @@ TEST(DeepseekV4Golden, WrongConfigsFailTheToleranceAndMatchTransformersWithTheSa
     EXPECT_LT(e_same_bug, kTol) << name << ": transformers with the same bug";
     std::printf("%-20s logits relative L2 %.2e to the golden, %.2e to transformers with the same bug\n", name, e,
                 e_same_bug);
+    if (std::string(name) == "compress_theta_main") {  // the indexer's keys rotate otherwise: other picks
+      const std::vector<float> picked = prefill(*r, "layers.1.index_topk_ids");
+      int64_t differ = 0;
+      for (size_t i = 0; i < picked.size(); ++i) differ += picked[i] != golden().t.at("cmp.indexer.picks")[i];
+      EXPECT_GT(differ, 0) << name << ": the indexer's picks did not change";
+      std::printf("%-20s layers.1.index_topk_ids: %lld of %zu prompt picks differ\n", name,
+                  static_cast<long long>(differ), picked.size());
+    }
   }
 }
 
