@@ -92,6 +92,16 @@ void expect_bit_identical(const fs::path& dir, const fs::path& model, const std:
   }
 }
 
+// expect_bit_identical on the tiny model of tests/data/golden/<golden>.yaml made with flags, in a
+// scratch folder of its own.
+void expect_golden_model_bit_identical(const std::string& scratch, const std::string& golden, const std::string& flags,
+                                       const std::string& tp2, double min_ratio) {
+  const fs::path dir = scratch_dir(scratch);
+  const fs::path model = dir / "model";
+  make_model_from_yaml(golden_sizes(golden), model, flags);
+  expect_bit_identical(dir, model, tp2, min_ratio);
+}
+
 // The FP8 Linears at one byte (and their scales) instead of four; the rest is the same f32.
 TEST(CpuFp8AsStored, BitIdenticalToTheDequantisedRun) {
   DZ_SKIP_UNLESS_KERNEL_PATH_RUNS();
@@ -109,10 +119,7 @@ TEST(CpuFp8AsStored, BitIdenticalToTheDequantisedRun) {
 TEST(CpuFp8AsStored, DeepseekV4Ue8m0BitIdenticalToTheDequantisedRun) {
   DZ_SKIP_UNLESS_KERNEL_PATH_RUNS();
   same_gemm_paths_in_every_run();
-  const fs::path dir = scratch_dir("cpu-fp8-deepseek-v4");
-  const fs::path model = dir / "model";
-  make_model_from_yaml(golden_sizes("deepseek_v4"), model, "--dtype fp8");
-  expect_bit_identical(dir, model, "{tp: 2}", 2.5);
+  expect_golden_model_bit_identical("cpu-fp8-deepseek-v4", "deepseek_v4", "--dtype fp8", "{tp: 2}", 2.5);
 }
 
 // DeepSeek-V4 as released: the same FP8 Linears and its routed experts in MXFP4 in place (E2M1
@@ -121,20 +128,14 @@ TEST(CpuFp8AsStored, DeepseekV4Ue8m0BitIdenticalToTheDequantisedRun) {
 TEST(CpuFp4AsStored, DeepseekV4Mxfp4ExpertsBitIdenticalToTheDequantisedRun) {
   DZ_SKIP_UNLESS_KERNEL_PATH_RUNS();
   same_gemm_paths_in_every_run();
-  const fs::path dir = scratch_dir("cpu-fp4-deepseek-v4");
-  const fs::path model = dir / "model";
-  make_model_from_yaml(golden_sizes("deepseek_v4"), model, "--dtype mxfp4");
-  expect_bit_identical(dir, model, "{tp: 2, ep: 1}", 3.0);
+  expect_golden_model_bit_identical("cpu-fp4-deepseek-v4", "deepseek_v4", "--dtype mxfp4", "{tp: 2, ep: 1}", 3.0);
 }
 
 // The INT4 experts at half a byte (and an f32 scale per 32) instead of four, the rest bf16.
 TEST(CpuInt4AsStored, BitIdenticalToTheDequantisedRun) {
   DZ_SKIP_UNLESS_KERNEL_PATH_RUNS();
   same_gemm_paths_in_every_run();
-  const fs::path dir = scratch_dir("cpu-int4-as-stored");
-  const fs::path model = dir / "model";
-  make_model_from_yaml(golden_sizes("kimi_k25_int4"), model);
-  expect_bit_identical(dir, model, "{tp: 2, ep: 1}", 2.3);
+  expect_golden_model_bit_identical("cpu-int4-as-stored", "kimi_k25_int4", "", "{tp: 2, ep: 1}", 2.3);
 }
 
 // FP4 routed experts (compressed-tensors mxfp4- / nvfp4-pack-quantized: E2M1 at half a byte and
