@@ -419,7 +419,9 @@ std::vector<TensorSpec> DeepseekV4Adapter::tensor_specs(const HParams& hp) const
     // indexer's wq_b, the experts and the shared expert, MTP's projections; the compressors'
     // wkv / wgate, the indexer's weights_proj, the router, embedding and head stay bf16.
     const auto quantized = [](const std::string& n) {
-      for (const char* suffix : {"attn.wq_a.weight", "attn.wq_b.weight", "attn.wkv.weight", "attn.wo_a.weight",
+      // transformers keeps only the compressors' wkv / wgate and the indexer's weights_proj in
+      // bf16 (DeepseekV4PreTrainedModel._keep_in_fp32_modules); the indexer's wq_b is FP8.
+      for (const char* suffix : {"attn.wq_a.weight", "attn.wq_b.weight", "indexer.wq_b.weight", "attn.wkv.weight", "attn.wo_a.weight",
                                  "attn.wo_b.weight", ".w1.weight", ".w2.weight", ".w3.weight", "e_proj.weight",
                                  "h_proj.weight"}) {
         const std::string x(suffix);
