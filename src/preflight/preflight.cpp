@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -21,9 +22,7 @@
 #include "comm/completion_wait.h"
 #include "comm/groups.h"
 #include "comm/mpi_comm.h"
-#include "comm/nccl_comm.h"
 #include "comm/op_watch.h"
-#include "comm/staged_comm.h"
 #include "core/clock.h"
 #include "kernels/ops.h"
 #include "plan/plan.h"
@@ -32,6 +31,7 @@
 #include "preflight/nvml.h"
 #include "preflight/probes.h"
 #include "preflight/transport.h"
+#include "runtime/device_groups.h"
 #include "runtime/hang_watch.h"
 #include "runtime/runner.h"
 #include "runtime/watchdog.h"
@@ -233,26 +233,11 @@ int run_preflight(const comm::MpiEnv& env, const PreflightArgs& a) {
     const Status agreed = comm::agree(made_be.ok() ? Status::Ok() : made_be.status().with_context(env.hostname()));
     if (!agreed.ok()) return bad(agreed);
     be = std::move(made_be).value();
-    backend::Backend* b = be.get();
-    comm::DeviceStaging staging{[b](const Tensor& t) {
-                                  Tensor h = Tensor::host_uninitialized(t.dtype(), t.shape());
-                                  b->to_host(t, h);
-                                  return h;
-                                },
-                                [b](const Tensor& h, Tensor& dst) { b->copy(b->to_device(h), dst); }};
-    Status first;
-    // Collective over each group in turn, every rank in the same order (as the run wraps them).
-    groups.wrap_each([&](comm::MpiComm& m, comm::GroupKind kind) -> std::unique_ptr<comm::Comm> {
-      if (tc.transport[static_cast<size_t>(kind)] != Transport::kNccl)
-        return std::make_unique<comm::StagedComm>(m, staging);
-#ifdef DAYZERO_WITH_CUDA
-      auto c = comm::NcclComm::create(m, device, b->device_stream(), nullptr, comm::nccl_wait_timeout_s(timeout));
-      if (c.ok()) return std::move(c).value();
-      if (first.ok()) first = c.status();
-#endif
-      return std::make_unique<comm::StagedComm>(m, staging);
-    });
-    const Status agreed_comms = comm::agree(first);
+    // The run's own wrapping of the groups (runtime/device_groups.h).
+    std::array<bool, 6> nccl{};
+    for (size_t k = 0; k < nccl.size(); ++k) nccl[k] = tc.transport[k] == Transport::kNccl;
+    const Status agreed_comms =
+        comm::agree(runtime::wrap_groups_for_device(groups, *be, device, nccl, nullptr, comm::nccl_wait_timeout_s(timeout)));
     if (!agreed_comms.ok()) return bad(agreed_comms);
   }
   // One rank per node, in node order (the first rank of each node).

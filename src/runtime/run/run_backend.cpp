@@ -15,12 +15,11 @@
 #include "comm/completion_wait.h"
 #include "comm/device_comm.h"
 #include "comm/mpi_env.h"
-#include "comm/nccl_comm.h"
-#include "comm/staged_comm.h"
 #include "core/log.h"
 #include "model/pack_quant_specs.h"
 #include "model/tensor_spec.h"
 #include "plan/slicing.h"
+#include "runtime/device_groups.h"
 #include "runtime/gemm_workspace_plan.h"
 #include "runtime/run/run.h"
 
@@ -104,28 +103,8 @@ Status Run::create_backend() {
     auto made = backend::make_backend(bo);
     DZ_RETURN_IF_ERROR(comm::agree(made.ok() ? Status::Ok() : made.status()));
     be_ = std::move(made).value();
-    // MPI moves host tensors: device tensors are staged through host memory on every call.
-    backend::Backend* be = be_.get();
-    comm::DeviceStaging staging{[be](const Tensor& t) {
-                                  Tensor h = Tensor::host_uninitialized(t.dtype(), t.shape());
-                                  be->to_host(t, h);
-                                  return h;
-                                },
-                                [be](const Tensor& h, Tensor& dst) { be->copy(be->to_device(h), dst); }};
-    Status first;
-    groups_->wrap_each([&](comm::MpiComm& m, comm::GroupKind kind) -> std::unique_ptr<comm::Comm> {
-      if (!choice.nccl[static_cast<size_t>(kind)]) return std::make_unique<comm::StagedComm>(m, staging);
-#ifdef DAYZERO_WITH_CUDA
-      // Collective over m's group; every rank wraps the groups in the same order. The wait
-      // outlasts the watchdog's deadline on the same op, whose hang report comes first.
-      auto c = comm::NcclComm::create(m, bo.device_index, be->device_stream(), &timeline_,
-                                      comm::nccl_wait_timeout_s(cfg_.watchdog.collective_timeout_s));
-      if (c.ok()) return std::move(c).value();
-      if (first.ok()) first = c.status();
-#endif
-      return std::make_unique<comm::StagedComm>(m, staging);
-    });
-    DZ_RETURN_IF_ERROR(first);
+    DZ_RETURN_IF_ERROR(wrap_groups_for_device(*groups_, *be_, bo.device_index, choice.nccl, &timeline_,
+                                              comm::nccl_wait_timeout_s(cfg_.watchdog.collective_timeout_s)));
     part_.tp = plan_.tp > 1 ? &groups_->tp() : nullptr;
     part_.pp = plan_.pp > 1 ? &groups_->pp() : nullptr;
     part_.ep = plan_.wide_ep() ? &groups_->ep() : nullptr;
