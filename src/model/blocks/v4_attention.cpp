@@ -10,14 +10,6 @@
 namespace dayzero::model::blocks {
 namespace {
 
-// In place: x [width] times rsqrt(mean(x^2) + eps), times w when given.
-void attn_rmsnorm(float* x, int64_t width, const float* w, float eps) {
-  double ss = 0;
-  for (int64_t i = 0; i < width; ++i) ss += static_cast<double>(x[i]) * x[i];
-  const float inv = 1.0f / std::sqrt(static_cast<float>(ss / width) + eps);
-  for (int64_t i = 0; i < width; ++i) x[i] = (w ? w[i] : 1.0f) * (x[i] * inv);
-}
-
 // Interleaved pairs of the trailing rope_dim channels of v [width] at pos (sign -1: conjugate).
 void attn_rotate(float* v, int64_t width, int64_t rope_dim, const float* inv_freq, int64_t pos, float sign) {
   float* r = v + width - rope_dim;
@@ -30,6 +22,13 @@ void attn_rotate(float* v, int64_t width, int64_t rope_dim, const float* inv_fre
 }
 
 }  // namespace
+
+void v4_rmsnorm(float* x, int64_t width, const float* w, float eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < width; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float inv = 1.0f / std::sqrt(static_cast<float>(ss / width) + eps);
+  for (int64_t i = 0; i < width; ++i) x[i] = (w ? w[i] : 1.0f) * (x[i] * inv);
+}
 
 void v4_attention(const V4AttentionSizes& s, V4WindowCache& cache, std::span<const float> x, int64_t n,
                   std::span<const float> wq_a, std::span<const float> q_norm, std::span<const float> wq_b,
@@ -50,18 +49,18 @@ void v4_attention(const V4AttentionSizes& s, V4WindowCache& cache, std::span<con
   float* kv = keys.data() + kept * hd;
   row_linear(x.data(), n, s.d, wkv.data(), hd, kv);
   for (int64_t r = 0; r < n; ++r) {
-    attn_rmsnorm(kv + r * hd, hd, kv_norm.data(), s.rms_eps);
+    v4_rmsnorm(kv + r * hd, hd, kv_norm.data(), s.rms_eps);
     attn_rotate(kv + r * hd, hd, s.rope_dim, inv_freq.data(), pos0 + r, 1.0f);
   }
   // Queries: q LoRA, each head normalised without a weight, rotated.
   std::vector<float> qa(n * s.q_lora), q(n * H * hd);
   row_linear(x.data(), n, s.d, wq_a.data(), s.q_lora, qa.data());
-  for (int64_t r = 0; r < n; ++r) attn_rmsnorm(qa.data() + r * s.q_lora, s.q_lora, q_norm.data(), s.rms_eps);
+  for (int64_t r = 0; r < n; ++r) v4_rmsnorm(qa.data() + r * s.q_lora, s.q_lora, q_norm.data(), s.rms_eps);
   row_linear(qa.data(), n, s.q_lora, wq_b.data(), H * hd, q.data());
   for (int64_t r = 0; r < n; ++r)
     for (int64_t h = 0; h < H; ++h) {
       float* qh = q.data() + (r * H + h) * hd;
-      attn_rmsnorm(qh, hd, nullptr, s.rms_eps);
+      v4_rmsnorm(qh, hd, nullptr, s.rms_eps);
       attn_rotate(qh, hd, s.rope_dim, inv_freq.data(), pos0 + r, 1.0f);
     }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));

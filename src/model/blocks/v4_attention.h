@@ -14,6 +14,10 @@
 
 namespace dayzero::model::blocks {
 
+// In place: x [width] times rsqrt(mean(x^2) + eps), times w when given (transformers' RMSNorm in
+// f32, the mean summed in double). The one row norm of the DeepSeek-V4 blocks.
+void v4_rmsnorm(float* x, int64_t width, const float* w, float eps);
+
 struct V4AttentionSizes {
   int64_t d = 0, q_lora = 0, n_head = 0, head_dim = 0, rope_dim = 0;
   int64_t window = 0;                // sliding_window: a query sees positions (p - window, p]

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "model/blocks/row_linear.h"
+#include "model/blocks/v4_attention.h"
 
 namespace dayzero::model::blocks {
 
@@ -75,10 +76,7 @@ int64_t compress_kv(const CompressorSizes& s, CompressorState& st, std::span<con
       entry[c] = acc / sum;
     }
     // RMSNorm with its weight, then the rotary at the window's first position.
-    double ss = 0;
-    for (int64_t c = 0; c < hd; ++c) ss += static_cast<double>(entry[c]) * entry[c];
-    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / hd) + s.rms_eps);
-    for (int64_t c = 0; c < hd; ++c) entry[c] = norm[c] * (entry[c] * inv);
+    v4_rmsnorm(entry.data(), hd, norm.data(), s.rms_eps);
     const auto pos = static_cast<float>((st.n_entries + w) * rate);
     float* r = entry.data() + hd - s.rope_dim;
     for (int64_t i = 0; i < s.rope_dim / 2; ++i) {

@@ -35,15 +35,9 @@ Tensor rows_tensor(backend::Backend& be, const std::vector<float>& v, int64_t n,
   return be.to_device(h);
 }
 
-// In place over rows [n, width]: times rsqrt(mean(x^2) + eps), times w (transformers' RMSNorm in f32).
+// v4_rmsnorm over rows [n, width] with the weight w.
 void rmsnorm_rows(std::vector<float>& x, int64_t n, int64_t width, const std::vector<float>& w, float eps) {
-  for (int64_t r = 0; r < n; ++r) {
-    float* row = x.data() + r * width;
-    double ss = 0;
-    for (int64_t i = 0; i < width; ++i) ss += static_cast<double>(row[i]) * row[i];
-    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / width) + eps);
-    for (int64_t i = 0; i < width; ++i) row[i] = w[i] * (row[i] * inv);
-  }
+  for (int64_t r = 0; r < n; ++r) v4_rmsnorm(x.data() + r * width, width, w.data(), eps);
 }
 
 // The two rotaries: the sliding layers' (rope_theta, never scaled) and the compressed branches'
