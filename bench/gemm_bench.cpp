@@ -10,15 +10,13 @@
 //              [--cpu-time]                      (GFLOP per CPU-second of the process, all its
 //                                                 threads, instead of per wall second: on a loaded
 //                                                 machine it ranks the paths by their own cost)
-//              [--stored]                        (also matmul_nt_bf16 and matmul_nt_fp8 on the same
-//                                                 weights kept as stored: the weights are then FP8
-//                                                 values, so all three compute the same product,
-//                                                 and the pool exceeds the cache at one byte each;
-//                                                 and matmul_nt_int4 on them quantized to INT4 in
-//                                                 groups of 32 with bf16 scales, and matmul_nt_fp4
-//                                                 on them quantized to MXFP4 (E2M1, a UE8M0 scale
-//                                                 per 32), whose sampled errors are the
-//                                                 quantizations')
+//              [--stored]                        (also matmul_nt_bf16 and matmul_nt_stored on the
+//                                                 same weights kept as stored: FP8 (the weights
+//                                                 are then FP8 values, so all three compute the
+//                                                 same product, and the pool exceeds the cache at
+//                                                 one byte each), and INT4 in groups of 32 with
+//                                                 bf16 scales and MXFP4 (E2M1, a UE8M0 scale per
+//                                                 32), whose sampled errors are the quantizations')
 // Candidates also include oneDNN and "selected" (what matmul_nt runs, the rule by rows).
 #include <dlfcn.h>
 #include <unistd.h>
@@ -155,31 +153,32 @@ const std::vector<std::vector<float>>& weight_pool(int64_t n, int64_t k) {
 
 // The weights of the pool as stored: bf16 (exact: FP8 values have 3 mantissa bits) and E4M3
 // with scales of 1 in 128 x 128 blocks, made on first use.
-struct StoredWeight {
+struct StoredTwins {
   std::vector<uint16_t> bf16;
   std::vector<uint8_t> fp8;
   std::vector<float> scale;
-  Fp8Weight view;
+  StoredWeight view;
   std::vector<uint8_t> int4;        // [n, 4 x words(k)]: the packed int32 words' bytes
   std::vector<uint16_t> int4_scale;  // [n, groups of 32] bf16
-  Int4Weight int4_view;
+  StoredWeight int4_view;
   dayzero::checkpoint::Fp4Packed mxfp4;  // [n, k / 2] codes, [n, groups of 32] UE8M0
-  Fp4Weight mxfp4_view;
+  StoredWeight mxfp4_view;
 };
 
 // INT4 in groups of 32 as compressed-tensors' observer packs it (checkpoint::pack_quantize).
-void quantize_int4(const float* w, int64_t n, int64_t k, StoredWeight& s) {
+void quantize_int4(const float* w, int64_t n, int64_t k, StoredTwins& s) {
   const dayzero::checkpoint::PackQuant quant;  // 4 bits, groups of 32
   dayzero::checkpoint::PackedWeight packed = dayzero::checkpoint::pack_quantize(w, n, k, quant);
   const auto* bytes = reinterpret_cast<const uint8_t*>(packed.packed.data());
   s.int4.assign(bytes, bytes + packed.packed.size() * 4);
   s.int4_scale = std::move(packed.scale_bf16);
-  s.int4_view = {s.int4.data(), s.int4_scale.data(), quant.words(k) * 4, quant.groups(k), 0, quant.group_size};
+  s.int4_view = {dayzero::StoredScheme::kInt4Group, s.int4.data(), s.int4_scale.data(), quant.words(k) * 4,
+                 quant.groups(k), 0, 0, 1, quant.group_size};
 }
 
-const StoredWeight& stored(const float* w, int64_t n, int64_t k) {
-  static std::map<const float*, StoredWeight> made;
-  StoredWeight& s = made[w];
+const StoredTwins& stored(const float* w, int64_t n, int64_t k) {
+  static std::map<const float*, StoredTwins> made;
+  StoredTwins& s = made[w];
   if (s.fp8.empty()) {
     s.bf16.resize(static_cast<size_t>(n * k));
     s.fp8.resize(static_cast<size_t>(n * k));
@@ -190,13 +189,11 @@ const StoredWeight& stored(const float* w, int64_t n, int64_t k) {
       s.fp8[static_cast<size_t>(i)] = fp8_byte_near(w[i]);
     }
     s.scale.assign(static_cast<size_t>((n + 127) / 128 * ((k + 127) / 128)), 1.0f);
-    s.view.q = s.fp8.data();
-    s.view.scale = s.scale.data();
-    s.view.scale_cols = (k + 127) / 128;
+    s.view = {dayzero::StoredScheme::kFp8Block, s.fp8.data(), s.scale.data(), k, (k + 127) / 128, 0, 0, 128, 128};
     quantize_int4(w, n, k, s);
     s.mxfp4 = dayzero::checkpoint::fp4_quantize(w, n, k, dayzero::StoredScheme::kMxfp4);
-    s.mxfp4_view = {s.mxfp4.packed.data(), s.mxfp4.scale.data(), (k + 1) / 2, (k + 31) / 32, 0, 32,
-                    dayzero::ScaleKind::kUE8M0, 1.0f};
+    s.mxfp4_view = {dayzero::StoredScheme::kMxfp4, s.mxfp4.packed.data(), s.mxfp4.scale.data(), (k + 1) / 2,
+                    (k + 31) / 32, 0, 0, 1, 32};
   }
   return s;
 }
@@ -334,15 +331,15 @@ int main(int argc, char** argv) {
                           }});
     candidates.push_back({"selected fp8", &info, [] {}, [](int t) { gemm_set_threads(t); },
                           [](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
-                            matmul_nt_fp8(m, n, k, x, stored(w, n, k).view, y);
+                            matmul_nt_stored(m, n, k, x, stored(w, n, k).view, y);
                           }});
     candidates.push_back({"selected int4", &info, [] {}, [](int t) { gemm_set_threads(t); },
                           [](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
-                            matmul_nt_int4(m, n, k, x, stored(w, n, k).int4_view, y);
+                            matmul_nt_stored(m, n, k, x, stored(w, n, k).int4_view, y);
                           }});
     candidates.push_back({"selected mxfp4", &info, [] {}, [](int t) { gemm_set_threads(t); },
                           [](int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
-                            matmul_nt_fp4(m, n, k, x, stored(w, n, k).mxfp4_view, y);
+                            matmul_nt_stored(m, n, k, x, stored(w, n, k).mxfp4_view, y);
                           }});
   }
   gemm::GemmPath* own = gemm::builtin();

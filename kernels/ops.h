@@ -32,95 +32,47 @@ void matmul_nt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, 
 void matmul_nt_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y,
                     bool accumulate = false);
 
-// A block-scaled FP8 Linear weight as stored (DeepSeek-V3's layout; checkpoint/fp8.h), or one
-// rank's slice of it: q[n, k] E4M3 (or E5M2) bytes, and the f32 scales of the blocks of
-// block_rows x block_cols that cover the slice, [scale_rows, scale_cols] row-major, the first
-// being the block that holds the slice's element (0, 0). row0, col0: where the slice starts in
-// the whole weight, which places the block boundaries. Its element (i, j) is f32(q[i, j]) *
-// scale[block of (row0 + i, col0 + j)], one f32 multiply (one rounding): the value the
-// dequantising load gives (checkpoint::load_fp8_dequant_f32). NaN bytes are refused on load.
-struct Fp8Weight {
+// A Linear weight kept as stored, or one rank's slice of it: which row of the stored-format table
+// it is (core/stored_format.h: fp8-block, int4-pack, mxfp4, nvfp4) and where its bytes are.
+//  - q[n, k]: each row's elements from the slice's column 0 on, row i at q + i * row_bytes
+//    (fp8-block: one E4M3 or E5M2 byte an element, row_bytes >= k; int4-pack: nibbles q + 8, two
+//    a byte, low nibble first; mxfp4 / nvfp4: E2M1 codes the same way; row_bytes >= (k + 1) / 2).
+//  - scale: the scales of the blocks of block_rows x block_cols that cover the slice, [scale
+//    rows, scale_cols] row-major, as the row holds them (fp8-block f32, int4-pack bf16, mxfp4
+//    UE8M0 bytes, nvfp4 E4M3 bytes), the first being the block of the slice's element (0, 0).
+//  - row0, col0: where the slice starts in the whole weight, which places the block boundaries.
+// Element (i, j) is decode(q[i, j]) * the scale of its block (nvfp4: f32(E4M3) / global_scale),
+// one f32 multiply: the value the dequantising loads give (checkpoint/fp8.h, pack_quantized.h,
+// fp4.h). NaN bytes and scales are refused on load. Each scheme's decoding is one tile view of
+// the built-in kernel (gemm_builtin.cpp); everything else is shared.
+struct StoredWeight {
+  StoredScheme scheme = StoredScheme::kFp8Block;
   const uint8_t* q = nullptr;
-  const float* scale = nullptr;
+  const void* scale = nullptr;
+  int64_t row_bytes = 0;
   int64_t scale_cols = 0;
   int64_t row0 = 0, col0 = 0;
-  int64_t block_rows = 128, block_cols = 128;
-  bool e5m2 = false;
+  int64_t block_rows = 1, block_cols = 1;
+  bool e5m2 = false;          // fp8-block: the bytes are E5M2
+  float global_scale = 1.0f;  // nvfp4: the per-tensor divisor
 };
 
-// Rows [j0, j0 + rows) of an FP8 weight w[n, k] dequantised into out[rows, k]: the bits the
+// Rows [j0, j0 + rows) of a weight as stored w[n, k] dequantised into out[rows, k]: the bits the
 // dequantising load gives them.
-void dequantise_fp8_rows(const Fp8Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
+void dequantise_stored_rows(const StoredWeight& w, int64_t k, int64_t j0, int64_t rows, float* out);
 
-// matmul_nt with w a block-scaled FP8 weight as stored, read at one byte an element (and its
-// scales). Where matmul_nt takes the built-in small-M kernel (m <= 16) each element is converted
-// inside the GEMM and the result has the bits of matmul_nt on the dequantised weight; above,
-// panels of w are dequantised into a buffer and take the large-M path, as matmul_nt_bf16's do.
-void matmul_nt_fp8(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y,
-                   bool accumulate = false);
+// matmul_nt with w a weight as stored, read at its own bits an element (and its scales). Where
+// matmul_nt takes the built-in small-M kernel (m <= 16) each element is converted inside the
+// GEMM and the result has the bits of matmul_nt on the dequantised weight; above, panels of w are
+// dequantised into a buffer and take the large-M path, as matmul_nt_bf16's are widened.
+void matmul_nt_stored(int64_t m, int64_t n, int64_t k, const float* x, const StoredWeight& w, float* y,
+                      bool accumulate = false);
 
-// A pack-quantized INT4 Linear weight as stored (compressed-tensors' format:
-// checkpoint/pack_quantized.h), or one rank's slice of it: q[n, k] nibbles, two a byte, low
-// nibble first, each the element's q + 8, row i at q + i * row_bytes (row_bytes >= (k + 1) / 2:
-// a slice keeps the int32 words covering it); and the bf16 scales of the groups of group_size
-// inputs that cover the slice, [n, scale_cols], the first being the group holding the slice's
-// column 0. col0: where the slice starts in the whole weight's columns, which places the group
-// boundaries. Element (i, j) is f32(q) * f32(scale[i, group of col0 + j]), one f32 multiply: the
-// value the dequantising load gives (checkpoint::load_pack_quantized_f32).
-struct Int4Weight {
-  const uint8_t* q = nullptr;
-  const uint16_t* scale = nullptr;
-  int64_t row_bytes = 0;
-  int64_t scale_cols = 0;
-  int64_t col0 = 0;
-  int64_t group_size = 32;
-};
-
-// Rows [j0, j0 + rows) of an INT4 weight w[n, k] dequantised into out[rows, k]: the bits the
-// dequantising load gives them.
-void dequantise_int4_rows(const Int4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
-
-// matmul_nt with w an INT4 weight as stored, read at half a byte an element (and its group
-// scales). As matmul_nt_fp8: inside the small-M kernel each element is converted and the
-// result has the bits of matmul_nt on the dequantised weight; above, dequantised panels.
-void matmul_nt_int4(int64_t m, int64_t n, int64_t k, const float* x, const Int4Weight& w, float* y,
-                    bool accumulate = false);
-
-// An FP4 Linear weight as stored (MXFP4 or NVFP4: core/stored_format.h; checkpoint/fp4.h), or
-// one rank's slice of it: q[n, k] E2M1 codes, two a byte, low nibble first, from the slice's
-// column 0 on, row i at q + i * row_bytes (row_bytes >= (k + 1) / 2); the scale bytes of the
-// groups of group_size inputs that cover the slice, [n, scale_cols] (UE8M0 for MXFP4, E4M3 for
-// NVFP4), the first being the group holding the slice's column 0; col0: where the slice starts in
-// the whole weight's columns. Element (i, j) is e2m1(q) * fp4_group_scale(scale_kind, scale byte,
-// global_scale), one f32 multiply: the value the dequantising load gives
-// (checkpoint::load_fp4_dequant_f32). NaN scale bytes are refused on load.
-struct Fp4Weight {
-  const uint8_t* q = nullptr;
-  const uint8_t* scale = nullptr;
-  int64_t row_bytes = 0;
-  int64_t scale_cols = 0;
-  int64_t col0 = 0;
-  int64_t group_size = 32;
-  ScaleKind scale_kind = ScaleKind::kUE8M0;
-  float global_scale = 1.0f;  // NVFP4's per-tensor scale (the divisor); 1 for MXFP4
-};
-
-// Rows [j0, j0 + rows) of an FP4 weight w[n, k] dequantised into out[rows, k]: the bits the
-// dequantising load gives them.
-void dequantise_fp4_rows(const Fp4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
-
-// matmul_nt with w an FP4 weight as stored, read at half a byte an element (and a scale byte per
-// group). As matmul_nt_int4: inside the small-M kernel each element is converted and the result
-// has the bits of matmul_nt on the dequantised weight; above, dequantised panels.
-void matmul_nt_fp4(int64_t m, int64_t n, int64_t k, const float* x, const Fp4Weight& w, float* y,
-                   bool accumulate = false);
-
-// The weight of a product: f32, bf16 as stored, block-scaled FP8 as stored, pack-quantized INT4
-// or FP4 (MXFP4, NVFP4) as stored.
-enum class WeightKind : uint8_t { kF32, kBF16, kFp8, kInt4, kFp4 };
+// The weight of a product: f32, bf16 as stored, or quantized as stored (StoredWeight).
+enum class WeightKind : uint8_t { kF32, kBF16, kStored };
 
 // One product of matmul_nt_shared_x: y[m, n] = x · w[n, k]^T. w points to the elements (f32,
-// bf16), to the Fp8Weight (FP8), the Int4Weight (INT4) or the Fp4Weight (FP4).
+// bf16) or to the StoredWeight.
 struct NtProduct {
   int64_t n = 0;
   const void* w = nullptr;
@@ -128,7 +80,7 @@ struct NtProduct {
   float* y = nullptr;
 };
 // Several products of one x[m, k] (q, k and v; gate and up), each with the bits of its own
-// matmul_nt / matmul_nt_bf16 / matmul_nt_fp8 call. Where those take the built-in small-M kernel (decode batches)
+// matmul_nt / matmul_nt_bf16 / matmul_nt_stored call. Where those take the built-in small-M kernel (decode batches)
 // the columns of all of them run as one parallel loop: one wait for the worker pool instead of
 // one per product, which at batch 1 is a measurable share of a small product's time. At most
 // kMaxSharedXProducts products (the callers have 2 or 3); no allocation on this decode path.

@@ -91,15 +91,9 @@ struct BuiltinKernels {
   GemmPath* path;
   void (*matmul_nt_small_bf16)(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y,
                                float beta);
-  void (*matmul_nt_small_fp8)(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y,
-                              float beta);
-  void (*dequantise_fp8_rows)(const Fp8Weight& w, int64_t n, int64_t k, int64_t j0, int64_t rows, float* out);
-  void (*matmul_nt_small_int4)(int64_t m, int64_t n, int64_t k, const float* x, const Int4Weight& w, float* y,
-                               float beta);
-  void (*dequantise_int4_rows)(const Int4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
-  void (*matmul_nt_small_fp4)(int64_t m, int64_t n, int64_t k, const float* x, const Fp4Weight& w, float* y,
-                              float beta);
-  void (*dequantise_fp4_rows)(const Fp4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
+  void (*matmul_nt_small_stored)(int64_t m, int64_t n, int64_t k, const float* x, const StoredWeight& w, float* y,
+                                 float beta);
+  void (*dequantise_stored_rows)(const StoredWeight& w, int64_t k, int64_t j0, int64_t rows, float* out);
   void (*matmul_nt_small_shared_x)(int64_t m, int64_t k, const float* x, const NtProduct* products, int count,
                                    float beta);
 };
@@ -162,21 +156,14 @@ const char* prefetch_level_name(SmallMPrefetchLevel level);  // "L1", "L2"
 // widened on load, so y has the bits builtin()->matmul_nt gives on w widened to f32.
 void matmul_nt_small_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, float beta);
 
-// The same on a block-scaled FP8 weight as stored (ops.h Fp8Weight): each element converted on
-// load to the value its dequantisation gives, so y has the bits builtin()->matmul_nt gives on the
-// dequantised weight.
-void matmul_nt_small_fp8(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y, float beta);
-// Rows [j0, j0 + rows) of the FP8 weight w[n, k] dequantised into out[rows, k] (ops.h
-// dequantise_fp8_rows), with the kernel's own conversion.
-void dequantise_fp8_rows_builtin(const Fp8Weight& w, int64_t n, int64_t k, int64_t j0, int64_t rows, float* out);
-
-// The same on an INT4 weight as the CPU keeps it (ops.h Int4Weight).
-void matmul_nt_small_int4(int64_t m, int64_t n, int64_t k, const float* x, const Int4Weight& w, float* y, float beta);
-void dequantise_int4_rows_builtin(const Int4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
-
-// The same on an FP4 weight as the CPU keeps it (ops.h Fp4Weight).
-void matmul_nt_small_fp4(int64_t m, int64_t n, int64_t k, const float* x, const Fp4Weight& w, float* y, float beta);
-void dequantise_fp4_rows_builtin(const Fp4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out);
+// The same on a weight as stored (ops.h StoredWeight: any row of the stored-format table): each
+// element converted on load to the value its dequantisation gives, so y has the bits
+// builtin()->matmul_nt gives on the dequantised weight.
+void matmul_nt_small_stored(int64_t m, int64_t n, int64_t k, const float* x, const StoredWeight& w, float* y,
+                            float beta);
+// Rows [j0, j0 + rows) of the weight w[n, k] as stored dequantised into out[rows, k] (ops.h
+// dequantise_stored_rows), with the kernel's own conversion.
+void dequantise_stored_rows_builtin(const StoredWeight& w, int64_t k, int64_t j0, int64_t rows, float* out);
 
 // The built-in small-M kernel over several weights of one x (ops.h matmul_nt_shared_x): one
 // parallel loop over the column tiles of all of them, each weight's tiles those of its own call.

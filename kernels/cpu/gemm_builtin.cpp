@@ -1,8 +1,8 @@
 // The built-in GEMM path: y = x · w^T as register-tiled dot products (x and w are both
 // contiguous along k), split over n across dayzero's thread pool. At m <= 16 (decode) it is the
 // selected path: x stays in cache and w streams once, prefetched (docs/gemm.md, "Small M"), on
-// f32 weights, on bf16 and block-scaled FP8 weights as stored, on pack-quantized INT4 weights and
-// on FP4 (MXFP4, NVFP4) weights (matmul_nt_bf16, matmul_nt_fp8, matmul_nt_int4, matmul_nt_fp4).
+// f32 weights, on bf16 weights as stored and on quantized weights as stored: block-scaled FP8,
+// pack-quantized INT4, MXFP4 and NVFP4 (matmul_nt_bf16, matmul_nt_stored).
 // Above, it is blocked over k and rows of x and is the fallback when no BLAS library loads
 // and the second opinion in the tests; there it does not compete with packed BLAS kernels.
 //
@@ -78,13 +78,17 @@ inline Vec w_load(const uint16_t* w, int64_t p) { return simd::load_bf16(w + p);
 inline const char* w_addr(const float* w, int64_t p) { return reinterpret_cast<const char*>(w + p); }
 inline const char* w_addr(const uint16_t* w, int64_t p) { return reinterpret_cast<const char*>(w + p); }
 
+// The weights as stored (ops.h StoredWeight) have one view per scheme: an FP8 weight (Fp8Tiles),
+// an INT4 one (Int4Tiles) and an FP4 one (Fp4Tiles, MXFP4 and NVFP4), each built per call from
+// its StoredWeight by prepare_stored() below.
+//
 // An FP8 weight's scales as one call uses them (Fp8Prepared): each covering block's scale
 // times 2^8 for E4M3 (exact: load_fp8 gives the value times 2^-8, so one multiply still rounds
 // f32(byte) * scale once), and the block column of each vector step of a row, -1 where the step
 // straddles two blocks (a slice that starts inside a block at a column not a multiple of kLanes,
 // or blocks narrower than a vector).
 struct Fp8Prepared {
-  const Fp8Weight* w = nullptr;
+  const StoredWeight* w = nullptr;
   const float* scale = nullptr;  // [scale rows, w->scale_cols], prescaled
   const int32_t* step_block = nullptr;  // [k / kLanes]
   int shift = 7;  // load_fp8's: 7 E4M3, 8 E5M2
@@ -108,7 +112,7 @@ struct Fp8Row {
 // slices of whole groups) takes a shift instead of the table: group_shift = log2(group_size) when
 // the slice starts on a group and groups are a power of two of whole vectors, else -1.
 struct Int4Prepared {
-  const Int4Weight* w = nullptr;
+  const StoredWeight* w = nullptr;
   const int32_t* step_group = nullptr;  // [k / kLanes]
   int group_shift = -1;
 };
@@ -127,7 +131,7 @@ struct Int4Row {
 // (core/stored_format.h fp4_group_scale: 2^(e - 127) for MXFP4, f32(E4M3) / global for NVFP4),
 // and the group of each vector step as Int4Prepared's.
 struct Fp4Prepared {
-  const Fp4Weight* w = nullptr;
+  const StoredWeight* w = nullptr;
   const int32_t* step_group = nullptr;  // [k / kLanes]
   int group_shift = -1;
   float scale_of[256];
@@ -160,14 +164,15 @@ inline Fp8Tiles w_rows(const Fp8Tiles& w, int64_t j, int64_t k) {
   return {w.f, w.row + j};
 }
 inline Fp8Row w_row(const Fp8Tiles& w, int64_t j, int64_t k) {
-  const Fp8Weight& q = *w.f->w;
+  (void)k;
+  const StoredWeight& q = *w.f->w;
   const int64_t r = w.row + j;
   const int64_t block_row = (q.row0 + r) / q.block_rows - q.row0 / q.block_rows;
-  return {q.q + r * k, w.f->scale + block_row * q.scale_cols, w.f->step_block, w.f->shift, w.f};
+  return {q.q + r * q.row_bytes, w.f->scale + block_row * q.scale_cols, w.f->step_block, w.f->shift, w.f};
 }
 // The scale of column p of a row (its block relative to the first covering block).
 inline float fp8_scale_at(const Fp8Row& r, int64_t p) {
-  const Fp8Weight& q = *r.f->w;
+  const StoredWeight& q = *r.f->w;
   return r.srow[(q.col0 + p) / q.block_cols - q.col0 / q.block_cols];
 }
 inline float w_at(const Fp8Row& r, int64_t p) { return simd::fp8_bits_to_f32(r.q[p], r.shift) * fp8_scale_at(r, p); }
@@ -192,12 +197,13 @@ inline Int4Tiles w_rows(const Int4Tiles& w, int64_t j, int64_t k) {
 inline Int4Row w_row(const Int4Tiles& w, int64_t j, int64_t k) {
   (void)k;
   const int64_t r = w.row + j;
-  const Int4Weight& q = *w.f->w;
-  return {q.q + r * q.row_bytes, q.scale + r * q.scale_cols, w.f->step_group, w.f->group_shift, w.f};
+  const StoredWeight& q = *w.f->w;
+  return {q.q + r * q.row_bytes, static_cast<const uint16_t*>(q.scale) + r * q.scale_cols, w.f->step_group,
+          w.f->group_shift, w.f};
 }
 inline float int4_scale_at(const Int4Row& r, int64_t p) {
-  const Int4Weight& q = *r.f->w;
-  return w_at(r.srow, (q.col0 + p) / q.group_size - q.col0 / q.group_size);  // bf16 widened
+  const StoredWeight& q = *r.f->w;
+  return w_at(r.srow, (q.col0 + p) / q.block_cols - q.col0 / q.block_cols);  // bf16 widened
 }
 inline float w_at(const Int4Row& r, int64_t p) {
   return static_cast<float>(simd::int4_at(r.q, p)) * int4_scale_at(r, p);
@@ -225,12 +231,13 @@ inline Fp4Tiles w_rows(const Fp4Tiles& w, int64_t j, int64_t k) {
 inline Fp4Row w_row(const Fp4Tiles& w, int64_t j, int64_t k) {
   (void)k;
   const int64_t r = w.row + j;
-  const Fp4Weight& q = *w.f->w;
-  return {q.q + r * q.row_bytes, q.scale + r * q.scale_cols, w.f->step_group, w.f->group_shift, w.f};
+  const StoredWeight& q = *w.f->w;
+  return {q.q + r * q.row_bytes, static_cast<const uint8_t*>(q.scale) + r * q.scale_cols, w.f->step_group,
+          w.f->group_shift, w.f};
 }
 inline float fp4_scale_at(const Fp4Row& r, int64_t p) {
-  const Fp4Weight& q = *r.f->w;
-  return r.f->scale_of[r.srow[(q.col0 + p) / q.group_size - q.col0 / q.group_size]];
+  const StoredWeight& q = *r.f->w;
+  return r.f->scale_of[r.srow[(q.col0 + p) / q.block_cols - q.col0 / q.block_cols]];
 }
 inline float w_at(const Fp4Row& r, int64_t p) { return simd::e2m1_at(r.q, p) * fp4_scale_at(r, p); }
 inline Vec w_load(const Fp4Row& r, int64_t p) {
@@ -530,124 +537,103 @@ void column_block_steps(int64_t col0, int64_t block_cols, int64_t k, std::vector
   }
 }
 
-// Scales and step table of an FP8 weight w[n, k] for one call (Fp8Prepared), in the buffers given.
-void prepare_fp8(const Fp8Weight& w, int64_t n, int64_t k, std::vector<float>& scale, std::vector<int32_t>& steps,
-                 Fp8Prepared& out) {
-  DZ_CHECK(w.block_rows > 0 && w.block_cols > 0 && w.row0 >= 0 && w.col0 >= 0 && n >= 1 && k >= 1,
-           "fp8 weight " << n << " x " << k << " at (" << w.row0 << ", " << w.col0 << ") in blocks of " << w.block_rows
-                         << " x " << w.block_cols);
-  const int64_t first_col = w.col0 / w.block_cols;
-  const int64_t scale_rows = (w.row0 + n - 1) / w.block_rows + 1 - w.row0 / w.block_rows;
-  const int64_t scale_cols = (w.col0 + k - 1) / w.block_cols + 1 - first_col;
-  DZ_CHECK(w.scale_cols == scale_cols,
-           "fp8 weight " << n << " x " << k << ": " << w.scale_cols << " scale columns, its blocks need " << scale_cols);
-  const bool e5m2 = w.e5m2;
-  scale.resize(static_cast<size_t>(scale_rows * scale_cols));
-  for (size_t i = 0; i < scale.size(); ++i) {
-    const float s = w.scale[i];
-    scale[i] = e5m2 ? s : s * 256.0f;
-    DZ_CHECK(std::isfinite(scale[i]) || !std::isfinite(s), "fp8 weight: block scale " << s << " is too large (above 2^119)");
-  }
+// One call's view of a weight as stored: the prepared form of its scheme (the others unused) and
+// the buffers it points into, which outlive the call (thread_local, or one per product).
+struct StoredPrepared {
+  std::vector<float> scale;     // FP8's prescaled block scales
+  std::vector<int32_t> steps;   // the block or group of each vector step
+  Fp8Prepared fp8;
+  Int4Prepared int4;
+  Fp4Prepared fp4;
+};
+
+// The block-column table of w's vector steps, and log2 of its block width where every step of a
+// row finds its block by a shift (power-of-two blocks of whole vectors, the slice starting on
+// one: the published INT4 and FP4 layouts), else -1.
+int column_steps(const StoredWeight& w, int64_t k, std::vector<int32_t>& steps) {
   column_block_steps(w.col0, w.block_cols, k, steps);
-  out = {&w, scale.data(), steps.data(), e5m2 ? 8 : 7};
+  const bool by_shift = std::has_single_bit(static_cast<uint64_t>(w.block_cols)) &&
+                        w.block_cols % simd::kLanes == 0 && w.col0 % w.block_cols == 0;
+  return by_shift ? std::countr_zero(static_cast<uint64_t>(w.block_cols)) : -1;
 }
 
-// The step table of an INT4 weight w[n, k] for one call (Int4Prepared), in the buffer given.
-void prepare_int4(const Int4Weight& w, int64_t n, int64_t k, std::vector<int32_t>& steps, Int4Prepared& out) {
-  DZ_CHECK(w.group_size > 0 && w.col0 >= 0 && n >= 1 && k >= 1 && w.row_bytes >= (k + 1) / 2,
-           "int4 weight " << n << " x " << k << " at column " << w.col0 << " in groups of " << w.group_size << ", "
-                          << w.row_bytes << " bytes a row");
-  const int64_t scale_cols = (w.col0 + k - 1) / w.group_size + 1 - w.col0 / w.group_size;
+// Prepares w[n, k] for one call: checks its place against its scales (the scale columns its
+// blocks need), then fills the scheme's view.
+void prepare_stored(const StoredWeight& w, int64_t n, int64_t k, StoredPrepared& out) {
+  const StoredFormat& f = stored_format(w.scheme);
+  const int64_t min_row_bytes = f.value_bits == 8 ? k : (k + 1) / 2;
+  DZ_CHECK(w.block_rows > 0 && w.block_cols > 0 && w.row0 >= 0 && w.col0 >= 0 && n >= 1 && k >= 1 &&
+               w.row_bytes >= min_row_bytes,
+           f.name << " weight " << n << " x " << k << " at (" << w.row0 << ", " << w.col0 << ") in blocks of "
+                  << w.block_rows << " x " << w.block_cols << ", " << w.row_bytes << " bytes a row");
+  const int64_t scale_cols = (w.col0 + k - 1) / w.block_cols + 1 - w.col0 / w.block_cols;
   DZ_CHECK(w.scale_cols == scale_cols,
-           "int4 weight " << n << " x " << k << ": " << w.scale_cols << " scale columns, its groups need " << scale_cols);
-  column_block_steps(w.col0, w.group_size, k, steps);
-  const bool by_shift = std::has_single_bit(static_cast<uint64_t>(w.group_size)) &&
-                        w.group_size % simd::kLanes == 0 && w.col0 % w.group_size == 0;
-  out = {&w, steps.data(), by_shift ? std::countr_zero(static_cast<uint64_t>(w.group_size)) : -1};
+           f.name << " weight " << n << " x " << k << ": " << w.scale_cols << " scale columns, its blocks need "
+                  << scale_cols);
+  const int shift = column_steps(w, k, out.steps);
+  switch (w.scheme) {
+    case StoredScheme::kFp8Block: {
+      // Each covering block's scale times 2^8 for E4M3 (Fp8Prepared).
+      const int64_t scale_rows = (w.row0 + n - 1) / w.block_rows + 1 - w.row0 / w.block_rows;
+      const float* src = static_cast<const float*>(w.scale);
+      out.scale.resize(static_cast<size_t>(scale_rows * scale_cols));
+      for (size_t i = 0; i < out.scale.size(); ++i) {
+        out.scale[i] = w.e5m2 ? src[i] : src[i] * 256.0f;
+        DZ_CHECK(std::isfinite(out.scale[i]) || !std::isfinite(src[i]),
+                 "fp8 weight: block scale " << src[i] << " is too large (above 2^119)");
+      }
+      out.fp8 = {&w, out.scale.data(), out.steps.data(), w.e5m2 ? 8 : 7};
+      return;
+    }
+    case StoredScheme::kInt4Group:
+      out.int4 = {&w, out.steps.data(), shift};
+      return;
+    case StoredScheme::kMxfp4:
+    case StoredScheme::kNvfp4:
+      out.fp4.w = &w;
+      out.fp4.step_group = out.steps.data();
+      out.fp4.group_shift = shift;
+      for (int b = 0; b < 256; ++b)
+        out.fp4.scale_of[b] = fp4_group_scale(f.scale, static_cast<uint8_t>(b), w.global_scale);
+      return;
+  }
+  DZ_CHECK(false, "stored weight of scheme " << static_cast<int>(w.scheme));
 }
 
-// The scale table and step table of an FP4 weight w[n, k] for one call (Fp4Prepared).
-void prepare_fp4(const Fp4Weight& w, int64_t n, int64_t k, std::vector<int32_t>& steps, Fp4Prepared& out) {
-  DZ_CHECK(w.group_size > 0 && w.col0 >= 0 && n >= 1 && k >= 1 && w.row_bytes >= (k + 1) / 2 &&
-               (w.scale_kind == ScaleKind::kUE8M0 || w.scale_kind == ScaleKind::kE4M3),
-           "fp4 weight " << n << " x " << k << " at column " << w.col0 << " in groups of " << w.group_size << ", "
-                         << w.row_bytes << " bytes a row");
-  const int64_t scale_cols = (w.col0 + k - 1) / w.group_size + 1 - w.col0 / w.group_size;
-  DZ_CHECK(w.scale_cols == scale_cols,
-           "fp4 weight " << n << " x " << k << ": " << w.scale_cols << " scale columns, its groups need " << scale_cols);
-  column_block_steps(w.col0, w.group_size, k, steps);
-  const bool by_shift = std::has_single_bit(static_cast<uint64_t>(w.group_size)) &&
-                        w.group_size % simd::kLanes == 0 && w.col0 % w.group_size == 0;
-  out.w = &w;
-  out.step_group = steps.data();
-  out.group_shift = by_shift ? std::countr_zero(static_cast<uint64_t>(w.group_size)) : -1;
-  for (int b = 0; b < 256; ++b) out.scale_of[b] = fp4_group_scale(w.scale_kind, static_cast<uint8_t>(b), w.global_scale);
+// Calls f with the tile view of the prepared weight's scheme (its rows from row 0 on).
+template <typename F>
+void with_stored_tiles(StoredScheme scheme, const StoredPrepared& p, const F& f) {
+  switch (scheme) {
+    case StoredScheme::kFp8Block: return f(Fp8Tiles{&p.fp8, 0});
+    case StoredScheme::kInt4Group: return f(Int4Tiles{&p.int4, 0});
+    case StoredScheme::kMxfp4:
+    case StoredScheme::kNvfp4: return f(Fp4Tiles{&p.fp4, 0});
+  }
 }
 
 }  // namespace
 
-void dequantise_fp8_rows_builtin(const Fp8Weight& w, int64_t n, int64_t k, int64_t j0, int64_t rows, float* out) {
+void dequantise_stored_rows_builtin(const StoredWeight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
   if (rows <= 0 || k <= 0) return;
-  thread_local std::vector<float> scale;
-  thread_local std::vector<int32_t> steps;
-  Fp8Prepared f;
-  prepare_fp8(w, n, k, scale, steps, f);
-  const Fp8Tiles t{&f, 0};
-  for (int64_t j = j0; j < j0 + rows; ++j) row_to_f32(w_row(t, j, k), k, out + (j - j0) * k);
-}
-
-void matmul_nt_small_fp8(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y, float beta) {
-  DZ_CHECK(m >= 1 && m <= kSmallMaxM, "matmul_nt_small_fp8: m " << m << " outside 1.." << kSmallMaxM);
-  thread_local std::vector<float> scale;
-  thread_local std::vector<int32_t> steps;
-  Fp8Prepared f;
-  prepare_fp8(w, n, k, scale, steps, f);
-  const Fp8Tiles t{&f, 0};
-  for_column_chunks(m, n, k, m == 1 ? g_m1_rows.load() : kNrSmall, [&](int64_t j0, int64_t j1) {
-    gemm_columns_small<Fp8Tiles>(m, n, k, x, t, y, beta, j0, j1);
+  thread_local StoredPrepared p;
+  prepare_stored(w, j0 + rows, k, p);
+  with_stored_tiles(w.scheme, p, [&](const auto& t) {
+    for (int64_t j = j0; j < j0 + rows; ++j) row_to_f32(w_row(t, j, k), k, out + (j - j0) * k);
   });
 }
 
-void dequantise_int4_rows_builtin(const Int4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
-  if (rows <= 0 || k <= 0) return;
-  thread_local std::vector<int32_t> steps;
-  Int4Prepared f;
-  prepare_int4(w, j0 + rows, k, steps, f);
-  const Int4Tiles t{&f, 0};
-  for (int64_t j = j0; j < j0 + rows; ++j) row_to_f32(w_row(t, j, k), k, out + (j - j0) * k);
-}
-
-void matmul_nt_small_int4(int64_t m, int64_t n, int64_t k, const float* x, const Int4Weight& w, float* y, float beta) {
-  DZ_CHECK(m >= 1 && m <= kSmallMaxM, "matmul_nt_small_int4: m " << m << " outside 1.." << kSmallMaxM);
-  thread_local std::vector<int32_t> steps;
-  Int4Prepared f;
-  prepare_int4(w, n, k, steps, f);
-  const Int4Tiles t{&f, 0};
-  for_column_chunks(m, n, k, m == 1 ? g_m1_rows.load() : kNrSmall, [&](int64_t j0, int64_t j1) {
-    gemm_columns_small<Int4Tiles>(m, n, k, x, t, y, beta, j0, j1);
+void matmul_nt_small_stored(int64_t m, int64_t n, int64_t k, const float* x, const StoredWeight& w, float* y,
+                            float beta) {
+  DZ_CHECK(m >= 1 && m <= kSmallMaxM, "matmul_nt_small_stored: m " << m << " outside 1.." << kSmallMaxM);
+  thread_local StoredPrepared p;
+  prepare_stored(w, n, k, p);
+  with_stored_tiles(w.scheme, p, [&](const auto& t) {
+    using W = std::decay_t<decltype(t)>;
+    for_column_chunks(m, n, k, m == 1 ? g_m1_rows.load() : kNrSmall, [&](int64_t j0, int64_t j1) {
+      gemm_columns_small<W>(m, n, k, x, t, y, beta, j0, j1);
+    });
   });
 }
-
-void dequantise_fp4_rows_builtin(const Fp4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
-  if (rows <= 0 || k <= 0) return;
-  thread_local std::vector<int32_t> steps;
-  Fp4Prepared f;
-  prepare_fp4(w, j0 + rows, k, steps, f);
-  const Fp4Tiles t{&f, 0};
-  for (int64_t j = j0; j < j0 + rows; ++j) row_to_f32(w_row(t, j, k), k, out + (j - j0) * k);
-}
-
-void matmul_nt_small_fp4(int64_t m, int64_t n, int64_t k, const float* x, const Fp4Weight& w, float* y, float beta) {
-  DZ_CHECK(m >= 1 && m <= kSmallMaxM, "matmul_nt_small_fp4: m " << m << " outside 1.." << kSmallMaxM);
-  thread_local std::vector<int32_t> steps;
-  Fp4Prepared f;
-  prepare_fp4(w, n, k, steps, f);
-  const Fp4Tiles t{&f, 0};
-  for_column_chunks(m, n, k, m == 1 ? g_m1_rows.load() : kNrSmall, [&](int64_t j0, int64_t j1) {
-    gemm_columns_small<Fp4Tiles>(m, n, k, x, t, y, beta, j0, j1);
-  });
-}
-
 void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count, float beta) {
   DZ_CHECK(m >= 1 && m <= kSmallMaxM && count >= 0 && count <= kMaxSharedXProducts,
            "matmul_nt_small_shared_x: m " << m << ", " << count << " products");
@@ -657,21 +643,13 @@ void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProd
   const int64_t nr = m == 1 ? g_m1_rows.load() : kNrSmall;
   int64_t first[kMaxSharedXProducts + 1] = {0};
   int64_t work = 0;
-  // The FP8, INT4 and FP4 products' scales and step tables, prepared once for all the threads.
-  thread_local std::vector<float> scale[kMaxSharedXProducts];
-  thread_local std::vector<int32_t> steps[kMaxSharedXProducts];
-  Fp8Prepared fp8[kMaxSharedXProducts];
-  Int4Prepared int4[kMaxSharedXProducts];
-  Fp4Prepared fp4[kMaxSharedXProducts];
+  // The products kept as stored, prepared once for all the threads.
+  thread_local StoredPrepared prepared[kMaxSharedXProducts];
   for (int i = 0; i < count; ++i) {
     first[i + 1] = first[i] + (products[i].n + nr - 1) / nr;
     work += m * products[i].n * k;
-    if (products[i].kind == WeightKind::kFp8 && products[i].n > 0)
-      prepare_fp8(*static_cast<const Fp8Weight*>(products[i].w), products[i].n, k, scale[i], steps[i], fp8[i]);
-    if (products[i].kind == WeightKind::kInt4 && products[i].n > 0)
-      prepare_int4(*static_cast<const Int4Weight*>(products[i].w), products[i].n, k, steps[i], int4[i]);
-    if (products[i].kind == WeightKind::kFp4 && products[i].n > 0)
-      prepare_fp4(*static_cast<const Fp4Weight*>(products[i].w), products[i].n, k, steps[i], fp4[i]);
+    if (products[i].kind == WeightKind::kStored && products[i].n > 0)
+      prepare_stored(*static_cast<const StoredWeight*>(products[i].w), products[i].n, k, prepared[i]);
   }
   for_tile_chunks(work, first[count], [&](int64_t t0, int64_t t1) {
     for (int i = 0; i < count; ++i) {
@@ -683,14 +661,10 @@ void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProd
         case WeightKind::kBF16:
           gemm_columns_small<const uint16_t*>(m, pr.n, k, x, static_cast<const uint16_t*>(pr.w), pr.y, beta, j0, j1);
           break;
-        case WeightKind::kFp8:
-          gemm_columns_small<Fp8Tiles>(m, pr.n, k, x, Fp8Tiles{&fp8[i], 0}, pr.y, beta, j0, j1);
-          break;
-        case WeightKind::kInt4:
-          gemm_columns_small<Int4Tiles>(m, pr.n, k, x, Int4Tiles{&int4[i], 0}, pr.y, beta, j0, j1);
-          break;
-        case WeightKind::kFp4:
-          gemm_columns_small<Fp4Tiles>(m, pr.n, k, x, Fp4Tiles{&fp4[i], 0}, pr.y, beta, j0, j1);
+        case WeightKind::kStored:
+          with_stored_tiles(static_cast<const StoredWeight*>(pr.w)->scheme, prepared[i], [&](const auto& t) {
+            gemm_columns_small<std::decay_t<decltype(t)>>(m, pr.n, k, x, t, pr.y, beta, j0, j1);
+          });
           break;
         case WeightKind::kF32:
           gemm_columns_small<const float*>(m, pr.n, k, x, static_cast<const float*>(pr.w), pr.y, beta, j0, j1);
@@ -701,11 +675,8 @@ void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProd
 }
 
 const BuiltinKernels& kernels() {
-  static const BuiltinKernels table{simd::kIsaName,         builtin_path(),        matmul_nt_small_bf16,
-                                    matmul_nt_small_fp8,    dequantise_fp8_rows_builtin,
-                                    matmul_nt_small_int4,   dequantise_int4_rows_builtin,
-                                    matmul_nt_small_fp4,    dequantise_fp4_rows_builtin,
-                                    matmul_nt_small_shared_x};
+  static const BuiltinKernels table{simd::kIsaName, builtin_path(), matmul_nt_small_bf16, matmul_nt_small_stored,
+                                    dequantise_stored_rows_builtin, matmul_nt_small_shared_x};
   return table;
 }
 

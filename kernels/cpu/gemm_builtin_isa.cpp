@@ -91,23 +91,12 @@ GemmPath* builtin() { return builtin_isa().path; }
 void matmul_nt_small_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w, float* y, float beta) {
   builtin_isa().matmul_nt_small_bf16(m, n, k, x, w, y, beta);
 }
-void matmul_nt_small_fp8(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y, float beta) {
-  builtin_isa().matmul_nt_small_fp8(m, n, k, x, w, y, beta);
+void matmul_nt_small_stored(int64_t m, int64_t n, int64_t k, const float* x, const StoredWeight& w, float* y,
+                            float beta) {
+  builtin_isa().matmul_nt_small_stored(m, n, k, x, w, y, beta);
 }
-void dequantise_fp8_rows_builtin(const Fp8Weight& w, int64_t n, int64_t k, int64_t j0, int64_t rows, float* out) {
-  builtin_isa().dequantise_fp8_rows(w, n, k, j0, rows, out);
-}
-void matmul_nt_small_int4(int64_t m, int64_t n, int64_t k, const float* x, const Int4Weight& w, float* y, float beta) {
-  builtin_isa().matmul_nt_small_int4(m, n, k, x, w, y, beta);
-}
-void dequantise_int4_rows_builtin(const Int4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
-  builtin_isa().dequantise_int4_rows(w, k, j0, rows, out);
-}
-void matmul_nt_small_fp4(int64_t m, int64_t n, int64_t k, const float* x, const Fp4Weight& w, float* y, float beta) {
-  builtin_isa().matmul_nt_small_fp4(m, n, k, x, w, y, beta);
-}
-void dequantise_fp4_rows_builtin(const Fp4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
-  builtin_isa().dequantise_fp4_rows(w, k, j0, rows, out);
+void dequantise_stored_rows_builtin(const StoredWeight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
+  builtin_isa().dequantise_stored_rows(w, k, j0, rows, out);
 }
 void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* products, int count, float beta) {
   builtin_isa().matmul_nt_small_shared_x(m, k, x, products, count, beta);

@@ -1,5 +1,5 @@
 // Picks the GEMM paths once per process and implements the ops.h GEMM entry points (gemm_info,
-// gemm_set_threads, matmul_nt, matmul_nt_bf16, matmul_nt_fp8, matmul_nt_int4, matmul_nt_fp4, matmul_nt_shared_x). The rule
+// gemm_set_threads, matmul_nt, matmul_nt_bf16, matmul_nt_stored, matmul_nt_shared_x). The rule
 // is fixed, so the same shape takes the same path (and bits); a run's start-up timing (gemm_tune.cpp)
 // may then replace its large-M path (set_large_m_path: one choice per job, cached per machine) and
 // picks how the small-M kernel streams w, never what it sums. The rule: the built-in kernel for
@@ -517,45 +517,19 @@ void matmul_nt_bf16(int64_t m, int64_t n, int64_t k, const float* x, const uint1
   });
 }
 
-void dequantise_fp8_rows(const Fp8Weight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
-  DZ_CHECK(j0 >= 0 && rows >= 0 && k >= 0, "dequantise_fp8_rows: rows [" << j0 << ", " << j0 + rows << ") of k " << k);
-  gemm::dequantise_fp8_rows_builtin(w, j0 + rows, k, j0, rows, out);
+void dequantise_stored_rows(const StoredWeight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
+  DZ_CHECK(j0 >= 0 && rows >= 0 && k >= 0,
+           "dequantise_stored_rows: rows [" << j0 << ", " << j0 + rows << ") of k " << k);
+  gemm::dequantise_stored_rows_builtin(w, k, j0, rows, out);
 }
 
-void matmul_nt_fp8(int64_t m, int64_t n, int64_t k, const float* x, const Fp8Weight& w, float* y, bool accumulate) {
-  if (empty_product("matmul_nt_fp8", m, n, k, y, accumulate)) return;
+void matmul_nt_stored(int64_t m, int64_t n, int64_t k, const float* x, const StoredWeight& w, float* y,
+                      bool accumulate) {
+  if (empty_product("matmul_nt_stored", m, n, k, y, accumulate)) return;
   if (m <= gemm::kSmallM && gemm::selection().small_m_builtin)
-    return gemm::matmul_nt_small_fp8(m, n, k, x, w, y, accumulate ? 1.0f : 0.0f);
+    return gemm::matmul_nt_small_stored(m, n, k, x, w, y, accumulate ? 1.0f : 0.0f);
   matmul_nt_panels(m, n, k, x, y, accumulate, [&](int64_t j0, int64_t rows, float* out) {
-    gemm::dequantise_fp8_rows_builtin(w, j0 + rows, k, j0, rows, out);
-  });
-}
-
-void dequantise_int4_rows(const Int4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
-  DZ_CHECK(j0 >= 0 && rows >= 0 && k >= 0, "dequantise_int4_rows: rows [" << j0 << ", " << j0 + rows << ") of k " << k);
-  gemm::dequantise_int4_rows_builtin(w, k, j0, rows, out);
-}
-
-void matmul_nt_int4(int64_t m, int64_t n, int64_t k, const float* x, const Int4Weight& w, float* y, bool accumulate) {
-  if (empty_product("matmul_nt_int4", m, n, k, y, accumulate)) return;
-  if (m <= gemm::kSmallM && gemm::selection().small_m_builtin)
-    return gemm::matmul_nt_small_int4(m, n, k, x, w, y, accumulate ? 1.0f : 0.0f);
-  matmul_nt_panels(m, n, k, x, y, accumulate, [&](int64_t j0, int64_t rows, float* out) {
-    gemm::dequantise_int4_rows_builtin(w, k, j0, rows, out);
-  });
-}
-
-void dequantise_fp4_rows(const Fp4Weight& w, int64_t k, int64_t j0, int64_t rows, float* out) {
-  DZ_CHECK(j0 >= 0 && rows >= 0 && k >= 0, "dequantise_fp4_rows: rows [" << j0 << ", " << j0 + rows << ") of k " << k);
-  gemm::dequantise_fp4_rows_builtin(w, k, j0, rows, out);
-}
-
-void matmul_nt_fp4(int64_t m, int64_t n, int64_t k, const float* x, const Fp4Weight& w, float* y, bool accumulate) {
-  if (empty_product("matmul_nt_fp4", m, n, k, y, accumulate)) return;
-  if (m <= gemm::kSmallM && gemm::selection().small_m_builtin)
-    return gemm::matmul_nt_small_fp4(m, n, k, x, w, y, accumulate ? 1.0f : 0.0f);
-  matmul_nt_panels(m, n, k, x, y, accumulate, [&](int64_t j0, int64_t rows, float* out) {
-    gemm::dequantise_fp4_rows_builtin(w, k, j0, rows, out);
+    gemm::dequantise_stored_rows_builtin(w, k, j0, rows, out);
   });
 }
 
@@ -567,9 +541,9 @@ void matmul_nt_shared_x(int64_t m, int64_t k, const float* x, const NtProduct* p
     const NtProduct& p = products[i];
     switch (p.kind) {
       case WeightKind::kBF16: matmul_nt_bf16(m, p.n, k, x, static_cast<const uint16_t*>(p.w), p.y, accumulate); break;
-      case WeightKind::kFp8: matmul_nt_fp8(m, p.n, k, x, *static_cast<const Fp8Weight*>(p.w), p.y, accumulate); break;
-      case WeightKind::kInt4: matmul_nt_int4(m, p.n, k, x, *static_cast<const Int4Weight*>(p.w), p.y, accumulate); break;
-      case WeightKind::kFp4: matmul_nt_fp4(m, p.n, k, x, *static_cast<const Fp4Weight*>(p.w), p.y, accumulate); break;
+      case WeightKind::kStored:
+        matmul_nt_stored(m, p.n, k, x, *static_cast<const StoredWeight*>(p.w), p.y, accumulate);
+        break;
       case WeightKind::kF32: matmul_nt(m, p.n, k, x, static_cast<const float*>(p.w), p.y, accumulate); break;
     }
   }

@@ -34,7 +34,7 @@ Status dequant_fp8_blocks(int64_t rows, int64_t cols, const uint8_t* w, bool e5m
                           Elem to, void* out, cudaStream_t stream);
 
 // out[rows, cols] = e2m1(code of q[i][j]) * group scale, written as `to` (f32 or bf16: one f32
-// multiply, then one rounding), the CPU's dequantise_fp4_rows (kernels/ops.h Fp4Weight): q the
+// multiply, then one rounding), the CPU's dequantise_stored_rows (kernels/ops.h StoredWeight): q the
 // E2M1 codes two a byte, low nibble first, row i at q + i * row_bytes; scale the scale bytes
 // [rows, scale_cols] of the groups of `group` columns covering the slice, the first holding its
 // column 0; col0: the slice's first column modulo group. Group scale: 2^(byte - 127) (e4m3_scale

@@ -15,21 +15,9 @@ Result<std::string> cuda_pci_bus_id(int) { return Status::Unsupported("CUDA is n
 bool cuda_built() { return false; }
 #endif
 
-Tensor Backend::to_device_fp8_weight(const Fp8WeightSlice& w) {
-  (void)w;
-  DZ_CHECK(false, "backend " << name() << " keeps no FP8 weights (keeps_fp8_weights() is false)");
-  return {};
-}
-
-Tensor Backend::to_device_int4_weight(const Int4WeightSlice& w) {
-  (void)w;
-  DZ_CHECK(false, "backend " << name() << " keeps no INT4 weights (keeps_int4_weights() is false)");
-  return {};
-}
-
-Tensor Backend::to_device_fp4_weight(const Fp4WeightSlice& w) {
-  (void)w;
-  DZ_CHECK(false, "backend " << name() << " keeps no FP4 weights (keeps_fp4_weights() is false)");
+Tensor Backend::to_device_stored(const StoredWeightSlice& w) {
+  DZ_CHECK(false, "backend " << name() << " keeps no " << (w.slice.format ? w.slice.format->name : "quantized")
+                              << " weights as stored (keeps_stored() is false)");
   return {};
 }
 

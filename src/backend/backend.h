@@ -12,7 +12,7 @@
 #include <string>
 
 #include "backend/device_memory.h"
-#include "core/block_scale.h"
+#include "core/stored_weight.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -22,45 +22,15 @@ struct MemoryInfo {
   int64_t total_bytes = 0;  // what this rank may use (CUDA: device memory; CPU: configured budget)
   int64_t free_bytes = 0;
   int64_t peak_bytes = 0;   // peak of this process so far (CPU: peak RSS)
-  // Bytes of the weights placed so far and still live (to_device_weight, to_device_fp8_weight):
+  // Bytes of the weights placed so far and still live (to_device_weight, to_device_stored):
   // CUDA: their device allocations, which equal what the plan counted (plan::held_bytes);
   // CPU: 0 (the CPU's weights are the loader's tensors; their bytes() and weight_scale_bytes
   // make what the plan counted).
   int64_t weight_bytes = 0;
-  // CPU: the block scales held with the FP8 weights kept as stored (to_device_fp8_weight), and
-  // the group scales and the rest of each row's last word held with the INT4 ones
-  // (to_device_int4_weight), and the scales, global scale and the rest of each row's last byte
-  // held with the FP4 ones (to_device_fp4_weight), which those tensors' bytes() (one byte, half a
-  // byte an element) do not count. CUDA: 0 (in weight_bytes).
+  // CPU: what the weights kept as stored (to_device_stored) hold beside their elements: scales,
+  // a global scale, the rest of each row's last unit, which those tensors' bytes() (one byte,
+  // half a byte an element) do not count. CUDA: 0 (in weight_bytes).
   int64_t weight_scale_bytes = 0;
-};
-
-// A block-scaled FP8 weight slice as stored (checkpoint::Fp8AsStored), for to_device_fp8_weight.
-struct Fp8WeightSlice {
-  const Tensor* bytes = nullptr;  // host F8_E4M3 / F8_E5M2 [slice.rows, slice.cols]
-  const Tensor* scale = nullptr;  // host f32 [slice.scale_rows(), slice.scale_cols()]
-  BlockScaledSlice slice;
-};
-
-// A pack-quantized INT4 weight slice as stored (checkpoint::PackQuantAsStored), for
-// to_device_int4_weight.
-struct Int4WeightSlice {
-  const Tensor* q = nullptr;      // host U8 [rows, row bytes]: the nibbles from the slice's column 0
-  const Tensor* scale = nullptr;  // host BF16 [rows, groups covering the columns]
-  int64_t cols = 0;               // the slice's columns
-  int64_t col0 = 0;               // its first column in the whole weight
-  int64_t group_size = 32;
-};
-
-// An FP4 weight slice as stored (checkpoint::Fp4AsStored: MXFP4 or NVFP4), for
-// to_device_fp4_weight.
-struct Fp4WeightSlice {
-  const Tensor* q = nullptr;      // host U8 [rows, row bytes]: the E2M1 codes from the slice's column 0
-  const Tensor* scale = nullptr;  // host U8 [rows, groups covering the columns]: the scale bytes
-  int64_t cols = 0;               // the slice's columns
-  int64_t col0 = 0;               // its first column in the whole weight
-  StoredScheme scheme = StoredScheme::kMxfp4;
-  float global_scale = 1.0f;      // NVFP4's per-tensor scale
 };
 
 // What the backend pre-sizes before the first prompt (reserve): from the plan, so that the
@@ -124,32 +94,20 @@ class Backend {
   // float tensor over as host f32 (checkpoint::Loader::set_keep_stored_float). Either way the
   // device holds the same bits.
   virtual bool wants_stored_dtype() const { return false; }
-  // Whether to_device_fp8_weight keeps block-scaled FP8 weights as stored (CUDA; the CPU with
-  // cpu_keeps_stored); otherwise the loader dequantises them on the host and calls to_device_weight.
-  virtual bool keeps_fp8_weights() const { return false; }
-  // A device weight holding the FP8 bytes and their covering scales in one allocation of
-  // slice.device_bytes() bytes (core/block_scale.h): dtype F8, shape [rows, cols]. matmul
-  // dequantises it (CUDA: into a workspace just before its GEMM; CPU: inside its small-M GEMM,
-  // in panels above); to_host widens it (dequantised).
-  // REQUIRES: keeps_fp8_weights().
-  virtual Tensor to_device_fp8_weight(const Fp8WeightSlice& w);
-  // Whether to_device_int4_weight keeps pack-quantized INT4 weights as stored (the CPU with
-  // cpu_keeps_stored; CUDA has no INT4 kernels); otherwise the loader dequantises them on the host.
-  virtual bool keeps_int4_weights() const { return false; }
-  // A weight holding the words and group scales in one allocation of the bytes the plan counts
-  // (plan::pack_quant_bytes): dtype I4, shape [rows, cols]. matmul converts it inside the
-  // small-M GEMM, in dequantised panels above; to_host dequantises it.
-  // REQUIRES: keeps_int4_weights().
-  virtual Tensor to_device_int4_weight(const Int4WeightSlice& w);
-  // Whether to_device_fp4_weight keeps FP4 weights as stored (CUDA; the CPU with
-  // cpu_keeps_stored); otherwise the loader dequantises them on the host.
-  virtual bool keeps_fp4_weights() const { return false; }
-  // A weight holding the codes, the scale bytes and the global scale in one allocation of the
-  // bytes the plan counts (core/stored_format.h StoredSlice::held_bytes): dtype F4, shape
-  // [rows, cols]. matmul dequantises it (CUDA: into a workspace just before its GEMM; CPU:
-  // inside its small-M GEMM, in panels above); to_host dequantises it.
-  // REQUIRES: keeps_fp4_weights().
-  virtual Tensor to_device_fp4_weight(const Fp4WeightSlice& w);
+  // Whether to_device_stored keeps weights of `scheme` as stored (CUDA: fp8-block, mxfp4, nvfp4;
+  // the CPU with cpu_keeps_stored: every row of the table); otherwise the loader dequantises them
+  // on the host and calls to_device_weight.
+  virtual bool keeps_stored(StoredScheme scheme) const {
+    (void)scheme;
+    return false;
+  }
+  // A weight holding the slice's values, its scales and its global scale in one allocation of the
+  // bytes the plan counts (StoredSlice::held_bytes): dtype w.held_dtype(), shape [rows, cols].
+  // matmul dequantises it (CUDA: into a workspace just before its GEMM; CPU: inside its small-M
+  // GEMM, in panels above); to_host dequantises it. A slice whose tensors are not the ones its
+  // StoredSlice describes (StoredWeightSlice::shape_error) is a bug and stops the process.
+  // REQUIRES: keeps_stored(w.slice.format->scheme).
+  virtual Tensor to_device_stored(const StoredWeightSlice& w);
   // Pre-sizes the caches and workspaces from the plan (CUDA: the stream-ordered pool holds
   // cache_bytes + activation_bytes from now on, the GEMM workspaces take their bounds from the
   // weights placed so far and max_tokens). Call after the weights are placed. OutOfMemory with

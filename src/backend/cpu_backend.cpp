@@ -13,7 +13,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/block_scale.h"
 #include "core/clock.h"
 #include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
@@ -72,28 +71,14 @@ const float* f32_operand(const Tensor& t, std::vector<float>& scratch) {
   return scratch.data();
 }
 
-bool is_fp8(DType t) { return t == DType::kF8_E4M3 || t == DType::kF8_E5M2; }
 
-// A quantized weight kept as stored: one host allocation, the scales first, then the
-// elements (the tensor views these, at offset scale_bytes). The backend finds the layout of a
-// weight it is handed by the address of its elements (Tensor carries no layout): a registry maps
-// it while the storage lives. An FP8 weight: f32 scales [scale_rows, scale_cols] of its blocks,
-// bytes [rows, cols] (slice.device_bytes() in all). An INT4 weight: bf16 scales [rows, groups],
-// the int32 words covering each row (plan::pack_quant_bytes in all). An FP4 weight: its scale
-// bytes [rows, groups], the bytes of codes covering each row (StoredSlice::held_bytes in all, the
-// global scale kept in the layout and counted there).
-struct Fp8Layout {
-  kc::Fp8Weight w;  // q and scale point into the storage
-  int64_t rows = 0, cols = 0;
-  int64_t scale_bytes = 0;
-};
-struct Int4Layout {
-  kc::Int4Weight w;  // q and scale point into the storage
-  int64_t rows = 0, cols = 0;
-  int64_t scale_bytes = 0;  // the storage's bytes beside the tensor's own: scales, rows' padding
-};
-struct Fp4Layout {
-  kc::Fp4Weight w;  // q and scale point into the storage
+// A quantized weight kept as stored: one host allocation of its slice's held_bytes (the plan's
+// count: core/stored_format.h), the scales first, then each row's values, then the global scale
+// (NVFP4); the tensor views the values, at offset scale_bytes. The backend finds the layout of a
+// weight it is handed by the address of its values (Tensor carries no layout): a registry maps it
+// while the storage lives.
+struct StoredLayout {
+  kc::StoredWeight w;  // q and scale point into the storage
   int64_t rows = 0, cols = 0;
   int64_t scale_bytes = 0;  // the storage's bytes beside the tensor's own: scales, global, rows' padding
 };
@@ -205,132 +190,57 @@ class CpuBackend final : public Backend {
     return t;
   }
   bool wants_stored_dtype() const override { return keeps_stored_; }
-  bool keeps_fp8_weights() const override { return keeps_stored_; }
-  // The scales and bytes copied as they are into one allocation (QuantizedHostStorage). A NaN byte
-  // (E4M3 0x7f / 0xff; E5M2 exponent all ones) has no value to keep: the loader refuses such a
-  // weight by name (its NaN count) before it gets here; refused here too.
-  Tensor to_device_fp8_weight(const Fp8WeightSlice& w) override {
-    const BlockScaledSlice& sl = w.slice;
-    DZ_CHECK(keeps_stored_, "cpu to_device_fp8_weight: this backend keeps weights in f32 (cpu_keeps_stored is off)");
-    DZ_CHECK(w.bytes && w.scale && w.bytes->device().is_cpu() && w.scale->device().is_cpu() && is_fp8(w.bytes->dtype()),
-             "cpu to_device_fp8_weight: expects host FP8 bytes and host f32 scales");
-    DZ_CHECK(w.bytes->rank() == 2 && w.bytes->dim(0) == sl.rows && w.bytes->dim(1) == sl.cols,
-             "cpu to_device_fp8_weight: bytes " << shape_str(w.bytes->shape()) << " for a slice of " << sl.rows << " x "
-                                                << sl.cols);
-    DZ_CHECK(w.scale->dtype() == DType::kF32 && w.scale->numel() == sl.scale_rows() * sl.scale_cols(),
-             "cpu to_device_fp8_weight: scale " << shape_str(w.scale->shape()) << " for " << sl.scale_rows() << " x "
-                                                << sl.scale_cols() << " blocks");
-    const bool e5m2 = w.bytes->dtype() == DType::kF8_E5M2;
-    const auto* q = static_cast<const uint8_t*>(w.bytes->data());
-    const int64_t n = sl.rows * sl.cols;
-    for (int64_t i = 0; i < n; ++i) {
-      const bool nan = e5m2 ? (q[i] & 0x7c) == 0x7c : (q[i] & 0x7f) == 0x7f;
-      DZ_CHECK(!nan, "cpu to_device_fp8_weight: byte " << i << " of an FP8 weight " << sl.rows << " x " << sl.cols
-                                                       << " is 0x" << std::hex << int{q[i]} << std::dec
-                                                       << " (not a finite value)");
+  bool keeps_stored(StoredScheme scheme) const override {
+    (void)scheme;
+    return keeps_stored_;
+  }
+  // The scales, values and global scale copied as they are into one allocation
+  // (QuantizedHostStorage). A NaN FP8 byte (E4M3 0x7f / 0xff; E5M2 exponent all ones) has no
+  // value to keep: the loader refuses such a weight by name (its NaN count) before it gets here;
+  // refused here too.
+  Tensor to_device_stored(const StoredWeightSlice& w) override {
+    DZ_CHECK(keeps_stored_, "cpu to_device_stored: this backend keeps weights in f32 (cpu_keeps_stored is off)");
+    const std::string bad = w.shape_error();
+    DZ_CHECK(bad.empty() && w.values.device().is_cpu() && w.scale.device().is_cpu(), "cpu to_device_stored: " << bad);
+    const StoredSlice& sl = w.slice;
+    const StoredFormat& f = *sl.format;
+    const bool e5m2 = w.values.dtype() == DType::kF8_E5M2;
+    const auto* q = static_cast<const uint8_t*>(w.values.data());
+    if (f.scheme == StoredScheme::kFp8Block) {
+      for (int64_t i = 0; i < sl.rows * sl.cols; ++i) {
+        const bool nan = e5m2 ? (q[i] & 0x7c) == 0x7c : (q[i] & 0x7f) == 0x7f;
+        DZ_CHECK(!nan, "cpu to_device_stored: byte " << i << " of an FP8 weight " << sl.rows << " x " << sl.cols
+                                                     << " is 0x" << std::hex << int{q[i]} << std::dec
+                                                     << " (not a finite value)");
+      }
     }
-    const size_t scale_bytes = static_cast<size_t>(sl.scale_bytes());
-    const size_t bytes = std::max<size_t>(1, static_cast<size_t>(sl.device_bytes()));
-    auto st = std::make_shared<QuantizedHostStorage<Fp8Layout>>(bytes, fp8_);
+    const bool empty = sl.rows <= 0 || sl.cols <= 0;
+    const size_t scale_bytes = empty ? 0 : w.scale.bytes(), q_bytes = empty ? 0 : w.values.bytes();
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, sl.held_bytes()));
+    DZ_CHECK(empty || bytes == scale_bytes + q_bytes + static_cast<size_t>(f.global_scale_bytes),
+             "cpu to_device_stored: " << bytes << " bytes held for " << scale_bytes << " + " << q_bytes);
+    auto st = std::make_shared<QuantizedHostStorage<StoredLayout>>(bytes, stored_);
     auto* base = static_cast<char*>(st->data());
-    if (scale_bytes) std::memcpy(base, w.scale->data(), scale_bytes);
-    if (n) std::memcpy(base + scale_bytes, q, static_cast<size_t>(n));
-    Fp8Layout layout;
-    layout.w.q = reinterpret_cast<const uint8_t*>(base + scale_bytes);
-    layout.w.scale = reinterpret_cast<const float*>(base);
-    layout.w.scale_cols = sl.scale_cols();
-    layout.w.row0 = sl.row0;
-    layout.w.col0 = sl.col0;
-    layout.w.block_rows = sl.block_rows;
-    layout.w.block_cols = sl.block_cols;
-    layout.w.e5m2 = e5m2;
+    if (scale_bytes) std::memcpy(base, w.scale.data(), scale_bytes);
+    if (q_bytes) std::memcpy(base + scale_bytes, q, q_bytes);
+    if (!empty && f.global_scale_bytes) std::memcpy(base + scale_bytes + q_bytes, &w.global_scale, 4);
+    Tensor t(w.held_dtype(), {sl.rows, sl.cols}, st, scale_bytes);
+    StoredLayout layout;
+    layout.w = {f.scheme, reinterpret_cast<const uint8_t*>(base + scale_bytes), base, empty ? 0 : w.values.dim(1),
+                empty ? 0 : sl.scale_cols(), sl.row0, sl.col0, sl.block_rows, sl.block_cols, e5m2, w.global_scale};
     layout.rows = sl.rows;
     layout.cols = sl.cols;
-    layout.scale_bytes = sl.scale_bytes();
-    st->publish(layout);
-    return Tensor(w.bytes->dtype(), {sl.rows, sl.cols}, std::move(st), scale_bytes);
-  }
-  bool keeps_int4_weights() const override { return keeps_stored_; }
-  // The scales and words copied as they are into one allocation (QuantizedHostStorage).
-  Tensor to_device_int4_weight(const Int4WeightSlice& w) override {
-    DZ_CHECK(keeps_stored_, "cpu to_device_int4_weight: this backend keeps weights in f32 (cpu_keeps_stored is off)");
-    DZ_CHECK(w.q && w.scale && w.q->device().is_cpu() && w.scale->device().is_cpu() && w.q->dtype() == DType::kU8 &&
-                 w.q->rank() == 2 && w.scale->dtype() == DType::kBF16 && w.group_size > 0 && w.col0 >= 0 &&
-                 w.cols >= 0 && w.q->dim(1) >= static_cast<int64_t>(dtype_row_bytes(DType::kI4, w.cols)),
-             "cpu to_device_int4_weight: expects host U8 words [rows, row bytes] for " << w.cols
-                                                                                      << " columns and host bf16 scales");
-    const int64_t rows = w.q->dim(0);
-    const int64_t groups = w.cols ? (w.col0 + w.cols - 1) / w.group_size + 1 - w.col0 / w.group_size : 0;
-    DZ_CHECK(w.scale->numel() == rows * groups,
-             "cpu to_device_int4_weight: scale " << shape_str(w.scale->shape()) << " for " << rows << " x " << groups
-                                                 << " groups");
-    const size_t scale_bytes = w.scale->bytes(), q_bytes = w.q->bytes();
-    auto st = std::make_shared<QuantizedHostStorage<Int4Layout>>(std::max<size_t>(1, scale_bytes + q_bytes), int4_);
-    auto* base = static_cast<char*>(st->data());
-    if (scale_bytes) std::memcpy(base, w.scale->data(), scale_bytes);
-    if (q_bytes) std::memcpy(base + scale_bytes, w.q->data(), q_bytes);
-    Tensor t(DType::kI4, {rows, w.cols}, st, scale_bytes);
-    Int4Layout layout;
-    layout.w = {reinterpret_cast<const uint8_t*>(base + scale_bytes), reinterpret_cast<const uint16_t*>(base),
-                w.q->dim(1), groups, w.col0, w.group_size};
-    layout.rows = rows;
-    layout.cols = w.cols;
-    layout.scale_bytes = static_cast<int64_t>(scale_bytes + q_bytes - t.bytes());  // scales, rows' last words
-    st->publish(layout);
-    return t;
-  }
-  bool keeps_fp4_weights() const override { return keeps_stored_; }
-  // The scale bytes and codes copied as they are into one allocation (QuantizedHostStorage) of the
-  // table's held_bytes (the global scale's 4 bytes included, so the plan's count is the allocation).
-  Tensor to_device_fp4_weight(const Fp4WeightSlice& w) override {
-    DZ_CHECK(keeps_stored_, "cpu to_device_fp4_weight: this backend keeps weights in f32 (cpu_keeps_stored is off)");
-    const StoredFormat& f = stored_format(w.scheme);
-    DZ_CHECK(w.q && w.scale && w.q->device().is_cpu() && w.scale->device().is_cpu() && w.q->dtype() == DType::kU8 &&
-                 w.q->rank() == 2 && w.scale->dtype() == DType::kU8 && f.value_bits == 4 && f.unit_bits == 8 &&
-                 w.col0 >= 0 && w.cols >= 0 && w.q->dim(1) >= static_cast<int64_t>(dtype_row_bytes(DType::kF4, w.cols)),
-             "cpu to_device_fp4_weight: expects host U8 codes [rows, row bytes] for " << w.cols
-                                                                                     << " columns and host U8 scales");
-    const int64_t rows = w.q->dim(0);
-    const StoredSlice held{&f, rows, w.cols, 0, w.col0, 1, f.block_cols};
-    const int64_t groups = w.cols ? held.scale_cols() : 0;
-    DZ_CHECK(w.scale->numel() == rows * groups && (rows == 0 || w.cols == 0 || w.q->dim(1) == held.value_row_bytes()),
-             "cpu to_device_fp4_weight: scale " << shape_str(w.scale->shape()) << " for " << rows << " x " << groups
-                                                << " groups, codes " << shape_str(w.q->shape()));
-    const size_t scale_bytes = w.scale->bytes(), q_bytes = w.q->bytes();
-    const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, held.held_bytes()));
-    DZ_CHECK(rows == 0 || w.cols == 0 || bytes == scale_bytes + q_bytes + static_cast<size_t>(f.global_scale_bytes),
-             "cpu to_device_fp4_weight: " << bytes << " bytes held for " << scale_bytes << " + " << q_bytes);
-    auto st = std::make_shared<QuantizedHostStorage<Fp4Layout>>(bytes, fp4_);
-    auto* base = static_cast<char*>(st->data());
-    if (scale_bytes) std::memcpy(base, w.scale->data(), scale_bytes);
-    if (q_bytes) std::memcpy(base + scale_bytes, w.q->data(), q_bytes);
-    if (f.global_scale_bytes && bytes >= scale_bytes + q_bytes + 4)
-      std::memcpy(base + scale_bytes + q_bytes, &w.global_scale, 4);
-    Tensor t(DType::kF4, {rows, w.cols}, st, scale_bytes);
-    Fp4Layout layout;
-    layout.w = {reinterpret_cast<const uint8_t*>(base + scale_bytes), reinterpret_cast<const uint8_t*>(base),
-                w.q->dim(1), groups, w.col0, f.block_cols, f.scale, w.global_scale};
-    layout.rows = rows;
-    layout.cols = w.cols;
     layout.scale_bytes = static_cast<int64_t>(bytes) - static_cast<int64_t>(t.bytes());
     st->publish(layout);
     return t;
   }
-  // A bf16 weight into an f32 host tensor is widened, an FP8, INT4 or FP4 one dequantised; otherwise
+  // A bf16 weight into an f32 host tensor is widened, one kept as stored dequantised; otherwise
   // the bytes are copied.
   void to_host(const Tensor& src, Tensor& dst) override { copy(src, dst); }
   void copy(const Tensor& src, Tensor& dst) override {
-    if (is_fp8(src.dtype()) && dst.dtype() == DType::kF32 && src.numel() == dst.numel()) {
-      const Fp8Layout l = fp8_of(src, "copy");
-      return kc::dequantise_fp8_rows(l.w, l.cols, 0, l.rows, f(dst));
-    }
-    if (src.dtype() == DType::kI4 && dst.dtype() == DType::kF32 && src.numel() == dst.numel()) {
-      const Int4Layout l = int4_of(src, "copy");
-      return kc::dequantise_int4_rows(l.w, l.cols, 0, l.rows, f(dst));
-    }
-    if (src.dtype() == DType::kF4 && dst.dtype() == DType::kF32 && src.numel() == dst.numel()) {
-      const Fp4Layout l = fp4_of(src, "copy");
-      return kc::dequantise_fp4_rows(l.w, l.cols, 0, l.rows, f(dst));
+    if (is_stored_weight_dtype(src.dtype()) && dst.dtype() == DType::kF32 && src.numel() == dst.numel()) {
+      const StoredLayout l = stored_of(src, "copy");
+      return kc::dequantise_stored_rows(l.w, l.cols, 0, l.rows, f(dst));
     }
     if (src.dtype() != dst.dtype() && dst.dtype() == DType::kF32 && src.numel() == dst.numel())
       return widen(src, f(dst));
@@ -341,7 +251,7 @@ class CpuBackend final : public Backend {
   MemoryInfo memory_info() const override {
     const int64_t peak = peak_rss_bytes();
     MemoryInfo m{budget_, budget_ - peak, peak};
-    m.weight_scale_bytes = fp8_->scale_bytes.load() + int4_->scale_bytes.load() + fp4_->scale_bytes.load();
+    m.weight_scale_bytes = stored_->scale_bytes.load();
     return m;
   }
 
@@ -350,35 +260,25 @@ class CpuBackend final : public Backend {
     DZ_CHECK(x.numel() == m * k && y.numel() == m * n,
              "matmul x" << shape_str(x.shape()) << " w" << shape_str(w.shape()) << " y" << shape_str(y.shape()));
     if (w.dtype() == DType::kBF16) return kc::matmul_nt_bf16(m, n, k, f(x), u16(w), f(y), accumulate);
-    if (is_fp8(w.dtype())) return kc::matmul_nt_fp8(m, n, k, f(x), fp8_of(w, "matmul").w, f(y), accumulate);
-    if (w.dtype() == DType::kI4) return kc::matmul_nt_int4(m, n, k, f(x), int4_of(w, "matmul").w, f(y), accumulate);
-    if (w.dtype() == DType::kF4) return kc::matmul_nt_fp4(m, n, k, f(x), fp4_of(w, "matmul").w, f(y), accumulate);
+    if (is_stored_weight_dtype(w.dtype()))
+      return kc::matmul_nt_stored(m, n, k, f(x), stored_of(w, "matmul").w, f(y), accumulate);
     kc::matmul_nt(m, n, k, f(x), f(w), f(y), accumulate);
   }
   void matmul_shared_x(const Tensor& x, std::span<const Tensor* const> ws, std::span<Tensor* const> ys) override {
     DZ_CHECK(ws.size() == ys.size() && !ws.empty() && ws.size() <= kc::kMaxSharedXProducts);
     const int64_t k = ws[0]->dim(1), m = x.numel() / k;
     std::array<kc::NtProduct, kc::kMaxSharedXProducts> products;
-    std::array<kc::Fp8Weight, kc::kMaxSharedXProducts> fp8;
-    std::array<kc::Int4Weight, kc::kMaxSharedXProducts> int4;
-    std::array<kc::Fp4Weight, kc::kMaxSharedXProducts> fp4;
+    std::array<kc::StoredWeight, kc::kMaxSharedXProducts> stored;
     for (size_t i = 0; i < ws.size(); ++i) {
       const Tensor& w = *ws[i];
       Tensor& y = *ys[i];
       DZ_CHECK(w.dim(1) == k && x.numel() == m * k && y.numel() == m * w.dim(0) &&
-                   (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16 || is_fp8(w.dtype()) ||
-                    w.dtype() == DType::kI4 || w.dtype() == DType::kF4),
+                   (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16 || is_stored_weight_dtype(w.dtype())),
                "matmul_shared_x x" << shape_str(x.shape()) << " w" << shape_str(w.shape()) << " y"
                                    << shape_str(y.shape()));
-      if (is_fp8(w.dtype())) {
-        fp8[i] = fp8_of(w, "matmul_shared_x").w;
-        products[i] = {w.dim(0), &fp8[i], kc::WeightKind::kFp8, f(y)};
-      } else if (w.dtype() == DType::kF4) {
-        fp4[i] = fp4_of(w, "matmul_shared_x").w;
-        products[i] = {w.dim(0), &fp4[i], kc::WeightKind::kFp4, f(y)};
-      } else if (w.dtype() == DType::kI4) {
-        int4[i] = int4_of(w, "matmul_shared_x").w;
-        products[i] = {w.dim(0), &int4[i], kc::WeightKind::kInt4, f(y)};
+      if (is_stored_weight_dtype(w.dtype())) {
+        stored[i] = stored_of(w, "matmul_shared_x").w;
+        products[i] = {w.dim(0), &stored[i], kc::WeightKind::kStored, f(y)};
       } else {
         products[i] = {w.dim(0), w.data(), w.dtype() == DType::kBF16 ? kc::WeightKind::kBF16 : kc::WeightKind::kF32,
                        f(y)};
@@ -490,15 +390,13 @@ class CpuBackend final : public Backend {
     std::vector<int32_t> positions;
     std::vector<float> inv_freq, cos, sin;  // cos, sin [positions, inv_freq]
   };
-  Fp8Layout fp8_of(const Tensor& w, const char* op) const { return layout_of(*fp8_, w, "FP8", op); }
-  Int4Layout int4_of(const Tensor& w, const char* op) const { return layout_of(*int4_, w, "INT4", op); }
-  Fp4Layout fp4_of(const Tensor& w, const char* op) const { return layout_of(*fp4_, w, "FP4", op); }
+  StoredLayout stored_of(const Tensor& w, const char* op) const {
+    return layout_of(*stored_, w, dtype_name(w.dtype()), op);
+  }
 
   int64_t budget_;
   bool keeps_stored_;
-  std::shared_ptr<QuantizedWeights<Fp8Layout>> fp8_ = std::make_shared<QuantizedWeights<Fp8Layout>>();
-  std::shared_ptr<QuantizedWeights<Int4Layout>> int4_ = std::make_shared<QuantizedWeights<Int4Layout>>();
-  std::shared_ptr<QuantizedWeights<Fp4Layout>> fp4_ = std::make_shared<QuantizedWeights<Fp4Layout>>();
+  std::shared_ptr<QuantizedWeights<StoredLayout>> stored_ = std::make_shared<QuantizedWeights<StoredLayout>>();
   // The 2-D f32 and bf16 weights, as the GEMM tuning takes them.
   static std::vector<kc::gemm::TuneWeight> tune_weights(const std::vector<const Tensor*>& weights) {
     std::vector<kc::gemm::TuneWeight> tw;

@@ -60,45 +60,25 @@ class DeviceStorage : public Storage {
   int64_t weight_bytes_;
 };
 
-// Registers its layout in Fp8Weights (cuda_backend_internal.h) while it lives.
-class Fp8Storage final : public DeviceStorage {
+// Registers its layout in StoredWeights (cuda_backend_internal.h) while it lives; counts
+// held_bytes as weight bytes.
+class StoredStorage final : public DeviceStorage {
  public:
-  Fp8Storage(void* p, size_t bytes, int device, cudaStream_t stream, std::shared_ptr<MemCounter> counter,
-             std::shared_ptr<Fp8Weights> registry, const Fp8Layout& layout)
-      : DeviceStorage(p, bytes, device, stream, std::move(counter), layout.slice.device_bytes()),
-        registry_(std::move(registry)),
-        key_(static_cast<const char*>(p) + layout.slice.scale_bytes()) {
-    std::lock_guard<std::mutex> lock(registry_->mu);
-    registry_->by_bytes[key_] = layout;
-  }
-  ~Fp8Storage() override {
-    std::lock_guard<std::mutex> lock(registry_->mu);
-    registry_->by_bytes.erase(key_);
-  }
-
- private:
-  std::shared_ptr<Fp8Weights> registry_;
-  const void* key_;
-};
-
-// Registers its layout in Fp4Weights while it lives; counts held_bytes as weight bytes.
-class Fp4Storage final : public DeviceStorage {
- public:
-  Fp4Storage(void* p, size_t bytes, int device, cudaStream_t stream, std::shared_ptr<MemCounter> counter,
-             std::shared_ptr<Fp4Weights> registry, const Fp4Layout& layout)
+  StoredStorage(void* p, size_t bytes, int device, cudaStream_t stream, std::shared_ptr<MemCounter> counter,
+                std::shared_ptr<StoredWeights> registry, const StoredLayout& layout)
       : DeviceStorage(p, bytes, device, stream, std::move(counter), layout.slice.held_bytes()),
         registry_(std::move(registry)),
         key_(static_cast<const char*>(p) + layout.slice.scale_bytes()) {
     std::lock_guard<std::mutex> lock(registry_->mu);
-    registry_->by_codes[key_] = layout;
+    registry_->by_values[key_] = layout;
   }
-  ~Fp4Storage() override {
+  ~StoredStorage() override {
     std::lock_guard<std::mutex> lock(registry_->mu);
-    registry_->by_codes.erase(key_);
+    registry_->by_values.erase(key_);
   }
 
  private:
-  std::shared_ptr<Fp4Weights> registry_;
+  std::shared_ptr<StoredWeights> registry_;
   const void* key_;
 };
 
@@ -218,60 +198,31 @@ Tensor CudaBackend::to_device_weight(const Tensor& host, DType kept) {
   return t;
 }
 
-// Scales and bytes copied as they are (no conversion) into one allocation of device_bytes().
-Tensor CudaBackend::to_device_fp8_weight(const Fp8WeightSlice& w) {
-  const BlockScaledSlice& sl = w.slice;
-  DZ_CHECK(w.bytes && w.scale && w.bytes->device().is_cpu() && w.scale->device().is_cpu() && is_fp8(w.bytes->dtype()),
-           "cuda to_device_fp8_weight: expects host FP8 bytes and host f32 scales");
-  DZ_CHECK(w.bytes->rank() == 2 && w.bytes->dim(0) == sl.rows && w.bytes->dim(1) == sl.cols,
-           "cuda to_device_fp8_weight: bytes " << shape_str(w.bytes->shape()) << " for a slice of " << sl.rows << " x "
-                                               << sl.cols);
-  DZ_CHECK(w.scale->dtype() == DType::kF32 && w.scale->numel() == sl.scale_rows() * sl.scale_cols(),
-           "cuda to_device_fp8_weight: scale " << shape_str(w.scale->shape()) << " for " << sl.scale_rows() << " x "
-                                               << sl.scale_cols() << " blocks");
-  const size_t bytes = std::max<int64_t>(1, sl.device_bytes());
-  void* p = raw_alloc(bytes, Shape{sl.rows, sl.cols});
-  const Fp8Layout layout{static_cast<const float*>(p), sl, w.bytes->dtype() == DType::kF8_E5M2};
-  auto st = std::make_shared<Fp8Storage>(p, bytes, device_, stream_, mem_, fp8_, layout);
-  ws_bounds_.note_fp8(sl.rows, sl.cols);
-  begin_staging();
-  size_t c = 0;
-  stage_bytes(w.scale->data(), static_cast<size_t>(sl.scale_bytes()), static_cast<char*>(p), c);
-  stage_bytes(w.bytes->data(), static_cast<size_t>(sl.rows * sl.cols), static_cast<char*>(p) + sl.scale_bytes(), c);
-  end_staging();
-  return Tensor(w.bytes->dtype(), {sl.rows, sl.cols}, std::move(st), static_cast<size_t>(sl.scale_bytes()));
-}
-
-// Scale bytes, codes and the global scale copied as they are into one allocation of the table's
-// held_bytes (what the plan counts).
-Tensor CudaBackend::to_device_fp4_weight(const Fp4WeightSlice& w) {
-  const StoredFormat& f = stored_format(w.scheme);
-  DZ_CHECK(w.q && w.scale && w.q->device().is_cpu() && w.scale->device().is_cpu() && w.q->dtype() == DType::kU8 &&
-               w.q->rank() == 2 && w.scale->dtype() == DType::kU8 && f.value_bits == 4 && f.unit_bits == 8,
-           "cuda to_device_fp4_weight: expects host U8 codes and host U8 scales");
-  const int64_t rows = w.q->dim(0);
-  Fp4Layout layout;
-  layout.slice = {&f, rows, w.cols, 0, w.col0, 1, f.block_cols};
-  layout.row_bytes = w.q->dim(1);
-  layout.global_scale = w.global_scale;
-  const StoredSlice& sl = layout.slice;
-  DZ_CHECK(rows == 0 || w.cols == 0 ||
-               (layout.row_bytes == sl.value_row_bytes() && w.scale->numel() == rows * sl.scale_cols()),
-           "cuda to_device_fp4_weight: codes " << shape_str(w.q->shape()) << ", scale " << shape_str(w.scale->shape())
-                                               << " for " << rows << " x " << w.cols << " from column " << w.col0);
+// Scales, values and the global scale copied as they are (no conversion) into one allocation of
+// the table's held_bytes (what the plan counts).
+Tensor CudaBackend::to_device_stored(const StoredWeightSlice& w) {
+  const std::string bad = w.shape_error();
+  DZ_CHECK(bad.empty() && w.values.device().is_cpu() && w.scale.device().is_cpu() &&
+               keeps_stored(w.slice.format->scheme),
+           "cuda to_device_stored: " << (bad.empty() ? "a scheme without a CUDA kernel, or device tensors" : bad));
+  const StoredSlice& sl = w.slice;
+  const bool empty = sl.rows <= 0 || sl.cols <= 0;
   const size_t bytes = std::max<int64_t>(1, sl.held_bytes());
-  void* p = raw_alloc(bytes, Shape{rows, w.cols});
-  layout.scales = static_cast<const uint8_t*>(p);
-  auto st = std::make_shared<Fp4Storage>(p, bytes, device_, stream_, mem_, fp4_, layout);
-  ws_bounds_.note_fp8(rows, w.cols);  // the dequantised weight's workspace, as FP8's
-  begin_staging();
-  size_t c = 0;
-  stage_bytes(w.scale->data(), w.scale->bytes(), static_cast<char*>(p), c);
-  stage_bytes(w.q->data(), w.q->bytes(), static_cast<char*>(p) + w.scale->bytes(), c);
-  if (f.global_scale_bytes && bytes >= w.scale->bytes() + w.q->bytes() + 4)
-    stage_bytes(&w.global_scale, 4, static_cast<char*>(p) + w.scale->bytes() + w.q->bytes(), c);
-  end_staging();
-  return Tensor(DType::kF4, {rows, w.cols}, std::move(st), w.scale->bytes());
+  void* p = raw_alloc(bytes, Shape{sl.rows, sl.cols});
+  StoredLayout layout{p, sl, empty ? 0 : w.values.dim(1), w.values.dtype() == DType::kF8_E5M2, w.global_scale};
+  auto st = std::make_shared<StoredStorage>(p, bytes, device_, stream_, mem_, stored_, layout);
+  ws_bounds_.note_stored(sl.rows, sl.cols);
+  if (!empty) {
+    const size_t scale_bytes = w.scale.bytes(), q_bytes = w.values.bytes();
+    begin_staging();
+    size_t c = 0;
+    stage_bytes(w.scale.data(), scale_bytes, static_cast<char*>(p), c);
+    stage_bytes(w.values.data(), q_bytes, static_cast<char*>(p) + scale_bytes, c);
+    if (sl.format->global_scale_bytes && bytes >= scale_bytes + q_bytes + 4)
+      stage_bytes(&w.global_scale, 4, static_cast<char*>(p) + scale_bytes + q_bytes, c);
+    end_staging();
+  }
+  return Tensor(w.held_dtype(), {sl.rows, sl.cols}, std::move(st), static_cast<size_t>(sl.scale_bytes()));
 }
 
 void CudaBackend::to_host(const Tensor& src, Tensor& dst) {
@@ -283,7 +234,7 @@ void CudaBackend::to_host(const Tensor& src, Tensor& dst) {
     return;
   }
   if (is_dequantised_per_gemm(src.dtype())) {
-    DZ_CHECK(dst.dtype() == DType::kF32, "cuda to_host: an FP8 or FP4 weight widens into f32 only");
+    DZ_CHECK(dst.dtype() == DType::kF32, "cuda to_host: a weight kept as stored widens into f32 only");
     Tensor wide = alloc(DType::kF32, src.shape());
     dequantise(src, Elem::kF32, wide.data(), "to_host");
     DZ_CUDA_CHECK(cudaMemcpyAsync(dst.data(), wide.data(), wide.bytes(), cudaMemcpyDeviceToHost, stream_), "to_host");
@@ -399,11 +350,11 @@ void CudaBackend::end_staging() {
 void CudaBackend::stage_bytes(const void* src, size_t bytes, char* dst, size_t& c) {
   for (size_t i0 = 0; i0 < bytes; i0 += kStagingBytes, ++c) {
     const size_t m = std::min(kStagingBytes, bytes - i0), b = c % 2;
-    DZ_CUDA_CHECK(cudaEventSynchronize(staging_done_[b]), "to_device_fp8_weight");
+    DZ_CUDA_CHECK(cudaEventSynchronize(staging_done_[b]), "to_device_stored");
     std::memcpy(pinned_[b], static_cast<const char*>(src) + i0, m);
     DZ_CUDA_CHECK(cudaMemcpyAsync(dst + i0, pinned_[b], m, cudaMemcpyHostToDevice, copy_stream_),
-                  "to_device_fp8_weight");
-    DZ_CUDA_CHECK(cudaEventRecord(staging_done_[b], copy_stream_), "to_device_fp8_weight");
+                  "to_device_stored");
+    DZ_CUDA_CHECK(cudaEventRecord(staging_done_[b], copy_stream_), "to_device_stored");
   }
 }
 

@@ -47,32 +47,21 @@ struct MemCounter {
   void sub(int64_t b) { live.fetch_sub(b); }
 };
 
-// An FP8 weight kept as stored: one allocation of slice.device_bytes(), the f32 scales
-// [scale_rows, scale_cols] first, then the FP8 bytes [rows, cols] (the tensor views these,
-// at offset slice.scale_bytes()). The backend finds the layout of a weight it is handed by
-// the address of its bytes (Tensor carries no layout): Fp8Weights maps it while the storage lives.
-struct Fp8Layout {
-  const float* scales = nullptr;
-  BlockScaledSlice slice;
-  bool e5m2 = false;
-};
-struct Fp8Weights {
-  std::mutex mu;
-  std::unordered_map<const void*, Fp8Layout> by_bytes;
-};
-
-// An FP4 weight kept as stored: one allocation of its StoredSlice::held_bytes (the plan's
-// count), the scale bytes [rows, scale_cols] first, then the codes [rows, row_bytes], then the
-// 4-byte global scale (NVFP4); found by the address of its codes, as FP8's.
-struct Fp4Layout {
-  const uint8_t* scales = nullptr;
-  StoredSlice slice;     // rows, cols, col0, the format and its group
+// A weight kept as stored (fp8-block, mxfp4, nvfp4): one allocation of its slice's held_bytes
+// (the plan's count), the scales first, then each row's values [rows, row_bytes], then the 4-byte
+// global scale (NVFP4); the tensor views the values. The backend finds the layout of a weight it
+// is handed by the address of its values (Tensor carries no layout): StoredWeights maps it while
+// the storage lives.
+struct StoredLayout {
+  const void* scales = nullptr;  // f32 (fp8-block) or the scale bytes (FP4)
+  StoredSlice slice;
   int64_t row_bytes = 0;
+  bool e5m2 = false;
   float global_scale = 1.0f;
 };
-struct Fp4Weights {
+struct StoredWeights {
   std::mutex mu;
-  std::unordered_map<const void*, Fp4Layout> by_codes;
+  std::unordered_map<const void*, StoredLayout> by_values;
 };
 
 inline Elem elem_of(const Tensor& t, const char* op) {
@@ -82,9 +71,8 @@ inline Elem elem_of(const Tensor& t, const char* op) {
   return Elem::kBF16;
 }
 
-inline bool is_fp8(DType t) { return t == DType::kF8_E4M3 || t == DType::kF8_E5M2; }
-// A weight kept as stored that matmul dequantises first: FP8 or FP4.
-inline bool is_dequantised_per_gemm(DType t) { return is_fp8(t) || t == DType::kF4; }
+// A weight kept as stored, which matmul dequantises first.
+inline bool is_dequantised_per_gemm(DType t) { return is_stored_weight_dtype(t); }
 
 class CudaBackend final : public Backend {
  public:
@@ -104,10 +92,9 @@ class CudaBackend final : public Backend {
   // BF16/F16 host tensors cross PCIe as they are (wants_stored_dtype: the loader hands them so).
   bool wants_stored_dtype() const override { return true; }
   Tensor to_device_weight(const Tensor& host, DType kept) override;
-  bool keeps_fp8_weights() const override { return true; }
-  Tensor to_device_fp8_weight(const Fp8WeightSlice& w) override;
-  bool keeps_fp4_weights() const override { return true; }
-  Tensor to_device_fp4_weight(const Fp4WeightSlice& w) override;
+  // FP8 and FP4 weights as stored, dequantised per GEMM; INT4 has no CUDA kernel (dequantised on load).
+  bool keeps_stored(StoredScheme scheme) const override { return scheme != StoredScheme::kInt4Group; }
+  Tensor to_device_stored(const StoredWeightSlice& w) override;
   void to_host(const Tensor& src, Tensor& dst) override;
   void copy(const Tensor& src, Tensor& dst) override;
   void synchronize() override { DZ_CUDA_CHECK(cudaStreamSynchronize(stream_), "synchronize"); }
@@ -169,8 +156,7 @@ class CudaBackend final : public Backend {
   GemmWorkspaceBounds ws_bounds_{compute_};  // from the weights placed
   int64_t fixed_bytes_ = 0;
   std::shared_ptr<MemCounter> mem_ = std::make_shared<MemCounter>();
-  std::shared_ptr<Fp8Weights> fp8_ = std::make_shared<Fp8Weights>();
-  std::shared_ptr<Fp4Weights> fp4_ = std::make_shared<Fp4Weights>();
+  std::shared_ptr<StoredWeights> stored_ = std::make_shared<StoredWeights>();
   kcu::Gemm gemm_;
 };
 

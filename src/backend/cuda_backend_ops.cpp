@@ -12,28 +12,17 @@
 namespace dayzero::backend::cuda_internal {
 namespace {
 
-// The layout of the FP8 weight a tensor views, whole. A view into part of one (rows()) cannot
-// be dequantised with its scales and is refused.
-Fp8Layout fp8_of(Fp8Weights& reg, const Tensor& w, const char* op) {
+// The layout of the weight kept as stored a tensor views, whole. A view into part of one (rows())
+// cannot be dequantised with its scales and is refused.
+StoredLayout stored_of(StoredWeights& reg, const Tensor& w, const char* op) {
   std::lock_guard<std::mutex> lock(reg.mu);
-  const auto it = reg.by_bytes.find(w.data());
-  DZ_CHECK(it != reg.by_bytes.end(),
-           "cuda " << op << ": an FP8 tensor " << shape_str(w.shape()) << " that is not a whole FP8 weight of this backend");
+  const auto it = reg.by_values.find(w.data());
+  DZ_CHECK(it != reg.by_values.end(), "cuda " << op << ": a " << dtype_name(w.dtype()) << " tensor "
+                                              << shape_str(w.shape())
+                                              << " that is not a whole weight of this backend kept as stored");
   DZ_CHECK(w.numel() == it->second.slice.rows * it->second.slice.cols,
-           "cuda " << op << ": an FP8 weight of " << it->second.slice.rows << " x " << it->second.slice.cols
-                   << " viewed as " << shape_str(w.shape()));
-  return it->second;
-}
-
-// The layout of the FP4 weight a tensor views, whole.
-Fp4Layout fp4_of(Fp4Weights& reg, const Tensor& w, const char* op) {
-  std::lock_guard<std::mutex> lock(reg.mu);
-  const auto it = reg.by_codes.find(w.data());
-  DZ_CHECK(it != reg.by_codes.end(),
-           "cuda " << op << ": an FP4 tensor " << shape_str(w.shape()) << " that is not a whole FP4 weight of this backend");
-  DZ_CHECK(w.numel() == it->second.slice.rows * it->second.slice.cols,
-           "cuda " << op << ": an FP4 weight of " << it->second.slice.rows << " x " << it->second.slice.cols
-                   << " viewed as " << shape_str(w.shape()));
+           "cuda " << op << ": a weight of " << it->second.slice.rows << " x " << it->second.slice.cols
+                   << " kept as stored viewed as " << shape_str(w.shape()));
   return it->second;
 }
 
@@ -167,22 +156,28 @@ void CudaBackend::route_topk(const Tensor& logits, const Tensor* bias, const Rou
                                                bias ? bias->data() : nullptr, id, f(weights, "route_topk"), stream_));
 }
 
-// FP8 weight -> `to` in out [rows, cols] on the compute stream.
+// A weight kept as stored -> `to` in out [rows, cols] on the compute stream: its scheme's
+// dequantise kernel (kernels/cuda/ops.h), the scales held starting at the block of the slice's
+// first row and column.
 void CudaBackend::dequantise(const Tensor& w, Elem to, void* out, const char* op) {
-  if (w.dtype() == DType::kF4) {
-    const Fp4Layout l = fp4_of(*fp4_, w, op);
-    const StoredSlice& sl = l.slice;
-    DZ_STATUS_CHECK(kcu::dequant_fp4_groups(sl.rows, sl.cols, static_cast<const uint8_t*>(w.data()), l.row_bytes,
-                                           l.scales, sl.scale_cols(), sl.block_cols, sl.col0 % sl.block_cols,
-                                           sl.format->scale == ScaleKind::kE4M3, l.global_scale, to, out, stream_));
-    return;
+  const StoredLayout l = stored_of(*stored_, w, op);
+  const StoredSlice& sl = l.slice;
+  const auto* q = static_cast<const uint8_t*>(w.data());
+  switch (sl.format->scheme) {
+    case StoredScheme::kFp8Block:
+      DZ_STATUS_CHECK(kcu::dequant_fp8_blocks(sl.rows, sl.cols, q, l.e5m2, static_cast<const float*>(l.scales),
+                                             sl.scale_cols(), sl.block_rows, sl.block_cols, sl.row0 % sl.block_rows,
+                                             sl.col0 % sl.block_cols, to, out, stream_));
+      return;
+    case StoredScheme::kMxfp4:
+    case StoredScheme::kNvfp4:
+      DZ_STATUS_CHECK(kcu::dequant_fp4_groups(sl.rows, sl.cols, q, l.row_bytes, static_cast<const uint8_t*>(l.scales),
+                                             sl.scale_cols(), sl.block_cols, sl.col0 % sl.block_cols,
+                                             sl.format->scale == ScaleKind::kE4M3, l.global_scale, to, out, stream_));
+      return;
+    case StoredScheme::kInt4Group: break;
   }
-  const Fp8Layout st = fp8_of(*fp8_, w, op);
-  const BlockScaledSlice& sl = st.slice;
-  // The scales held start at the block holding the slice's first row and column.
-  DZ_STATUS_CHECK(kcu::dequant_fp8_blocks(sl.rows, sl.cols, static_cast<const uint8_t*>(w.data()), st.e5m2,
-                                         st.scales, sl.scale_cols(), sl.block_rows, sl.block_cols,
-                                         sl.row0 % sl.block_rows, sl.col0 % sl.block_cols, to, out, stream_));
+  DZ_CHECK(false, "cuda " << op << ": no CUDA dequantisation of " << sl.format->name);
 }
 
 }  // namespace dayzero::backend::cuda_internal

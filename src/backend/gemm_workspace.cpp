@@ -13,7 +13,7 @@ void GemmWorkspaceBounds::note_weight(const Shape& shape, DType kept) {
   if (kept == DType::kBF16 && compute_ == DType::kBF16) max_bf16_in_ = std::max(max_bf16_in_, in);
 }
 
-void GemmWorkspaceBounds::note_fp8(int64_t rows, int64_t cols) {
+void GemmWorkspaceBounds::note_stored(int64_t rows, int64_t cols) {
   max_convert_elems_ = std::max(max_convert_elems_, rows * cols);
   if (compute_ == DType::kBF16) max_bf16_in_ = std::max(max_bf16_in_, cols);
 }

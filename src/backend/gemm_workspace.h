@@ -11,7 +11,7 @@
 namespace dayzero::backend {
 
 // bounds(max_tokens):
-//   weight_bytes:     the largest weight matmul converts before its GEMM (every FP8 weight; a
+//   weight_bytes:     the largest weight matmul converts before its GEMM (every weight kept as stored; a
 //                     bf16 weight under f32 compute), rows x in-features x the GEMM element size
 //                     (2 under bf16 compute, 4 under f32): one Linear at a time;
 //   activation_bytes: under bf16 compute, max_tokens x the widest in-features of the weights
@@ -24,8 +24,8 @@ class GemmWorkspaceBounds {
 
   // A weight of `shape` kept as `kept` (BF16 or F32); vectors (rank < 2) need nothing.
   void note_weight(const Shape& shape, DType kept);
-  // An FP8 weight slice [rows, cols]: dequantised into the weight workspace before each GEMM.
-  void note_fp8(int64_t rows, int64_t cols);
+  // A weight slice kept as stored [rows, cols]: dequantised into the weight workspace before each GEMM.
+  void note_stored(int64_t rows, int64_t cols);
 
   struct Bytes {
     int64_t weight = 0, activation = 0;

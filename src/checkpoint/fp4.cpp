@@ -53,11 +53,11 @@ struct Fp4Read {
   }
 };
 
-Result<Fp4Read> read_fp4(const Catalog& catalog, const Fp4Layout& l, int64_t out, int64_t in, ByteReader& reader,
+Result<Fp4Read> read_fp4(const Catalog& catalog, const StoredLayout& l, int64_t out, int64_t in, ByteReader& reader,
                          int dim, int64_t begin, int64_t end) {
-  const StoredFormat& f = stored_format(l.scheme);
-  DZ_CHECK(l.scheme == StoredScheme::kMxfp4 || l.scheme == StoredScheme::kNvfp4, "read_fp4: " << f.name << " is not FP4");
-  const bool nv = l.scheme == StoredScheme::kNvfp4;
+  const StoredFormat& f = *l.format;
+  DZ_CHECK(f.scheme == StoredScheme::kMxfp4 || f.scheme == StoredScheme::kNvfp4, "read_fp4: " << f.name << " is not FP4");
+  const bool nv = f.scheme == StoredScheme::kNvfp4;
   const int64_t g = f.block_cols, groups = (in + g - 1) / g, file_row_bytes = (in + 1) / 2;
   const TensorInfo* v = catalog.find(l.values);
   const TensorInfo* s = catalog.find(l.scale);
@@ -156,7 +156,7 @@ Result<Fp4Read> read_fp4(const Catalog& catalog, const Fp4Layout& l, int64_t out
     aux += srec.bytes_read;
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < rd.scale_cols; ++j)
-        if (scale_byte_is_nan(l.scheme, rd.scale[static_cast<size_t>(i * rd.scale_cols + j)]))
+        if (scale_byte_is_nan(f.scheme, rd.scale[static_cast<size_t>(i * rd.scale_cols + j)]))
           return Status::InvalidArgument(fp4_where(*s) + ": the scale of row " + std::to_string(r0 + i) + ", group " +
                                          std::to_string(rd.group0 + j) + (l.expert >= 0 ? " of expert " + std::to_string(l.expert) : "") +
                                          " is NaN (byte " + std::to_string(rd.scale[static_cast<size_t>(i * rd.scale_cols + j)]) + ")");
@@ -291,51 +291,21 @@ nlohmann::json fp4_quant_config(StoredScheme scheme, const std::vector<std::stri
           {"ignore", ignore}};
 }
 
-Fp4Layout compressed_tensors_fp4_layout(const std::string& module, StoredScheme scheme) {
-  Fp4Layout l;
-  l.scheme = scheme;
-  l.values = module + ".weight_packed";
-  l.scale = module + ".weight_scale";
-  if (scheme == StoredScheme::kNvfp4) l.global = module + ".weight_global_scale";
-  return l;
-}
-
-Fp4Layout gpt_oss_fp4_layout(const std::string& prefix, int64_t expert) {
-  Fp4Layout l;
-  l.values = prefix + "_blocks";
-  l.scale = prefix + "_scales";
-  l.expert = expert;
-  return l;
-}
-
-Fp4Layout deepseek_v4_fp4_layout(const std::string& module) {
-  Fp4Layout l;
-  l.values = module + ".weight";
-  l.scale = module + ".scale";
-  return l;
-}
-
-StoredSlice Fp4AsStored::stored() const {
-  const StoredFormat& f = stored_format(scheme);
-  return {&f, q.defined() ? q.dim(0) : 0, cols, 0, col0, 1, f.block_cols};
-}
-
-Result<Fp4AsStored> load_fp4_as_stored(const Catalog& catalog, const Fp4Layout& layout, int64_t out, int64_t in,
+Result<StoredWeightSlice> load_fp4_as_stored(const Catalog& catalog, const StoredLayout& layout, int64_t out, int64_t in,
                                        ByteReader& reader, WeightRecord* rec, int dim, int64_t begin, int64_t end) {
   DZ_ASSIGN_OR_RETURN(Fp4Read rd, read_fp4(catalog, layout, out, in, reader, dim, begin, end));
-  const StoredFormat& f = stored_format(layout.scheme);
-  Fp4AsStored a;
-  a.cols = rd.c1 - rd.c0;
-  a.col0 = rd.c0;
-  a.scheme = layout.scheme;
+  const StoredFormat& f = *layout.format;
+  StoredWeightSlice a;
+  const int64_t cols = rd.c1 - rd.c0;
+  a.slice = {&f, rd.rows, cols, 0, rd.c0, 1, f.block_cols};
   a.global_scale = rd.global;
-  a.q = Tensor::host(DType::kU8, {rd.rows, rd.row_bytes});
+  a.values = Tensor::host(DType::kU8, {rd.rows, rd.row_bytes});
   a.scale = Tensor::host(DType::kU8, {rd.rows, rd.scale_cols});
-  auto* dst = static_cast<uint8_t*>(a.q.data());
+  auto* dst = static_cast<uint8_t*>(a.values.data());
   if (rd.c0 % 2 == 0) {
     std::memcpy(dst, rd.bytes.data(), rd.bytes.size());
     if (rd.c1 % 2 == 1)  // the high nibble after the last column
-      for (int64_t i = 0; i < rd.rows; ++i) dst[i * rd.row_bytes + (a.cols - 1) / 2] &= 0x0f;
+      for (int64_t i = 0; i < rd.rows; ++i) dst[i * rd.row_bytes + (cols - 1) / 2] &= 0x0f;
   } else {
     for (int64_t i = 0; i < rd.rows; ++i)
       for (int64_t j = rd.c0; j < rd.c1; ++j) {
@@ -354,10 +324,10 @@ Result<Fp4AsStored> load_fp4_as_stored(const Catalog& catalog, const Fp4Layout& 
   return a;
 }
 
-Result<Tensor> load_fp4_dequant_f32(const Catalog& catalog, const Fp4Layout& layout, int64_t out, int64_t in,
+Result<Tensor> load_fp4_dequant_f32(const Catalog& catalog, const StoredLayout& layout, int64_t out, int64_t in,
                                     ByteReader& reader, WeightRecord* rec, int dim, int64_t begin, int64_t end) {
   DZ_ASSIGN_OR_RETURN(Fp4Read rd, read_fp4(catalog, layout, out, in, reader, dim, begin, end));
-  const StoredFormat& f = stored_format(layout.scheme);
+  const StoredFormat& f = *layout.format;
   const int64_t cols = rd.c1 - rd.c0;
   Tensor t = Tensor::host(DType::kF32, {rd.rows, cols});
   float* d = t.f32();

@@ -2,7 +2,7 @@
 // the layouts published checkpoints use: MXFP4 (UE8M0 scale per 32, the OCP MX spec) and NVFP4
 // (FP8 E4M3 scale per 16 over a per-tensor f32 global scale). Validates a weight's tensors
 // against the header, reads one rank's rows or columns, keeps them as stored (for the CPU's FP4
-// kernels, kernels/ops.h Fp4Weight) or dequantises them to F32, and quantizes F32 weights for
+// kernels, kernels/ops.h StoredWeight) or dequantises them to F32, and quantizes F32 weights for
 // test checkpoints. The format itself is a row of core/stored_format.h; this file only knows
 // where the layouts put its bytes. Not activation quantization.
 #pragma once
@@ -18,13 +18,16 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/load.h"
 #include "checkpoint/reader.h"
+#include "checkpoint/stored.h"
 #include "core/status.h"
 #include "core/stored_format.h"
+#include "core/stored_weight.h"
 #include "core/tensor.h"
 
 namespace dayzero::checkpoint {
 
-// Where one FP4 Linear weight [out, in] is in the checkpoint.
+// Where the published layouts put one FP4 Linear weight [out, in] (checkpoint/stored.h
+// StoredLayout, its format mxfp4 or nvfp4):
 //  - compressed-tensors mxfp4-pack-quantized / nvfp4-pack-quantized: M.weight_packed U8
 //    [out, in / 2], M.weight_scale [out, in / g] (MXFP4: U8 or F8_E8M0; NVFP4: F8_E4M3) and,
 //    NVFP4 only, M.weight_global_scale F32 [1] (element = e2m1 * scale / global).
@@ -32,31 +35,13 @@ namespace dayzero::checkpoint {
 //    the weight of expert `expert` (P e.g. "model.layers.0.mlp.experts.down_proj").
 //  - DeepSeek-V4 routed experts: M.weight I8 or U8 [out, in / 2], M.scale F8_E8M0 (or U8)
 //    [out, in / 32].
-struct Fp4Layout {
-  StoredScheme scheme = StoredScheme::kMxfp4;  // kMxfp4 or kNvfp4
-  std::string values, scale, global;           // tensor names (global: NVFP4 only)
-  int64_t expert = -1;  // the index into a leading experts dimension of values and scale; -1: none
-  int64_t group_size() const { return stored_format(scheme).block_cols; }
-};
-Fp4Layout compressed_tensors_fp4_layout(const std::string& module, StoredScheme scheme);
-Fp4Layout gpt_oss_fp4_layout(const std::string& prefix, int64_t expert);
-Fp4Layout deepseek_v4_fp4_layout(const std::string& module);
-
-// One rank's slice of an FP4 weight as stored: q U8 [rows, the bytes covering its columns], each
-// row's codes from the slice's first column on (moved down a nibble when it starts at an odd
-// column, zero after its last); scale U8 [rows, the groups covering the columns], the scale bytes
-// as stored; col0 and cols place the slice. Its elements have the dequantising load's values.
-struct Fp4AsStored {
-  Tensor q;
-  Tensor scale;
-  int64_t cols = 0, col0 = 0;
-  StoredScheme scheme = StoredScheme::kMxfp4;
-  float global_scale = 1.0f;
-  StoredSlice stored() const;  // the table's view: what a backend holds (held_bytes)
-};
 
 // The weight of `layout` [out, in], whole (dim -1) or rows [begin, end) (dim 0) or columns
-// [begin, end) (dim 1: per row only the bytes and groups covering them), as stored. Everything
+// [begin, end) (dim 1: per row only the bytes and groups covering them), as stored
+// (core/stored_weight.h): values U8 [rows, the bytes covering its columns], each row's codes from
+// the slice's first column on (moved down a nibble when it starts at an odd column, zero after
+// its last); scale U8 [rows, the groups covering the columns], the scale bytes as stored; the
+// global scale (NVFP4); its elements have the dequantising load's values. Everything
 // is validated before the values are read; errors name the tensor and its file: NotFound (a
 // tensor missing), InvalidArgument (a dtype or shape other than the layout's for [out, in] and
 // the format's group; an expert index outside the leading dimension; a NaN scale byte (UE8M0
@@ -65,13 +50,13 @@ struct Fp4AsStored {
 // layout.values (with "[expert]" for a fused one), dtype the values', ranges / bytes_read /
 // reads / checksum of the value bytes read, shape [rows, cols], nan_count / inf_count of the
 // dequantised values, aux_bytes_read the scale and global bytes.
-Result<Fp4AsStored> load_fp4_as_stored(const Catalog& catalog, const Fp4Layout& layout, int64_t out, int64_t in,
+Result<StoredWeightSlice> load_fp4_as_stored(const Catalog& catalog, const StoredLayout& layout, int64_t out, int64_t in,
                                        ByteReader& reader, WeightRecord* rec, int dim = -1, int64_t begin = 0,
                                        int64_t end = 0);
 
 // The same read dequantised to F32 [rows, cols]: element = e2m1(code) * fp4_group_scale(scale),
 // one f32 multiply (core/stored_format.h), the values the CPU's FP4 kernels give.
-Result<Tensor> load_fp4_dequant_f32(const Catalog& catalog, const Fp4Layout& layout, int64_t out, int64_t in,
+Result<Tensor> load_fp4_dequant_f32(const Catalog& catalog, const StoredLayout& layout, int64_t out, int64_t in,
                                     ByteReader& reader, WeightRecord* rec, int dim = -1, int64_t begin = 0,
                                     int64_t end = 0);
 

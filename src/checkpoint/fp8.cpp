@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/block_scale.h"
 #include "core/check.h"
 #include "core/json.h"
 #include "core/strings.h"
@@ -205,21 +204,21 @@ Result<Tensor> load_fp8_dequant_f32(const Catalog& catalog, const std::string& w
   return out;
 }
 
-Result<Fp8AsStored> load_fp8_as_stored(const Catalog& catalog, const std::string& weight_name,
+Result<StoredWeightSlice> load_fp8_as_stored(const Catalog& catalog, const std::string& weight_name,
                                        const std::string& scale_name, const BlockQuant& quant, ByteReader& reader,
                                        WeightRecord* rec, int dim, int64_t begin, int64_t end,
                                        size_t staging_bytes) {
   DZ_ASSIGN_OR_RETURN(Fp8Parts p, load_fp8_parts(catalog, weight_name, scale_name, quant, reader, dim, begin, end,
                                                  staging_bytes));
   const int64_t n_rows = p.values.dim(0), n_cols = p.values.dim(1);
-  Fp8AsStored out;
-  out.slice = BlockScaledSlice{n_rows, n_cols, p.r0, p.c0, p.br, p.bc};
-  out.e5m2 = p.dtype == DType::kF8_E5M2;
-  out.bytes = Tensor::host_uninitialized(p.dtype, {n_rows, n_cols});
+  StoredWeightSlice out;
+  out.slice = {&stored_format(StoredScheme::kFp8Block), n_rows, n_cols, p.r0, p.c0, p.br, p.bc};
+  const bool e5m2 = p.dtype == DType::kF8_E5M2;
+  out.values = Tensor::host_uninitialized(p.dtype, {n_rows, n_cols});
   out.scale = p.scale.defined() ? std::move(p.scale) : Tensor::host(DType::kF32, {0, 0});
   // Every F8 value is exact in f32, so encoding the widened value again gives the stored byte
   // back (a NaN keeps its sign, not its payload; the loader refuses NaN weights anyway).
-  auto* q = static_cast<uint8_t*>(out.bytes.data());
+  auto* q = static_cast<uint8_t*>(out.values.data());
   const float* v = p.values.f32();
   int64_t nan_count = 0, inf_count = 0;
   const float* sc = out.scale.numel() > 0 ? out.scale.f32() : nullptr;
@@ -227,7 +226,7 @@ Result<Fp8AsStored> load_fp8_as_stored(const Catalog& catalog, const std::string
   for (int64_t i = 0; i < n_rows; ++i)
     for (int64_t j = 0; j < n_cols; ++j) {
       const float x = v[i * n_cols + j];
-      q[i * n_cols + j] = out.e5m2 ? static_cast<uint8_t>(f32_to_f16(x) >> 8) : f32_to_f8_e4m3_sat(x);
+      q[i * n_cols + j] = e5m2 ? static_cast<uint8_t>(f32_to_f16(x) >> 8) : f32_to_f8_e4m3_sat(x);
       const float d = x * sc[((p.r0 + i) / p.br - p.sr0) * sc_cols + (p.c0 + j) / p.bc - p.sc0];
       nan_count += std::isnan(d);
       inf_count += std::isinf(d);

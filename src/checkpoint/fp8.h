@@ -14,8 +14,8 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/load.h"
 #include "checkpoint/reader.h"
-#include "core/block_scale.h"
 #include "core/status.h"
+#include "core/stored_weight.h"
 #include "core/tensor.h"
 
 namespace dayzero::checkpoint {
@@ -58,19 +58,12 @@ Result<Tensor> load_fp8_dequant_f32(const Catalog& catalog, const std::string& w
                                     ByteReader& reader, WeightRecord* rec, int dim = -1, int64_t begin = 0,
                                     int64_t end = 0, size_t staging_bytes = kDefaultStagingBytes);
 
-// One rank's slice of a block-scaled FP8 weight as the checkpoint stores it, for a backend that
-// keeps FP8 (model.weights_on_device: as_stored on CUDA and on the CPU).
-struct Fp8AsStored {
-  Tensor bytes;  // host F8_E4M3 or F8_E5M2 [slice.rows, slice.cols]: the stored bytes
-  Tensor scale;  // host f32 [slice.scale_rows(), slice.scale_cols()]: the blocks covering the slice
-  BlockScaledSlice slice;  // where the slice starts in the whole weight, its block size
-  bool e5m2 = false;
-};
-
 // The same read as load_fp8_dequant_f32 (same checks, errors, bytes read and record: its
 // nan_count and inf_count count the dequantised values), but the slice is returned as stored,
-// with the scale blocks that cover it, instead of dequantised.
-Result<Fp8AsStored> load_fp8_as_stored(const Catalog& catalog, const std::string& weight_name,
+// with the scale blocks that cover it, instead of dequantised: values F8_E4M3 / F8_E5M2 [rows,
+// cols], scale f32 (widened from BF16 or UE8M0) [the blocks covering the slice], slice the
+// fp8-block row placed where the slice starts (core/stored_weight.h).
+Result<StoredWeightSlice> load_fp8_as_stored(const Catalog& catalog, const std::string& weight_name,
                                        const std::string& scale_name, const BlockQuant& quant, ByteReader& reader,
                                        WeightRecord* rec, int dim = -1, int64_t begin = 0, int64_t end = 0,
                                        size_t staging_bytes = kDefaultStagingBytes);

@@ -266,7 +266,7 @@ Result<Tensor> load_pack_quantized_f32(const Catalog& catalog, const std::string
   return result;
 }
 
-Result<PackQuantAsStored> load_pack_quantized_as_stored(const Catalog& catalog, const std::string& module,
+Result<StoredWeightSlice> load_pack_quantized_as_stored(const Catalog& catalog, const std::string& module,
                                                         const PackQuant& quant, int64_t out, int64_t in,
                                                         ByteReader& reader, WeightRecord* rec, int dim, int64_t begin,
                                                         int64_t end) {
@@ -276,11 +276,9 @@ Result<PackQuantAsStored> load_pack_quantized_as_stored(const Catalog& catalog, 
                                    ", kept as stored only in BF16");
   DZ_ASSIGN_OR_RETURN(PackedSlice sl, read_packed_slice(catalog, module, quant, out, in, reader, dim, begin, end));
   const int64_t n_cols = sl.c1 - sl.c0, g0 = sl.c0 / quant.group_size, row_bytes = (sl.w1 - sl.w0) * 4;
-  PackQuantAsStored a;
-  a.cols = n_cols;
-  a.col0 = sl.c0;
-  a.group_size = quant.group_size;
-  a.q = Tensor::host(DType::kU8, {sl.rows, row_bytes});
+  StoredWeightSlice a;
+  a.slice = {&stored_format(StoredScheme::kInt4Group), sl.rows, n_cols, 0, sl.c0, 1, quant.group_size};
+  a.values = Tensor::host(DType::kU8, {sl.rows, row_bytes});
   if (sl.rows == 0 || n_cols == 0) {
     a.scale = Tensor::host(DType::kBF16, {sl.rows, 0});
     if (rec) *rec = std::move(sl.rec);
@@ -291,7 +289,7 @@ Result<PackQuantAsStored> load_pack_quantized_as_stored(const Catalog& catalog, 
   a.scale = Tensor::host(DType::kBF16, {sl.rows, sc_cols});
   auto* scale = static_cast<uint16_t*>(a.scale.data());
   for (int64_t i = 0; i < sl.rows * sc_cols; ++i) scale[i] = f32_to_bf16(sc[i]);
-  auto* dst = static_cast<uint8_t*>(a.q.data());
+  auto* dst = static_cast<uint8_t*>(a.values.data());
   for (int64_t i = 0; i < sl.rows; ++i)
     for (int64_t j = sl.c0; j < sl.c1; ++j) {
       const int q = sl.q(i, j);

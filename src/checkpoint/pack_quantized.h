@@ -19,6 +19,7 @@
 #include "checkpoint/load.h"
 #include "checkpoint/reader.h"
 #include "core/status.h"
+#include "core/stored_weight.h"
 #include "core/tensor.h"
 
 namespace dayzero::checkpoint {
@@ -65,21 +66,15 @@ Result<Tensor> load_pack_quantized_f32(const Catalog& catalog, const std::string
                                        int64_t out, int64_t in, ByteReader& reader, WeightRecord* rec, int dim = -1,
                                        int64_t begin = 0, int64_t end = 0);
 
-// The same weight (or slice) as stored, for the CPU's INT4 kernels (kernels/ops.h Int4Weight):
-// q U8 [rows, 4 x the int32 words covering the columns], each row's nibbles from the slice's
+// The same weight (or slice) as stored, for the CPU's INT4 kernels (kernels/ops.h StoredWeight):
+// values U8 [rows, 4 x the int32 words covering the columns], each row's nibbles from the slice's
 // first column on (as q + 8, two a byte, low nibble first; moved down when the slice starts
-// inside a byte or word, zero after its last), scale BF16 [rows, groups covering the columns]
-// as stored. Its elements' values are the dequantising load's, bit for bit; the same validation,
-// errors and record (NaN and infinity counts of those values), and InvalidArgument when the
-// scales are not BF16 (F16 and F32 scales are dequantised on load: plan::kept_dtype).
-struct PackQuantAsStored {
-  Tensor q;
-  Tensor scale;
-  int64_t cols = 0;  // the slice's columns
-  int64_t col0 = 0;
-  int64_t group_size = 32;
-};
-Result<PackQuantAsStored> load_pack_quantized_as_stored(const Catalog& catalog, const std::string& module,
+// inside a byte or word, zero after its last), scale BF16 [rows, groups covering the columns] as
+// stored, slice the int4-pack row in groups of quant.group_size (core/stored_weight.h). Its
+// elements' values are the dequantising load's, bit for bit; the same validation, errors and
+// record (NaN and infinity counts of those values), and InvalidArgument when the scales are not
+// BF16 (F16 and F32 scales are dequantised on load: plan::kept_dtype).
+Result<StoredWeightSlice> load_pack_quantized_as_stored(const Catalog& catalog, const std::string& module,
                                                         const PackQuant& quant, int64_t out, int64_t in,
                                                         ByteReader& reader, WeightRecord* rec, int dim = -1,
                                                         int64_t begin = 0, int64_t end = 0);

@@ -169,7 +169,7 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
       return;
     case DType::kBool:
     case DType::kF4:
-    case DType::kI4: break;  // kI4 has scales besides its nibbles: the kernels' dequantise_int4_rows
+    case DType::kI4: break;  // kI4 has scales besides its nibbles: the kernels' dequantise_stored_rows
   }
   DZ_CHECK(false, "convert_to_f32: dtype " << dtype_name(t) << " is not numeric");
 }

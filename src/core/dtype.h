@@ -12,12 +12,12 @@ namespace dayzero {
 
 // kI4 is not a safetensors dtype: a pack-quantized INT4 weight as the CPU backend keeps it (two
 // elements a byte, low nibble first, each stored as q + 8; bytes() counts each row from a byte,
-// the backend's layout may pad rows further: kernels/ops.h Int4Weight), never read from or
+// the backend's layout may pad rows further: kernels/ops.h StoredWeight), never read from or
 // written to a file.
 // kF8_E8M0 (safetensors "F8_E8M0", torch.float8_e8m0fnu): the UE8M0 scales of MX formats,
 // 2^(e - 127), 0xFF NaN.
 // kF4 is not a safetensors dtype either: an FP4 weight (MXFP4, NVFP4) as the CPU backend keeps
-// it (E2M1 codes two a byte, low nibble first, with its group scales: kernels/ops.h Fp4Weight).
+// it (E2M1 codes two a byte, low nibble first, with its group scales: kernels/ops.h StoredWeight).
 enum class DType : uint8_t { kF32, kF16, kBF16, kF8_E4M3, kF8_E5M2, kI8, kI16, kI32, kI64, kU8, kBool, kI4, kF8_E8M0, kF4 };
 
 // Parses a safetensors dtype string ("F32", "BF16", "F8_E4M3", ...); nullopt when unknown

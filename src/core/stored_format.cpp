@@ -1,11 +1,14 @@
-// The table of formats kept as stored (core/stored_format.h) and the FP4 scalar decoders.
+// The table of formats kept as stored (core/stored_format.h), the FP4 scalar decoders, and the
+// checks of a stored weight slice (core/stored_weight.h).
 #include "core/stored_format.h"
 
 #include <cmath>
 #include <cstring>
+#include <sstream>
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "core/stored_weight.h"
 
 namespace dayzero {
 namespace {
@@ -51,6 +54,50 @@ float fp4_group_scale(ScaleKind kind, uint8_t byte, float global_scale) {
   }
   DZ_CHECK(false, "fp4_group_scale: not an FP4 scale kind");
   return 0.0f;
+}
+
+// StoredWeightSlice (core/stored_weight.h).
+DType scale_dtype(ScaleKind kind) {
+  switch (kind) {
+    case ScaleKind::kF32: return DType::kF32;
+    case ScaleKind::kBF16: return DType::kBF16;
+    case ScaleKind::kUE8M0:
+    case ScaleKind::kE4M3: return DType::kU8;
+  }
+  return DType::kU8;
+}
+
+bool is_stored_weight_dtype(DType t) {
+  return t == DType::kF8_E4M3 || t == DType::kF8_E5M2 || t == DType::kI4 || t == DType::kF4;
+}
+
+DType StoredWeightSlice::held_dtype() const {
+  switch (slice.format->scheme) {
+    case StoredScheme::kFp8Block: return values.dtype();
+    case StoredScheme::kInt4Group: return DType::kI4;
+    case StoredScheme::kMxfp4:
+    case StoredScheme::kNvfp4: return DType::kF4;
+  }
+  return DType::kU8;
+}
+
+std::string StoredWeightSlice::shape_error() const {
+  if (!slice.format) return "no stored format";
+  const StoredFormat& f = *slice.format;
+  std::ostringstream os;
+  const bool fp8 = f.scheme == StoredScheme::kFp8Block;
+  const bool values_ok = fp8 ? (values.dtype() == DType::kF8_E4M3 || values.dtype() == DType::kF8_E5M2)
+                             : values.dtype() == DType::kU8;
+  const bool empty = slice.rows <= 0 || slice.cols <= 0;
+  if (!values_ok || values.rank() != 2 || values.dim(0) != slice.rows ||
+      (!empty && values.dim(1) != slice.value_row_bytes()))
+    os << f.name << " values " << dtype_name(values.dtype()) << " " << shape_str(values.shape()) << " for "
+       << slice.rows << " x " << slice.cols << " from column " << slice.col0 << " (expected "
+       << (fp8 ? "F8" : "U8") << " [" << slice.rows << ", " << (empty ? 0 : slice.value_row_bytes()) << "])";
+  else if (scale.dtype() != scale_dtype(f.scale) || (!empty && scale.numel() != slice.scale_rows() * slice.scale_cols()))
+    os << f.name << " scale " << dtype_name(scale.dtype()) << " " << shape_str(scale.shape()) << " for "
+       << slice.scale_rows() << " x " << slice.scale_cols() << " blocks of " << dtype_name(scale_dtype(f.scale));
+  return os.str();
 }
 
 }  // namespace dayzero

@@ -29,7 +29,7 @@ Status apply_fp4_quant(std::vector<TensorSpec>& specs, const checkpoint::Fp4Quan
       return Status::Unsupported(std::string("config.json: quantization_config quantizes ") + module + " (" +
                                  component_name(s.component) + ") to " + f->name +
                                  "; dayzero keeps FP4 for routed experts only (add it to the ignore list)");
-    s.fp4 = f;
+    s.stored = {f, 1, f->block_cols, StoredPlacement::kCompanions};
     const int64_t out = s.shape[0], in = s.shape[1];
     std::vector<std::pair<std::string, Shape>> parts = {{module + ".weight_packed", Shape{out, (in + 1) / 2}},
                                                         {module + ".weight_scale", Shape{out, (in + f->block_cols - 1) / f->block_cols}}};
@@ -38,7 +38,7 @@ Status apply_fp4_quant(std::vector<TensorSpec>& specs, const checkpoint::Fp4Quan
       TensorSpec t{name, shape, ShardRule::kReplicated, s.layer};
       t.skip_load = true;
       t.component = Component::kQuantScale;
-      t.fp4 = f;
+      t.stored.format = f;
       companions.push_back(std::move(t));
     }
   }
@@ -54,17 +54,6 @@ std::vector<std::string> fp4_ignore_list(const std::vector<TensorSpec>& specs) {
   return out;
 }
 
-std::string fp4_module(const TensorSpec& spec) {
-  DZ_CHECK(is_fp4_weight(spec) && spec.name.size() > kFp4WeightSuffix.size(), spec.name << " is not an FP4 weight");
-  return spec.name.substr(0, spec.name.size() - kFp4WeightSuffix.size());
-}
-
-checkpoint::Fp4Layout fp4_layout(const TensorSpec& spec) {
-  const std::string module = fp4_module(spec);
-  return spec.fp4_in_place ? checkpoint::deepseek_v4_fp4_layout(module)
-                           : checkpoint::compressed_tensors_fp4_layout(module, spec.fp4->scheme);
-}
-
 void apply_in_place_fp4_experts(std::vector<TensorSpec>& specs) {
   const StoredFormat* f = &stored_format(StoredScheme::kMxfp4);
   std::vector<TensorSpec> scales;
@@ -73,13 +62,13 @@ void apply_in_place_fp4_experts(std::vector<TensorSpec>& specs) {
     if (s.component != Component::kRoutedExpert || s.shape.size() != 2 || s.name.size() <= kFp4WeightSuffix.size() ||
         s.name.compare(s.name.size() - kFp4WeightSuffix.size(), kFp4WeightSuffix.size(), kFp4WeightSuffix) != 0)
       continue;
-    s.fp4 = f;
-    s.fp4_in_place = true;
-    const checkpoint::Fp4Layout l = fp4_layout(s);
-    TensorSpec t{l.scale, {s.shape[0], (s.shape[1] + f->block_cols - 1) / f->block_cols}, ShardRule::kReplicated, s.layer};
+    const std::string module = s.name.substr(0, s.name.size() - kFp4WeightSuffix.size());
+    s.stored = {f, 1, f->block_cols, StoredPlacement::kOwnName, module + ".scale"};
+    TensorSpec t{s.stored.scale, {s.shape[0], (s.shape[1] + f->block_cols - 1) / f->block_cols}, ShardRule::kReplicated,
+                 s.layer};
     t.skip_load = true;
     t.component = Component::kQuantScale;
-    t.fp4 = f;
+    t.stored.format = f;
     scales.push_back(std::move(t));
   }
   for (auto& t : scales) specs.push_back(std::move(t));

@@ -15,10 +15,10 @@
 namespace dayzero::model {
 
 // Every routed-expert Linear weight of specs (2-D `<module>.weight`, component kRoutedExpert)
-// whose module quant.quantizes() becomes FP4 (spec.fp4 = the format's row), and its
+// whose module quant.quantizes() becomes FP4 (spec.stored: the format's row, kCompanions), and its
 // weight_packed U8 [out, ceil(in / 2)], weight_scale [out, ceil(in / g)] and, NVFP4,
 // weight_global_scale F32 [1] are appended (component kQuantScale, skip_load, the weight's
-// layer, fp4 set). Errors: Unsupported naming the first other Linear (attention, dense or shared
+// layer, stored.format set). Errors: Unsupported naming the first other Linear (attention, dense or shared
 // MLP, router, lm_head) that quant quantizes. Skipped specs (multi-token prediction) are left
 // as they are.
 Status apply_fp4_quant(std::vector<TensorSpec>& specs, const checkpoint::Fp4Quant& quant);
@@ -27,17 +27,9 @@ Status apply_fp4_quant(std::vector<TensorSpec>& specs, const checkpoint::Fp4Quan
 // quantization_config that stores the routed experts only (make-model).
 std::vector<std::string> fp4_ignore_list(const std::vector<TensorSpec>& specs);
 
-// Whether spec is an FP4 logical weight (not one of its companions).
-inline bool is_fp4_weight(const TensorSpec& spec) { return spec.fp4 && spec.component != Component::kQuantScale; }
-// The module of an FP4 weight spec ("<module>.weight"). REQUIRES: is_fp4_weight(spec).
-std::string fp4_module(const TensorSpec& spec);
-// Where the checkpoint keeps an FP4 weight: compressed-tensors' companions, or DeepSeek-V4's
-// codes in place with `<module>.scale` (spec.fp4_in_place). REQUIRES: is_fp4_weight(spec).
-checkpoint::Fp4Layout fp4_layout(const TensorSpec& spec);
-
 // DeepSeek-V4's routed experts published in MXFP4 (quantization_config expert_dtype fp4): every
-// routed-expert Linear weight of specs becomes MXFP4 in place (fp4_in_place) and its
-// `<module>.scale` [out, ceil(in / 32)] is appended (kQuantScale, skip_load, fp4 set).
+// routed-expert Linear weight of specs becomes MXFP4 in place (kOwnName) and its
+// `<module>.scale` [out, ceil(in / 32)] is appended (kQuantScale, skip_load, stored.format set).
 void apply_in_place_fp4_experts(std::vector<TensorSpec>& specs);
 
 }  // namespace dayzero::model

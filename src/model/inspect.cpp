@@ -153,13 +153,16 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
   }
   int64_t packed = 0, group = 0, fp4 = 0;
   const StoredFormat* fp4_format = nullptr;
+  bool fp4_in_place = false;
   for (const auto& s : specs) {
-    if (s.pack_group > 0) ++packed, group = s.pack_group;
-    if (s.fp4 && s.component != Component::kQuantScale) ++fp4, fp4_format = s.fp4;
+    if (is_stored_weight(s, StoredScheme::kInt4Group)) ++packed, group = s.stored.block_cols;
+    if (is_stored_weight(s) && s.stored.format->value_bits == 4 && s.stored.format->unit_bits == 8)
+      ++fp4, fp4_format = s.stored.format, fp4_in_place = s.stored.placement == StoredPlacement::kOwnName;
   }
   if (fp4 > 0) {
     f.push_back({"FP4 weights",
-                 std::to_string(fp4) + " routed-expert weights (compressed-tensors " + fp4_format->name +
+                 std::to_string(fp4) + " routed-expert weights (" + (fp4_in_place ? "in place, " : "compressed-tensors ") +
+                     fp4_format->name +
                      ": E2M1, a scale per " + std::to_string(fp4_format->block_cols) +
                      "), kept as stored on the CPU (as_stored), else dequantized to f32 at load",
                  S::kYes});
@@ -170,7 +173,7 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
                  S::kYes});
   } else if (!r.quant_method.empty()) {
     bool declared = false;
-    for (const auto& s : specs) declared = declared || !s.scale_name.empty();
+    for (const auto& s : specs) declared = declared || is_stored_weight(s, StoredScheme::kFp8Block);
     const std::string what = r.quant_method + (r.quant_fmt.empty() ? "" : " " + r.quant_fmt) +
                              (r.quant_block_rows > 0 ? " " + std::to_string(r.quant_block_rows) + "x" +
                                                            std::to_string(r.quant_block_cols) + " blocks"
@@ -213,16 +216,16 @@ std::string stored_dtype_name(const TensorSpec& s, const ParamReport& r) {
     const std::string t(x);
     return s.name.size() >= t.size() && s.name.compare(s.name.size() - t.size(), t.size(), t) == 0;
   };
-  if (s.fp4 && s.component == Component::kQuantScale) {  // FP4 storage (compressed-tensors)
+  if (s.stored.format && s.component == Component::kQuantScale) {  // FP4 storage (compressed-tensors)
     if (ends(".weight_packed")) return "U8";
-    if (ends(".weight_scale")) return s.fp4->scale == ScaleKind::kE4M3 ? "F8_E4M3" : "U8";
+    if (ends(".weight_scale")) return s.stored.format->scale == ScaleKind::kE4M3 ? "F8_E4M3" : "U8";
     return "F32";  // the NVFP4 global scale
   }
   if (ends(".weight_packed") || ends(".weight_shape")) return "I32";  // INT4 pack-quantized storage
   if (ends(".weight_scale") && s.component == Component::kQuantScale) return "BF16";
   if (s.component == Component::kQuantScale) return "F32";
   if (s.index_range > 0) return "I32";
-  if (!s.scale_name.empty()) return r.quant_fmt == "e5m2" ? "F8_E5M2" : "F8_E4M3";
+  if (is_stored_weight(s, StoredScheme::kFp8Block)) return r.quant_fmt == "e5m2" ? "F8_E5M2" : "F8_E4M3";
   return stored_dtype(r.torch_dtype);
 }
 
@@ -256,7 +259,8 @@ ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& spe
   for (const auto& s : specs) {
     const int64_t n = shape_numel(s.shape);
     const bool scale = s.component == Component::kQuantScale;
-    if (!catalog && s.pack_group == 0 && !(s.fp4 && !scale)) {  // a pack-quantized or FP4 weight is stored as its companions
+    // A 4-bit weight (INT4, FP4) is counted as its companions or codes.
+    if (!catalog && !(is_stored_weight(s) && s.stored.format->value_bits == 4)) {
       const std::string dt = stored_dtype_name(s, r);
       DTypeCount& d = r.dtypes[dt];
       d.tensors += 1;
@@ -267,14 +271,14 @@ ParamReport inspect_params(const HParams& hp, const std::vector<TensorSpec>& spe
     if (scale) {
       r.scale_tensors += 1;
       const checkpoint::TensorInfo* t = catalog ? catalog->find(s.name) : nullptr;
-      r.scale_bytes += t ? t->nbytes : static_cast<uint64_t>(n) * (s.fp4 ? stored_size(stored_dtype_name(s, r)) : 4);
+      r.scale_bytes += t ? t->nbytes : static_cast<uint64_t>(n) * (s.stored.format ? stored_size(stored_dtype_name(s, r)) : 4);
       continue;
     }
     const bool mtp = s.layer >= hp.n_layer;
     component_slot(mtp ? r.mtp : r.main, s.component) += n;
     if (mtp) continue;
     if (s.component == Component::kRoutedExpert) routed_by_layer[s.layer] += n;
-    if (!s.scale_name.empty() || s.pack_group > 0 || s.fp4) r.quantized_params += n;
+    if (is_stored_weight(s)) r.quantized_params += n;
   }
   if (catalog) {
     r.dtype_source = "checkpoint";

@@ -65,7 +65,7 @@ struct ParamReport {
   // Quantization metadata: FP8 block-scale tensors (weight_scale_inv), counted apart.
   int64_t scale_tensors = 0;
   uint64_t scale_bytes = 0;  // from the checkpoint; else f32 per scale element
-  int64_t quantized_params = 0;  // parameters of weights stored quantized (scale_name set)
+  int64_t quantized_params = 0;  // parameters of weights stored quantized (is_stored_weight)
 
   std::string torch_dtype;         // config.json
   std::string quant_method;        // quantization_config.quant_method ("" when none)

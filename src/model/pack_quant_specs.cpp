@@ -19,7 +19,7 @@ void apply_pack_quant(std::vector<TensorSpec>& specs, const checkpoint::PackQuan
     const std::string module = s.name.substr(0, s.name.size() - suffix.size());
     const std::string local = module.rfind(prefix, 0) == 0 ? module.substr(prefix.size()) : module;
     if (!quant.quantizes(local)) continue;
-    s.pack_group = quant.group_size;
+    s.stored = {&stored_format(StoredScheme::kInt4Group), 1, quant.group_size, StoredPlacement::kCompanions};
     const int64_t out = s.shape[0], in = s.shape[1];
     for (auto [name, shape] : {std::pair{checkpoint::packed_name(module), Shape{out, quant.words(in)}},
                                std::pair{checkpoint::group_scale_name(module), Shape{out, quant.groups(in)}},
@@ -31,18 +31,6 @@ void apply_pack_quant(std::vector<TensorSpec>& specs, const checkpoint::PackQuan
     }
   }
   for (auto& t : companions) specs.push_back(std::move(t));
-}
-
-std::string pack_quant_module(const TensorSpec& spec) {
-  static const std::string kSuffix = ".weight";
-  DZ_CHECK(spec.pack_group > 0 && spec.name.size() > kSuffix.size() &&
-               spec.name.compare(spec.name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0,
-           spec.name << " is not a pack-quantized weight");
-  return spec.name.substr(0, spec.name.size() - kSuffix.size());
-}
-
-std::string pack_quant_scale_name(const TensorSpec& spec) {
-  return checkpoint::group_scale_name(pack_quant_module(spec));
 }
 
 }  // namespace dayzero::model

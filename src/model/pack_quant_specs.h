@@ -13,17 +13,12 @@ namespace dayzero::model {
 
 // Every Linear weight of specs (2-D `<module>.weight` of attention, dense MLP, routed or shared
 // experts, or lm_head; never the router, norms or embedding) whose module quant.quantizes()
-// becomes pack-quantized (pack_group set), and its weight_packed [out, words(in)], weight_scale
+// becomes pack-quantized (spec.stored: the int4-pack row in its groups, kCompanions), and its weight_packed [out, words(in)], weight_scale
 // [out, groups(in)] and weight_shape [2] are appended (component kQuantScale, skip_load, the
 // weight's layer). `prefix` is stripped from names before the ignore list is matched (the
 // quantization_config of a text_config names the text model's modules). Skipped specs
 // (multi-token prediction) are left as they are.
 void apply_pack_quant(std::vector<TensorSpec>& specs, const checkpoint::PackQuant& quant,
                       const std::string& prefix = "");
-
-// The module of a pack-quantized weight spec ("<module>.weight"), and its group scales' name.
-// REQUIRES: spec.pack_group > 0.
-std::string pack_quant_module(const TensorSpec& spec);
-std::string pack_quant_scale_name(const TensorSpec& spec);
 
 }  // namespace dayzero::model

@@ -41,14 +41,31 @@ int fp4_part(const TensorSpec& s) {
   };
   return ends(".weight_packed") ? 0 : ends(".weight_scale") || ends(".scale") ? 1 : 2;  // .scale: DeepSeek-V4's
 }
+// A stored companion of an FP4 weight: its codes, scales or global scale.
+bool is_fp4_companion(const TensorSpec& s) {
+  return s.component == Component::kQuantScale && s.stored.format &&
+         (s.stored.format->scheme == StoredScheme::kMxfp4 || s.stored.format->scheme == StoredScheme::kNvfp4);
+}
+// A quantized weight whose 4-bit codes are under its own name (two a byte).
+bool codes_in_place(const TensorSpec& s) {
+  return is_stored_weight(s) && s.stored.placement == StoredPlacement::kOwnName && s.stored.format->value_bits == 4;
+}
+
 }  // namespace
+
+std::optional<Shape> on_disk_shape(const TensorSpec& s) {
+  if (is_stored_weight(s) && s.stored.placement == StoredPlacement::kCompanions) return std::nullopt;
+  if (codes_in_place(s) && s.shape.size() == 2) return Shape{s.shape[0], (s.shape[1] + 1) / 2};
+  return s.shape;
+}
 
 bool stored_dtype_fits(const TensorSpec& s, DType t) {
   if (s.index_range > 0) return t == DType::kI32 || t == DType::kI64;
-  if (s.fp4 && s.component == Component::kQuantScale) {  // checkpoint/fp4.h's layout
+  if (codes_in_place(s)) return t == DType::kU8 || t == DType::kI8;
+  if (is_fp4_companion(s)) {  // checkpoint/fp4.h's layout
     switch (fp4_part(s)) {
       case 0: return t == DType::kU8 || t == DType::kI8;
-      case 1: return s.fp4->scale == ScaleKind::kE4M3 ? t == DType::kF8_E4M3 : t == DType::kU8 || t == DType::kF8_E8M0;
+      case 1: return s.stored.format->scale == ScaleKind::kE4M3 ? t == DType::kF8_E4M3 : t == DType::kU8 || t == DType::kF8_E8M0;
       default: return t == DType::kF32;
     }
   }
@@ -56,10 +73,11 @@ bool stored_dtype_fits(const TensorSpec& s, DType t) {
 }
 
 const char* expected_dtype(const TensorSpec& s) {
-  if (s.fp4 && s.component == Component::kQuantScale) {
+  if (codes_in_place(s)) return "U8 or I8 (two E2M1 codes a byte)";
+  if (is_fp4_companion(s)) {
     switch (fp4_part(s)) {
       case 0: return "U8 or I8 (two E2M1 codes a byte)";
-      case 1: return s.fp4->scale == ScaleKind::kE4M3 ? "F8_E4M3 (NVFP4 scales)" : "U8 or F8_E8M0 (MXFP4 scales)";
+      case 1: return s.stored.format->scale == ScaleKind::kE4M3 ? "F8_E4M3 (NVFP4 scales)" : "U8 or F8_E8M0 (MXFP4 scales)";
       default: return "F32 (the NVFP4 global scale)";
     }
   }
@@ -73,7 +91,7 @@ void set_component(std::vector<TensorSpec>& specs, size_t from, Component c) {
 void prefix_tensor_names(std::vector<TensorSpec>& specs, const std::string& prefix) {
   for (TensorSpec& t : specs) {
     t.name = prefix + t.name;
-    if (!t.scale_name.empty()) t.scale_name = prefix + t.scale_name;
+    if (!t.stored.scale.empty()) t.stored.scale = prefix + t.stored.scale;
   }
 }
 

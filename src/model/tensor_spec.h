@@ -3,6 +3,7 @@
 // dtype and that nothing in the checkpoint is left unclaimed against this list.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,9 +37,32 @@ enum class Component {
   kProjector,    // the multimodal projector from the tower into the text width
   kMtpHead,       // multi-token prediction's own projection, embedding and head
   kQuantScale,    // quantization storage, not parameters: FP8 block scales; INT4 packed words,
-                  // group scales and shapes (the parameters count on the logical weight)
+                  // group scales and shapes; FP4 codes, scales and global scales of a logical
+                  // weight (the parameters count on the logical weight)
 };
 const char* component_name(Component c);
+
+// How a quantized Linear weight is stored and where the checkpoint keeps its tensors: its row of
+// the stored-format table (core/stored_format.h: fp8-block, int4-pack, mxfp4, nvfp4), the block
+// one scale covers, and its placement. The adapter, or the quantization_config it reads, fills it
+// (adapters/common.h attach_block_scale, pack_quant_specs.h, fp4_specs.h); the loader
+// (stored_specs.h stored_layout), the planner (plan::stored_slice) and the backends read only it.
+// The spec's name and shape are the logical weight [out, in] the forward pass sees.
+enum class StoredPlacement : uint8_t {
+  // The values under the weight's own name, the scales in `scale` (FP8's `_scale_inv`,
+  // DeepSeek-V4's `.scale` of FP8 and of its in-place MXFP4 experts).
+  kOwnName,
+  // compressed-tensors: the logical weight is not on disk; `<module>.weight_packed`,
+  // `.weight_scale` (and INT4's `.weight_shape`, NVFP4's `.weight_global_scale`) are declared as
+  // specs of their own (kQuantScale, skip_load) and read with it.
+  kCompanions,
+};
+struct StoredSpec {
+  const StoredFormat* format = nullptr;
+  int64_t block_rows = 0, block_cols = 0;
+  StoredPlacement placement = StoredPlacement::kOwnName;
+  std::string scale = {};  // kOwnName: the scale tensor's name
+};
 
 struct TensorSpec {
   std::string name;  // full HF name, e.g. "model.layers.3.self_attn.q_proj.weight"
@@ -55,18 +79,11 @@ struct TensorSpec {
   int n_expert = 0;
   int expert_split_dim = -1;
   // Declared so the checkpoint check claims it (shape, dtype), never loaded: multi-token-
-  // prediction layers, and the block scales of FP8 weights (read with their weight).
+  // prediction layers, and the stored companions of quantized weights (read with their weight).
   bool skip_load = false;
-  // Block-quantized FP8 weight: its `<name>_scale_inv` companion [ceil(rows / br), ceil(cols / bc)]
-  // and the block size; the loader dequantizes to f32 (checkpoint/fp8.h) unless the backend keeps
-  // it as stored (Backend::keeps_fp8_weights). Empty: not quantized.
-  std::string scale_name = {};
-  int64_t quant_block_rows = 0, quant_block_cols = 0;
-  // Pack-quantized INT4 Linear (compressed-tensors, checkpoint/pack_quantized.h): name and shape
-  // are the logical weight, which is not on disk; its companions `<module>.weight_packed`,
-  // `.weight_scale` and `.weight_shape` are declared as their own specs (kQuantScale, skip_load)
-  // and read with it; the loader dequantizes to f32. 0: not pack-quantized.
-  int64_t pack_group = 0;
+  // A quantized Linear weight kept as stored, or one of its stored companions (kQuantScale):
+  // StoredSpec below. format nullptr: neither.
+  StoredSpec stored = {};
   // An integer table rather than weights (hash routing's tid2eid: token id -> the ids of the
   // experts it goes to), stored as I32 with every value in [0, index_range); 0: a float tensor.
   int64_t index_range = 0;
@@ -79,19 +96,25 @@ struct TensorSpec {
     int64_t rows = 0, block = 1;
   };
   std::vector<Section> shard_sections = {};
-  // FP4 Linear (compressed-tensors mxfp4- / nvfp4-pack-quantized: checkpoint/fp4.h): its row of
-  // the stored-format table. As pack_group: name and shape are the logical weight, not on disk;
-  // its companions `<module>.weight_packed`, `.weight_scale` (and NVFP4's `.weight_global_scale`)
-  // are declared as their own specs (kQuantScale, skip_load) and read with it. nullptr: not FP4.
-  const StoredFormat* fp4 = nullptr;
-  // DeepSeek-V4's FP4 layout instead: the E2M1 codes under the weight's own name, I8 or U8
-  // [out, ceil(in / 2)], with its UE8M0 scales in `<module>.scale` [out, ceil(in / 32)] (a
-  // kQuantScale spec of its own); the codes are claimed under this spec's name.
-  bool fp4_in_place = false;
 };
 
+// Whether spec is a quantized weight kept as stored (not one of its companions).
+inline bool is_stored_weight(const TensorSpec& s) {
+  return s.stored.format != nullptr && s.component != Component::kQuantScale;
+}
+// Whether spec is a quantized weight of `scheme`.
+inline bool is_stored_weight(const TensorSpec& s, StoredScheme scheme) {
+  return is_stored_weight(s) && s.stored.format->scheme == scheme;
+}
+
+// The shape the checkpoint holds under spec's own name: its shape, or [out, ceil(in / 2)] for
+// 4-bit codes in place (DeepSeek-V4's MXFP4 experts); nullopt when nothing is under its name (a
+// compressed-tensors logical weight, whose companions are specs of their own).
+std::optional<Shape> on_disk_shape(const TensorSpec& s);
+
 // Whether a checkpoint tensor stored as t can be this spec: an integer table (index_range > 0)
-// is I32 or I64, quantization storage (kQuantScale) anything, every other tensor a float type;
+// is I32 or I64, quantization storage (kQuantScale) anything, 4-bit codes in place U8 or I8,
+// every other tensor a float type;
 // expected_dtype names what fits for a message ("a float type", "I32 or I64").
 bool stored_dtype_fits(const TensorSpec& s, DType t);
 const char* expected_dtype(const TensorSpec& s);
@@ -99,7 +122,7 @@ const char* expected_dtype(const TensorSpec& s);
 // Sets the component of specs[from ..] (a block tags what it just declared).
 void set_component(std::vector<TensorSpec>& specs, size_t from, Component c);
 
-// Puts prefix before every spec's name and scale name (a multimodal checkpoint nests its text
+// Puts prefix before every spec's name and stored scale name (a multimodal checkpoint nests its text
 // model under "language_model.").
 void prefix_tensor_names(std::vector<TensorSpec>& specs, const std::string& prefix);
 

@@ -131,9 +131,8 @@ std::vector<model::TensorSpec> generic_specs(const analysis::Analysis& a, bool a
       auto w = by_name.find(s.name.substr(0, s.name.size() - 10));
       if (w == by_name.end()) continue;
       model::TensorSpec& weight = specs[w->second];
-      weight.scale_name = s.name;
-      weight.quant_block_rows = d.quant_block_rows;
-      weight.quant_block_cols = d.quant_block_cols;
+      weight.stored = {&stored_format(StoredScheme::kFp8Block), d.quant_block_rows, d.quant_block_cols,
+                       model::StoredPlacement::kOwnName, s.name};
     }
   if (d.quant_bits > 0) {
     // Pack-quantized Linears: as stored, the int32 words and the group scales split as the

@@ -63,28 +63,24 @@ int64_t activation_bytes(const model::HParams& hp, int tp, bool last_stage, cons
   return bytes;
 }
 
-BlockScaledSlice block_scaled_slice(const model::TensorSpec& spec, const Slice& slice) {
-  DZ_CHECK(spec.shape.size() == 2 && slice.held, spec.name << ": not a held 2-D slice");
-  BlockScaledSlice b;
-  b.rows = spec.shape[0];
-  b.cols = spec.shape[1];
-  if (slice.dim == 0) b.row0 = slice.begin, b.rows = slice.end - slice.begin;
-  if (slice.dim == 1) b.col0 = slice.begin, b.cols = slice.end - slice.begin;
-  b.block_rows = spec.quant_block_rows;
-  b.block_cols = spec.quant_block_cols;
-  return b;
-}
-
 DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights, KeepsQuantized keeps) {
   // An integer table (DeepSeek-V4's tid2eid) is kept in f32, exact below 2^24 (bf16 is exact
   // only to 256: 384 experts would be rounded).
   if (spec.index_range > 0) return DType::kF32;
   if (weights == WeightsOnDevice::kBF16) return DType::kBF16;
   if (weights == WeightsOnDevice::kF32) return DType::kF32;
-  if (spec.pack_group > 0) return keeps.int4 && stored == DType::kBF16 ? DType::kI4 : DType::kF32;
-  if (spec.fp4) return keeps.fp4 ? DType::kF4 : DType::kF32;
+  if (model::is_stored_weight(spec)) {
+    // As stored where the backend keeps the scheme (INT4 only with the BF16 scales its kernels read).
+    const StoredScheme scheme = spec.stored.format->scheme;
+    if (!keeps.keeps(scheme) || (scheme == StoredScheme::kInt4Group && stored != DType::kBF16)) return DType::kF32;
+    switch (scheme) {
+      case StoredScheme::kFp8Block: return stored;
+      case StoredScheme::kInt4Group: return DType::kI4;
+      case StoredScheme::kMxfp4:
+      case StoredScheme::kNvfp4: return DType::kF4;
+    }
+  }
   const bool fp8 = stored == DType::kF8_E4M3 || stored == DType::kF8_E5M2;
-  if (fp8 && !spec.scale_name.empty()) return keeps.fp8_blocks ? stored : DType::kF32;
   if (fp8 && !keeps.fp8_unscaled) return DType::kF32;
   if (stored == DType::kF32) return DType::kF32;
   return DType::kBF16;
@@ -96,24 +92,19 @@ int64_t held_bytes(const model::TensorSpec& spec, size_t index, const Slice& sli
   DZ_CHECK(index < p.stored_bytes.size(), spec.name << ": no stored element size (" << p.stored_bytes.size()
                                                     << " for spec " << index << ")");
   const int64_t elem = spec.index_range > 0 ? 4 : p.stored_bytes[index];  // kept_dtype: an index table in f32
-  // As stored: 0.5 B + group scales, unless dequantised on load (weight_sizes: 4 B)
-  if (spec.pack_group > 0 && elem != 4) return pack_quant_bytes(spec, slice, true);
-  // FP4 as stored: 0.5 B + a scale byte per group (+ NVFP4's global scale), unless dequantised
-  // on load (weight_sizes: 4 B).
-  if (spec.fp4 && elem != 4) return fp4_bytes(spec, slice);
-  if (elem == 1 && !spec.scale_name.empty() && spec.shape.size() == 2 && spec.quant_block_rows > 0 &&
-      spec.quant_block_cols > 0)
-    return block_scaled_slice(spec, slice).device_bytes();
+  // A quantized weight as stored: its values, the scales of the blocks covering the slice and any
+  // global scale (the stored-format table's byte rule), unless dequantised on load (weight_sizes: 4 B).
+  if (model::is_stored_weight(spec) && spec.shape.size() == 2 && elem != 4) return stored_slice(spec, slice).held_bytes();
   return slice_bytes(spec, slice, elem);
 }
 
 std::vector<int64_t> stored_bytes_from_config(const std::vector<model::TensorSpec>& specs, int64_t other) {
   std::unordered_set<std::string> scales;
   for (const auto& s : specs)
-    if (!s.scale_name.empty()) scales.insert(s.scale_name);
+    if (model::is_stored_weight(s, StoredScheme::kFp8Block)) scales.insert(s.stored.scale);
   std::vector<int64_t> out(specs.size(), other);
   for (size_t i = 0; i < specs.size(); ++i) {
-    if (!specs[i].scale_name.empty() || specs[i].fp4) out[i] = 1;
+    if (model::is_stored_weight(specs[i])) out[i] = 1;  // counted by the stored-format table
     else if (scales.count(specs[i].name)) out[i] = kScaleBytes;
   }
   return out;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/block_scale.h"
+#include "core/stored_format.h"
 #include "core/dtype.h"
 #include "model/hparams.h"
 #include "model/tensor_spec.h"
@@ -73,49 +73,42 @@ int64_t local_kv_heads(const model::HParams& hp, int tp);
 int64_t activation_bytes(const model::HParams& hp, int tp, bool last_stage, const MemoryParams& p);
 
 // Element size of the block scales of an FP8 weight kept as stored (f32).
-inline constexpr int64_t kScaleBytes = kBlockScaleBytes;
+inline constexpr int64_t kScaleBytes = 4;  // stored_format(StoredScheme::kFp8Block).scale_bytes
 
-// The block-scaled view of a held slice of a 2-D FP8 spec (quant_block_rows/cols): its rows
-// and columns, where it starts in the whole tensor, its block size. REQUIRES: slice.held.
-BlockScaledSlice block_scaled_slice(const model::TensorSpec& spec, const Slice& slice);
-
-// Which quantized weights a backend keeps as stored under model.weights_on_device: as_stored;
-// the others it dequantises to f32 on load. CUDA ({true, true, true}) keeps block-scaled FP8
-// and counts a pack-quantized INT4 weight and an FP8 tensor without block scales as stored too
-// (the run refuses them: they have no device form) and keeps FP4 (dequantised per GEMM); the
-// CPU ({true, true, false, true}) keeps block-scaled FP8, pack-quantized INT4 and FP4
-// (converted inside its GEMM) and dequantises FP8 without block scales.
+// Which quantized weights a backend keeps as stored under model.weights_on_device: as_stored,
+// by row of the stored-format table; the others it dequantises to f32 on load. CUDA keeps
+// fp8-block, mxfp4 and nvfp4 (dequantised per GEMM) and counts an INT4 weight and an FP8 tensor
+// without block scales as stored too (the run refuses them: they have no device form); the CPU
+// keeps every row (converted inside its GEMM) and dequantises FP8 without block scales.
 struct KeepsQuantized {
-  bool fp8_blocks = true;    // block-scaled FP8 (a spec with a scale_name)
-  bool int4 = true;          // pack-quantized INT4 (a spec with a pack_group)
-  bool fp8_unscaled = true;  // FP8 without block scales
-  bool fp4 = true;           // FP4 (MXFP4, NVFP4: a spec with fp4 set)
+  bool schemes[4] = {true, true, true, true};  // by StoredScheme
+  bool fp8_unscaled = true;                    // FP8 without block scales
+  bool keeps(StoredScheme s) const { return schemes[static_cast<int>(s)]; }
+  bool keeps_all() const { return schemes[0] && schemes[1] && schemes[2] && schemes[3] && fp8_unscaled; }
 };
-inline constexpr KeepsQuantized kCudaKeepsQuantized{true, true, true, true};
-inline constexpr KeepsQuantized kCpuKeepsQuantized{true, true, false, true};
+inline constexpr KeepsQuantized kCudaKeepsQuantized{{true, true, true, true}, true};
+inline constexpr KeepsQuantized kCpuKeepsQuantized{{true, true, true, true}, false};
+inline constexpr KeepsQuantized kKeepsNoQuantized{{false, false, false, false}, false};
 
 // What a backend keeps of a weight stored as `stored` under model.weights_on_device: as stored,
-// a block-scaled FP8 weight (a spec with a scale_name) stays FP8 with its scales (held_bytes:
-// BlockScaledSlice::device_bytes) where the backend keeps it (keeps.fp8_blocks) and is
-// dequantised to F32 where it does not; a pack-quantized INT4 weight (`stored`: the dtype of its
-// group scales) is I4, its int32 words and BF16 scales as stored (held_bytes:
-// pack_quant_bytes), where keeps.int4 and its scales are BF16, else F32; an FP8 tensor without
-// block scales is F32 unless keeps.fp8_unscaled; an FP4 weight (spec.fp4) is F4, its codes and
-// scale bytes as stored (held_bytes: fp4_bytes), where keeps.fp4, else F32; BF16 and F32 stay as they are, F16 becomes BF16 (the
-// same two bytes; no backend has F16 kernels); bfloat16 / float32: every weight in that dtype.
+// a quantized weight (model::is_stored_weight) of a scheme the backend keeps stays as stored
+// (held_bytes: the table's StoredSlice::held_bytes, plan::stored_slice) in the dtype its tensor
+// carries: FP8 its F8 dtype, INT4 I4 (only with BF16 group scales: `stored` is then the dtype of
+// its scales), FP4 F4; else F32, dequantised on load. An FP8 tensor without block scales is F32
+// unless keeps.fp8_unscaled; BF16 and F32 stay as they are, F16 becomes BF16 (the same two bytes;
+// no backend has F16 kernels); bfloat16 / float32: every weight in that dtype.
 DType kept_dtype(const model::TensorSpec& spec, DType stored, WeightsOnDevice weights, KeepsQuantized keeps = {});
 
 // Bytes a device holds of spec `index`'s slice: 0 for skip_load specs (multi-token-prediction
 // layers; FP8 scale tensors, which are counted with their weight) and for a slice not held;
 // otherwise the slice at its element size (stored_bytes[index] when as stored, else
-// bytes_per_weight), plus, for a quantized weight stored in one byte, kScaleBytes for each
-// scale block that covers the slice. The one rule of the memory model and the planner's tables.
+// bytes_per_weight), or, for a quantized weight kept as stored, the stored-format table's
+// held_bytes of the slice (values, covering scales, global scale). The one rule of the memory model and the planner's tables.
 int64_t held_bytes(const model::TensorSpec& spec, size_t index, const Slice& slice, const MemoryParams& p);
 
 // Stored element sizes from config.json alone (no checkpoint to read), parallel to specs: 1 for
-// block-quantized FP8 weights (specs with a scale_name: quantization_config fp8) and FP4 weights
-// (spec.fp4: counted by fp4_bytes), kScaleBytes for the FP8 scale tensors, `other`
-// (config.json's torch_dtype) for the rest.
+// quantized weights kept as stored (model::is_stored_weight: counted by the stored-format table),
+// kScaleBytes for the FP8 scale tensors, `other` (config.json's torch_dtype) for the rest.
 std::vector<int64_t> stored_bytes_from_config(const std::vector<model::TensorSpec>& specs, int64_t other);
 
 // One rank's estimate: weights from slice_for over every spec (held_bytes), KV cache and state of

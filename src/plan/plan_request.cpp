@@ -6,7 +6,7 @@
 #include <map>
 
 #include "core/dtype.h"
-#include "model/pack_quant_specs.h"
+#include "model/stored_specs.h"
 #include "plan/memory.h"
 
 namespace dayzero::plan {
@@ -47,6 +47,10 @@ int64_t torch_dtype_size(std::string name) {
 
 namespace {
 
+bool is_fp4_weight(const model::TensorSpec& s) {
+  return model::is_stored_weight(s, StoredScheme::kMxfp4) || model::is_stored_weight(s, StoredScheme::kNvfp4);
+}
+
 Result<WeightSizes> stored_weight_sizes(const model::ModelFolder& m) {
   if (m.has_weights && !m.catalog.tensors().empty()) {
     std::map<DType, uint64_t> bytes;
@@ -58,19 +62,25 @@ Result<WeightSizes> stored_weight_sizes(const model::ModelFolder& m) {
     w.stored_bytes.reserve(m.specs.size());
     for (const auto& s : m.specs) {
       const auto* t = m.catalog.find(s.name);
-      // An FP4 weight (never on disk under its own name) is counted by the stored-format table.
-      w.stored_bytes.push_back(s.fp4 ? 1 : t ? static_cast<int64_t>(dtype_size(t->dtype)) : w.bytes_per_weight);
+      // A quantized weight kept as stored is counted by the stored-format table.
+      w.stored_bytes.push_back(model::is_stored_weight(s) ? 1
+                               : t                        ? static_cast<int64_t>(dtype_size(t->dtype))
+                                                          : w.bytes_per_weight);
     }
-    const auto fp4 = std::find_if(m.specs.begin(), m.specs.end(), [](const auto& s) { return s.fp4 != nullptr; });
+    const auto fp4 = std::find_if(m.specs.begin(), m.specs.end(), is_fp4_weight);
     if (fp4 != m.specs.end())
-      w.label += std::string("; ") + fp4->fp4->name + " expert weights 0.5 B + a scale byte per " +
-                 std::to_string(fp4->fp4->block_cols);
+      w.label += std::string("; ") + fp4->stored.format->name + " expert weights 0.5 B + a scale byte per " +
+                 std::to_string(fp4->stored.block_cols);
     return w;
   }
   DZ_ASSIGN_OR_RETURN(WeightSizes w, config_dtype(m.config));
-  const bool quantized = std::any_of(m.specs.begin(), m.specs.end(), [](const auto& s) { return !s.scale_name.empty(); });
-  const bool packed = std::any_of(m.specs.begin(), m.specs.end(), [](const auto& s) { return s.pack_group > 0; });
-  const auto fp4 = std::find_if(m.specs.begin(), m.specs.end(), [](const auto& s) { return s.fp4 != nullptr; });
+  const auto is = [&](StoredScheme scheme) {
+    return std::any_of(m.specs.begin(), m.specs.end(),
+                       [&](const auto& s) { return model::is_stored_weight(s, scheme); });
+  };
+  const bool quantized = is(StoredScheme::kFp8Block);
+  const bool packed = is(StoredScheme::kInt4Group);
+  const auto fp4 = std::find_if(m.specs.begin(), m.specs.end(), is_fp4_weight);
   if (quantized || packed || fp4 != m.specs.end()) {
     // torch_dtype then names the unquantized tensors (a float8 one: taken as bfloat16).
     if (w.bytes_per_weight == 1) w.bytes_per_weight = 2;
@@ -78,8 +88,8 @@ Result<WeightSizes> stored_weight_sizes(const model::ModelFolder& m) {
     if (quantized) w.label += "; fp8 Linear weights 1 B + f32 block scales (quantization_config)";
     if (packed) w.label += "; int4 pack-quantized Linear weights 0.5 B + bf16 group scales (quantization_config)";
     if (fp4 != m.specs.end())
-      w.label += std::string("; ") + fp4->fp4->name + " expert weights 0.5 B + a scale byte per " +
-                 std::to_string(fp4->fp4->block_cols) + " (quantization_config)";
+      w.label += std::string("; ") + fp4->stored.format->name + " expert weights 0.5 B + a scale byte per " +
+                 std::to_string(fp4->stored.block_cols) + " (quantization_config)";
   }
   return w;
 }
@@ -90,28 +100,23 @@ Result<WeightSizes> weight_sizes(const model::ModelFolder& m, WeightsOnDevice we
   if (weights == WeightsOnDevice::kBF16) return WeightSizes{2, {}, "bfloat16"};
   if (weights == WeightsOnDevice::kF32) return WeightSizes{4, {}, "float32"};
   DZ_ASSIGN_OR_RETURN(WeightSizes w, stored_weight_sizes(m));
-  if (keeps.fp8_blocks && keeps.int4 && keeps.fp8_unscaled && keeps.fp4) return w;
+  if (keeps.keeps_all()) return w;
   bool fp8_dequantised = false, int4_dequantised = false, fp4_dequantised = false;
   for (size_t i = 0; i < m.specs.size(); ++i) {
     const model::TensorSpec& s = m.specs[i];
     const checkpoint::TensorInfo* t = m.has_weights ? m.catalog.find(s.name) : nullptr;
-    const bool fp8 = t ? t->dtype == DType::kF8_E4M3 || t->dtype == DType::kF8_E5M2 : !s.scale_name.empty();
+    const bool fp8 = t ? t->dtype == DType::kF8_E4M3 || t->dtype == DType::kF8_E5M2
+                       : model::is_stored_weight(s, StoredScheme::kFp8Block);
     if (s.component == model::Component::kQuantScale) continue;
-    if (s.fp4) {
-      if (keeps.fp4) continue;
-      w.stored_bytes.at(i) = 4;
-      fp4_dequantised = true;
-      continue;
-    }
-    if (s.pack_group <= 0 && !fp8) continue;
-    // The stored dtype kept_dtype takes: a pack-quantized weight's group scales' (from config.json
-    // alone the format's BF16, as the label says).
-    const checkpoint::TensorInfo* scale =
-        s.pack_group > 0 && m.has_weights ? m.catalog.find(model::pack_quant_scale_name(s)) : nullptr;
-    const DType stored = s.pack_group > 0 ? (scale ? scale->dtype : DType::kBF16) : t ? t->dtype : DType::kF8_E4M3;
+    if (!model::is_stored_weight(s) && !fp8) continue;
+    // The stored dtype kept_dtype takes: an INT4 weight's group scales' (from config.json alone
+    // the format's BF16, as the label says).
+    const bool int4 = model::is_stored_weight(s, StoredScheme::kInt4Group);
+    const checkpoint::TensorInfo* scale = int4 && m.has_weights ? m.catalog.find(model::stored_scale_name(s)) : nullptr;
+    const DType stored = int4 ? (scale ? scale->dtype : DType::kBF16) : t ? t->dtype : DType::kF8_E4M3;
     if (kept_dtype(s, stored, WeightsOnDevice::kAsStored, keeps) != DType::kF32) continue;
     w.stored_bytes.at(i) = 4;
-    (s.pack_group > 0 ? int4_dequantised : fp8_dequantised) = true;
+    (is_fp4_weight(s) ? fp4_dequantised : int4 ? int4_dequantised : fp8_dequantised) = true;
   }
   if (fp8_dequantised || int4_dequantised)
     w.label += std::string("; ") + (fp8_dequantised && int4_dequantised ? "fp8/int4" : fp8_dequantised ? "fp8" : "int4") +

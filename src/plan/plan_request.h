@@ -33,8 +33,8 @@ struct WeightSizes {
 
 // The weight sizes under a policy. As stored, with weights: each spec at its checkpoint dtype;
 // from config.json alone: torch_dtype (or dtype; bfloat16 when neither says) for every spec,
-// except that block-quantized FP8 Linears (specs with a scale_name) count 1 byte plus their
-// f32 block scales (stored_bytes_from_config). Unsupported when torch_dtype names no known dtype.
+// except that quantized Linears kept as stored (model::is_stored_weight) count by the stored-format
+// table: values plus covering scales (stored_bytes_from_config). Unsupported when torch_dtype names no known dtype.
 // The quantized weights a backend does not keep (keeps: kept_dtype; the CPU dequantises
 // pack-quantized INT4 and FP8 without block scales) count 4 bytes an element as stored, the f32
 // they are dequantised to on load.

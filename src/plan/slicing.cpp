@@ -197,25 +197,19 @@ int64_t slice_bytes(const model::TensorSpec& spec, const Slice& slice, int64_t b
   return numel / extent * slice.extent() * bytes_per_element;
 }
 
-int64_t pack_quant_bytes(const model::TensorSpec& spec, const Slice& slice, bool with_scales) {
-  if (!slice.held || spec.shape.size() != 2 || spec.pack_group <= 0) return 0;
+StoredSlice stored_slice(const model::TensorSpec& spec, const Slice& slice) {
+  DZ_CHECK(model::is_stored_weight(spec) && spec.shape.size() == 2 && slice.held,
+           spec.name << ": not a held slice of a 2-D weight kept as stored");
   int64_t r0 = 0, r1 = spec.shape[0], c0 = 0, c1 = spec.shape[1];
-  if (slice.dim == 0) r0 = 0, r1 = slice.extent();
+  if (slice.dim == 0) r0 = slice.begin, r1 = slice.end;
   if (slice.dim == 1) c0 = slice.begin, c1 = slice.end;
-  if (r1 <= r0 || c1 <= c0) return 0;
-  // Covering words and groups, as checkpoint::load_pack_quantized_f32 reads them: the int4-pack
-  // row of the stored-format table.
-  const StoredSlice s{&stored_format(StoredScheme::kInt4Group), r1 - r0, c1 - c0, r0, c0, 1, spec.pack_group};
-  return with_scales ? s.held_bytes() : s.rows * s.value_row_bytes();
+  return {spec.stored.format, r1 - r0, c1 - c0, r0, c0, spec.stored.block_rows, spec.stored.block_cols};
 }
 
-int64_t fp4_bytes(const model::TensorSpec& spec, const Slice& slice, bool with_scales) {
-  if (!slice.held || spec.shape.size() != 2 || !spec.fp4) return 0;
-  int64_t r0 = 0, r1 = spec.shape[0], c0 = 0, c1 = spec.shape[1];
-  if (slice.dim == 0) r0 = 0, r1 = slice.extent();
-  if (slice.dim == 1) c0 = slice.begin, c1 = slice.end;
-  const StoredSlice s{spec.fp4, r1 - r0, c1 - c0, r0, c0, 1, spec.fp4->block_cols};
-  return with_scales ? s.held_bytes() : (s.cols > 0 ? s.rows * s.value_row_bytes() : 0);
+int64_t stored_value_bytes(const model::TensorSpec& spec, const Slice& slice) {
+  if (!slice.held) return 0;
+  const StoredSlice s = stored_slice(spec, slice);
+  return s.rows > 0 && s.cols > 0 ? s.rows * s.value_row_bytes() : 0;
 }
 
 }  // namespace dayzero::plan

@@ -80,16 +80,14 @@ Slice slice_for(const model::TensorSpec& spec, const model::HParams& hp, const P
 
 // Bytes of a slice with elements of bytes_per_element; 0 when not held.
 int64_t slice_bytes(const model::TensorSpec& spec, const Slice& slice, int64_t bytes_per_element);
-// A pack-quantized INT4 spec's stored bytes for a slice (spec.pack_group > 0, 2-D): the int32
-// words covering its columns in each of its rows, plus with_scales the BF16 group scales
-// covering them; 0 when not held.
-int64_t pack_quant_bytes(const model::TensorSpec& spec, const Slice& slice, bool with_scales);
-// An FP4 spec's held bytes for a slice (spec.fp4 set, 2-D): the table's StoredSlice::held_bytes
-// of the rows and columns held (the bytes of codes covering the columns, a scale byte per
-// covering group, NVFP4's global scale), as checkpoint::load_fp4_as_stored reads them and the
-// CPU backend allocates them. 0 for a slice not held.
-// with_scales false: the codes alone (the bytes the loader's record counts as read).
-int64_t fp4_bytes(const model::TensorSpec& spec, const Slice& slice, bool with_scales = true);
+// The stored-format table's view of a held slice of a quantized weight kept as stored
+// (model::is_stored_weight, 2-D): its rows and columns, where it starts in the whole weight, the
+// block one scale covers. Its held_bytes() (values covering the columns, the scales of the
+// blocks covering the slice, a global scale) is what the loaders read (checkpoint/stored.h) and
+// the backends allocate (to_device_stored). REQUIRES: slice.held.
+StoredSlice stored_slice(const model::TensorSpec& spec, const Slice& slice);
+// Its values alone: the bytes the loader's record counts as read. 0 for a slice not held.
+int64_t stored_value_bytes(const model::TensorSpec& spec, const Slice& slice);
 
 // Whether the spec's shard rule can split it over tp ranks. InvalidArgument with a reason that
 // names the tensor ("...k_proj.weight: 8 blocks (1024 rows in blocks of 128) are not divisible

@@ -27,12 +27,8 @@ backend::GemmWorkspaceBounds::Bytes planned_gemm_workspaces(
     const DType stored = stored_of(spec);
     const DType kept = plan::kept_dtype(spec, stored, *weights, plan::kCudaKeepsQuantized);
     if (kept == DType::kI4) continue;  // no device form: the run refuses it before loading
-    if (kept == DType::kF4 && shape.size() == 2) {
-      b.note_fp8(shape[0], shape[1]);  // kept as stored, dequantised per GEMM as FP8
-      continue;
-    }
-    if (!spec.scale_name.empty() && kept == stored && shape.size() == 2) {
-      b.note_fp8(shape[0], shape[1]);  // kept as stored, dequantised per GEMM
+    if (model::is_stored_weight(spec) && is_stored_weight_dtype(kept) && shape.size() == 2) {
+      b.note_stored(shape[0], shape[1]);  // kept as stored, dequantised per GEMM
       continue;
     }
     b.note_weight(shape, kept == DType::kF32 ? DType::kF32 : DType::kBF16);

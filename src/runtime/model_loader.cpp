@@ -6,13 +6,10 @@
 #include <set>
 #include <sstream>
 
-#include "checkpoint/fp4.h"
-#include "checkpoint/fp8.h"
-#include "checkpoint/pack_quantized.h"
+#include "checkpoint/stored.h"
 #include "core/clock.h"
 #include "kernels/ops.h"
-#include "model/fp4_specs.h"
-#include "model/pack_quant_specs.h"
+#include "model/stored_specs.h"
 #include "model/registry.h"
 #include "plan/slicing.h"
 
@@ -22,24 +19,18 @@ namespace fs = std::filesystem;
 Status check_tensors(const ModelInfo& m) {
   std::set<std::string> claimed;
   for (const auto& spec : m.specs) {
-    if (model::is_fp4_weight(spec) && spec.fp4_in_place) {
-      // DeepSeek-V4's FP4 codes under the weight's own name (the loader checks their dtype and
-      // shape against the header with the scales'); its `.scale` is a spec of its own.
-      claimed.insert(spec.name);
-      if (!m.catalog.find(spec.name))
-        return Status::NotFound(m.dir + ": tensor " + spec.name + " (FP4 codes) expected by the " +
-                                m.adapter->family() + " adapter is missing from the checkpoint");
-      continue;
-    }
-    if (spec.pack_group > 0 || model::is_fp4_weight(spec)) continue;  // a logical weight: its stored companions are specs of their own
+    // A compressed-tensors logical weight has nothing under its name: its stored companions are
+    // specs of their own. 4-bit codes in place are checked at their packed shape.
+    const std::optional<Shape> disk = model::on_disk_shape(spec);
+    if (!disk) continue;
     claimed.insert(spec.name);
     const checkpoint::TensorInfo* t = m.catalog.find(spec.name);
     if (!t)
-      return Status::NotFound(m.dir + ": tensor " + spec.name + " " + shape_str(spec.shape) +
-                              " expected by the " + m.adapter->family() + " adapter is missing from the checkpoint");
-    if (t->shape != spec.shape)
+      return Status::NotFound(m.dir + ": tensor " + spec.name + " " + shape_str(*disk) + " expected by the " +
+                              m.adapter->family() + " adapter is missing from the checkpoint");
+    if (t->shape != *disk)
       return Status::InvalidArgument(t->file + ": tensor " + spec.name + " has shape " + shape_str(t->shape) +
-                                     ", expected " + shape_str(spec.shape));
+                                     ", expected " + shape_str(*disk));
     if (!model::stored_dtype_fits(spec, t->dtype))
       return Status::Unsupported(t->file + ": tensor " + spec.name + " has dtype " + dtype_name(t->dtype) +
                                  ", expected " + model::expected_dtype(spec));
@@ -61,10 +52,10 @@ Status check_keepable_as_stored(const ModelInfo& m) {
   for (const auto& spec : m.specs) {
     const checkpoint::TensorInfo* t = m.catalog.find(spec.name);
     const bool fp8 = t && (t->dtype == DType::kF8_E4M3 || t->dtype == DType::kF8_E5M2);
-    if (spec.pack_group > 0 || (fp8 && spec.scale_name.empty()))
+    const bool int4 = model::is_stored_weight(spec, StoredScheme::kInt4Group);
+    if (int4 || (fp8 && !model::is_stored_weight(spec)))
       return Status::Unsupported(std::string("model.weights_on_device: as_stored cannot take effect on the device for ") +
-                                 spec.name +
-                                 (spec.pack_group > 0 ? " (pack-quantized INT4" : " (FP8 without block scales") +
+                                 spec.name + (int4 ? " (pack-quantized INT4" : " (FP8 without block scales") +
                                  ", dequantised on load); use bfloat16");
   }
   return Status::Ok();
@@ -72,13 +63,13 @@ Status check_keepable_as_stored(const ModelInfo& m) {
 
 namespace {
 
-// Bytes of the tensors the loader hands over for this rank's slices (the FP8 and INT4 paths
+// Bytes of the tensors the loader hands over for this rank's slices (weights kept as stored
 // allocate their own): f32, or 16-bit floats as stored when `stored_float`; each padded as the
 // arena places it.
 size_t loader_result_bytes(const ModelInfo& m, const SliceFn& slice_of, bool stored_float) {
   size_t total = 0;
   for (const auto& spec : m.specs) {
-    if (spec.skip_load || spec.pack_group > 0 || spec.fp4 || !spec.scale_name.empty()) continue;
+    if (spec.skip_load || model::is_stored_weight(spec)) continue;
     const TensorSlice s = slice_of ? slice_of(spec) : TensorSlice{};
     if (!s.held) continue;
     const plan::Slice ps{s.held, s.dim, s.begin, s.end, s.rows};
@@ -102,8 +93,8 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
   // The threads the backend computes with (DAYZERO_THREADS, runtime.threads or cores / ranks
   // per node): they are idle while weights load.
   checkpoint::Loader loader(threads > 0 ? threads : kernels::cpu::gemm_info().threads, staging_bytes);
-  // BF16/F16 tensors as stored for a backend that converts them on its device (the FP8 and INT4
-  // paths below keep their own forms).
+  // BF16/F16 tensors as stored for a backend that converts them on its device (quantized weights
+  // below keep their own forms).
   loader.set_keep_stored_float(be.wants_stored_dtype());
   // The CPU backend keeps the loader's tensors as its weights: one arena holds them all, on
   // huge pages (HostArena). A device backend copies each one away, so they stay separate.
@@ -118,9 +109,10 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
                              " NaN and " + std::to_string(rec.inf_count) + " infinite values");
     return Status::Ok();
   };
-  // A spec's stored dtype; a pack-quantized weight's (never on disk) is its group scales'.
+  // A spec's stored dtype; an INT4 weight's (never on disk) is its group scales' (plan::kept_dtype).
   const auto stored = [&](const model::TensorSpec& spec) {
-    const checkpoint::TensorInfo* t = m.catalog.find(spec.pack_group > 0 ? model::pack_quant_scale_name(spec) : spec.name);
+    const checkpoint::TensorInfo* t = m.catalog.find(
+        model::is_stored_weight(spec, StoredScheme::kInt4Group) ? model::stored_scale_name(spec) : spec.name);
     return t ? t->dtype : DType::kF32;
   };
   const auto record = [&](checkpoint::WeightRecord rec) {
@@ -129,13 +121,11 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
     if (on_tensor) on_tensor(rec);
     records.push_back(std::move(rec));
   };
-  // What the backend keeps of quantized weights (plan::kept_dtype): the CPU keeps block-scaled
-  // FP8 and pack-quantized INT4 as stored only when it keeps weights as stored, and dequantises
-  // FP8 without block scales.
-  const plan::KeepsQuantized keeps =
-      be.device().kind == DeviceKind::kCpu
-          ? plan::KeepsQuantized{be.keeps_fp8_weights(), be.keeps_int4_weights(), false, be.keeps_fp4_weights()}
-          : (be.keeps_fp8_weights() ? plan::kCudaKeepsQuantized : plan::KeepsQuantized{false, false, false, false});
+  // What the backend keeps of quantized weights (plan::kept_dtype), by row of the stored-format
+  // table; FP8 without block scales only where a device keeps FP8 (the CPU dequantises it).
+  plan::KeepsQuantized keeps;
+  for (int i = 0; i < 4; ++i) keeps.schemes[i] = be.keeps_stored(static_cast<StoredScheme>(i));
+  keeps.fp8_unscaled = be.device().kind != DeviceKind::kCpu && be.keeps_stored(StoredScheme::kFp8Block);
   // An index table (DeepSeek-V4's tid2eid: token -> experts) holds whole numbers in [0, index_range).
   const auto in_range = [](const model::TensorSpec& spec, const Tensor& host, const checkpoint::WeightRecord& rec) -> Status {
     if (spec.index_range <= 0) return Status::Ok();
@@ -176,7 +166,7 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
     if (spec.skip_load) continue;
     const TensorSlice slice = slice_of ? slice_of(spec) : TensorSlice{};
     if (!slice.held) continue;
-    if (!slice.rows.empty() && (spec.pack_group > 0 || spec.fp4 || !spec.scale_name.empty()))
+    if (!slice.rows.empty() && model::is_stored_weight(spec))
       return Status::Unsupported(m.dir + ": tensor " + spec.name +
                                  ": a quantized weight cannot be split in sections over tp yet");
     if (!slice.rows.empty()) {
@@ -185,73 +175,27 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
       queued = &spec;
       continue;
     }
-    if (spec.fp4) {
-      // FP4 (compressed-tensors mxfp4- / nvfp4-pack-quantized): only this slice's codes and
-      // covering scale bytes read.
+    if (model::is_stored_weight(spec)) {
+      // A quantized weight (any row of the stored-format table): only this slice's values and
+      // the scales of the blocks covering it are read.
       DZ_RETURN_IF_ERROR(take_queued());
       checkpoint::WeightRecord rec;
-      const checkpoint::Fp4Layout layout = model::fp4_layout(spec);
-      if (weights_on_device && be.keeps_fp4_weights() &&
-          plan::kept_dtype(spec, stored(spec), *weights_on_device, keeps) == DType::kF4) {
-        // Kept as stored: the codes and scale bytes, converted inside the backend's GEMM.
-        DZ_ASSIGN_OR_RETURN(checkpoint::Fp4AsStored a,
-                            checkpoint::load_fp4_as_stored(m.catalog, layout, spec.shape[0], spec.shape[1], reader,
-                                                           &rec, slice.dim, slice.begin, slice.end));
+      const checkpoint::StoredLayout layout = model::stored_layout(spec);
+      const int64_t out = spec.shape[0], in = spec.shape[1];
+      if (weights_on_device && be.keeps_stored(spec.stored.format->scheme) &&
+          is_stored_weight_dtype(plan::kept_dtype(spec, stored(spec), *weights_on_device, keeps))) {
+        // Kept as stored: values and scales go to the backend, converted inside its GEMM.
+        DZ_ASSIGN_OR_RETURN(StoredWeightSlice w, checkpoint::load_stored(m.catalog, layout, out, in, reader, &rec,
+                                                                         slice.dim, slice.begin, slice.end,
+                                                                         staging_bytes));
         DZ_RETURN_IF_ERROR(finite(spec, rec));
-        weights.put(spec.name, be.to_device_fp4_weight({&a.q, &a.scale, a.cols, a.col0, a.scheme, a.global_scale}));
+        weights.put(spec.name, be.to_device_stored(w));
         record(std::move(rec));
         continue;
       }
-      DZ_ASSIGN_OR_RETURN(Tensor host, checkpoint::load_fp4_dequant_f32(m.catalog, layout, spec.shape[0], spec.shape[1],
-                                                                        reader, &rec, slice.dim, slice.begin, slice.end));
-      DZ_RETURN_IF_ERROR(place(spec, std::move(host), std::move(rec)));
-      continue;
-    }
-    if (spec.pack_group > 0) {
-      // Pack-quantized INT4: only this slice's words (and covering group scales) read.
-      DZ_RETURN_IF_ERROR(take_queued());
-      checkpoint::WeightRecord rec;
-      checkpoint::PackQuant q;
-      q.group_size = spec.pack_group;
-      const std::string module = model::pack_quant_module(spec);
-      if (weights_on_device && be.keeps_int4_weights() &&
-          plan::kept_dtype(spec, stored(spec), *weights_on_device, keeps) == DType::kI4) {
-        // Kept as stored: the words and group scales, converted inside the backend's GEMM.
-        DZ_ASSIGN_OR_RETURN(checkpoint::PackQuantAsStored a,
-                            checkpoint::load_pack_quantized_as_stored(m.catalog, module, q, spec.shape[0],
-                                                                      spec.shape[1], reader, &rec, slice.dim,
-                                                                      slice.begin, slice.end));
-        DZ_RETURN_IF_ERROR(finite(spec, rec));
-        weights.put(spec.name, be.to_device_int4_weight({&a.q, &a.scale, a.cols, a.col0, a.group_size}));
-        record(std::move(rec));
-        continue;
-      }
-      // Otherwise dequantized with its group scales.
-      DZ_ASSIGN_OR_RETURN(Tensor host, checkpoint::load_pack_quantized_f32(m.catalog, module, q, spec.shape[0],
-                                                                           spec.shape[1], reader, &rec, slice.dim,
-                                                                           slice.begin, slice.end));
-      DZ_RETURN_IF_ERROR(place(spec, std::move(host), std::move(rec)));
-      continue;
-    }
-    if (!spec.scale_name.empty()) {
-      // Block-quantized FP8: dequantized with its scales, only the blocks of this slice read.
-      DZ_RETURN_IF_ERROR(take_queued());
-      checkpoint::WeightRecord rec;
-      const checkpoint::BlockQuant q{spec.quant_block_rows, spec.quant_block_cols};
-      if (weights_on_device && be.keeps_fp8_weights() &&
-          plan::kept_dtype(spec, stored(spec), *weights_on_device, keeps) == stored(spec)) {
-        // Kept as stored: the FP8 bytes and the scale blocks covering this slice go to the device.
-        DZ_ASSIGN_OR_RETURN(checkpoint::Fp8AsStored a,
-                            checkpoint::load_fp8_as_stored(m.catalog, spec.name, spec.scale_name, q, reader, &rec,
-                                                           slice.dim, slice.begin, slice.end, staging_bytes));
-        DZ_RETURN_IF_ERROR(finite(spec, rec));
-        weights.put(spec.name, be.to_device_fp8_weight({&a.bytes, &a.scale, a.slice}));
-        record(std::move(rec));
-        continue;
-      }
-      DZ_ASSIGN_OR_RETURN(Tensor host, checkpoint::load_fp8_dequant_f32(m.catalog, spec.name, spec.scale_name, q,
-                                                                        reader, &rec, slice.dim, slice.begin,
-                                                                        slice.end, staging_bytes));
+      DZ_ASSIGN_OR_RETURN(Tensor host, checkpoint::load_stored_dequant_f32(m.catalog, layout, out, in, reader, &rec,
+                                                                           slice.dim, slice.begin, slice.end,
+                                                                           staging_bytes));
       DZ_RETURN_IF_ERROR(place(spec, std::move(host), std::move(rec)));
       continue;
     }

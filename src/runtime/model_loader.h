@@ -56,12 +56,11 @@ using SliceFn = std::function<TensorSlice(const model::TensorSpec&)>;
 // (kernels::cpu::gemm_info(), set by the backend). Records do not depend on it.
 // weights_on_device: what the plan counted for each weight (run config model.weights_on_device);
 // each weight is then placed in plan::kept_dtype (Backend::to_device_weight(host, kept)), and a
-// block-scaled FP8 weight kept as stored reaches a backend that keeps_fp8_weights() (CUDA; the
-// CPU under as_stored) as its FP8 bytes and covering scales (checkpoint::load_fp8_as_stored);
-// elsewhere it is dequantised on the host. A pack-quantized INT4 weight kept as stored reaches a
-// backend that keeps_int4_weights() (the CPU under as_stored) as its int32 words and bf16
-// group scales (checkpoint::load_pack_quantized_as_stored); elsewhere it is dequantised on the host.
-// Absent: the backend's own rule (to_device_weight(host)), FP8 and INT4 dequantised.
+// quantized weight (model::is_stored_weight: FP8 blocks, INT4 groups, MXFP4, NVFP4) kept as
+// stored reaches a backend that keeps_stored() its scheme as its values and covering scales
+// (checkpoint::load_stored, Backend::to_device_stored); elsewhere it is dequantised on the host
+// (checkpoint::load_stored_dequant_f32). Absent: the backend's own rule (to_device_weight(host)),
+// every quantized weight dequantised.
 // BF16/F16 tensors reach a backend that wants_stored_dtype() as stored, others as host f32.
 Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::Weights& weights,
                                std::vector<checkpoint::WeightRecord>& records,

@@ -20,6 +20,7 @@
 #include "checkpoint/writer.h"
 #include "core/json.h"
 #include "model/fp4_specs.h"
+#include "model/stored_specs.h"
 #include "model/registry.h"
 #include "tools/bpe_trainer.h"
 
@@ -305,18 +306,18 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
   }
   if (!o.fp4.empty()) {
     for (const auto& s : specs)
-      if (s.fp4 && s.component == model::Component::kQuantScale) scale_names.insert(s.name);
+      if (s.stored.format && s.component == model::Component::kQuantScale) scale_names.insert(s.name);
     if (scale_names.empty())
       return Status::Unsupported("make-model: the " + o.family + " adapter declares no routed experts to store in " + o.fp4);
   }
   for (const auto& s : specs)
-    if (!s.scale_name.empty()) scale_names.insert(s.scale_name);
+    if (model::is_stored_weight(s) && !s.stored.scale.empty()) scale_names.insert(s.stored.scale);
   if (fp8 && scale_names.empty())
     return Status::Unsupported("make-model: the " + o.family + " adapter does not declare FP8 weights");
   // INT4: the companions of pack-quantized weights are written with their weight.
   bool packed = false;
   for (const auto& s : specs)
-    if (s.pack_group > 0) {
+    if (model::is_stored_weight(s, StoredScheme::kInt4Group)) {
       packed = true;
       const std::string module = s.name.substr(0, s.name.size() - 7);
       for (const auto& n : {checkpoint::packed_name(module), checkpoint::group_scale_name(module),
@@ -355,19 +356,21 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
       if (last) DZ_RETURN_IF_ERROR(flush());
       continue;
     }
-    if (model::is_fp4_weight(s)) {
+    const StoredScheme scheme = model::is_stored_weight(s) ? s.stored.format->scheme : StoredScheme::kFp8Block;
+    if (model::is_stored_weight(s) && (scheme == StoredScheme::kMxfp4 || scheme == StoredScheme::kNvfp4)) {
       const std::vector<uint8_t> f32 = make_tensor_bytes(s, o.seed, DType::kF32);
       const checkpoint::Fp4Packed p =
-          checkpoint::fp4_quantize(reinterpret_cast<const float*>(f32.data()), s.shape[0], s.shape[1], s.fp4->scheme);
-      const checkpoint::Fp4Layout l = model::fp4_layout(s);
-      const bool nv = s.fp4->scheme == StoredScheme::kNvfp4;
-      const int64_t groups = (s.shape[1] + s.fp4->block_cols - 1) / s.fp4->block_cols;
+          checkpoint::fp4_quantize(reinterpret_cast<const float*>(f32.data()), s.shape[0], s.shape[1], scheme);
+      const checkpoint::StoredLayout l = model::stored_layout(s);
+      const bool nv = scheme == StoredScheme::kNvfp4;
+      const bool in_place = s.stored.placement == model::StoredPlacement::kOwnName;
+      const int64_t groups = (s.shape[1] + s.stored.block_cols - 1) / s.stored.block_cols;
       in_shard += p.packed.size() + p.scale.size() + (nv ? 4 : 0);
       written += p.packed.size() + p.scale.size() + (nv ? 4 : 0);
       weight_map[l.values] = weight_map[l.scale] = shard_name(shard);
       // DeepSeek-V4 stores its codes as I8 and its scales as F8_E8M0; compressed-tensors U8.
-      writer.add(l.values, s.fp4_in_place ? DType::kI8 : DType::kU8, {s.shape[0], (s.shape[1] + 1) / 2}, p.packed);
-      writer.add(l.scale, nv ? DType::kF8_E4M3 : s.fp4_in_place ? DType::kF8_E8M0 : DType::kU8, {s.shape[0], groups},
+      writer.add(l.values, in_place ? DType::kI8 : DType::kU8, {s.shape[0], (s.shape[1] + 1) / 2}, p.packed);
+      writer.add(l.scale, nv ? DType::kF8_E4M3 : in_place ? DType::kF8_E8M0 : DType::kU8, {s.shape[0], groups},
                  p.scale);
       if (nv) {
         std::vector<uint8_t> g(4);
@@ -375,10 +378,10 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
         weight_map[l.global] = shard_name(shard);
         writer.add(l.global, DType::kF32, {1}, std::move(g));
       }
-    } else if (s.pack_group > 0) {
+    } else if (model::is_stored_weight(s, StoredScheme::kInt4Group)) {
       const std::vector<uint8_t> f32 = make_tensor_bytes(s, o.seed, DType::kF32);
       checkpoint::PackQuant q;
-      q.group_size = s.pack_group;
+      q.group_size = s.stored.block_cols;
       const checkpoint::PackedWeight pw =
           checkpoint::pack_quantize(reinterpret_cast<const float*>(f32.data()), s.shape[0], s.shape[1], q);
       const std::string module = s.name.substr(0, s.name.size() - 7);
@@ -396,9 +399,9 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
       writer.add(checkpoint::group_scale_name(module), DType::kBF16, {s.shape[0], q.groups(s.shape[1])},
                  std::move(scales));
       writer.add(checkpoint::weight_shape_name(module), DType::kI32, {2}, std::move(dims));
-    } else if (!s.scale_name.empty()) {
+    } else if (model::is_stored_weight(s, StoredScheme::kFp8Block)) {
       const std::vector<uint8_t> f32 = make_tensor_bytes(s, o.seed, DType::kF32);
-      const checkpoint::BlockQuant q{s.quant_block_rows, s.quant_block_cols, hp.quant_scale_ue8m0};
+      const checkpoint::BlockQuant q{s.stored.block_rows, s.stored.block_cols, hp.quant_scale_ue8m0};
       auto [w8, scale] = checkpoint::quantize_fp8_blocks(reinterpret_cast<const float*>(f32.data()), s.shape[0],
                                                          s.shape[1], q);
       const Shape scale_shape = {(s.shape[0] + q.block_rows - 1) / q.block_rows,
@@ -413,9 +416,9 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
         std::memcpy(scale_bytes.data(), scale.data(), scale_bytes.size());
       in_shard += w8.size() + scale_bytes.size();
       written += w8.size() + scale_bytes.size();
-      weight_map[s.name] = weight_map[s.scale_name] = shard_name(shard);
+      weight_map[s.name] = weight_map[s.stored.scale] = shard_name(shard);
       writer.add(s.name, DType::kF8_E4M3, s.shape, std::move(w8));
-      writer.add(s.scale_name, scale_dtype, scale_shape, std::move(scale_bytes));
+      writer.add(s.stored.scale, scale_dtype, scale_shape, std::move(scale_bytes));
     } else if (s.index_range > 0) {
       // An index table [rows, k]: each row k distinct values of [0, index_range), seeded.
       DZ_CHECK(s.shape.size() == 2 && s.shape[1] <= s.index_range, s.name << ": index table shape");

@@ -83,7 +83,7 @@ Status make_sparse_like(const SparseLikeOptions& o) {
   for (const auto& s : specs) {
     if (s.component == model::Component::kQuantScale) continue;
     DZ_RETURN_IF_ERROR(place(s));
-    if (!s.scale_name.empty() && by_name.count(s.scale_name)) DZ_RETURN_IF_ERROR(place(*by_name[s.scale_name]));
+    if (!s.stored.scale.empty() && by_name.count(s.stored.scale)) DZ_RETURN_IF_ERROR(place(*by_name[s.stored.scale]));
   }
   for (const auto& s : specs) DZ_RETURN_IF_ERROR(place(s));
   uint64_t total = 0;

@@ -100,8 +100,9 @@ void check(Report& rep, const CheckpointFiles& plan, const Expectations& ex, con
       if (f.present && !f.header_error.empty()) bad_header_files.insert(f.name);
     std::set<std::string> claimed;
     for (const auto& spec : m->specs) {
-      // A logical INT4 or FP4 weight: its stored companions are specs of their own.
-      if (spec.pack_group > 0 || (spec.fp4 && spec.component != model::Component::kQuantScale)) continue;
+      // A compressed-tensors logical weight: its stored companions are specs of their own.
+      const std::optional<Shape> disk = model::on_disk_shape(spec);
+      if (!disk) continue;
       claimed.insert(spec.name);
       auto it = actual.find(spec.name);
       if (it == actual.end()) {
@@ -113,8 +114,8 @@ void check(Report& rep, const CheckpointFiles& plan, const Expectations& ex, con
         continue;
       }
       const auto& [fr, tr] = it->second;
-      if (tr->shape != spec.shape)
-        add("wrong_shape", fr->name, spec.name, "shape " + shape_str(tr->shape) + ", expected " + shape_str(spec.shape));
+      if (tr->shape != *disk)
+        add("wrong_shape", fr->name, spec.name, "shape " + shape_str(tr->shape) + ", expected " + shape_str(*disk));
       if (!model::stored_dtype_fits(spec, tr->dtype))
         add("wrong_dtype", fr->name, spec.name,
             std::string("dtype ") + dtype_name(tr->dtype) + ", expected " + model::expected_dtype(spec));

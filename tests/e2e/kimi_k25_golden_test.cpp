@@ -79,7 +79,7 @@ TEST_P(KimiGolden, MatchesTransformers) {
   ASSERT_TRUE(l);
   const bool int4 = name.find("int4") != std::string::npos;
   int64_t packed = 0;
-  for (const auto& s : l->m.specs) packed += s.pack_group > 0;
+  for (const auto& s : l->m.specs) packed += model::is_stored_weight(s, StoredScheme::kInt4Group);
   EXPECT_EQ(packed > 0, int4) << packed << " pack-quantized weights";
   runtime::Forward fwd(**be, *l->m.adapter, l->m.hp, l->w);
 

@@ -12,14 +12,13 @@ namespace dayzero::model {
 // Where a multimodal checkpoint (llava, kimi_k25) keeps its text model's tensors.
 inline constexpr const char* kLanguageModelPrefix = "language_model.";
 
-// Marks the weight `w` as block-quantized (hp's block size), its scales in the tensor
-// `scale_name`, and returns that tensor's spec: one f32 per block, replicated, read with its
-// weight rather than as a weight of its own.
+// Marks the weight `w` as block-quantized FP8 (the fp8-block row of the stored-format table in
+// hp's block size), its scales in the tensor `scale_name`, and returns that tensor's spec: one
+// scale per block, replicated, read with its weight rather than as a weight of its own.
 inline TensorSpec attach_block_scale(TensorSpec& w, std::string scale_name, const HParams& hp) {
-  w.scale_name = std::move(scale_name);
-  w.quant_block_rows = hp.quant_block_rows;
-  w.quant_block_cols = hp.quant_block_cols;
-  TensorSpec sc{w.scale_name,
+  w.stored = {&stored_format(StoredScheme::kFp8Block), hp.quant_block_rows, hp.quant_block_cols,
+              StoredPlacement::kOwnName, std::move(scale_name)};
+  TensorSpec sc{w.stored.scale,
                 {(w.shape[0] + hp.quant_block_rows - 1) / hp.quant_block_rows,
                  (w.shape[1] + hp.quant_block_cols - 1) / hp.quant_block_cols},
                 ShardRule::kReplicated,

@@ -16,7 +16,7 @@
 #include "comm/device_comm.h"
 #include "comm/mpi_env.h"
 #include "core/log.h"
-#include "model/pack_quant_specs.h"
+#include "model/stored_specs.h"
 #include "model/tensor_spec.h"
 #include "plan/slicing.h"
 #include "runtime/device_groups.h"
@@ -91,7 +91,8 @@ Status Run::create_backend() {
     };
     const auto stored_of = [&](const model::TensorSpec& spec) {
       const checkpoint::TensorInfo* t =
-          model_.catalog.find(spec.pack_group > 0 ? model::pack_quant_scale_name(spec) : spec.name);
+          model_.catalog.find(model::is_stored_weight(spec, StoredScheme::kInt4Group) ? model::stored_scale_name(spec)
+                                                                                     : spec.name);
       return t ? t->dtype : DType::kF32;
     };
     const backend::GemmWorkspaceBounds::Bytes gemm =

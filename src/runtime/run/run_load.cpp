@@ -40,8 +40,8 @@ Status Run::load_checkpoint() {
     if (spec.skip_load) continue;
     const plan::Slice s = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
     if (!s.held) continue;
-    if (spec.pack_group > 0) expected += static_cast<uint64_t>(plan::pack_quant_bytes(spec, s, false));
-    else if (spec.fp4) expected += static_cast<uint64_t>(plan::fp4_bytes(spec, s, false));
+    // A quantized weight: its values (the scales are counted apart, as the loader's record does).
+    if (model::is_stored_weight(spec)) expected += static_cast<uint64_t>(plan::stored_value_bytes(spec, s));
     else
       expected += static_cast<uint64_t>(
           plan::slice_bytes(spec, s, static_cast<int64_t>(dtype_size(model_.catalog.find(spec.name)->dtype))));
@@ -127,7 +127,7 @@ Status Run::check_device_weights_and_reserve() {
   // CPU: the weight tensors' own bytes and the block scales held with its FP8 weights.
   device_weight_bytes_ = cpu ? weights_.bytes() + be_->memory_info().weight_scale_bytes : be_->memory_info().weight_bytes;
   // The allocation and the plan count the same slices by the same rule (plan::kept_dtype,
-  // BlockScaledSlice::device_bytes): a difference is a defect, not an estimate's slack.
+  // plan::stored_slice's held_bytes): a difference is a defect, not an estimate's slack.
   if (device_weight_bytes_ != planned.weights)
     return Status::Internal("rank " + std::to_string(env_.rank()) + ": the " + (cpu ? "CPU" : "device") + " holds " +
                             std::to_string(device_weight_bytes_) + " bytes of weights, the plan counted " +

@@ -74,7 +74,7 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
 // Reads rows [r0, r1) x columns [c0, c1) as stored and dequantised and checks both against the
 // test's decoder, and that the stored slice dequantises through the CPU kernel to the same bits.
-void check_slice(const Catalog& c, const Fp4Layout& l, const Weight& w, int dim, int64_t b, int64_t e,
+void check_slice(const Catalog& c, const StoredLayout& l, const Weight& w, int dim, int64_t b, int64_t e,
                  const std::string& what) {
   ByteReader reader;
   WeightRecord rs, rd;
@@ -85,35 +85,44 @@ void check_slice(const Catalog& c, const Fp4Layout& l, const Weight& w, int dim,
   const int64_t r0 = dim == 0 ? b : 0, r1 = dim == 0 ? e : w.out, c0 = dim == 1 ? b : 0, c1 = dim == 1 ? e : w.in;
   const int64_t rows = r1 - r0, cols = c1 - c0;
   ASSERT_EQ(dq->shape(), (Shape{rows, cols})) << what;
-  const Fp4AsStored& a = *st;
-  ASSERT_EQ(a.col0, c0) << what;
-  ASSERT_EQ(a.cols, cols) << what;
+  const StoredWeightSlice& a = *st;
+  ASSERT_EQ(a.slice.col0, c0) << what;
+  ASSERT_EQ(a.slice.cols, cols) << what;
+  ASSERT_EQ(a.shape_error(), "") << what;
+  if (rows > 0 && cols > 0) {  // control: scales of another dtype, values of another width
+    StoredWeightSlice other = a;
+    other.scale = Tensor::host(DType::kF32, a.scale.shape());
+    EXPECT_NE(other.shape_error().find("scale"), std::string::npos) << what;
+    other = a;
+    other.values = Tensor::host(DType::kU8, {rows, a.values.dim(1) + 1});
+    EXPECT_NE(other.shape_error().find("values"), std::string::npos) << what;
+  }
   int64_t inf = 0;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
       const float want = w.value(r0 + i, c0 + j);
       inf += std::isinf(want);
       ASSERT_TRUE(same_bits(dq->f32()[i * cols + j], want)) << what << " (" << i << ", " << j << ")";
-      const auto* q = static_cast<const uint8_t*>(a.q.data());
-      ASSERT_EQ((q[i * a.q.dim(1) + j / 2] >> (4 * (j % 2))) & 15, w.codes[(r0 + i) * w.in + c0 + j]) << what;
+      const auto* q = static_cast<const uint8_t*>(a.values.data());
+      ASSERT_EQ((q[i * a.values.dim(1) + j / 2] >> (4 * (j % 2))) & 15, w.codes[(r0 + i) * w.in + c0 + j]) << what;
     }
   EXPECT_EQ(rd.inf_count, inf) << what;
   EXPECT_EQ(rs.inf_count, inf) << what;
   EXPECT_EQ(rs.checksum, rd.checksum) << what;
   EXPECT_EQ(rs.bytes_read, rd.bytes_read) << what;
   // What a backend holds is the table's count: the bytes and scales read.
-  EXPECT_EQ(a.stored().held_bytes(), static_cast<int64_t>(a.q.bytes() + a.scale.bytes()) + (w.nv ? 4 : 0)) << what;
-  EXPECT_EQ(static_cast<int64_t>(rs.bytes_read), rows * a.q.dim(1)) << what;
+  EXPECT_EQ(a.slice.held_bytes(), static_cast<int64_t>(a.values.bytes() + a.scale.bytes()) + (w.nv ? 4 : 0)) << what;
+  EXPECT_EQ(static_cast<int64_t>(rs.bytes_read), rows * a.values.dim(1)) << what;
   // The kernels' dequantise-rows on the stored slice: the loader's bits.
-  const kernels::cpu::Fp4Weight kw{static_cast<const uint8_t*>(a.q.data()), static_cast<const uint8_t*>(a.scale.data()),
-                                   a.q.dim(1), a.scale.dim(1), a.col0, w.g,
-                                   w.nv ? ScaleKind::kE4M3 : ScaleKind::kUE8M0, a.global_scale};
+  const kernels::cpu::StoredWeight kw{a.slice.format->scheme, static_cast<const uint8_t*>(a.values.data()),
+                                      a.scale.data(), a.values.dim(1), a.scale.dim(1), 0, a.slice.col0, 1, w.g, false,
+                                      a.global_scale};
   std::vector<float> k(static_cast<size_t>(rows * cols));
-  if (rows > 0 && cols > 0) kernels::cpu::dequantise_fp4_rows(kw, cols, 0, rows, k.data());
+  if (rows > 0 && cols > 0) kernels::cpu::dequantise_stored_rows(kw, cols, 0, rows, k.data());
   for (int64_t i = 0; i < rows * cols; ++i) ASSERT_TRUE(same_bits(k[i], dq->f32()[i])) << what << " kernel " << i;
 }
 
-void check_layout(const Catalog& c, const Fp4Layout& l, const Weight& w, const std::string& name) {
+void check_layout(const Catalog& c, const StoredLayout& l, const Weight& w, const std::string& name) {
   check_slice(c, l, w, -1, 0, 0, name + " whole");
   check_slice(c, l, w, 0, 2, 5, name + " rows 2..5");
   check_slice(c, l, w, 1, 13, 45, name + " columns 13..45");
@@ -141,8 +150,9 @@ TEST(Fp4Load, ThreeMxfp4LayoutsGiveTheSpecsValues) {
   f.add("gpt.down_proj_blocks", DType::kU8, {3, 6, 2, 16}, blocks);
   f.add("gpt.down_proj_scales", DType::kU8, {3, 6, 2}, scales);
   const Catalog c = open_catalog(dir, f);
-  check_layout(c, compressed_tensors_fp4_layout("ct", StoredScheme::kMxfp4), w, "compressed-tensors");
-  check_layout(c, deepseek_v4_fp4_layout("v4.w1"), w, "deepseek-v4");
+  check_layout(c, compressed_tensors_layout("ct", stored_format(StoredScheme::kMxfp4)), w, "compressed-tensors");
+  check_layout(c, own_name_layout("v4.w1.weight", "v4.w1.scale", stored_format(StoredScheme::kMxfp4), 1, 32), w,
+               "deepseek-v4");
   check_layout(c, gpt_oss_fp4_layout("gpt.down_proj", 1), w, "gpt-oss expert 1");
   // Negative control: expert 0 is another weight.
   ByteReader reader;
@@ -160,7 +170,7 @@ TEST(Fp4Load, Nvfp4WithItsGlobalScale) {
   f.add("m.weight_scale", DType::kF8_E4M3, {6, 4}, w.scale);
   f.add("m.weight_global_scale", DType::kF32, {1}, bytes_of(std::vector<float>{w.global}));
   const Catalog c = open_catalog(dir, f);
-  check_layout(c, compressed_tensors_fp4_layout("m", StoredScheme::kNvfp4), w, "nvfp4");
+  check_layout(c, compressed_tensors_layout("m", stored_format(StoredScheme::kNvfp4)), w, "nvfp4");
 }
 
 TEST(Fp4Load, QuantizerRoundTrips) {
@@ -224,8 +234,8 @@ TEST(Fp4Load, HeaderChecksNameTheTensor) {
   f.add("gpt.up_scales", DType::kU8, {2, 6, 2}, std::vector<uint8_t>(24, 127));
   const Catalog c = open_catalog(dir, f);
   ByteReader r;
-  const auto mx = [](const std::string& m) { return compressed_tensors_fp4_layout(m, StoredScheme::kMxfp4); };
-  const auto nvl = [](const std::string& m) { return compressed_tensors_fp4_layout(m, StoredScheme::kNvfp4); };
+  const auto mx = [](const std::string& m) { return compressed_tensors_layout(m, stored_format(StoredScheme::kMxfp4)); };
+  const auto nvl = [](const std::string& m) { return compressed_tensors_layout(m, stored_format(StoredScheme::kNvfp4)); };
   ASSERT_TRUE(load_fp4_as_stored(c, mx("ok"), 6, 64, r, nullptr).ok());  // control
   expect_bad(load_fp4_as_stored(c, mx("ok"), 6, 96, r, nullptr).status(), StatusCode::kInvalidArgument,
              {"'ok.weight_packed'", "expected shape [6, 48]"});

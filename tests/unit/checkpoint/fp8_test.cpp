@@ -285,9 +285,10 @@ TEST(Fp8Test, EverySliceAsStoredIsTheStoredBytesAndCoveringScales) {
           auto a = load_fp8_as_stored(catalog, "w", "s", quant, reader, &ra, dim, b, e, 8);
           auto d = load_fp8_dequant_f32(catalog, "w", "s", quant, reader, &rd, dim, b, e, 8);
           ASSERT_TRUE(a.ok() && d.ok()) << what;
-          const BlockScaledSlice& sl = a->slice;
-          ASSERT_EQ(a->bytes.shape(), d->shape()) << what;
-          EXPECT_EQ(a->e5m2, dt == DType::kF8_E5M2);
+          const StoredSlice& sl = a->slice;
+          ASSERT_EQ(a->values.shape(), d->shape()) << what;
+          EXPECT_EQ(a->values.dtype(), dt);
+          EXPECT_EQ(a->held_dtype(), dt);
           EXPECT_EQ(ra.checksum, rd.checksum) << what;
           EXPECT_EQ(ra.bytes_read, rd.bytes_read) << what;
           EXPECT_EQ(ra.aux_bytes_read, rd.aux_bytes_read) << what;
@@ -295,8 +296,8 @@ TEST(Fp8Test, EverySliceAsStoredIsTheStoredBytesAndCoveringScales) {
           EXPECT_EQ(ra.inf_count, rd.inf_count) << what;
           if (sl.rows * sl.cols == 0) continue;
           EXPECT_EQ(a->scale.numel(), sl.scale_rows() * sl.scale_cols()) << what;
-          EXPECT_EQ(a->scale.numel() * kBlockScaleBytes, static_cast<int64_t>(ra.aux_bytes_read)) << what;
-          const auto* got = static_cast<const uint8_t*>(a->bytes.data());
+          EXPECT_EQ(a->scale.numel() * sl.format->scale_bytes, static_cast<int64_t>(ra.aux_bytes_read)) << what;
+          const auto* got = static_cast<const uint8_t*>(a->values.data());
           std::vector<float> deq(static_cast<size_t>(sl.rows * sl.cols));
           for (int64_t i = 0; i < sl.rows; ++i)
             for (int64_t j = 0; j < sl.cols; ++j) {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "core/block_scale.h"
+#include "core/stored_weight.h"
 #include "core/stored_format.h"
 #include "core/dtype.h"
 #include "kernels/cuda/ops.h"
@@ -180,7 +180,7 @@ TEST_F(CudaVsCpu, WeightsKeptInComputeDtype) {
 struct Fp8Case {
   std::vector<uint8_t> bytes;  // [rows, cols]
   std::vector<float> scale;    // [scale_rows, scale_cols]
-  BlockScaledSlice slice;
+  StoredSlice slice;
   std::vector<float> want;     // [rows, cols]
   std::vector<float> misplaced;  // the same with the slice's offset into its first block ignored
 };
@@ -195,10 +195,10 @@ Fp8Case fp8_case(int dim, int64_t begin, int64_t end) {
   std::vector<float> s(sr * sc);
   for (size_t i = 0; i < s.size(); ++i) s[i] = 0.25f + 0.5f * static_cast<float>(i);  // distinct per block
   Fp8Case c;
-  c.slice = {R, C, 0, 0, br, bc};
+  c.slice = {&stored_format(StoredScheme::kFp8Block), R, C, 0, 0, br, bc};
   if (dim == 0) c.slice.row0 = begin, c.slice.rows = end - begin;
   if (dim == 1) c.slice.col0 = begin, c.slice.cols = end - begin;
-  const BlockScaledSlice& sl = c.slice;
+  const StoredSlice& sl = c.slice;
   const int64_t b0 = sl.row0 / br, k0 = sl.col0 / bc;
   for (int64_t i = 0; i < sl.scale_rows(); ++i)
     for (int64_t j = 0; j < sl.scale_cols(); ++j) c.scale.push_back(s[(b0 + i) * sc + k0 + j]);
@@ -215,10 +215,10 @@ Tensor fp8_weight(backend::Backend& be, const Fp8Case& c) {
   Tensor b = Tensor::host(DType::kF8_E4M3, {c.slice.rows, c.slice.cols});
   std::memcpy(b.data(), c.bytes.data(), c.bytes.size());
   Tensor s = host_of(c.scale, {c.slice.scale_rows(), c.slice.scale_cols()});
-  return be.to_device_fp8_weight({&b, &s, c.slice});
+  return be.to_device_stored({c.slice, b, s});
 }
 
-// FP8 kept as stored: one allocation of slice.device_bytes() counted as weight bytes; read back
+// FP8 kept as stored: one allocation of slice.held_bytes() counted as weight bytes; read back
 // dequantised, exactly the host twin (one f32 multiply each side); matmul dequantises into the
 // weight workspace first: in f32 compute against the CPU GEMM on the host dequantisation, bound
 // 2e-6 (order only, as MatmulF32); in bf16 compute against the CPU GEMM on the bf16-rounded x and
@@ -226,7 +226,7 @@ Tensor fp8_weight(backend::Backend& be, const Fp8Case& c) {
 // 20..). Negative control: the host twin with the slice's offset into its first block ignored
 // is far off (> 1e-2), so the bound sees a misplaced scale.
 TEST_F(CudaVsCpu, Fp8WeightKeptAsStored) {
-  ASSERT_TRUE(gpu_->keeps_fp8_weights());
+  ASSERT_TRUE(gpu_->keeps_stored(StoredScheme::kFp8Block));
   for (auto [dim, b, e] : {std::tuple{0, 12, 36}, {1, 20, 70}, {-1, 0, 0}}) {
     const Fp8Case c = fp8_case(dim, b, e);
     const int64_t n = c.slice.rows, k = c.slice.cols, m = 5;
@@ -236,7 +236,7 @@ TEST_F(CudaVsCpu, Fp8WeightKeptAsStored) {
       {
         Tensor wd = fp8_weight(*g, c);
         EXPECT_EQ(wd.dtype(), DType::kF8_E4M3);
-        EXPECT_EQ(g->memory_info().weight_bytes - before, c.slice.device_bytes()) << what;
+        EXPECT_EQ(g->memory_info().weight_bytes - before, c.slice.held_bytes()) << what;
         EXPECT_EQ(back(*g, wd), c.want) << what;
         const auto x = random_values(m * k, kSeed + 41);
         Tensor yg = g->empty(DType::kF32, {m, n});
@@ -261,12 +261,12 @@ TEST_F(CudaVsCpu, Fp8WeightKeptAsStored) {
 // An FP4 weight kept as stored (MXFP4 groups of 32, NVFP4 groups of 16 over a global scale), as
 // the loader hands it over: whole, and columns 19..61 (an odd column inside a group: the codes
 // moved down a nibble, as load_fp4_as_stored does). One allocation of the table's held_bytes
-// counted as weight bytes; read back dequantised, the bits of the CPU's dequantise_fp4_rows
+// counted as weight bytes; read back dequantised, the bits of the CPU's dequantise_stored_rows
 // (one f32 multiply each side); matmul (f32 compute) against the CPU GEMM on that
 // dequantisation, bound 2e-6 (order only, as MatmulF32). Negative control: the same codes read
 // with the next group's scale are far off.
 TEST_F(CudaVsCpu, Fp4WeightKeptAsStored) {
-  ASSERT_TRUE(gpu_->keeps_fp4_weights());
+  ASSERT_TRUE(gpu_->keeps_stored(StoredScheme::kMxfp4) && gpu_->keeps_stored(StoredScheme::kNvfp4));
   constexpr int64_t R = 40, C = 72;
   for (StoredScheme scheme : {StoredScheme::kMxfp4, StoredScheme::kNvfp4})
     for (auto [c0, c1] : {std::pair<int64_t, int64_t>{0, C}, {19, 61}}) {
@@ -283,10 +283,10 @@ TEST_F(CudaVsCpu, Fp4WeightKeptAsStored) {
         for (int64_t j = 0; j < cols; ++j)
           q[i * sl.value_row_bytes() + j / 2] |= static_cast<uint8_t>(codes[i * cols + j] << (4 * (j % 2)));
       const float global = scheme == StoredScheme::kNvfp4 ? 2.5f : 1.0f;
-      const kernels::cpu::Fp4Weight hw{q.data(), scale.data(), sl.value_row_bytes(), sl.scale_cols(), c0, g, f.scale,
-                                       global};
+      const kernels::cpu::StoredWeight hw{scheme, q.data(), scale.data(), sl.value_row_bytes(), sl.scale_cols(), 0, c0,
+                                          1, g, false, global};
       std::vector<float> want(R * cols);
-      kernels::cpu::dequantise_fp4_rows(hw, cols, 0, R, want.data());
+      kernels::cpu::dequantise_stored_rows(hw, cols, 0, R, want.data());
       Tensor qt = Tensor::host(DType::kU8, {R, sl.value_row_bytes()});
       std::memcpy(qt.data(), q.data(), q.size());
       Tensor st = Tensor::host(DType::kU8, {R, sl.scale_cols()});
@@ -294,7 +294,7 @@ TEST_F(CudaVsCpu, Fp4WeightKeptAsStored) {
       const std::string what = std::string(f.name) + " columns " + std::to_string(c0) + ".." + std::to_string(c1);
       const int64_t before = gpu_->memory_info().weight_bytes;
       {
-        Tensor wd = gpu_->to_device_fp4_weight({&qt, &st, cols, c0, scheme, global});
+        Tensor wd = gpu_->to_device_stored({sl, qt, st, global});
         EXPECT_EQ(wd.dtype(), DType::kF4);
         EXPECT_EQ(gpu_->memory_info().weight_bytes - before, sl.held_bytes()) << what;
         EXPECT_EQ(back(*gpu_, wd), want) << what;
@@ -310,8 +310,8 @@ TEST_F(CudaVsCpu, Fp4WeightKeptAsStored) {
         for (int64_t i = 0; i < R; ++i)
           for (int64_t j = 0; j + 1 < sl.scale_cols(); ++j) shifted[i * sl.scale_cols() + j] = scale[i * sl.scale_cols() + j + 1];
         std::vector<float> off(R * cols);
-        kernels::cpu::dequantise_fp4_rows({q.data(), shifted.data(), sl.value_row_bytes(), sl.scale_cols(), c0, g, f.scale,
-                                           global},
+        kernels::cpu::dequantise_stored_rows({scheme, q.data(), shifted.data(), sl.value_row_bytes(), sl.scale_cols(), 0,
+                                              c0, 1, g, false, global},
                                           cols, 0, R, off.data());
         Tensor yo = Tensor::host(DType::kF32, {m, R});
         cpu_->matmul(host_of(x, {m, cols}), host_of(off, {R, cols}), yo, false);

@@ -35,7 +35,7 @@ class F32Crossing final : public test_util::ForwardingBackend {
     return inner().to_device_weight(h, kept);
   }
   bool wants_stored_dtype() const override { return false; }
-  bool keeps_fp8_weights() const override { return false; }
+  bool keeps_stored(StoredScheme) const override { return false; }
 };
 
 // The device tensor's bytes, in its own dtype.

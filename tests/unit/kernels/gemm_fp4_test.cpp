@@ -1,4 +1,4 @@
-// matmul_nt_fp4: an FP4 weight as stored (E2M1 codes two a byte, one scale byte per group: UE8M0
+// matmul_nt_stored on an FP4 weight as stored (E2M1 codes two a byte, one scale byte per group: UE8M0
 // per 32 for MXFP4, E4M3 per 16 over a per-tensor global scale for NVFP4), converted inside the
 // GEMM. The decoders are checked against a table of the spec written out here (all 16 E2M1 codes,
 // UE8M0's edges 2^-127 and 2^127 and its NaN code 0xFF); the kernels against a dequantiser of this
@@ -78,7 +78,8 @@ TEST(StoredFormatTable, RowsAndHeldBytes) {
   EXPECT_EQ((StoredSlice{&nv, 7168, 2048, 0, 0, 1, 16}.held_bytes()), 7168 * 1024 + 7168 * 128 + 4);
   // Columns 45..100 of a row: bytes 22..49 (28) and groups 1..3 (3).
   EXPECT_EQ((StoredSlice{&mx, 2, 55, 0, 45, 1, 32}.held_bytes()), 2 * (28 + 3));
-  // The rules the FP8 and INT4 code counted with before the table (block_scale.h, slicing.cpp).
+  // FP8: one byte an element and an f32 scale per covering block; INT4: the covering int32 words
+  // and a bf16 scale per covering group (their rules before the table, written out).
   const StoredFormat& fp8 = stored_format(StoredScheme::kFp8Block);
   // rows 100..399: blocks 0..3; columns 70..269: blocks 0..2.
   EXPECT_EQ((StoredSlice{&fp8, 300, 200, 100, 70, 128, 128}.held_bytes()), 300 * 200 + 4 * 3 * 4);
@@ -132,9 +133,9 @@ struct Fp4Case {
     const float v = e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(1.0f + m / 8.0f, e - 7);
     return v / global;
   }
-  cpu::Fp4Weight weight() const {
-    return {bytes.data(), scale.data(), row_bytes, scale_cols, col0, g, nv ? ScaleKind::kE4M3 : ScaleKind::kUE8M0,
-            global};
+  cpu::StoredWeight weight() const {
+    return {nv ? StoredScheme::kNvfp4 : StoredScheme::kMxfp4, bytes.data(), scale.data(), row_bytes, scale_cols, 0, col0,
+            1, g, false, global};
   }
   std::vector<float> dequantised() const {
     std::vector<float> out(code.size());
@@ -163,20 +164,20 @@ Fp4Case make_case(int64_t n, int64_t k, const Layout& l, uint32_t seed) {
 }
 
 TEST(GemmFp4, DequantiseRowsHasTheSpecsBits) {
-  test::check_dequantise_rows(kLayouts, make_case, cpu::dequantise_fp4_rows);
+  test::check_dequantise_rows(kLayouts, make_case, cpu::dequantise_stored_rows);
 }
 
 TEST(GemmFp4, SmallMHasTheBitsOfTheDequantisedWeight) {
   if (std::getenv("DAYZERO_GEMM")) GTEST_SKIP() << "DAYZERO_GEMM runs one path at every m";
-  test::check_small_m_bits(kLayouts, make_case, cpu::matmul_nt_fp4);
+  test::check_small_m_bits(kLayouts, make_case, cpu::matmul_nt_stored);
 }
 
-TEST(GemmFp4, LargeMMatchesTheTwin) { test::check_large_m_twin(kLayouts, make_case, cpu::matmul_nt_fp4); }
+TEST(GemmFp4, LargeMMatchesTheTwin) { test::check_large_m_twin(kLayouts, make_case, cpu::matmul_nt_stored); }
 
 TEST(GemmSharedX, Fp4ProductsHaveTheBitsOfTheirOwnCall) {
   const auto inside_a_group = [](int64_t n, int64_t k, uint32_t seed) { return Fp4Case(n, k, 45, 32, true, false, seed); };
   const auto nvfp4 = [](int64_t n, int64_t k, uint32_t seed) { return Fp4Case(n, k, 0, 16, false, true, seed); };
-  test::check_shared_x(cpu::WeightKind::kFp4, inside_a_group, nvfp4, cpu::matmul_nt_fp4);
+  test::check_shared_x(inside_a_group, nvfp4, cpu::matmul_nt_stored);
 }
 
 TEST(GemmFp4, NegativeControls) {
@@ -186,19 +187,19 @@ TEST(GemmFp4, NegativeControls) {
   const Fp4Case c(n, k, 0, 32, false, false, 4);
   std::vector<float> want(m * n), got(m * n);
   cpu::matmul_nt(m, n, k, x.data(), c.dequantised().data(), want.data());
-  cpu::matmul_nt_fp4(m, n, k, x.data(), c.weight(), got.data());
+  cpu::matmul_nt_stored(m, n, k, x.data(), c.weight(), got.data());
   ASSERT_TRUE(identical("unchanged", got, want, {m, n}));
 
   Fp4Case changed = c;
   int& v = changed.code[5 * k + 17];
   v = v == 7 ? 6 : (v == 15 ? 14 : v + 1);
   changed.pack();
-  cpu::matmul_nt_fp4(m, n, k, x.data(), changed.weight(), got.data());
+  cpu::matmul_nt_stored(m, n, k, x.data(), changed.weight(), got.data());
   EXPECT_FALSE(identical("one code changed", got, want, {m, n}));
 
   Fp4Case shifted = c;  // row 1's group 2 takes group 3's scale
   shifted.scale[1 * c.scale_cols + 2] = static_cast<uint8_t>(c.scale[1 * c.scale_cols + 3] + 1);
-  cpu::matmul_nt_fp4(m, n, k, x.data(), shifted.weight(), got.data());
+  cpu::matmul_nt_stored(m, n, k, x.data(), shifted.weight(), got.data());
   EXPECT_FALSE(identical("a neighbour's scale", got, want, {m, n}));
 }
 

@@ -1,4 +1,4 @@
-// matmul_nt_fp8: a block-scaled FP8 weight as stored, converted inside the GEMM. Where matmul_nt
+// matmul_nt_stored on a block-scaled FP8 weight as stored, converted inside the GEMM. Where matmul_nt
 // takes the built-in small-M kernel (m <= 16) the result must carry its bits on the weight
 // dequantised as the loader does it (f32(byte) * scale, one rounding), here by a decoder of its
 // own (ldexp of the fields); above, the dequantised panels take the large-M path, checked against
@@ -60,9 +60,11 @@ struct Fp8Case {
     scale = random_vector(static_cast<size_t>(scale_rows * scale_cols), seed, 1e-4f, 3.0f);
     if (scale.size() > 1) scale[1] = 3e-39f;  // subnormal: products round into subnormals
   }
-  cpu::Fp8Weight weight() const {
-    cpu::Fp8Weight w;
+  cpu::StoredWeight weight() const {
+    cpu::StoredWeight w;
+    w.scheme = StoredScheme::kFp8Block;
     w.q = q.data();
+    w.row_bytes = k;
     w.scale = scale.data();
     w.scale_cols = scale_cols;
     w.row0 = row0;
@@ -102,15 +104,15 @@ Fp8Case make_case(int64_t n, int64_t k, const Layout& l, uint32_t seed) {
 }
 
 TEST(GemmFp8, DequantiseRowsHasTheLoadersBits) {
-  test::check_dequantise_rows(kLayouts, make_case, cpu::dequantise_fp8_rows);
+  test::check_dequantise_rows(kLayouts, make_case, cpu::dequantise_stored_rows);
 }
 
 TEST(GemmFp8, SmallMHasTheBitsOfTheDequantisedWeight) {
   if (std::getenv("DAYZERO_GEMM")) GTEST_SKIP() << "DAYZERO_GEMM runs one path at every m";
-  test::check_small_m_bits(kLayouts, make_case, cpu::matmul_nt_fp8);
+  test::check_small_m_bits(kLayouts, make_case, cpu::matmul_nt_stored);
 }
 
-TEST(GemmFp8, LargeMMatchesTheTwin) { test::check_large_m_twin(kLayouts, make_case, cpu::matmul_nt_fp8); }
+TEST(GemmFp8, LargeMMatchesTheTwin) { test::check_large_m_twin(kLayouts, make_case, cpu::matmul_nt_stored); }
 
 // FP8 and f32 products of one x in one call: each has the bits of its own call.
 TEST(GemmSharedX, Fp8ProductsHaveTheBitsOfTheirOwnCall) {
@@ -118,7 +120,7 @@ TEST(GemmSharedX, Fp8ProductsHaveTheBitsOfTheirOwnCall) {
     return Fp8Case(n, k, 70, 45, 128, 128, false, seed);
   };
   const auto e5m2 = [](int64_t n, int64_t k, uint32_t seed) { return Fp8Case(n, k, 0, 0, 16, 24, true, seed); };
-  test::check_shared_x(cpu::WeightKind::kFp8, inside_a_block, e5m2, cpu::matmul_nt_fp8);
+  test::check_shared_x(inside_a_block, e5m2, cpu::matmul_nt_stored);
 }
 
 // The bitwise comparison catches one byte one step away, and a block read with its neighbour's
@@ -131,18 +133,18 @@ TEST(GemmFp8, NegativeControls) {
   const auto want_w = c.dequantised();
   std::vector<float> want(m * n), got(m * n);
   cpu::matmul_nt(m, n, k, x.data(), want_w.data(), want.data());
-  cpu::matmul_nt_fp8(m, n, k, x.data(), c.weight(), got.data());
+  cpu::matmul_nt_stored(m, n, k, x.data(), c.weight(), got.data());
   ASSERT_TRUE(identical("unchanged", got, want, {m, n}));
 
   Fp8Case flipped = c;
   flipped.q[5 * k + 17] ^= 1;
   if (!finite_fp8(flipped.q[5 * k + 17], false)) flipped.q[5 * k + 17] ^= 2;
-  cpu::matmul_nt_fp8(m, n, k, x.data(), flipped.weight(), got.data());
+  cpu::matmul_nt_stored(m, n, k, x.data(), flipped.weight(), got.data());
   EXPECT_FALSE(identical("one byte flipped", got, want, {m, n}));
 
   Fp8Case shifted = c;  // block (1, 2) takes block (1, 3)'s scale
   shifted.scale[1 * c.scale_cols + 2] = c.scale[1 * c.scale_cols + 3];
-  cpu::matmul_nt_fp8(m, n, k, x.data(), shifted.weight(), got.data());
+  cpu::matmul_nt_stored(m, n, k, x.data(), shifted.weight(), got.data());
   EXPECT_FALSE(identical("a neighbour's scale", got, want, {m, n}));
 }
 

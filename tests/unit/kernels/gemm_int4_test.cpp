@@ -1,4 +1,4 @@
-// matmul_nt_int4: a pack-quantized INT4 weight as stored (nibbles two a byte, bf16 group scales),
+// matmul_nt_stored on a pack-quantized INT4 weight as stored (nibbles two a byte, bf16 group scales),
 // converted inside the GEMM. Where matmul_nt takes the built-in small-M kernel (m <= 16)
 // the result must carry its bits on the weight dequantised as the loader does it (f32(q) * scale,
 // one rounding), here by a decoder of its own; above, the dequantised panels take the large-M
@@ -69,7 +69,9 @@ struct Int4Case {
         b |= static_cast<uint8_t>((q[i * k + j] + 8) << (j % 2 ? 4 : 0));
       }
   }
-  cpu::Int4Weight weight() const { return {bytes.data(), scale.data(), row_bytes, scale_cols, col0, g}; }
+  cpu::StoredWeight weight() const {
+    return {StoredScheme::kInt4Group, bytes.data(), scale.data(), row_bytes, scale_cols, 0, col0, 1, g};
+  }
   std::vector<float> dequantised() const {
     std::vector<float> out(q.size());
     for (int64_t i = 0; i < n; ++i)
@@ -98,21 +100,21 @@ Int4Case make_case(int64_t n, int64_t k, const Layout& l, uint32_t seed) {
 }
 
 TEST(GemmInt4, DequantiseRowsHasTheLoadersBits) {
-  test::check_dequantise_rows(kLayouts, make_case, cpu::dequantise_int4_rows);
+  test::check_dequantise_rows(kLayouts, make_case, cpu::dequantise_stored_rows);
 }
 
 TEST(GemmInt4, SmallMHasTheBitsOfTheDequantisedWeight) {
   if (std::getenv("DAYZERO_GEMM")) GTEST_SKIP() << "DAYZERO_GEMM runs one path at every m";
-  test::check_small_m_bits(kLayouts, make_case, cpu::matmul_nt_int4);
+  test::check_small_m_bits(kLayouts, make_case, cpu::matmul_nt_stored);
 }
 
-TEST(GemmInt4, LargeMMatchesTheTwin) { test::check_large_m_twin(kLayouts, make_case, cpu::matmul_nt_int4); }
+TEST(GemmInt4, LargeMMatchesTheTwin) { test::check_large_m_twin(kLayouts, make_case, cpu::matmul_nt_stored); }
 
 // INT4 and f32 products of one x in one call: each has the bits of its own call.
 TEST(GemmSharedX, Int4ProductsHaveTheBitsOfTheirOwnCall) {
   const auto inside_a_group = [](int64_t n, int64_t k, uint32_t seed) { return Int4Case(n, k, 45, 32, true, seed); };
   const auto narrow_groups = [](int64_t n, int64_t k, uint32_t seed) { return Int4Case(n, k, 0, 5, false, seed); };
-  test::check_shared_x(cpu::WeightKind::kInt4, inside_a_group, narrow_groups, cpu::matmul_nt_int4);
+  test::check_shared_x(inside_a_group, narrow_groups, cpu::matmul_nt_stored);
 }
 
 // The bitwise comparison catches one nibble one step away (the high nibble of a byte: a
@@ -124,19 +126,19 @@ TEST(GemmInt4, NegativeControls) {
   const Int4Case c(n, k, 0, 32, false, 4);
   std::vector<float> want(m * n), got(m * n);
   cpu::matmul_nt(m, n, k, x.data(), c.dequantised().data(), want.data());
-  cpu::matmul_nt_int4(m, n, k, x.data(), c.weight(), got.data());
+  cpu::matmul_nt_stored(m, n, k, x.data(), c.weight(), got.data());
   ASSERT_TRUE(identical("unchanged", got, want, {m, n}));
 
   Int4Case changed = c;
   int& v = changed.q[5 * k + 17];
   v = v == 7 ? 6 : v + 1;
   changed.pack();
-  cpu::matmul_nt_int4(m, n, k, x.data(), changed.weight(), got.data());
+  cpu::matmul_nt_stored(m, n, k, x.data(), changed.weight(), got.data());
   EXPECT_FALSE(identical("one nibble changed", got, want, {m, n}));
 
   Int4Case shifted = c;  // row 1's group 2 takes group 3's scale
   shifted.scale[1 * c.scale_cols + 2] = c.scale[1 * c.scale_cols + 3];
-  cpu::matmul_nt_int4(m, n, k, x.data(), shifted.weight(), got.data());
+  cpu::matmul_nt_stored(m, n, k, x.data(), shifted.weight(), got.data());
   EXPECT_FALSE(identical("a neighbour's scale", got, want, {m, n}));
 }
 

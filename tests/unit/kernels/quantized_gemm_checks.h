@@ -1,4 +1,4 @@
-// The checks the GEMM tests of weights kept as stored (FP8, INT4) share. A format's test gives its
+// The checks the GEMM tests of weights kept as stored (FP8, INT4, FP4) share. A format's test gives its
 // layouts, a maker of cases (make(n, k, layout, seed) -> a case with n, weight(), dequantised()
 // [n, k] as the dequantising load gives it, label()) and its entry points: dequantise(weight, k,
 // j0, rows, out) and matmul(m, n, k, x, weight, y, accumulate).
@@ -87,7 +87,7 @@ void check_large_m_twin(const Layouts& layouts, const Make& make, const Matmul& 
 // Two products of the format (make_a(130, k, seed), make_b(64, k, seed)) and one f32 product of
 // one x in one matmul_nt_shared_x call: each has the bits of its own call.
 template <typename MakeA, typename MakeB, typename Matmul>
-void check_shared_x(cpu::WeightKind kind, const MakeA& make_a, const MakeB& make_b, const Matmul& matmul) {
+void check_shared_x(const MakeA& make_a, const MakeB& make_b, const Matmul& matmul) {
   uint32_t seed = 1300;
   for (int64_t m : {1, 3, 16, 17})
     for (int64_t k : {15, 600})
@@ -103,9 +103,9 @@ void check_shared_x(cpu::WeightKind kind, const MakeA& make_a, const MakeB& make
         matmul(m, ns[0], k, x.data(), wa, want[0].data(), acc);
         cpu::matmul_nt(m, ns[1], k, x.data(), wf.data(), want[1].data(), acc);
         matmul(m, ns[2], k, x.data(), wb, want[2].data(), acc);
-        const cpu::NtProduct products[] = {{ns[0], &wa, kind, got[0].data()},
+        const cpu::NtProduct products[] = {{ns[0], &wa, cpu::WeightKind::kStored, got[0].data()},
                                            {ns[1], wf.data(), cpu::WeightKind::kF32, got[1].data()},
-                                           {ns[2], &wb, kind, got[2].data()}};
+                                           {ns[2], &wb, cpu::WeightKind::kStored, got[2].data()}};
         cpu::matmul_nt_shared_x(m, k, x.data(), products, 3, acc);
         for (size_t i = 0; i < 3; ++i)
           ASSERT_TRUE(identical("m=" + std::to_string(m) + " k=" + std::to_string(k) + " product " + std::to_string(i),

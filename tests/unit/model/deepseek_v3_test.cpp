@@ -76,20 +76,20 @@ TEST(DeepseekV3, Fp8ScalesAndMtpLayersAreClaimedNotLoaded) {
   const TensorSpec* kv_a = get("model.layers.3.self_attn.kv_a_proj_with_mqa.weight");
   ASSERT_TRUE(kv_a);
   EXPECT_EQ(kv_a->shape, (Shape{576, 7168}));
-  EXPECT_EQ(kv_a->scale_name, "model.layers.3.self_attn.kv_a_proj_with_mqa.weight_scale_inv");
-  const TensorSpec* kv_a_scale = get(kv_a->scale_name);
+  EXPECT_EQ(kv_a->stored.scale, "model.layers.3.self_attn.kv_a_proj_with_mqa.weight_scale_inv");
+  const TensorSpec* kv_a_scale = get(kv_a->stored.scale);
   ASSERT_TRUE(kv_a_scale);
   EXPECT_EQ(kv_a_scale->shape, (Shape{5, 56}));  // 576 rows: 4 full blocks and an edge of 64
   EXPECT_TRUE(kv_a_scale->skip_load);
   const TensorSpec* expert = get("model.layers.60.mlp.experts.383.down_proj.weight");
   ASSERT_TRUE(expert);
-  EXPECT_FALSE(expert->scale_name.empty());
+  EXPECT_FALSE(expert->stored.scale.empty());
   EXPECT_FALSE(expert->skip_load);
   for (const char* n : {"model.layers.3.mlp.gate.weight", "model.layers.3.mlp.gate.e_score_correction_bias",
                         "model.embed_tokens.weight", "lm_head.weight"}) {
     const TensorSpec* s = get(n);
     ASSERT_TRUE(s);
-    EXPECT_TRUE(s->scale_name.empty()) << n;
+    EXPECT_TRUE(s->stored.scale.empty()) << n;
   }
   EXPECT_FALSE(by_name.count("model.layers.3.mlp.gate.weight_scale_inv"));
   // MTP layer 61: declared (claimed by the check), never loaded.
@@ -146,11 +146,11 @@ TEST(DeepseekV32, PublishedConfigParsesWithItsIndexer) {
   const std::string p = "model.layers.5.self_attn.indexer.";
   ASSERT_TRUE(by_name.count(p + "wq_b.weight"));
   EXPECT_EQ(by_name[p + "wq_b.weight"].shape, (Shape{64 * 128, 1536}));
-  EXPECT_EQ(by_name[p + "wq_b.weight"].scale_name, p + "wq_b.weight_scale_inv");
+  EXPECT_EQ(by_name[p + "wq_b.weight"].stored.scale, p + "wq_b.weight_scale_inv");
   EXPECT_EQ(by_name[p + "wk.weight"].shape, (Shape{128, 7168}));
-  EXPECT_EQ(by_name[p + "wk.weight"].scale_name, p + "wk.weight_scale_inv");
+  EXPECT_EQ(by_name[p + "wk.weight"].stored.scale, p + "wk.weight_scale_inv");
   EXPECT_EQ(by_name[p + "weights_proj.weight"].shape, (Shape{64, 7168}));
-  EXPECT_EQ(by_name[p + "weights_proj.weight"].scale_name, "");
+  EXPECT_EQ(by_name[p + "weights_proj.weight"].stored.scale, "");
   EXPECT_EQ(by_name[p + "k_norm.bias"].shape, (Shape{128}));
   EXPECT_EQ(by_name[p + "k_norm.weight"].rule, ShardRule::kReplicated);
   // The multi-token-prediction layer's indexer is claimed, never loaded.

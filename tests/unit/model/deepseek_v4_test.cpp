@@ -122,11 +122,11 @@ TEST(DeepseekV4, Fp8ScalesAndFp4Refusal) {
   const auto s = by_name(adapter().tensor_specs(*hp));
   ASSERT_EQ(s.count("layers.0.attn.wq_a.scale"), 1u);
   EXPECT_EQ(s.at("layers.0.attn.wq_a.scale").shape, (Shape{8, 32}));
-  EXPECT_EQ(s.at("layers.0.attn.wq_a.weight").scale_name, "layers.0.attn.wq_a.scale");
+  EXPECT_EQ(s.at("layers.0.attn.wq_a.weight").stored.scale, "layers.0.attn.wq_a.scale");
   EXPECT_EQ(s.at("layers.3.ffn.experts.7.w2.scale").shape, (Shape{32, 16}));
-  EXPECT_EQ(s.at("layers.3.attn.compressor.wkv.weight").scale_name, "");
-  EXPECT_EQ(s.at("layers.3.attn.indexer.weights_proj.weight").scale_name, "");
-  EXPECT_EQ(s.at("head.weight").scale_name, "");
+  EXPECT_EQ(s.at("layers.3.attn.compressor.wkv.weight").stored.scale, "");
+  EXPECT_EQ(s.at("layers.3.attn.indexer.weights_proj.weight").stored.scale, "");
+  EXPECT_EQ(s.at("head.weight").stored.scale, "");
   nlohmann::json f32_scales = c;
   f32_scales["quantization_config"].erase("scale_fmt");
   auto no_fmt = parse(f32_scales);
@@ -139,11 +139,12 @@ TEST(DeepseekV4, Fp8ScalesAndFp4Refusal) {
   ASSERT_TRUE(fp4.ok()) << fp4.status().message();
   const auto s4 = by_name(adapter().tensor_specs(*fp4));
   const TensorSpec& w2 = s4.at("layers.3.ffn.experts.7.w2.weight");
-  EXPECT_TRUE(w2.fp4 && w2.fp4_in_place);
-  EXPECT_EQ(w2.scale_name, "");
+  EXPECT_TRUE(is_stored_weight(w2, StoredScheme::kMxfp4));
+  EXPECT_EQ(w2.stored.placement, StoredPlacement::kOwnName);
+  EXPECT_EQ(w2.stored.scale, "layers.3.ffn.experts.7.w2.scale");
   EXPECT_EQ(s4.at("layers.3.ffn.experts.7.w2.scale").shape, (Shape{4096, 64}));  // [d, ff / 32]
-  EXPECT_EQ(s4.at("layers.3.ffn.shared_experts.w2.weight").scale_name, "layers.3.ffn.shared_experts.w2.scale");
-  EXPECT_EQ(s4.at("layers.3.ffn.shared_experts.w2.weight").fp4, nullptr);
+  EXPECT_EQ(s4.at("layers.3.ffn.shared_experts.w2.weight").stored.scale, "layers.3.ffn.shared_experts.w2.scale");
+  EXPECT_TRUE(is_stored_weight(s4.at("layers.3.ffn.shared_experts.w2.weight"), StoredScheme::kFp8Block));
   c["quantization_config"]["expert_dtype"] = "fp6";
   auto fp6 = parse(c);
   ASSERT_FALSE(fp6.ok());

@@ -80,7 +80,8 @@ TEST(KimiK25, PublishedInventory) {
 
   // Routed experts INT4: the logical weight (not on disk) and its three stored companions.
   const std::string e = "language_model.model.layers.60.mlp.experts.383.";
-  EXPECT_EQ(by[e + "down_proj.weight"].pack_group, 32);
+  EXPECT_TRUE(is_stored_weight(by[e + "down_proj.weight"], StoredScheme::kInt4Group));
+  EXPECT_EQ(by[e + "down_proj.weight"].stored.block_cols, 32);
   EXPECT_EQ(shape(e + "down_proj.weight"), (Shape{7168, 2048}));
   EXPECT_EQ(shape(e + "down_proj.weight_packed"), (Shape{7168, 256}));
   EXPECT_EQ(shape(e + "down_proj.weight_scale"), (Shape{7168, 64}));
@@ -95,11 +96,11 @@ TEST(KimiK25, PublishedInventory) {
                               l + "3.mlp.gate.weight", std::string("language_model.lm_head.weight"),
                               std::string("language_model.model.embed_tokens.weight")}) {
     ASSERT_TRUE(by.count(n)) << n;
-    EXPECT_EQ(by[n].pack_group, 0) << n;
+    EXPECT_FALSE(is_stored_weight(by[n])) << n;
     EXPECT_FALSE(by.count(n.substr(0, n.size() - 7) + ".weight_packed")) << n;
   }
   int64_t packed = 0;
-  for (const auto& [n, s] : by) packed += s.pack_group > 0;
+  for (const auto& [n, s] : by) packed += is_stored_weight(s, StoredScheme::kInt4Group);
   EXPECT_EQ(packed, 60 * 384 * 3);
 
   // inspect: ~1.03T parameters in all (text + tower + projector), ~33B activated per token.
@@ -210,10 +211,11 @@ TEST(PackQuantized, BitOrderSignAndSlices) {
     ASSERT_TRUE(kept.ok()) << kept.status().message();
     ASSERT_TRUE(checkpoint::load_pack_quantized_f32(*cat, "m", pq, rows, cols, reader, &f32_rec, dim, c0, c1).ok());
     const int64_t words_covering = (c1 - 1) / 8 + 1 - c0 / 8, groups = (c1 - 1) / 32 + 1 - c0 / 32;
-    ASSERT_EQ(kept->q.shape(), (Shape{rows, words_covering * 4}));
+    ASSERT_EQ(kept->values.shape(), (Shape{rows, words_covering * 4}));
+    EXPECT_EQ(kept->shape_error(), "");
     ASSERT_EQ(kept->scale.shape(), (Shape{rows, groups}));
-    EXPECT_EQ(kept->col0, c0);
-    const auto* nib = static_cast<const uint8_t*>(kept->q.data());
+    EXPECT_EQ(kept->slice.col0, c0);
+    const auto* nib = static_cast<const uint8_t*>(kept->values.data());
     const auto* sc = static_cast<const uint16_t*>(kept->scale.data());
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t p = 0; p < c1 - c0; ++p) {

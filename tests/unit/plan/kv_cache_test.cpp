@@ -97,7 +97,7 @@ TEST(PlanRequestBuilder, WeightSizesFromConfigAlone) {
 TEST(PlanRequestBuilder, CpuCountsFp8AndInt4AsStored) {
   const model::ModelFolder ds = open_fixture("DeepSeek-V3");
   auto cpu = weight_sizes(ds, WeightsOnDevice::kAsStored, kCpuKeepsQuantized);
-  auto none = weight_sizes(ds, WeightsOnDevice::kAsStored, KeepsQuantized{false, false, false});
+  auto none = weight_sizes(ds, WeightsOnDevice::kAsStored, kKeepsNoQuantized);
   ASSERT_TRUE(cpu.ok() && none.ok());
   MemoryParams kept, f32;
   kept.stored_bytes = cpu->stored_bytes;
@@ -105,7 +105,7 @@ TEST(PlanRequestBuilder, CpuCountsFp8AndInt4AsStored) {
   int64_t fp8_kept = 0, fp8_f32 = 0, want_kept = 0, n_fp8 = 0;
   for (size_t i = 0; i < ds.specs.size(); ++i) {
     const model::TensorSpec& s = ds.specs[i];
-    if (s.scale_name.empty() || s.skip_load) continue;
+    if (!model::is_stored_weight(s, StoredScheme::kFp8Block) || s.skip_load) continue;
     const Slice whole{true};
     const int64_t numel = s.shape[0] * s.shape[1];
     fp8_kept += held_bytes(s, i, whole, kept);
@@ -124,7 +124,7 @@ TEST(PlanRequestBuilder, CpuCountsFp8AndInt4AsStored) {
   // Kimi-K2.5's INT4 experts: 0.5 B + bf16 group scales kept, 4 B where dequantised on load.
   const model::ModelFolder kimi = open_fixture("Kimi-K2.5");
   auto int4_cpu = weight_sizes(kimi, WeightsOnDevice::kAsStored, kCpuKeepsQuantized);
-  auto int4_none = weight_sizes(kimi, WeightsOnDevice::kAsStored, KeepsQuantized{false, false, false});
+  auto int4_none = weight_sizes(kimi, WeightsOnDevice::kAsStored, kKeepsNoQuantized);
   ASSERT_TRUE(int4_cpu.ok() && int4_none.ok()) << int4_cpu.status().message();
   MemoryParams int4_kept, int4_f32;
   int4_kept.stored_bytes = int4_cpu->stored_bytes;
@@ -132,14 +132,14 @@ TEST(PlanRequestBuilder, CpuCountsFp8AndInt4AsStored) {
   int packed = 0;
   for (size_t i = 0; i < kimi.specs.size(); ++i) {
     const model::TensorSpec& s = kimi.specs[i];
-    if (s.pack_group <= 0) continue;
+    if (!model::is_stored_weight(s, StoredScheme::kInt4Group)) continue;
     ++packed;
     EXPECT_NE(int4_cpu->stored_bytes[i], 4) << s.name;
     EXPECT_EQ(int4_none->stored_bytes[i], 4) << s.name;
     // `stored` of a pack-quantized weight: its group scales' dtype; only BF16 ones are kept.
     EXPECT_EQ(kept_dtype(s, DType::kBF16, WeightsOnDevice::kAsStored, kCpuKeepsQuantized), DType::kI4);
     EXPECT_EQ(kept_dtype(s, DType::kF32, WeightsOnDevice::kAsStored, kCpuKeepsQuantized), DType::kF32);
-    const KeepsQuantized none{false, false, false};
+    const KeepsQuantized none = kKeepsNoQuantized;
     EXPECT_EQ(kept_dtype(s, DType::kBF16, WeightsOnDevice::kAsStored, none), DType::kF32);
     const Slice whole{true};
     const int64_t numel = s.shape[0] * s.shape[1];
@@ -166,7 +166,7 @@ TEST(PlanRequestBuilder, ResidentBatch) {
 
 // DeepSeek-V3's config with its routed experts in MXFP4 (compressed-tensors, every other Linear
 // ignored, as make-model writes it): each expert weight counts 0.5 B an element plus one byte
-// per 32 (plan::fp4_bytes, the stored-format table), whole and as a column slice starting inside
+// per 32 (plan::stored_slice, the stored-format table), whole and as a column slice starting inside
 // a group; 4 B where the backend keeps no FP4; the experts' bytes against bf16's: 2 / (0.5 + 1/32)
 // = 3.76x fewer.
 TEST(StoredWeightSizes, Mxfp4ExpertsCountValuesAndScales) {
@@ -185,7 +185,7 @@ TEST(StoredWeightSizes, Mxfp4ExpertsCountValuesAndScales) {
   auto m = model::open_model_folder(dir + "/config.json", model::WeightsNeeded::kIfPresent);
   ASSERT_TRUE(m.ok()) << m.status().message();
   auto kept = weight_sizes(*m, WeightsOnDevice::kAsStored, kCpuKeepsQuantized);
-  auto none = weight_sizes(*m, WeightsOnDevice::kAsStored, KeepsQuantized{true, true, false, false});
+  auto none = weight_sizes(*m, WeightsOnDevice::kAsStored, KeepsQuantized{{true, true, false, false}, false});
   ASSERT_TRUE(kept.ok() && none.ok()) << kept.status().message();
   EXPECT_NE(kept->label.find("mxfp4 expert weights 0.5 B + a scale byte per 32"), std::string::npos) << kept->label;
   EXPECT_NE(none->label.find("fp4 weights dequantised to float32 on load"), std::string::npos) << none->label;
@@ -195,14 +195,14 @@ TEST(StoredWeightSizes, Mxfp4ExpertsCountValuesAndScales) {
   int64_t n_fp4 = 0, fp4_bytes_total = 0, elements = 0;
   for (size_t i = 0; i < m->specs.size(); ++i) {
     const model::TensorSpec& s = m->specs[i];
-    if (!model::is_fp4_weight(s)) {
-      EXPECT_TRUE(s.fp4 == nullptr || s.skip_load) << s.name;
+    if (!model::is_stored_weight(s, StoredScheme::kMxfp4)) {
+      EXPECT_TRUE(s.stored.format == nullptr || s.skip_load) << s.name;
       continue;
     }
     ++n_fp4;
     EXPECT_EQ(s.component, model::Component::kRoutedExpert) << s.name;
     EXPECT_EQ(kept_dtype(s, DType::kF32, WeightsOnDevice::kAsStored, kCpuKeepsQuantized), DType::kF4) << s.name;
-    EXPECT_EQ(kept_dtype(s, DType::kF32, WeightsOnDevice::kAsStored, KeepsQuantized{true, true, false, false}),
+    EXPECT_EQ(kept_dtype(s, DType::kF32, WeightsOnDevice::kAsStored, KeepsQuantized{{true, true, false, false}, false}),
               DType::kF32);
     const int64_t numel = s.shape[0] * s.shape[1];
     const Slice whole{true};

@@ -21,11 +21,11 @@ int64_t stored_total(const std::vector<model::TensorSpec>& specs) {
   int64_t b = 0;
   for (const auto& s : specs) {
     if (s.skip_load) continue;
-    if (s.scale_name.empty()) {
+    if (!model::is_stored_weight(s, StoredScheme::kFp8Block)) {
       b += 2 * shape_numel(s.shape);
       continue;
     }
-    const int64_t br = s.quant_block_rows, bc = s.quant_block_cols;
+    const int64_t br = s.stored.block_rows, bc = s.stored.block_cols;
     b += shape_numel(s.shape) + 4 * ((s.shape[0] + br - 1) / br) * ((s.shape[1] + bc - 1) / bc);
   }
   return b;

@@ -15,7 +15,7 @@
 
 #include "backend/backend.h"
 #include "backend/gemm_workspace.h"
-#include "model/pack_quant_specs.h"
+#include "model/stored_specs.h"
 #include "plan/plan_request.h"
 #include "plan/planner.h"
 #include "plan/slicing.h"
@@ -38,16 +38,16 @@ class CountingBackend final : public test_util::ForwardingBackend {
     ws_.note_weight(h.shape(), kept);
     return h;
   }
-  bool keeps_fp8_weights() const override { return true; }
-  Tensor to_device_fp8_weight(const backend::Fp8WeightSlice& w) override {
-    EXPECT_EQ(w.bytes->shape(), (Shape{w.slice.rows, w.slice.cols}));
-    EXPECT_EQ(w.scale->numel(), w.slice.scale_rows() * w.slice.scale_cols());
+  bool keeps_stored(StoredScheme s) const override { return s == StoredScheme::kFp8Block; }
+  Tensor to_device_stored(const StoredWeightSlice& w) override {
+    EXPECT_EQ(w.values.shape(), (Shape{w.slice.rows, w.slice.cols}));
+    EXPECT_EQ(w.scale.numel(), w.slice.scale_rows() * w.slice.scale_cols());
     // What was read, not the formula: one byte per element plus every f32 scale block loaded.
-    bytes_ += w.bytes->numel() + (scales_ ? w.scale->numel() * kBlockScaleBytes : 0);
+    bytes_ += w.values.numel() + (scales_ ? w.scale.numel() * w.slice.format->scale_bytes : 0);
     if (w.slice.row0 % w.slice.block_rows != 0 || w.slice.col0 % w.slice.block_cols != 0) ++inside_block_;
     ++fp8_;
-    ws_.note_fp8(w.slice.rows, w.slice.cols);
-    return *w.bytes;
+    ws_.note_stored(w.slice.rows, w.slice.cols);
+    return w.values;
   }
 
   backend::GemmWorkspaceBounds ws_;
@@ -99,7 +99,7 @@ class DeviceWeightBytes : public ::testing::Test {
       EXPECT_TRUE(st.ok()) << st.status().message();
       const auto stored_of = [&](const model::TensorSpec& spec) {
         const checkpoint::TensorInfo* t =
-            m.catalog.find(spec.pack_group > 0 ? model::pack_quant_scale_name(spec) : spec.name);
+            m.catalog.find(model::is_stored_weight(spec, StoredScheme::kInt4Group) ? model::stored_scale_name(spec) : spec.name);
         return t ? t->dtype : DType::kF32;
       };
       out.push_back({be.bytes_, plan->memory.at(r).weights, be.ws_.bounds(64),
@@ -235,12 +235,12 @@ TEST(GemmWorkspace, BoundsFromThePlacedWeights) {
   bf16.note_weight({96, 48}, DType::kBF16);           // bf16 GEMM: rounds x [m, 48]
   bf16.note_weight({10, 3, 4, 4}, DType::kBF16);      // a patch weight: 48 in-features
   bf16.note_weight({32, 200}, DType::kF32);           // f32 GEMM: no x rounding, no conversion
-  bf16.note_fp8(40, 72);                              // dequantised to bf16: 40 x 72 x 2
+  bf16.note_stored(40, 72);                              // dequantised to bf16: 40 x 72 x 2
   EXPECT_EQ(bf16.bounds(100).weight, 40 * 72 * 2);
   EXPECT_EQ(bf16.bounds(100).activation, 100 * 72 * 2);
   backend::GemmWorkspaceBounds f32(DType::kF32);
   f32.note_weight({96, 48}, DType::kBF16);            // widened to f32 before its GEMM
-  f32.note_fp8(40, 72);
+  f32.note_stored(40, 72);
   f32.note_weight({500, 500}, DType::kF32);           // used as it is
   EXPECT_EQ(f32.bounds(100).weight, 96 * 48 * 4);
   EXPECT_EQ(f32.bounds(100).activation, 0);

@@ -29,8 +29,8 @@ class ForwardingBackend : public backend::Backend {
   Tensor to_device_weight(const Tensor& h) override { return inner_.to_device_weight(h); }
   Tensor to_device_weight(const Tensor& h, DType kept) override { return inner_.to_device_weight(h, kept); }
   bool wants_stored_dtype() const override { return inner_.wants_stored_dtype(); }
-  bool keeps_fp8_weights() const override { return inner_.keeps_fp8_weights(); }
-  Tensor to_device_fp8_weight(const backend::Fp8WeightSlice& w) override { return inner_.to_device_fp8_weight(w); }
+  bool keeps_stored(StoredScheme s) const override { return inner_.keeps_stored(s); }
+  Tensor to_device_stored(const StoredWeightSlice& w) override { return inner_.to_device_stored(w); }
   Status reserve(const backend::Reservation& r) override { return inner_.reserve(r); }
   void to_host(const Tensor& s, Tensor& d) override { inner_.to_host(s, d); }
   void copy(const Tensor& s, Tensor& d) override { inner_.copy(s, d); }

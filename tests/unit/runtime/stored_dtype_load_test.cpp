@@ -108,8 +108,8 @@ TEST_F(StoredDtypeLoadCpu, Fp8KeptAsStoredHasTheDequantisedBits) {
     auto kept = backend::make_backend(keep);
     auto ref = backend::make_backend({});
     ASSERT_TRUE(kept.ok() && ref.ok());
-    ASSERT_TRUE((*kept)->keeps_fp8_weights());
-    ASSERT_FALSE((*ref)->keeps_fp8_weights());
+    ASSERT_TRUE((*kept)->keeps_stored(StoredScheme::kFp8Block));
+    ASSERT_FALSE((*ref)->keeps_stored(StoredScheme::kFp8Block));
     model::Weights a, b;
     std::vector<checkpoint::WeightRecord> ra, rb;
     ASSERT_TRUE(runtime::load_weights(m, **ref, a, ra, {}, slice_of, checkpoint::kDefaultStagingBytes, 2,
@@ -141,7 +141,7 @@ TEST_F(StoredDtypeLoadCpu, Fp8KeptAsStoredHasTheDequantisedBits) {
         (*kept)->matmul(x, tb, yb);
         EXPECT_EQ(std::memcmp(ya.data(), yb.data(), ya.bytes()), 0) << what << ": " << name << " m=" << rows;
       }
-      const BlockScaledSlice sl{n, k, 0, 0, 128, 128};
+      const StoredSlice sl{&stored_format(StoredScheme::kFp8Block), n, k, 0, 0, 128, 128};
       scale_bytes += sl.scale_bytes();  // at least one block each
     });
     EXPECT_GT(fp8, 5) << what << ": the FP8 Linears kept as stored";

@@ -1,0 +1,22 @@
+// Where the checkpoint keeps a quantized weight spec's tensors (TensorSpec::stored), as the one
+// reader of weights kept as stored takes it (checkpoint/stored.h): the one step from the spec's
+// placement to tensor names, whatever the format.
+#pragma once
+
+#include <string>
+
+#include "checkpoint/stored.h"
+#include "model/tensor_spec.h"
+
+namespace dayzero::model {
+
+// The module of a quantized weight spec ("<module>.weight"). REQUIRES: is_stored_weight(spec).
+std::string stored_module(const TensorSpec& spec);
+// Its tensors: under its own name with spec.stored.scale, or compressed-tensors' companions of
+// its module. REQUIRES: is_stored_weight(spec).
+checkpoint::StoredLayout stored_layout(const TensorSpec& spec);
+// The name of its scales (whose dtype says how an INT4 weight's are kept: plan::kept_dtype).
+// REQUIRES: is_stored_weight(spec).
+std::string stored_scale_name(const TensorSpec& spec);
+
+}  // namespace dayzero::model
