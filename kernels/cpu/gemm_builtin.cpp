@@ -78,9 +78,9 @@ inline Vec w_load(const uint16_t* w, int64_t p) { return simd::load_bf16(w + p);
 inline const char* w_addr(const float* w, int64_t p) { return reinterpret_cast<const char*>(w + p); }
 inline const char* w_addr(const uint16_t* w, int64_t p) { return reinterpret_cast<const char*>(w + p); }
 
-// The weights as stored (ops.h StoredWeight) have one view per scheme: an FP8 weight (Fp8Tiles),
-// an INT4 one (Int4Tiles) and an FP4 one (Fp4Tiles, MXFP4 and NVFP4), each built per call from
-// its StoredWeight by prepare_stored() below.
+// The weights as stored (ops.h StoredWeight) have one view per kind of layout: an FP8 weight
+// (Fp8Tiles, one byte an element in 2-D blocks) and a grouped 4-bit one (GroupTiles: INT4 and
+// FP4, their codecs the decoding), each built per call from its StoredWeight by prepare_stored().
 //
 // An FP8 weight's scales as one call uses them (Fp8Prepared): each covering block's scale
 // times 2^8 for E4M3 (exact: load_fp8 gives the value times 2^-8, so one multiply still rounds
@@ -106,56 +106,64 @@ struct Fp8Row {
   int shift;                   // Fp8Prepared's
   const Fp8Prepared* f;
 };
-// An INT4 weight's per-call table (Int4Prepared): the group column of each vector step of a row,
-// -1 where the step straddles two groups (a slice that starts inside a group at a column not a
-// multiple of kLanes, or groups narrower than a vector). The published layout (groups of 32,
-// slices of whole groups) takes a shift instead of the table: group_shift = log2(group_size) when
-// the slice starts on a group and groups are a power of two of whole vectors, else -1.
-struct Int4Prepared {
+// A 4-bit weight in groups along its rows (int4-pack, mxfp4, nvfp4: GroupTiles) has one per-call
+// table and one view; its codec says how a nibble and its group's scale become f32 (Int4Codec,
+// Fp4Codec). The table (GroupPrepared): the group column of each vector step of a row, -1 where
+// the step straddles two groups (a slice that starts inside a group at a column not a multiple of
+// kLanes, or groups narrower than a vector). The published layouts (groups of 32 or 16, slices of
+// whole groups) take a shift instead of the table: group_shift = log2(group size) when the slice
+// starts on a group and groups are a power of two of whole vectors, else -1.
+struct GroupPrepared {
   const StoredWeight* w = nullptr;
   const int32_t* step_group = nullptr;  // [k / kLanes]
   int group_shift = -1;
-};
-struct Int4Tiles {
-  const Int4Prepared* f;
-  int64_t row;
-};
-struct Int4Row {
-  const uint8_t* q;             // the row's nibbles
-  const uint16_t* srow;         // the bf16 scales of its groups
-  const int32_t* step_group;    // Int4Prepared's
-  int group_shift;              // Int4Prepared's
-  const Int4Prepared* f;
-};
-// An FP4 weight's per-call table (Fp4Prepared): the f32 scale of each of the 256 scale bytes
-// (core/stored_format.h fp4_group_scale: 2^(e - 127) for MXFP4, f32(E4M3) / global for NVFP4),
-// and the group of each vector step as Int4Prepared's.
-struct Fp4Prepared {
-  const StoredWeight* w = nullptr;
-  const int32_t* step_group = nullptr;  // [k / kLanes]
-  int group_shift = -1;
+  // FP4: the f32 scale of each of the 256 scale bytes (core/stored_format.h fp4_group_scale:
+  // 2^(e - 127) for MXFP4, f32(E4M3) / global for NVFP4). Unused by INT4.
   float scale_of[256];
 };
-struct Fp4Tiles {
-  const Fp4Prepared* f;
+// INT4: nibbles holding q + 8, bf16 group scales (widened: exact).
+struct Int4Codec {
+  using Scale = uint16_t;
+  static Vec load(const uint8_t* q) { return simd::load_int4(q); }
+  static float at(const uint8_t* q, int64_t p) { return static_cast<float>(simd::int4_at(q, p)); }
+  static float scale(const GroupPrepared& f, uint16_t s) {
+    (void)f;
+    const uint32_t bits = static_cast<uint32_t>(s) << 16;
+    float v;
+    std::memcpy(&v, &bits, 4);
+    return v;
+  }
+};
+// FP4: E2M1 codes, one scale byte a group looked up in the call's table.
+struct Fp4Codec {
+  using Scale = uint8_t;
+  static Vec load(const uint8_t* q) { return simd::load_e2m1(q); }
+  static float at(const uint8_t* q, int64_t p) { return simd::e2m1_at(q, p); }
+  static float scale(const GroupPrepared& f, uint8_t s) { return f.scale_of[s]; }
+};
+// Rows of a grouped 4-bit weight from row `row` (of the slice) on.
+template <typename C>
+struct GroupTiles {
+  const GroupPrepared* f;
   int64_t row;
 };
-struct Fp4Row {
-  const uint8_t* q;            // the row's codes
-  const uint8_t* srow;         // the scale bytes of its groups
-  const int32_t* step_group;   // Fp4Prepared's
-  int group_shift;             // Fp4Prepared's
-  const Fp4Prepared* f;
+template <typename C>
+struct GroupRow {
+  const uint8_t* q;                  // the row's nibbles
+  const typename C::Scale* srow;     // the scales of its groups
+  const int32_t* step_group;         // GroupPrepared's
+  int group_shift;                   // GroupPrepared's
+  const GroupPrepared* f;
 };
+using Int4Tiles = GroupTiles<Int4Codec>;
+using Fp4Tiles = GroupTiles<Fp4Codec>;
 // Bits an element: of the pointee for the f32 and bf16 views (plain pointers).
 template <typename W>
 inline constexpr int kWeightBits = 8 * static_cast<int>(sizeof(std::remove_pointer_t<W>));
 template <>
 inline constexpr int kWeightBits<Fp8Tiles> = 8;
-template <>
-inline constexpr int kWeightBits<Int4Tiles> = 4;
-template <>
-inline constexpr int kWeightBits<Fp4Tiles> = 4;
+template <typename C>
+inline constexpr int kWeightBits<GroupTiles<C>> = 4;
 static_assert(kWeightBits<const float*> == 32 && kWeightBits<const uint16_t*> == 16,
               "an element's bits, not its pointer's: one prefetch per 64-byte line of w, not per step");
 
@@ -190,71 +198,48 @@ inline Vec w_load(const Fp8Row& r, int64_t p) {
 }
 inline const char* w_addr(const Fp8Row& r, int64_t p) { return reinterpret_cast<const char*>(r.q + p); }
 
-inline Int4Tiles w_rows(const Int4Tiles& w, int64_t j, int64_t k) {
+template <typename C>
+inline GroupTiles<C> w_rows(const GroupTiles<C>& w, int64_t j, int64_t k) {
   (void)k;
   return {w.f, w.row + j};
 }
-inline Int4Row w_row(const Int4Tiles& w, int64_t j, int64_t k) {
+template <typename C>
+inline GroupRow<C> w_row(const GroupTiles<C>& w, int64_t j, int64_t k) {
   (void)k;
   const int64_t r = w.row + j;
   const StoredWeight& q = *w.f->w;
-  return {q.q + r * q.row_bytes, static_cast<const uint16_t*>(q.scale) + r * q.scale_cols, w.f->step_group,
+  return {q.q + r * q.row_bytes, static_cast<const typename C::Scale*>(q.scale) + r * q.scale_cols, w.f->step_group,
           w.f->group_shift, w.f};
 }
-inline float int4_scale_at(const Int4Row& r, int64_t p) {
+// The scale of column p of a row (its group relative to the first covering group).
+template <typename C>
+inline float group_scale_at(const GroupRow<C>& r, int64_t p) {
   const StoredWeight& q = *r.f->w;
-  return w_at(r.srow, (q.col0 + p) / q.block_cols - q.col0 / q.block_cols);  // bf16 widened
+  return C::scale(*r.f, r.srow[(q.col0 + p) / q.block_cols - q.col0 / q.block_cols]);
 }
-inline float w_at(const Int4Row& r, int64_t p) {
-  return static_cast<float>(simd::int4_at(r.q, p)) * int4_scale_at(r, p);
+template <typename C>
+inline float w_at(const GroupRow<C>& r, int64_t p) {
+  return C::at(r.q, p) * group_scale_at(r, p);
 }
-inline Vec w_load(const Int4Row& r, int64_t p) {
+template <typename C>
+inline Vec w_load(const GroupRow<C>& r, int64_t p) {
   if (r.group_shift >= 0) [[likely]]
-    return simd::mul(simd::load_int4(r.q + p / 2), simd::load_scalar(w_at(r.srow, p >> r.group_shift)));
+    return simd::mul(C::load(r.q + p / 2), simd::load_scalar(C::scale(*r.f, r.srow[p >> r.group_shift])));
   const int32_t g = r.step_group[p / simd::kLanes];
   Vec s;
   if (g >= 0) {
-    s = simd::load_scalar(w_at(r.srow, g));
+    s = simd::load_scalar(C::scale(*r.f, r.srow[g]));
   } else {
     float lanes[simd::kLanes];
-    for (int l = 0; l < simd::kLanes; ++l) lanes[l] = int4_scale_at(r, p + l);
+    for (int l = 0; l < simd::kLanes; ++l) lanes[l] = group_scale_at(r, p + l);
     s = simd::load(lanes);
   }
-  return simd::mul(simd::load_int4(r.q + p / 2), s);
+  return simd::mul(C::load(r.q + p / 2), s);
 }
-inline const char* w_addr(const Int4Row& r, int64_t p) { return reinterpret_cast<const char*>(r.q + p / 2); }
-
-inline Fp4Tiles w_rows(const Fp4Tiles& w, int64_t j, int64_t k) {
-  (void)k;
-  return {w.f, w.row + j};
+template <typename C>
+inline const char* w_addr(const GroupRow<C>& r, int64_t p) {
+  return reinterpret_cast<const char*>(r.q + p / 2);
 }
-inline Fp4Row w_row(const Fp4Tiles& w, int64_t j, int64_t k) {
-  (void)k;
-  const int64_t r = w.row + j;
-  const StoredWeight& q = *w.f->w;
-  return {q.q + r * q.row_bytes, static_cast<const uint8_t*>(q.scale) + r * q.scale_cols, w.f->step_group,
-          w.f->group_shift, w.f};
-}
-inline float fp4_scale_at(const Fp4Row& r, int64_t p) {
-  const StoredWeight& q = *r.f->w;
-  return r.f->scale_of[r.srow[(q.col0 + p) / q.block_cols - q.col0 / q.block_cols]];
-}
-inline float w_at(const Fp4Row& r, int64_t p) { return simd::e2m1_at(r.q, p) * fp4_scale_at(r, p); }
-inline Vec w_load(const Fp4Row& r, int64_t p) {
-  if (r.group_shift >= 0) [[likely]]
-    return simd::mul(simd::load_e2m1(r.q + p / 2), simd::load_scalar(r.f->scale_of[r.srow[p >> r.group_shift]]));
-  const int32_t g = r.step_group[p / simd::kLanes];
-  Vec s;
-  if (g >= 0) {
-    s = simd::load_scalar(r.f->scale_of[r.srow[g]]);
-  } else {
-    float lanes[simd::kLanes];
-    for (int l = 0; l < simd::kLanes; ++l) lanes[l] = fp4_scale_at(r, p + l);
-    s = simd::load(lanes);
-  }
-  return simd::mul(simd::load_e2m1(r.q + p / 2), s);
-}
-inline const char* w_addr(const Fp4Row& r, int64_t p) { return reinterpret_cast<const char*>(r.q + p / 2); }
 
 // The end of every tile: each y element is its lanes summed by hsum, then the scalar tail
 // [p, kc) of its dot product, then stored or added to y. One order for every tile shape and
@@ -543,8 +528,7 @@ struct StoredPrepared {
   std::vector<float> scale;     // FP8's prescaled block scales
   std::vector<int32_t> steps;   // the block or group of each vector step
   Fp8Prepared fp8;
-  Int4Prepared int4;
-  Fp4Prepared fp4;
+  GroupPrepared group;  // INT4 and FP4
 };
 
 // The block-column table of w's vector steps, and log2 of its block width where every step of a
@@ -586,15 +570,14 @@ void prepare_stored(const StoredWeight& w, int64_t n, int64_t k, StoredPrepared&
       return;
     }
     case StoredScheme::kInt4Group:
-      out.int4 = {&w, out.steps.data(), shift};
-      return;
     case StoredScheme::kMxfp4:
     case StoredScheme::kNvfp4:
-      out.fp4.w = &w;
-      out.fp4.step_group = out.steps.data();
-      out.fp4.group_shift = shift;
-      for (int b = 0; b < 256; ++b)
-        out.fp4.scale_of[b] = fp4_group_scale(f.scale, static_cast<uint8_t>(b), w.global_scale);
+      out.group.w = &w;
+      out.group.step_group = out.steps.data();
+      out.group.group_shift = shift;
+      if (f.scale == ScaleKind::kUE8M0 || f.scale == ScaleKind::kE4M3)
+        for (int b = 0; b < 256; ++b)
+          out.group.scale_of[b] = fp4_group_scale(f.scale, static_cast<uint8_t>(b), w.global_scale);
       return;
   }
   DZ_CHECK(false, "stored weight of scheme " << static_cast<int>(w.scheme));
@@ -605,9 +588,9 @@ template <typename F>
 void with_stored_tiles(StoredScheme scheme, const StoredPrepared& p, const F& f) {
   switch (scheme) {
     case StoredScheme::kFp8Block: return f(Fp8Tiles{&p.fp8, 0});
-    case StoredScheme::kInt4Group: return f(Int4Tiles{&p.int4, 0});
+    case StoredScheme::kInt4Group: return f(Int4Tiles{&p.group, 0});
     case StoredScheme::kMxfp4:
-    case StoredScheme::kNvfp4: return f(Fp4Tiles{&p.fp4, 0});
+    case StoredScheme::kNvfp4: return f(Fp4Tiles{&p.group, 0});
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "checkpoint/compressed_tensors.h"
 #include "checkpoint/fp8.h"
 #include "checkpoint/xxhash.h"
 #include "core/check.h"
@@ -18,23 +19,6 @@ namespace dayzero::checkpoint {
 namespace {
 
 std::string fp4_where(const TensorInfo& t) { return t.file + ": tensor " + single_quoted(t.name) + " " + shape_str(t.shape); }
-
-// Reads `len` bytes at `offset` of t's data into dst, counted into rec (ranges, bytes, reads) and
-// hashed when rec is given.
-Status fp4_read(ByteReader& reader, const TensorInfo& t, uint64_t offset, uint64_t len, void* dst, WeightRecord* rec,
-                Xxh64* hash) {
-  if (len == 0) return Status::Ok();
-  DZ_RETURN_IF_ERROR(reader.read(t.file, t.offset + offset, len, dst));
-  if (rec) {
-    auto& r = rec->ranges;
-    if (!r.empty() && r.back().first + r.back().second == t.offset + offset) r.back().second += len;
-    else r.emplace_back(t.offset + offset, len);
-    rec->bytes_read += len;
-    ++rec->reads;
-  }
-  if (hash) hash->update(dst, static_cast<size_t>(len));
-  return Status::Ok();
-}
 
 bool scale_byte_is_nan(StoredScheme scheme, uint8_t b) {
   return scheme == StoredScheme::kMxfp4 ? b == 0xff : (b & 0x7f) == 0x7f;
@@ -135,21 +119,21 @@ Result<Fp4Read> read_fp4(const Catalog& catalog, const StoredLayout& l, int64_t 
   rd.scale.assign(static_cast<size_t>(rows * rd.scale_cols), 0);
   if (rows > 0 && cols > 0) {
     if (rd.row_bytes == file_row_bytes) {
-      DZ_RETURN_IF_ERROR(fp4_read(reader, *v, static_cast<uint64_t>((base + r0) * file_row_bytes),
+      DZ_RETURN_IF_ERROR(read_recorded(reader, *v, static_cast<uint64_t>((base + r0) * file_row_bytes),
                                   static_cast<uint64_t>(rows * file_row_bytes), rd.bytes.data(), &rec, &hash));
     } else {
       for (int64_t i = 0; i < rows; ++i)
-        DZ_RETURN_IF_ERROR(fp4_read(reader, *v, static_cast<uint64_t>((base + r0 + i) * file_row_bytes + rd.byte0),
+        DZ_RETURN_IF_ERROR(read_recorded(reader, *v, static_cast<uint64_t>((base + r0 + i) * file_row_bytes + rd.byte0),
                                     static_cast<uint64_t>(rd.row_bytes), rd.bytes.data() + i * rd.row_bytes, &rec,
                                     &hash));
     }
     WeightRecord srec;
     if (rd.scale_cols == groups) {
-      DZ_RETURN_IF_ERROR(fp4_read(reader, *s, static_cast<uint64_t>((base + r0) * groups),
+      DZ_RETURN_IF_ERROR(read_recorded(reader, *s, static_cast<uint64_t>((base + r0) * groups),
                                   static_cast<uint64_t>(rows * groups), rd.scale.data(), &srec, nullptr));
     } else {
       for (int64_t i = 0; i < rows; ++i)
-        DZ_RETURN_IF_ERROR(fp4_read(reader, *s, static_cast<uint64_t>((base + r0 + i) * groups + rd.group0),
+        DZ_RETURN_IF_ERROR(read_recorded(reader, *s, static_cast<uint64_t>((base + r0 + i) * groups + rd.group0),
                                     static_cast<uint64_t>(rd.scale_cols), rd.scale.data() + i * rd.scale_cols, &srec,
                                     nullptr));
     }
@@ -176,95 +160,36 @@ const char* fp4_format_name(StoredScheme s) {
   return s == StoredScheme::kNvfp4 ? "nvfp4-pack-quantized" : "mxfp4-pack-quantized";
 }
 
-// The format named at the top level or in the one config group (the group's wins).
-std::string fp4_format_of(const nlohmann::json& q) {
-  std::string format = q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
-  if (q.contains("config_groups") && q["config_groups"].is_object() && q["config_groups"].size() == 1) {
-    const auto& g = q["config_groups"].begin().value();
-    if (g.is_object() && g.contains("format") && g["format"].is_string()) format = g["format"].get<std::string>();
-  }
-  return format;
-}
-
 Result<std::optional<Fp4Quant>> parse_fp4(const nlohmann::json& config, const std::string& where) {
   using nlohmann::json;
   if (!is_fp4_quant_config(config)) return std::optional<Fp4Quant>{};
-  const json& q = config["quantization_config"];
   const std::string qw = where + ": quantization_config";
-  const auto bad = [&](const std::string& key, const json& v, const std::string& want) {
-    return Status::Unsupported(qw + "." + key + " " + json_excerpt(v) + " is not supported (" + want + ")");
-  };
+  DZ_ASSIGN_OR_RETURN(CompressedTensorsGroup group, parse_compressed_tensors(config["quantization_config"], qw));
   Fp4Quant fq;
-  fq.scheme = fp4_format_of(q) == "nvfp4-pack-quantized" ? StoredScheme::kNvfp4 : StoredScheme::kMxfp4;
+  fq.scheme = group.format == "nvfp4-pack-quantized" ? StoredScheme::kNvfp4 : StoredScheme::kMxfp4;
   const bool nv = fq.scheme == StoredScheme::kNvfp4;
-  if (q.contains("quantization_status") && !q["quantization_status"].is_null() && q["quantization_status"] != "compressed")
-    return bad("quantization_status", q["quantization_status"], "compressed");
-  if (q.contains("kv_cache_scheme") && !q["kv_cache_scheme"].is_null())
-    return bad("kv_cache_scheme", q["kv_cache_scheme"], "null: a quantized KV cache is not read");
-  if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].size() != 1)
-    return Status::Unsupported(qw + ".config_groups: exactly one group is supported");
-  const std::string gk = "config_groups." + q["config_groups"].begin().key();
-  const json& g = q["config_groups"].begin().value();
-  if (!g.is_object()) return Status::InvalidArgument(qw + "." + gk + " is not an object");
-  if (!g.contains("targets") || g["targets"] != json::array({"Linear"}))
-    return bad(gk + ".targets", g.value("targets", json()), "[\"Linear\"]");
-  for (const char* k : {"input_activations", "output_activations"})
-    if (g.contains(k) && !g[k].is_null()) return bad(gk + "." + k, g[k], "null: weights only");
-  if (!g.contains("weights") || !g["weights"].is_object())
-    return Status::InvalidArgument(qw + "." + gk + ".weights is missing or not an object");
-  const json& w = g["weights"];
-  const std::string wk = gk + ".weights.";
-  const int64_t group = stored_format(fq.scheme).block_cols;
+  const json& w = *group.weights;
+  const std::string wk = group.weights_key + ".";
+  const int64_t g = stored_format(fq.scheme).block_cols;
   const std::pair<const char*, json> want[] = {{"num_bits", 4},
                                                {"type", "float"},
                                                {"symmetric", true},
                                                {"strategy", nv ? "tensor_group" : "group"},
-                                               {"group_size", group}};
+                                               {"group_size", g}};
   for (const auto& [key, value] : want)
-    if (!w.contains(key) || w[key] != value) return bad(wk + key, w.value(key, json()), value.dump());
-  if (w.contains("dynamic") && w["dynamic"] != false) return bad(wk + "dynamic", w["dynamic"], "false");
-  for (const char* k : {"actorder", "block_structure"})
-    if (w.contains(k) && !w[k].is_null()) return bad(wk + k, w[k], "null");
-  if (q.contains("ignore") && !q["ignore"].is_null()) {
-    if (!q["ignore"].is_array()) return Status::InvalidArgument(qw + ".ignore is not a list");
-    for (const json& e : q["ignore"]) {
-      if (!e.is_string()) return Status::InvalidArgument(qw + ".ignore holds " + json_excerpt(e) + ", not a string");
-      const std::string s = e.get<std::string>();
-      if (s.rfind("re:", 0) == 0) {
-        try {
-          fq.patterns.emplace_back(s.substr(3));
-        } catch (const std::regex_error& err) {
-          return Status::InvalidArgument(qw + ".ignore pattern " + single_quoted(s) + " does not compile: " + err.what());
-        }
-      }
-      fq.ignore.push_back(s);
-    }
-  }
+    if (!w.contains(key) || w[key] != value) return unsupported_key(qw, wk + key, w.value(key, json()), value.dump());
+  static_cast<IgnoreList&>(fq) = std::move(group.ignore);
   return std::optional<Fp4Quant>{std::move(fq)};
 }
 
 }  // namespace
-
-bool Fp4Quant::quantizes(const std::string& module) const {
-  size_t k = 0;
-  for (const std::string& e : ignore) {
-    if (e.rfind("re:", 0) == 0) {
-      const std::regex re = k < patterns.size() ? patterns[k] : std::regex(e.substr(3));
-      ++k;
-      if (std::regex_search(module, re, std::regex_constants::match_continuous)) return false;
-    } else if (e == module) {
-      return false;
-    }
-  }
-  return true;
-}
 
 bool is_fp4_quant_config(const nlohmann::json& config) {
   if (!config.is_object() || !config.contains("quantization_config") || !config["quantization_config"].is_object())
     return false;
   const auto& q = config["quantization_config"];
   if (!q.contains("quant_method") || q["quant_method"] != "compressed-tensors") return false;
-  const std::string f = fp4_format_of(q);
+  const std::string f = compressed_tensors_format(q);
   return f == "mxfp4-pack-quantized" || f == "nvfp4-pack-quantized";
 }
 

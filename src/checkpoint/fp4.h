@@ -11,11 +11,11 @@
 
 #include <cstdint>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "checkpoint/catalog.h"
+#include "checkpoint/compressed_tensors.h"
 #include "checkpoint/load.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/stored.h"
@@ -61,12 +61,9 @@ Result<Tensor> load_fp4_dequant_f32(const Catalog& catalog, const StoredLayout& 
                                     int64_t end = 0);
 
 // compressed-tensors' FP4 formats as config.json's quantization_config names them.
-struct Fp4Quant {
+// The format's row and the ignore list (compressed_tensors.h: quantizes(module)).
+struct Fp4Quant : IgnoreList {
   StoredScheme scheme = StoredScheme::kMxfp4;
-  std::vector<std::string> ignore;   // module names, or "re:<regex>" (Python re.match: anchored at the start)
-  std::vector<std::regex> patterns;  // the "re:" entries compiled, in order
-  // Whether the Linear module `module` is quantized: every one the ignore list does not name.
-  bool quantizes(const std::string& module) const;
 };
 
 // Whether `config`'s quantization_config is compressed-tensors with format

@@ -289,6 +289,21 @@ struct Loader::Impl {
   Result<Tensor> next(WeightRecord* rec);
 };
 
+Status read_recorded(ByteReader& reader, const TensorInfo& t, uint64_t offset, uint64_t len, void* dst,
+                     WeightRecord* rec, Xxh64* hash) {
+  if (len == 0) return Status::Ok();
+  DZ_RETURN_IF_ERROR(reader.read(t.file, t.offset + offset, len, dst));
+  if (rec) {
+    auto& r = rec->ranges;
+    if (!r.empty() && r.back().first + r.back().second == t.offset + offset) r.back().second += len;
+    else r.emplace_back(t.offset + offset, len);
+    rec->bytes_read += len;
+    ++rec->reads;
+  }
+  if (hash) hash->update(dst, static_cast<size_t>(len));
+  return Status::Ok();
+}
+
 Status Loader::Impl::submit(const TensorInfo& t, Shape shape, const Ranges& ranges, ByteReader& reader) {
   auto job = std::make_unique<Job>();
   Job& j = *job;

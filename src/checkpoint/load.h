@@ -40,6 +40,13 @@ struct WeightRecord {
   uint64_t aux_bytes_read = 0;
 };
 
+class Xxh64;
+// Reads `len` bytes at `offset` of tensor t's data into dst, counted into rec (its ranges, which
+// coalesce, bytes_read and reads) and fed to hash; either may be null. The bookkeeping of the
+// quantized formats' own readers (fp4.h, pack_quantized.h), whose records then say what was read.
+Status read_recorded(ByteReader& reader, const TensorInfo& t, uint64_t offset, uint64_t len, void* dst,
+                     WeightRecord* rec, Xxh64* hash);
+
 // A reusable load pipeline. Every thread (the caller and threads - 1 helpers) takes whole
 // chunks in turn: it reads one (one pread per coalesced range piece), which also gives the
 // destination its first touch, and converts and NaN/Inf-scans it, all while the chunk is in its

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <regex>
 
+#include "checkpoint/compressed_tensors.h"
 #include "checkpoint/xxhash.h"
 #include "core/check.h"
 #include "core/dtype.h"
@@ -19,114 +19,30 @@ namespace {
 
 using nlohmann::json;
 
-Status unsupported(const std::string& where, const std::string& key, const json& v, const std::string& want) {
-  return Status::Unsupported(where + ".quantization_config." + key + " " + json_excerpt(v) + " is not supported (" +
-                             want + ")");
-}
-
-bool is_null_or_absent(const json& o, const char* key) { return !o.contains(key) || o[key].is_null(); }
-
 Result<std::optional<PackQuant>> parse(const json& config, const std::string& where) {
   if (!config.is_object()) return Status::InvalidArgument(where + ": not a JSON object");
   const auto it = config.find("quantization_config");
   if (it == config.end() || it->is_null()) return std::optional<PackQuant>{};
-  const json& q = *it;
   const std::string qw = where + ".quantization_config";
-  if (!q.is_object()) return Status::InvalidArgument(qw + " is " + std::string(json_kind(q)) + ", not an object");
-  if (!q.contains("quant_method") || !q["quant_method"].is_string())
-    return Status::InvalidArgument(qw + ".quant_method is missing or not a string");
-  if (q["quant_method"] != "compressed-tensors")
-    return unsupported(where, "quant_method", q["quant_method"], "compressed-tensors");
-  if (q.contains("quantization_status") && !q["quantization_status"].is_null() && q["quantization_status"] != "compressed")
-    return unsupported(where, "quantization_status", q["quantization_status"], "compressed");
-  if (!is_null_or_absent(q, "kv_cache_scheme"))
-    return unsupported(where, "kv_cache_scheme", q["kv_cache_scheme"], "null: a quantized KV cache is not read");
-  if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].size() != 1)
-    return Status::Unsupported(qw + ".config_groups: exactly one group is supported");
-  const auto first = q["config_groups"].begin();
-  const std::string gname = first.key();
-  const json& g = first.value();
-  const std::string gk = "config_groups." + gname;
-  if (!g.is_object()) return Status::InvalidArgument(qw + "." + gk + " is not an object");
-  std::string format = q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
-  if (g.contains("format") && g["format"].is_string()) format = g["format"].get<std::string>();
-  if (format != "pack-quantized")
-    return Status::Unsupported(qw + ".format '" + format + "' is not supported (pack-quantized)");
-  if (!g.contains("targets") || g["targets"] != json::array({"Linear"}))
-    return unsupported(where, gk + ".targets", g.value("targets", json()), "[\"Linear\"]");
-  for (const char* k : {"input_activations", "output_activations"})
-    if (!is_null_or_absent(g, k)) return unsupported(where, gk + "." + k, g[k], "null: weights only");
-  if (!g.contains("weights") || !g["weights"].is_object())
-    return Status::InvalidArgument(qw + "." + gk + ".weights is missing or not an object");
-  const json& w = g["weights"];
-  const std::string wk = gk + ".weights.";
-  auto want = [&](const char* key, const json& value, const char* text) -> Status {
-    if (!w.contains(key) || w[key] != value) return unsupported(where, wk + key, w.value(key, json()), text);
-    return Status::Ok();
-  };
-  DZ_RETURN_IF_ERROR(want("num_bits", 4, "4"));
-  DZ_RETURN_IF_ERROR(want("type", "int", "int"));
-  DZ_RETURN_IF_ERROR(want("symmetric", true, "true"));
-  DZ_RETURN_IF_ERROR(want("strategy", "group", "group"));
-  if (w.contains("dynamic") && w["dynamic"] != false) return unsupported(where, wk + "dynamic", w["dynamic"], "false");
-  if (!is_null_or_absent(w, "actorder")) return unsupported(where, wk + "actorder", w["actorder"], "null");
-  if (!is_null_or_absent(w, "block_structure"))
-    return unsupported(where, wk + "block_structure", w["block_structure"], "null");
+  DZ_ASSIGN_OR_RETURN(CompressedTensorsGroup group, parse_compressed_tensors(*it, qw));
+  if (group.format != "pack-quantized")
+    return Status::Unsupported(qw + ".format '" + group.format + "' is not supported (pack-quantized)");
+  const json& w = *group.weights;
+  const std::string wk = group.weights_key + ".";
+  const std::pair<const char*, json> want[] = {{"num_bits", 4}, {"type", "int"}, {"symmetric", true}, {"strategy", "group"}};
+  for (const auto& [key, value] : want)
+    if (!w.contains(key) || w[key] != value) return unsupported_key(qw, wk + key, w.value(key, json()), value.dump());
   if (!w.contains("group_size") || !w["group_size"].is_number_integer() || w["group_size"].get<int64_t>() <= 0 ||
       w["group_size"].get<int64_t>() > (int64_t{1} << 20))
     return Status::InvalidArgument(qw + "." + wk + "group_size " + json_excerpt(w.value("group_size", json())) +
                                    " is not a positive integer");
   PackQuant pq;
   pq.group_size = w["group_size"].get<int64_t>();
-  if (q.contains("ignore") && !q["ignore"].is_null()) {
-    if (!q["ignore"].is_array()) return Status::InvalidArgument(qw + ".ignore is not a list");
-    for (const json& e : q["ignore"]) {
-      if (!e.is_string()) return Status::InvalidArgument(qw + ".ignore holds " + json_excerpt(e) + ", not a string");
-      const std::string s = e.get<std::string>();
-      if (s.rfind("re:", 0) == 0) {
-        try {
-          pq.patterns.emplace_back(s.substr(3));
-        } catch (const std::regex_error& err) {
-          return Status::InvalidArgument(qw + ".ignore pattern " + single_quoted(s) + " does not compile: " + err.what());
-        }
-      }
-      pq.ignore.push_back(s);
-    }
-  }
+  static_cast<IgnoreList&>(pq) = std::move(group.ignore);
   return std::optional<PackQuant>{std::move(pq)};
 }
 
-// Reads `len` bytes at `offset` of t's file; counted into rec's ranges when rec is given.
-Status read_range(ByteReader& reader, const TensorInfo& t, uint64_t offset, uint64_t len, void* dst,
-                  WeightRecord* rec, Xxh64* hash) {
-  if (len == 0) return Status::Ok();
-  DZ_RETURN_IF_ERROR(reader.read(t.file, t.offset + offset, len, dst));
-  if (rec) {
-    auto& r = rec->ranges;
-    if (!r.empty() && r.back().first + r.back().second == t.offset + offset) r.back().second += len;
-    else r.emplace_back(t.offset + offset, len);
-    rec->bytes_read += len;
-    ++rec->reads;
-  }
-  if (hash) hash->update(dst, static_cast<size_t>(len));
-  return Status::Ok();
-}
-
 }  // namespace
-
-bool PackQuant::quantizes(const std::string& module) const {
-  size_t k = 0;
-  for (const std::string& e : ignore) {
-    if (e.rfind("re:", 0) == 0) {
-      const std::regex re = k < patterns.size() ? patterns[k] : std::regex(e.substr(3));
-      ++k;
-      if (std::regex_search(module, re, std::regex_constants::match_continuous)) return false;
-    } else if (e == module) {
-      return false;
-    }
-  }
-  return true;
-}
 
 Result<std::optional<PackQuant>> parse_pack_quant(const json& config, const std::string& where) {
   try {
@@ -222,11 +138,11 @@ Result<PackedSlice> read_packed_slice(const Catalog& catalog, const std::string&
   std::vector<int32_t>& words = sl.words;
   if (n_rows > 0 && w1 > w0) {
     if (w0 == 0 && w1 == W) {
-      DZ_RETURN_IF_ERROR(read_range(reader, *p, static_cast<uint64_t>(r0 * W * 4), static_cast<uint64_t>(n_rows * W * 4),
+      DZ_RETURN_IF_ERROR(read_recorded(reader, *p, static_cast<uint64_t>(r0 * W * 4), static_cast<uint64_t>(n_rows * W * 4),
                                     words.data(), &wrec, &hash));
     } else {
       for (int64_t i = 0; i < n_rows; ++i)
-        DZ_RETURN_IF_ERROR(read_range(reader, *p, static_cast<uint64_t>(((r0 + i) * W + w0) * 4),
+        DZ_RETURN_IF_ERROR(read_recorded(reader, *p, static_cast<uint64_t>(((r0 + i) * W + w0) * 4),
                                       static_cast<uint64_t>((w1 - w0) * 4), words.data() + i * (w1 - w0), &wrec, &hash));
     }
   }

@@ -11,11 +11,11 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "checkpoint/catalog.h"
+#include "checkpoint/compressed_tensors.h"
 #include "checkpoint/load.h"
 #include "checkpoint/reader.h"
 #include "core/status.h"
@@ -24,15 +24,11 @@
 
 namespace dayzero::checkpoint {
 
-struct PackQuant {
+// The format's parameters and the ignore list (compressed_tensors.h: quantizes(module)).
+struct PackQuant : IgnoreList {
   int bits = 4;
   int64_t group_size = 32;
-  std::vector<std::string> ignore;  // module names, or "re:<regex>" (Python re.match: anchored at the start)
-  std::vector<std::regex> patterns;  // the "re:" entries compiled, in order (parse fills it; else compiled per call)
 
-  // Whether a Linear module named `module` (e.g. "model.layers.1.mlp.experts.0.up_proj") is
-  // quantized: targets are Linear layers, so every one the ignore list does not name.
-  bool quantizes(const std::string& module) const;
   int64_t words(int64_t in) const { return (in * bits + 31) / 32; }
   int64_t groups(int64_t in) const { return (in + group_size - 1) / group_size; }
 };
