@@ -400,7 +400,9 @@ int run_moe(const std::string& dir, const std::string& weights, int threads, int
   for (const auto& s : info->specs) {
     if (s.component == model::Component::kQuantScale) continue;
     params += shape_numel(s.shape);
-    if (s.component == model::Component::kRoutedExpert) expert_params += shape_numel(s.shape), fp4 += s.fp4 ? 1 : 0;
+    if (s.component != model::Component::kRoutedExpert) continue;
+    expert_params += shape_numel(s.shape);
+    fp4 += model::is_stored_weight(s, StoredScheme::kMxfp4) ? 1 : 0;
   }
   if (hp.family != "qwen3_moe" || fp4 == 0) {
     std::fprintf(stderr, "decode_bench: %s holds a %s model without MXFP4 routed experts; --model moe makes its own "
@@ -419,7 +421,7 @@ int run_moe(const std::string& dir, const std::string& weights, int threads, int
     return 2;
   }
   bool twin_fp4 = false;
-  for (const auto& s : twin->specs) twin_fp4 |= s.fp4 != nullptr;
+  for (const auto& s : twin->specs) twin_fp4 |= s.stored.format != nullptr;
   if (twin->hp.family != hp.family || twin->hp.n_layer != hp.n_layer || twin->hp.n_embd != hp.n_embd ||
       twin->hp.n_expert != hp.n_expert || twin->hp.n_ff_expert != hp.n_ff_expert || twin_fp4) {
     std::fprintf(stderr, "decode_bench: %s is not the bf16 twin of %s (remove it to have it written again)\n",

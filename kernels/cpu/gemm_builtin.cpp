@@ -119,7 +119,7 @@ struct GroupPrepared {
   int group_shift = -1;
   // FP4: the f32 scale of each of the 256 scale bytes (core/stored_format.h fp4_group_scale:
   // 2^(e - 127) for MXFP4, f32(E4M3) / global for NVFP4). Unused by INT4.
-  float scale_of[256];
+  const float* scale_of = nullptr;
 };
 // INT4: nibbles holding q + 8, bf16 group scales (widened: exact).
 struct Int4Codec {
@@ -140,6 +140,22 @@ struct Fp4Codec {
   static Vec load(const uint8_t* q) { return simd::load_e2m1(q); }
   static float at(const uint8_t* q, int64_t p) { return simd::e2m1_at(q, p); }
   static float scale(const GroupPrepared& f, uint8_t s) { return f.scale_of[s]; }
+};
+// The 256 scales of an FP4 scale kind and global scale, made when they change: made on every
+// call (256 conversions), they cost a batch-1 decode of MXFP4 experts a quarter of its speed
+// (decode_bench --model moe: 121 against 158 tok/s; docs/performance.md).
+struct Fp4ScaleTable {
+  ScaleKind kind = ScaleKind::kF32;  // none yet
+  float global = 0.0f;
+  float scale_of[256];
+  const float* get(ScaleKind k, float g) {
+    if (k != kind || g != global) {
+      for (int b = 0; b < 256; ++b) scale_of[b] = fp4_group_scale(k, static_cast<uint8_t>(b), g);
+      kind = k;
+      global = g;
+    }
+    return scale_of;
+  }
 };
 // Rows of a grouped 4-bit weight from row `row` (of the slice) on.
 template <typename C>
@@ -529,6 +545,7 @@ struct StoredPrepared {
   std::vector<int32_t> steps;   // the block or group of each vector step
   Fp8Prepared fp8;
   GroupPrepared group;  // INT4 and FP4
+  Fp4ScaleTable fp4_scales;
 };
 
 // The block-column table of w's vector steps, and log2 of its block width where every step of a
@@ -576,8 +593,7 @@ void prepare_stored(const StoredWeight& w, int64_t n, int64_t k, StoredPrepared&
       out.group.step_group = out.steps.data();
       out.group.group_shift = shift;
       if (f.scale == ScaleKind::kUE8M0 || f.scale == ScaleKind::kE4M3)
-        for (int b = 0; b < 256; ++b)
-          out.group.scale_of[b] = fp4_group_scale(f.scale, static_cast<uint8_t>(b), w.global_scale);
+        out.group.scale_of = out.fp4_scales.get(f.scale, w.global_scale);
       return;
   }
   DZ_CHECK(false, "stored weight of scheme " << static_cast<int>(w.scheme));
@@ -626,8 +642,10 @@ void matmul_nt_small_shared_x(int64_t m, int64_t k, const float* x, const NtProd
   const int64_t nr = m == 1 ? g_m1_rows.load() : kNrSmall;
   int64_t first[kMaxSharedXProducts + 1] = {0};
   int64_t work = 0;
-  // The products kept as stored, prepared once for all the threads.
-  thread_local StoredPrepared prepared[kMaxSharedXProducts];
+  // The products kept as stored, prepared once for all the threads: the pool's threads read the
+  // calling thread's, through this pointer (by name they would reach their own thread_local).
+  thread_local StoredPrepared prepared_here[kMaxSharedXProducts];
+  StoredPrepared* const prepared = prepared_here;
   for (int i = 0; i < count; ++i) {
     first[i + 1] = first[i] + (products[i].n + nr - 1) / nr;
     work += m * products[i].n * k;

@@ -67,7 +67,8 @@ inline Vec load_e2m1(const uint8_t* p) {
   const __m512i v = _mm512_srlv_epi32(words, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
   const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f,
                                       -3.0f, -4.0f, -6.0f);
-  return _mm512_permutexvar_ps(_mm512_and_si512(v, _mm512_set1_epi32(15)), table);
+  // vpermps reads the low 4 bits of each index: the nibbles above need no mask.
+  return _mm512_permutexvar_ps(v, table);
 }
 inline Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
 #elif defined(__AVX2__) && defined(__FMA__)

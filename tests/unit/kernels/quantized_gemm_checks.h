@@ -85,32 +85,39 @@ void check_large_m_twin(const Layouts& layouts, const Make& make, const Matmul& 
 }
 
 // Two products of the format (make_a(130, k, seed), make_b(64, k, seed)) and one f32 product of
-// one x in one matmul_nt_shared_x call: each has the bits of its own call.
+// one x in one matmul_nt_shared_x call, on one and two threads (the products are prepared once on
+// the calling thread and read on the pool's): each has the bits of its own call.
 template <typename MakeA, typename MakeB, typename Matmul>
 void check_shared_x(const MakeA& make_a, const MakeB& make_b, const Matmul& matmul) {
+  const int threads0 = cpu::gemm_info().threads;
   uint32_t seed = 1300;
-  for (int64_t m : {1, 3, 16, 17})
-    for (int64_t k : {15, 600})
-      for (bool acc : {false, true}) {
-        const std::vector<int64_t> ns = {130, 7, 64};
-        const auto x = random_vector(m * k, ++seed);
-        const auto a = make_a(ns[0], k, ++seed);
-        const auto b = make_b(ns[2], k, ++seed);
-        const auto wa = a.weight(), wb = b.weight();
-        const auto wf = random_vector(ns[1] * k, ++seed);
-        std::vector<std::vector<float>> got(3), want(3);
-        for (size_t i = 0; i < 3; ++i) got[i] = want[i] = random_vector(m * ns[i], ++seed);
-        matmul(m, ns[0], k, x.data(), wa, want[0].data(), acc);
-        cpu::matmul_nt(m, ns[1], k, x.data(), wf.data(), want[1].data(), acc);
-        matmul(m, ns[2], k, x.data(), wb, want[2].data(), acc);
-        const cpu::NtProduct products[] = {{ns[0], &wa, cpu::WeightKind::kStored, got[0].data()},
-                                           {ns[1], wf.data(), cpu::WeightKind::kF32, got[1].data()},
-                                           {ns[2], &wb, cpu::WeightKind::kStored, got[2].data()}};
-        cpu::matmul_nt_shared_x(m, k, x.data(), products, 3, acc);
-        for (size_t i = 0; i < 3; ++i)
-          ASSERT_TRUE(identical("m=" + std::to_string(m) + " k=" + std::to_string(k) + " product " + std::to_string(i),
-                                got[i], want[i], {m, ns[i]}));
-      }
+  for (int threads : {1, 2}) {
+    cpu::gemm_set_threads(threads);
+    for (int64_t m : {1, 3, 16, 17})
+      for (int64_t k : {15, 600})
+        for (bool acc : {false, true}) {
+          const std::vector<int64_t> ns = {130, 7, 64};
+          const auto x = random_vector(m * k, ++seed);
+          const auto a = make_a(ns[0], k, ++seed);
+          const auto b = make_b(ns[2], k, ++seed);
+          const auto wa = a.weight(), wb = b.weight();
+          const auto wf = random_vector(ns[1] * k, ++seed);
+          std::vector<std::vector<float>> got(3), want(3);
+          for (size_t i = 0; i < 3; ++i) got[i] = want[i] = random_vector(m * ns[i], ++seed);
+          matmul(m, ns[0], k, x.data(), wa, want[0].data(), acc);
+          cpu::matmul_nt(m, ns[1], k, x.data(), wf.data(), want[1].data(), acc);
+          matmul(m, ns[2], k, x.data(), wb, want[2].data(), acc);
+          const cpu::NtProduct products[] = {{ns[0], &wa, cpu::WeightKind::kStored, got[0].data()},
+                                             {ns[1], wf.data(), cpu::WeightKind::kF32, got[1].data()},
+                                             {ns[2], &wb, cpu::WeightKind::kStored, got[2].data()}};
+          cpu::matmul_nt_shared_x(m, k, x.data(), products, 3, acc);
+          for (size_t i = 0; i < 3; ++i)
+            ASSERT_TRUE(identical("m=" + std::to_string(m) + " k=" + std::to_string(k) + " product " +
+                                      std::to_string(i) + " threads=" + std::to_string(threads),
+                                  got[i], want[i], {m, ns[i]}));
+        }
+  }
+  cpu::gemm_set_threads(threads0);
 }
 
 }  // namespace dayzero::kernels::test
