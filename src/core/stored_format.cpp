@@ -21,7 +21,8 @@ constexpr StoredFormat kStoredFormats[] = {
     {StoredScheme::kMxfp4, "mxfp4", "E2M1, two a byte, low nibble first", 4, 8, 1, 32, ScaleKind::kUE8M0, 1, 0},
     {StoredScheme::kNvfp4, "nvfp4", "E2M1, two a byte, low nibble first", 4, 8, 1, 16, ScaleKind::kE4M3, 1, 4},
 };
-static_assert(sizeof(kStoredFormats) / sizeof(kStoredFormats[0]) == static_cast<size_t>(StoredScheme::kNvfp4) + 1,
+static_assert(sizeof(kStoredFormats) / sizeof(kStoredFormats[0]) == kStoredSchemeCount &&
+                  static_cast<int>(StoredScheme::kNvfp4) + 1 == kStoredSchemeCount,
               "one row per StoredScheme, in order");
 
 }  // namespace

@@ -15,6 +15,7 @@
 namespace dayzero {
 
 enum class StoredScheme : uint8_t { kFp8Block, kInt4Group, kMxfp4, kNvfp4 };
+inline constexpr int kStoredSchemeCount = 4;  // the rows of the table
 
 // The scale of a block as the backend holds it.
 enum class ScaleKind : uint8_t {

@@ -40,6 +40,10 @@ struct LayerCache {
   // head_dim) instead, so no adapter sets it.
   int64_t latent_dim = 0;
   int64_t window = 0;  // tokens kept per sequence: 0 the whole context, else min(context, window)
+  // The layer's own block attends within its window past it (its adapter's layer state keeps the
+  // window: DeepSeek-V4); otherwise the generic attention blocks attend over the whole cache, and
+  // a context longer than the window is refused (runtime/run/run_plan.cpp).
+  bool window_attended = false;
   bool kv_shared = false;  // k and v are one vector (DeepSeek-V4's K=V head): head_dim per head, not 2 x
   // Per compress_rate tokens of the whole context (0: none), held whole by every tp rank: one
   // compressed KV entry of compressed_kv_dim and one indexer key of compressed_index_dim.

@@ -81,10 +81,14 @@ inline constexpr int64_t kScaleBytes = 4;  // stored_format(StoredScheme::kFp8Bl
 // without block scales as stored too (the run refuses them: they have no device form); the CPU
 // keeps every row (converted inside its GEMM) and dequantises FP8 without block scales.
 struct KeepsQuantized {
-  bool schemes[4] = {true, true, true, true};  // by StoredScheme
-  bool fp8_unscaled = true;                    // FP8 without block scales
+  bool schemes[kStoredSchemeCount] = {true, true, true, true};  // by StoredScheme
+  bool fp8_unscaled = true;                                     // FP8 without block scales
   bool keeps(StoredScheme s) const { return schemes[static_cast<int>(s)]; }
-  bool keeps_all() const { return schemes[0] && schemes[1] && schemes[2] && schemes[3] && fp8_unscaled; }
+  bool keeps_all() const {
+    for (bool k : schemes)
+      if (!k) return false;
+    return fp8_unscaled;
+  }
 };
 inline constexpr KeepsQuantized kCudaKeepsQuantized{{true, true, true, true}, true};
 inline constexpr KeepsQuantized kCpuKeepsQuantized{{true, true, true, true}, false};

@@ -124,7 +124,7 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
   // What the backend keeps of quantized weights (plan::kept_dtype), by row of the stored-format
   // table; FP8 without block scales only where a device keeps FP8 (the CPU dequantises it).
   plan::KeepsQuantized keeps;
-  for (int i = 0; i < 4; ++i) keeps.schemes[i] = be.keeps_stored(static_cast<StoredScheme>(i));
+  for (int i = 0; i < kStoredSchemeCount; ++i) keeps.schemes[i] = be.keeps_stored(static_cast<StoredScheme>(i));
   keeps.fp8_unscaled = be.device().kind != DeviceKind::kCpu && be.keeps_stored(StoredScheme::kFp8Block);
   // An index table (DeepSeek-V4's tid2eid: token -> experts) holds whole numbers in [0, index_range).
   const auto in_range = [](const model::TensorSpec& spec, const Tensor& host, const checkpoint::WeightRecord& rec) -> Status {

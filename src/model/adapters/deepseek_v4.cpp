@@ -455,6 +455,7 @@ std::vector<LayerDesc> DeepseekV4Adapter::layer_kinds(const HParams& hp) const {
     c.head_dim = hp.head_dim;
     c.kv_shared = true;
     c.window = v.sliding_window;
+    c.window_attended = true;  // v4_layer's state keeps the window's K=V entries
     const int64_t rate = v.compress_rate(l);
     if (rate > 0) {
       c.compress_rate = rate;

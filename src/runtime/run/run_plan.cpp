@@ -91,10 +91,11 @@ Status Run::plan_and_partition() {
   in.context_tokens = longest;
   // The generic attention blocks attend over the whole cache: a layer that keeps a window gives
   // the model's answer only while the context fits in it, so a longer context is refused, not
-  // run. A layer whose adapter keeps its own state (DeepSeek-V4) attends within its window.
+  // run, unless the layer's own block attends within its window (LayerCache::window_attended).
   for (size_t l = 0; l < model_.layers.size(); ++l) {
-    const int64_t window = model_.layers[l].cache.window;
-    if (window > 0 && longest > window && !model_.adapter->new_layer_state(model_.hp, static_cast<int>(l), 0, 1))
+    const model::LayerCache& c = model_.layers[l].cache;
+    const int64_t window = c.window;
+    if (window > 0 && longest > window && !c.window_attended)
       return Status::Unsupported(cfg_.source_name + ": a context of " + std::to_string(longest) +
                                  " tokens (longest prompt + reference + generate.max_new_tokens) exceeds layer " +
                                  std::to_string(l) + "'s sliding window of " + std::to_string(window) +
