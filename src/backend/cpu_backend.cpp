@@ -77,36 +77,34 @@ const float* f32_operand(const Tensor& t, std::vector<float>& scratch) {
 // (NVFP4); the tensor views the values, at offset scale_bytes. The backend finds the layout of a
 // weight it is handed by the address of its values (Tensor carries no layout): a registry maps it
 // while the storage lives.
-struct StoredLayout {
+struct HeldLayout {
   kc::StoredWeight w;  // q and scale point into the storage
   int64_t rows = 0, cols = 0;
   int64_t scale_bytes = 0;  // the storage's bytes beside the tensor's own: scales, global, rows' padding
 };
-template <typename Layout>
-struct QuantizedWeights {
+struct HeldWeights {
   std::mutex mu;
-  std::unordered_map<const void*, Layout> by_elements;
+  std::unordered_map<const void*, HeldLayout> by_values;
   std::atomic<int64_t> scale_bytes{0};  // of the live ones
 };
 
-template <typename Layout>
-class QuantizedHostStorage final : public Storage {
+class HeldHostStorage final : public Storage {
  public:
-  QuantizedHostStorage(size_t bytes, std::shared_ptr<QuantizedWeights<Layout>> registry)
+  HeldHostStorage(size_t bytes, std::shared_ptr<HeldWeights> registry)
       : inner_(bytes, false), registry_(std::move(registry)) {}
-  // Registers the layout once the elements and scales are in place.
-  void publish(const Layout& layout) {
+  // Registers the layout once the values and scales are in place.
+  void publish(const HeldLayout& layout) {
     key_ = layout.w.q;
     scale_bytes_ = layout.scale_bytes;
     registry_->scale_bytes.fetch_add(scale_bytes_);
     std::lock_guard<std::mutex> lock(registry_->mu);
-    registry_->by_elements[key_] = layout;
+    registry_->by_values[key_] = layout;
   }
-  ~QuantizedHostStorage() override {
+  ~HeldHostStorage() override {
     if (!key_) return;
     registry_->scale_bytes.fetch_sub(scale_bytes_);
     std::lock_guard<std::mutex> lock(registry_->mu);
-    registry_->by_elements.erase(key_);
+    registry_->by_values.erase(key_);
   }
   void* data() override { return inner_.data(); }
   size_t bytes() const override { return inner_.bytes(); }
@@ -114,22 +112,21 @@ class QuantizedHostStorage final : public Storage {
 
  private:
   HostStorage inner_;
-  std::shared_ptr<QuantizedWeights<Layout>> registry_;
+  std::shared_ptr<HeldWeights> registry_;
   const void* key_ = nullptr;
   int64_t scale_bytes_ = 0;
 };
 
-// The layout of the quantized weight a tensor views, whole (a view of part of one has no layout).
-template <typename Layout>
-Layout layout_of(QuantizedWeights<Layout>& reg, const Tensor& w, const char* what, const char* op) {
+// The layout of the weight kept as stored a tensor views, whole (a view of part of one has none).
+HeldLayout held_layout_of(HeldWeights& reg, const Tensor& w, const char* op) {
   std::lock_guard<std::mutex> lock(reg.mu);
-  const auto it = reg.by_elements.find(w.data());
-  DZ_CHECK(it != reg.by_elements.end(),
-           "cpu " << op << ": an " << what << " tensor " << shape_str(w.shape()) << " that is not a whole " << what
-                  << " weight of this backend");
+  const auto it = reg.by_values.find(w.data());
+  DZ_CHECK(it != reg.by_values.end(), "cpu " << op << ": a " << dtype_name(w.dtype()) << " tensor "
+                                             << shape_str(w.shape()) << " that is not a whole weight of this backend"
+                                             << " kept as stored");
   DZ_CHECK(w.numel() == it->second.rows * it->second.cols && w.rank() == 2 && w.dim(1) == it->second.cols,
-           "cpu " << op << ": an " << what << " weight of " << it->second.rows << " x " << it->second.cols
-                  << " viewed as " << shape_str(w.shape()));
+           "cpu " << op << ": a weight of " << it->second.rows << " x " << it->second.cols
+                  << " kept as stored viewed as " << shape_str(w.shape()));
   return it->second;
 }
 
@@ -195,7 +192,7 @@ class CpuBackend final : public Backend {
     return keeps_stored_;
   }
   // The scales, values and global scale copied as they are into one allocation
-  // (QuantizedHostStorage). A NaN FP8 byte (E4M3 0x7f / 0xff; E5M2 exponent all ones) has no
+  // (HeldHostStorage). A NaN FP8 byte (E4M3 0x7f / 0xff; E5M2 exponent all ones) has no
   // value to keep: the loader refuses such a weight by name (its NaN count) before it gets here;
   // refused here too.
   Tensor to_device_stored(const StoredWeightSlice& w) override {
@@ -219,13 +216,13 @@ class CpuBackend final : public Backend {
     const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, sl.held_bytes()));
     DZ_CHECK(empty || bytes == scale_bytes + q_bytes + static_cast<size_t>(f.global_scale_bytes),
              "cpu to_device_stored: " << bytes << " bytes held for " << scale_bytes << " + " << q_bytes);
-    auto st = std::make_shared<QuantizedHostStorage<StoredLayout>>(bytes, stored_);
+    auto st = std::make_shared<HeldHostStorage>(bytes, stored_);
     auto* base = static_cast<char*>(st->data());
     if (scale_bytes) std::memcpy(base, w.scale.data(), scale_bytes);
     if (q_bytes) std::memcpy(base + scale_bytes, q, q_bytes);
     if (!empty && f.global_scale_bytes) std::memcpy(base + scale_bytes + q_bytes, &w.global_scale, 4);
     Tensor t(w.held_dtype(), {sl.rows, sl.cols}, st, scale_bytes);
-    StoredLayout layout;
+    HeldLayout layout;
     layout.w = {f.scheme, reinterpret_cast<const uint8_t*>(base + scale_bytes), base, empty ? 0 : w.values.dim(1),
                 empty ? 0 : sl.scale_cols(), sl.row0, sl.col0, sl.block_rows, sl.block_cols, e5m2, w.global_scale};
     layout.rows = sl.rows;
@@ -239,7 +236,7 @@ class CpuBackend final : public Backend {
   void to_host(const Tensor& src, Tensor& dst) override { copy(src, dst); }
   void copy(const Tensor& src, Tensor& dst) override {
     if (is_stored_weight_dtype(src.dtype()) && dst.dtype() == DType::kF32 && src.numel() == dst.numel()) {
-      const StoredLayout l = stored_of(src, "copy");
+      const HeldLayout l = stored_of(src, "copy");
       return kc::dequantise_stored_rows(l.w, l.cols, 0, l.rows, f(dst));
     }
     if (src.dtype() != dst.dtype() && dst.dtype() == DType::kF32 && src.numel() == dst.numel())
@@ -390,13 +387,11 @@ class CpuBackend final : public Backend {
     std::vector<int32_t> positions;
     std::vector<float> inv_freq, cos, sin;  // cos, sin [positions, inv_freq]
   };
-  StoredLayout stored_of(const Tensor& w, const char* op) const {
-    return layout_of(*stored_, w, dtype_name(w.dtype()), op);
-  }
+  HeldLayout stored_of(const Tensor& w, const char* op) const { return held_layout_of(*stored_, w, op); }
 
   int64_t budget_;
   bool keeps_stored_;
-  std::shared_ptr<QuantizedWeights<StoredLayout>> stored_ = std::make_shared<QuantizedWeights<StoredLayout>>();
+  std::shared_ptr<HeldWeights> stored_ = std::make_shared<HeldWeights>();
   // The 2-D f32 and bf16 weights, as the GEMM tuning takes them.
   static std::vector<kc::gemm::TuneWeight> tune_weights(const std::vector<const Tensor*>& weights) {
     std::vector<kc::gemm::TuneWeight> tw;

@@ -60,25 +60,25 @@ class DeviceStorage : public Storage {
   int64_t weight_bytes_;
 };
 
-// Registers its layout in StoredWeights (cuda_backend_internal.h) while it lives; counts
+// Registers its layout in HeldWeights (cuda_backend_internal.h) while it lives; counts
 // held_bytes as weight bytes.
-class StoredStorage final : public DeviceStorage {
+class HeldStorage final : public DeviceStorage {
  public:
-  StoredStorage(void* p, size_t bytes, int device, cudaStream_t stream, std::shared_ptr<MemCounter> counter,
-                std::shared_ptr<StoredWeights> registry, const StoredLayout& layout)
+  HeldStorage(void* p, size_t bytes, int device, cudaStream_t stream, std::shared_ptr<MemCounter> counter,
+                std::shared_ptr<HeldWeights> registry, const HeldLayout& layout)
       : DeviceStorage(p, bytes, device, stream, std::move(counter), layout.slice.held_bytes()),
         registry_(std::move(registry)),
         key_(static_cast<const char*>(p) + layout.slice.scale_bytes()) {
     std::lock_guard<std::mutex> lock(registry_->mu);
     registry_->by_values[key_] = layout;
   }
-  ~StoredStorage() override {
+  ~HeldStorage() override {
     std::lock_guard<std::mutex> lock(registry_->mu);
     registry_->by_values.erase(key_);
   }
 
  private:
-  std::shared_ptr<StoredWeights> registry_;
+  std::shared_ptr<HeldWeights> registry_;
   const void* key_;
 };
 
@@ -209,8 +209,8 @@ Tensor CudaBackend::to_device_stored(const StoredWeightSlice& w) {
   const bool empty = sl.rows <= 0 || sl.cols <= 0;
   const size_t bytes = std::max<int64_t>(1, sl.held_bytes());
   void* p = raw_alloc(bytes, Shape{sl.rows, sl.cols});
-  StoredLayout layout{p, sl, empty ? 0 : w.values.dim(1), w.values.dtype() == DType::kF8_E5M2, w.global_scale};
-  auto st = std::make_shared<StoredStorage>(p, bytes, device_, stream_, mem_, stored_, layout);
+  HeldLayout layout{p, sl, empty ? 0 : w.values.dim(1), w.values.dtype() == DType::kF8_E5M2, w.global_scale};
+  auto st = std::make_shared<HeldStorage>(p, bytes, device_, stream_, mem_, stored_, layout);
   ws_bounds_.note_stored(sl.rows, sl.cols);
   if (!empty) {
     const size_t scale_bytes = w.scale.bytes(), q_bytes = w.values.bytes();

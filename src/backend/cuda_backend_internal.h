@@ -50,18 +50,18 @@ struct MemCounter {
 // A weight kept as stored (fp8-block, mxfp4, nvfp4): one allocation of its slice's held_bytes
 // (the plan's count), the scales first, then each row's values [rows, row_bytes], then the 4-byte
 // global scale (NVFP4); the tensor views the values. The backend finds the layout of a weight it
-// is handed by the address of its values (Tensor carries no layout): StoredWeights maps it while
+// is handed by the address of its values (Tensor carries no layout): HeldWeights maps it while
 // the storage lives.
-struct StoredLayout {
+struct HeldLayout {
   const void* scales = nullptr;  // f32 (fp8-block) or the scale bytes (FP4)
   StoredSlice slice;
   int64_t row_bytes = 0;
   bool e5m2 = false;
   float global_scale = 1.0f;
 };
-struct StoredWeights {
+struct HeldWeights {
   std::mutex mu;
-  std::unordered_map<const void*, StoredLayout> by_values;
+  std::unordered_map<const void*, HeldLayout> by_values;
 };
 
 inline Elem elem_of(const Tensor& t, const char* op) {
@@ -156,7 +156,7 @@ class CudaBackend final : public Backend {
   GemmWorkspaceBounds ws_bounds_{compute_};  // from the weights placed
   int64_t fixed_bytes_ = 0;
   std::shared_ptr<MemCounter> mem_ = std::make_shared<MemCounter>();
-  std::shared_ptr<StoredWeights> stored_ = std::make_shared<StoredWeights>();
+  std::shared_ptr<HeldWeights> stored_ = std::make_shared<HeldWeights>();
   kcu::Gemm gemm_;
 };
 

@@ -14,7 +14,7 @@ namespace {
 
 // The layout of the weight kept as stored a tensor views, whole. A view into part of one (rows())
 // cannot be dequantised with its scales and is refused.
-StoredLayout stored_of(StoredWeights& reg, const Tensor& w, const char* op) {
+HeldLayout stored_of(HeldWeights& reg, const Tensor& w, const char* op) {
   std::lock_guard<std::mutex> lock(reg.mu);
   const auto it = reg.by_values.find(w.data());
   DZ_CHECK(it != reg.by_values.end(), "cuda " << op << ": a " << dtype_name(w.dtype()) << " tensor "
@@ -160,7 +160,7 @@ void CudaBackend::route_topk(const Tensor& logits, const Tensor* bias, const Rou
 // dequantise kernel (kernels/cuda/ops.h), the scales held starting at the block of the slice's
 // first row and column.
 void CudaBackend::dequantise(const Tensor& w, Elem to, void* out, const char* op) {
-  const StoredLayout l = stored_of(*stored_, w, op);
+  const HeldLayout l = stored_of(*stored_, w, op);
   const StoredSlice& sl = l.slice;
   const auto* q = static_cast<const uint8_t*>(w.data());
   switch (sl.format->scheme) {

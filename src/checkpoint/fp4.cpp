@@ -40,7 +40,7 @@ struct Fp4Read {
 Result<Fp4Read> read_fp4(const Catalog& catalog, const StoredLayout& l, int64_t out, int64_t in, ByteReader& reader,
                          int dim, int64_t begin, int64_t end) {
   const StoredFormat& f = *l.format;
-  DZ_CHECK(f.scheme == StoredScheme::kMxfp4 || f.scheme == StoredScheme::kNvfp4, "read_fp4: " << f.name << " is not FP4");
+  DZ_CHECK(is_fp4(f.scheme), "read_fp4: " << f.name << " is not FP4");
   const bool nv = f.scheme == StoredScheme::kNvfp4;
   const int64_t g = f.block_cols, groups = (in + g - 1) / g, file_row_bytes = (in + 1) / 2;
   const TensorInfo* v = catalog.find(l.values);

@@ -16,6 +16,8 @@ namespace dayzero {
 
 enum class StoredScheme : uint8_t { kFp8Block, kInt4Group, kMxfp4, kNvfp4 };
 inline constexpr int kStoredSchemeCount = 4;  // the rows of the table
+// Whether `scheme` is one of the FP4 rows (E2M1 codes: mxfp4, nvfp4).
+inline bool is_fp4(StoredScheme scheme) { return scheme == StoredScheme::kMxfp4 || scheme == StoredScheme::kNvfp4; }
 
 // The scale of a block as the backend holds it.
 enum class ScaleKind : uint8_t {

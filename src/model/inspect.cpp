@@ -156,7 +156,7 @@ std::vector<Feature> features_of(const HParams& hp, const std::vector<TensorSpec
   bool fp4_in_place = false;
   for (const auto& s : specs) {
     if (is_stored_weight(s, StoredScheme::kInt4Group)) ++packed, group = s.stored.block_cols;
-    if (is_stored_weight(s) && s.stored.format->value_bits == 4 && s.stored.format->unit_bits == 8)
+    if (is_stored_weight(s) && is_fp4(s.stored.format->scheme))
       ++fp4, fp4_format = s.stored.format, fp4_in_place = s.stored.placement == StoredPlacement::kOwnName;
   }
   if (fp4 > 0) {

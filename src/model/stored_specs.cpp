@@ -23,4 +23,10 @@ checkpoint::StoredLayout stored_layout(const TensorSpec& spec) {
 
 std::string stored_scale_name(const TensorSpec& spec) { return stored_layout(spec).scale; }
 
+DType checkpoint_dtype(const TensorSpec& spec, const checkpoint::Catalog& catalog) {
+  const checkpoint::TensorInfo* t =
+      catalog.find(is_stored_weight(spec, StoredScheme::kInt4Group) ? stored_scale_name(spec) : spec.name);
+  return t ? t->dtype : DType::kF32;
+}
+
 }  // namespace dayzero::model

@@ -18,5 +18,8 @@ checkpoint::StoredLayout stored_layout(const TensorSpec& spec);
 // The name of its scales (whose dtype says how an INT4 weight's are kept: plan::kept_dtype).
 // REQUIRES: is_stored_weight(spec).
 std::string stored_scale_name(const TensorSpec& spec);
+// The stored dtype plan::kept_dtype takes for spec: its checkpoint tensor's, or for an INT4
+// weight (never on disk under its name) its group scales'; F32 when the catalog has neither.
+DType checkpoint_dtype(const TensorSpec& spec, const checkpoint::Catalog& catalog);
 
 }  // namespace dayzero::model

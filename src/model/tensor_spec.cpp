@@ -43,8 +43,7 @@ int fp4_part(const TensorSpec& s) {
 }
 // A stored companion of an FP4 weight: its codes, scales or global scale.
 bool is_fp4_companion(const TensorSpec& s) {
-  return s.component == Component::kQuantScale && s.stored.format &&
-         (s.stored.format->scheme == StoredScheme::kMxfp4 || s.stored.format->scheme == StoredScheme::kNvfp4);
+  return s.component == Component::kQuantScale && s.stored.format && is_fp4(s.stored.format->scheme);
 }
 // A quantized weight whose 4-bit codes are under its own name (two a byte).
 bool codes_in_place(const TensorSpec& s) {

@@ -47,9 +47,7 @@ int64_t torch_dtype_size(std::string name) {
 
 namespace {
 
-bool is_fp4_weight(const model::TensorSpec& s) {
-  return model::is_stored_weight(s, StoredScheme::kMxfp4) || model::is_stored_weight(s, StoredScheme::kNvfp4);
-}
+bool is_fp4_weight(const model::TensorSpec& s) { return model::is_stored_weight(s) && is_fp4(s.stored.format->scheme); }
 
 Result<WeightSizes> stored_weight_sizes(const model::ModelFolder& m) {
   if (m.has_weights && !m.catalog.tensors().empty()) {

@@ -109,12 +109,7 @@ Result<LoadStats> load_weights(const ModelInfo& m, backend::Backend& be, model::
                              " NaN and " + std::to_string(rec.inf_count) + " infinite values");
     return Status::Ok();
   };
-  // A spec's stored dtype; an INT4 weight's (never on disk) is its group scales' (plan::kept_dtype).
-  const auto stored = [&](const model::TensorSpec& spec) {
-    const checkpoint::TensorInfo* t = m.catalog.find(
-        model::is_stored_weight(spec, StoredScheme::kInt4Group) ? model::stored_scale_name(spec) : spec.name);
-    return t ? t->dtype : DType::kF32;
-  };
+  const auto stored = [&](const model::TensorSpec& spec) { return model::checkpoint_dtype(spec, m.catalog); };
   const auto record = [&](checkpoint::WeightRecord rec) {
     stats.bytes_read += rec.bytes_read;
     ++stats.tensors;

@@ -297,7 +297,7 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
   // (as published checkpoints list them); config.json is written again with the config.
   if (!o.fp4.empty() && !own_quant) {
     const StoredFormat* f = find_stored_format(o.fp4);
-    if (!f || f->value_bits != 4 || f->unit_bits != 8)
+    if (!f || !is_fp4(f->scheme))
       return Status::InvalidArgument("make-model: '" + o.fp4 + "' is not an FP4 format (mxfp4, nvfp4)");
     config["quantization_config"] = checkpoint::fp4_quant_config(f->scheme, model::fp4_ignore_list(specs));
     DZ_ASSIGN_OR_RETURN(auto quant, checkpoint::parse_fp4_quant(config, "make-model"));
@@ -357,7 +357,7 @@ Status write_model(const MakeModelOptions& o, const Adapter* adapter, const fs::
       continue;
     }
     const StoredScheme scheme = model::is_stored_weight(s) ? s.stored.format->scheme : StoredScheme::kFp8Block;
-    if (model::is_stored_weight(s) && (scheme == StoredScheme::kMxfp4 || scheme == StoredScheme::kNvfp4)) {
+    if (model::is_stored_weight(s) && is_fp4(scheme)) {
       const std::vector<uint8_t> f32 = make_tensor_bytes(s, o.seed, DType::kF32);
       const checkpoint::Fp4Packed p =
           checkpoint::fp4_quantize(reinterpret_cast<const float*>(f32.data()), s.shape[0], s.shape[1], scheme);

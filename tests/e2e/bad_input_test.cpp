@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -158,6 +159,20 @@ void write_tensors(const fs::path& path, const std::map<std::string, TensorBytes
   for (const auto& [name, t] : tensors) w.add(name, t.dtype, t.shape, t.bytes);
   const Status s = w.write(path.string());
   ASSERT_TRUE(s.ok()) << s.message();
+}
+
+// The case's checkpoint (one shard) without tensor `name`.
+void remove_tensor(const Case& c, const std::string& name) {
+  auto tensors = read_tensors(c.st());
+  ASSERT_EQ(tensors.erase(name), 1u) << name;
+  write_tensors(c.st(), tensors);
+}
+
+// The case's config.json, edited.
+void edit_config(const Case& c, const std::function<void(json&)>& edit) {
+  json cfg = json::parse(read_file(c.model() / "config.json"));
+  edit(cfg);
+  write_file(c.model() / "config.json", cfg.dump(2));
 }
 
 TEST(BadInput, TruncatedShard) {
@@ -339,10 +354,8 @@ TEST(BadInput, InspectMissingTensorExitsTwo) {
 
 TEST(BadInput, Fp8ScaleMissing) {
   const Case c = make_family_case("fp8-scale-missing", "deepseek_v3_fp8");
-  auto tensors = read_tensors(c.st());
   const std::string scale = "model.layers.1.mlp.experts.3.down_proj.weight_scale_inv";
-  ASSERT_EQ(tensors.erase(scale), 1u);
-  write_tensors(c.st(), tensors);
+  ASSERT_NO_FATAL_FAILURE(remove_tensor(c, scale));
   expect_bad_input(run_case(c), c, {scale, "missing"});
 }
 
@@ -365,35 +378,27 @@ TEST(BadInput, Fp8ScaleMisShaped) {
 // refused with one sentence naming the key or the tensor.
 TEST(BadInput, DsaIndexTopkNotPositive) {
   const Case c = make_family_case("dsa-index-topk", "deepseek_v32");
-  auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
-  cfg["index_topk"] = 0;
-  write_file(c.model() / "config.json", cfg.dump(2));
+  edit_config(c, [](json& cfg) { cfg["index_topk"] = 0; });
   expect_bad_input(run_case(c), c, {"index_topk"});
 }
 
 TEST(BadInput, DsaIndexerTensorMissing) {
   const Case c = make_family_case("dsa-indexer-missing", "deepseek_v32");
-  auto tensors = read_tensors(c.st());
   const std::string name = "model.layers.2.self_attn.indexer.wk.weight";
-  ASSERT_EQ(tensors.erase(name), 1u);
-  write_tensors(c.st(), tensors);
+  ASSERT_NO_FATAL_FAILURE(remove_tensor(c, name));
   expect_bad_input(run_case(c), c, {name, "missing"});
 }
 
 TEST(BadInput, GlmIndexTopkNotPositive) {
   const Case c = make_family_case("glm-index-topk", "glm_moe_dsa");
-  auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
-  cfg["index_topk"] = -8;
-  write_file(c.model() / "config.json", cfg.dump(2));
+  edit_config(c, [](json& cfg) { cfg["index_topk"] = -8; });
   expect_bad_input(run_case(c), c, {"index_topk"});
 }
 
 TEST(BadInput, GlmIndexerTensorMissing) {
   const Case c = make_family_case("glm-indexer-missing", "glm_moe_dsa");
-  auto tensors = read_tensors(c.st());
   const std::string name = "model.layers.2.self_attn.indexer.weights_proj.weight";  // layer 2: a full one
-  ASSERT_EQ(tensors.erase(name), 1u);
-  write_tensors(c.st(), tensors);
+  ASSERT_NO_FATAL_FAILURE(remove_tensor(c, name));
   expect_bad_input(run_case(c), c, {name, "missing"});
 }
 
@@ -411,14 +416,14 @@ TEST(BadInput, GlmIndexerTypesLength) {
 // tensors under a mistral config.json with sliding_window 4 for a 5-token prompt + 2 new).
 TEST(BadInput, ContextBeyondTheSlidingWindow) {
   const Case c = make_case("sliding-window");
-  auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
-  cfg["model_type"] = "mistral";
-  cfg["architectures"] = {"MistralForCausalLM"};
-  cfg["sliding_window"] = 4;
-  write_file(c.model() / "config.json", cfg.dump(2));
+  edit_config(c, [](json& cfg) {
+    cfg["model_type"] = "mistral";
+    cfg["architectures"] = {"MistralForCausalLM"};
+    cfg["sliding_window"] = 4;
+  });
   expect_bad_input(run_case(c), c, {"run.yaml", "layer 0's sliding window of 4 tokens", "not implemented"});
-  cfg["sliding_window"] = 4096;  // the same model with a window longer than the context runs
-  write_file(c.model() / "config.json", cfg.dump(2));
+  // The same model with a window longer than the context runs.
+  edit_config(c, [](json& cfg) { cfg["sliding_window"] = 4096; });
   const Outcome ok = run_case(c);
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
 }
@@ -427,9 +432,9 @@ TEST(BadInput, ContextBeyondTheSlidingWindow) {
 // num_hidden_layers is refused with one sentence naming both keys.
 TEST(BadInput, LayerTypesLengthDisagreesWithLayerCount) {
   const Case c = make_family_case("layer-types", "qwen3_next");
-  auto cfg = nlohmann::json::parse(read_file(c.model() / "config.json"));
-  cfg["layer_types"] = {"linear_attention", "full_attention", "linear_attention"};  // 3 of 4 layers
-  write_file(c.model() / "config.json", cfg.dump(2));
+  edit_config(c, [](json& cfg) {  // 3 of 4 layers
+    cfg["layer_types"] = {"linear_attention", "full_attention", "linear_attention"};
+  });
   expect_bad_input(run_case(c), c, {"layer_types", "num_hidden_layers", "3", "4"});
 }
 
@@ -438,10 +443,8 @@ TEST(BadInput, LayerTypesLengthDisagreesWithLayerCount) {
 
 TEST(BadInput, V4TokenTableMissing) {
   const Case c = make_family_case("v4-tid2eid-missing", "deepseek_v4");
-  auto tensors = read_tensors(c.st());
   const std::string name = "layers.0.ffn.gate.tid2eid";
-  ASSERT_EQ(tensors.erase(name), 1u);
-  write_tensors(c.st(), tensors);
+  ASSERT_NO_FATAL_FAILURE(remove_tensor(c, name));
   expect_bad_input(run_case(c), c, {name, "missing"});
 }
 

@@ -89,12 +89,7 @@ Status Run::create_backend() {
       const plan::Slice sl = plan::slice_for(spec, model_.hp, plan_, env_.rank(), names);
       return TensorSlice{sl.held, sl.dim, sl.begin, sl.end, sl.rows};
     };
-    const auto stored_of = [&](const model::TensorSpec& spec) {
-      const checkpoint::TensorInfo* t =
-          model_.catalog.find(model::is_stored_weight(spec, StoredScheme::kInt4Group) ? model::stored_scale_name(spec)
-                                                                                     : spec.name);
-      return t ? t->dtype : DType::kF32;
-    };
+    const auto stored_of = [&](const model::TensorSpec& spec) { return model::checkpoint_dtype(spec, model_.catalog); };
     const backend::GemmWorkspaceBounds::Bytes gemm =
         planned_gemm_workspaces(model_.specs, slice_of, stored_of, weights_on_device(), dt, plan_tokens_);
     int nccl_comms = 0;

@@ -97,11 +97,7 @@ class DeviceWeightBytes : public ::testing::Test {
       };
       const auto st = runtime::load_weights(m, be, weights, recs, {}, slice_of, checkpoint::kDefaultStagingBytes, 1, w);
       EXPECT_TRUE(st.ok()) << st.status().message();
-      const auto stored_of = [&](const model::TensorSpec& spec) {
-        const checkpoint::TensorInfo* t =
-            m.catalog.find(model::is_stored_weight(spec, StoredScheme::kInt4Group) ? model::stored_scale_name(spec) : spec.name);
-        return t ? t->dtype : DType::kF32;
-      };
+      const auto stored_of = [&](const model::TensorSpec& spec) { return model::checkpoint_dtype(spec, m.catalog); };
       out.push_back({be.bytes_, plan->memory.at(r).weights, be.ws_.bounds(64),
                      runtime::planned_gemm_workspaces(m.specs, slice_of, stored_of, plan_w.value_or(w), compute, 64)});
       std::printf("%s tp%d pp%d %s rank %d: device %lld bytes, plan %lld (%d FP8 slices, %d starting inside a block)\n",
